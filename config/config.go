@@ -1,0 +1,254 @@
+package config
+
+import "time"
+
+// Config is the complete pgowl configuration, passed down from main to every component.
+type Config struct {
+	// Listen is the host:port the proxy accepts client connections on.
+	Listen string `yaml:"listen" mapstructure:"listen" help:"host:port to accept client connections on"`
+	// Nodes lists every PostgreSQL server, whatever its role; roles are discovered, never configured.
+	Nodes []Node `yaml:"nodes" mapstructure:"nodes" help:"every PostgreSQL node as a JSON list of {name, host, port}"`
+	// Users lists who may connect; the same credentials log in to the nodes.
+	Users []User `yaml:"users" mapstructure:"users" help:"who may connect, as a JSON list of {name, password, auth}"`
+	// Monitor configures the health and replication-lag checks.
+	Monitor Monitor `yaml:"monitor" mapstructure:"monitor"`
+	// Routing configures where statements go.
+	Routing Routing `yaml:"routing" mapstructure:"routing"`
+	// Log configures the process log.
+	Log Log `yaml:"log" mapstructure:"log"`
+	// TLS configures TLS towards clients.
+	TLS TLS `yaml:"tls" mapstructure:"tls"`
+	// Limits holds the defences against hostile or runaway clients.
+	Limits Limits `yaml:"limits" mapstructure:"limits"`
+	// Pool configures the server connection pools, one per node.
+	Pool Pool `yaml:"pool" mapstructure:"pool"`
+	// Classify configures the statement classifier.
+	Classify Classify `yaml:"classify" mapstructure:"classify"`
+}
+
+// Node is one PostgreSQL server the proxy may route to.
+type Node struct {
+	// Name identifies the node in logs and NOTICEs; it matches [a-zA-Z0-9_-]+ and is unique.
+	Name string `yaml:"name" mapstructure:"name"`
+	// Host is the server's host name, IP address or Unix socket directory.
+	Host string `yaml:"host" mapstructure:"host"`
+	// Port is the server's TCP port, 1..65535.
+	Port int `yaml:"port" mapstructure:"port"`
+}
+
+// User is one client identity the proxy accepts and uses to log in to the nodes.
+type User struct {
+	// Name is the PostgreSQL user name; unique among users.
+	Name string `yaml:"name" mapstructure:"name"`
+	// Password authenticates the client and logs in to the nodes; required unless Auth is trust.
+	Password string `yaml:"password" mapstructure:"password"`
+	// Auth is how clients authenticate to the proxy: AuthSCRAM, AuthMD5 or AuthTrust.
+	Auth string `yaml:"auth" mapstructure:"auth"`
+}
+
+// Monitor configures the background checks that discover roles, health and replication lag.
+type Monitor struct {
+	// User is the PostgreSQL user the monitor logs in as.
+	User string `yaml:"user" mapstructure:"user" help:"user the monitor logs in as"`
+	// Password is the monitor user's password; empty when the nodes trust it.
+	Password string `yaml:"password" mapstructure:"password" help:"password of the monitor user"`
+	// Database is the database the monitor connects to.
+	Database string `yaml:"database" mapstructure:"database" help:"database the monitor connects to"`
+	// Interval is the time between two checks of a node; greater than zero.
+	Interval time.Duration `yaml:"interval" mapstructure:"interval" help:"time between two checks of a node"`
+	// DownAfter is how long a node may fail its checks before it counts as down; at least Interval.
+	DownAfter time.Duration `yaml:"down_after" mapstructure:"down_after" help:"how long a node may fail its checks before it counts as down"`
+	// QueryTimeout bounds each monitoring query; greater than zero.
+	QueryTimeout time.Duration `yaml:"query_timeout" mapstructure:"query_timeout" help:"time limit of each monitoring query"`
+}
+
+// Routing configures how statements are sent to the primary or a standby.
+type Routing struct {
+	// MaxReplicaLag is the largest replay lag a standby may have and still receive reads; greater than zero.
+	MaxReplicaLag time.Duration `yaml:"max_replica_lag" mapstructure:"max_replica_lag" help:"largest replay lag of a standby that still receives reads"`
+	// MaxReplicaLagBytes is the largest WAL distance a standby may have and still receive reads; 0 means no byte limit.
+	MaxReplicaLagBytes uint64 `yaml:"max_replica_lag_bytes" mapstructure:"max_replica_lag_bytes" format:"size" help:"largest WAL distance of a standby that still receives reads, 0 for no limit (size, e.g. 16MiB)"`
+	// Notice adds one NOTICE per routed statement naming the node and the reason.
+	Notice bool `yaml:"notice" mapstructure:"notice" help:"send one NOTICE per routed statement"`
+	// AICommentPrefix marks statements that start with it as ai=true in the log; empty disables the marking.
+	AICommentPrefix string `yaml:"ai_comment_prefix" mapstructure:"ai_comment_prefix" help:"statements starting with this comment are logged with ai=true"`
+	// StandbyChoice picks among eligible standbys: StandbyLeastLag, StandbyRoundRobin or StandbyLeastConnections.
+	StandbyChoice string `yaml:"standby_choice" mapstructure:"standby_choice" help:"least_lag | round_robin | least_connections"`
+	// WhenNoStandby says what happens to a read when no standby is eligible: WhenNoStandbyReject or WhenNoStandbyPrimary.
+	WhenNoStandby string `yaml:"when_no_standby" mapstructure:"when_no_standby" help:"reject | primary"`
+	// PrimaryWait is how long a statement waits for a primary to appear; zero fails at once.
+	PrimaryWait time.Duration `yaml:"primary_wait" mapstructure:"primary_wait" help:"how long a statement waits for a primary to appear"`
+}
+
+// Log configures the process log.
+type Log struct {
+	// Level is the lowest level written: LogDebug, LogInfo, LogWarn or LogError.
+	Level string `yaml:"level" mapstructure:"level" help:"debug | info | warn | error"`
+	// Format is the log encoding: LogJSON or LogConsole.
+	Format string `yaml:"format" mapstructure:"format" help:"json | console"`
+}
+
+// TLS configures TLS towards clients; both files or neither must be set.
+type TLS struct {
+	// CertFile is the PEM certificate chain presented to clients.
+	CertFile string `yaml:"cert_file" mapstructure:"cert_file" help:"PEM certificate chain presented to clients"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" mapstructure:"key_file" help:"PEM private key of tls.cert_file"`
+}
+
+// Limits holds the bounds that protect the proxy from hostile or runaway clients.
+type Limits struct {
+	// MaxMessageSize is the largest protocol message accepted, in bytes; at least 1KiB.
+	MaxMessageSize int `yaml:"max_message_size" mapstructure:"max_message_size" format:"size" help:"largest protocol message accepted (size, e.g. 64MiB)"`
+	// StartupTimeout bounds the time from accept to the end of authentication; greater than zero.
+	StartupTimeout time.Duration `yaml:"startup_timeout" mapstructure:"startup_timeout" help:"time limit from accept to the end of authentication"`
+	// MaxClientConnections caps concurrent client connections; at least 1.
+	MaxClientConnections int `yaml:"max_client_connections" mapstructure:"max_client_connections" help:"most concurrent client connections"`
+}
+
+// Pool configures the pools of server connections, one pool per node.
+type Pool struct {
+	// Mode says when a server connection returns to the pool: PoolTransaction or PoolSession.
+	Mode string `yaml:"mode" mapstructure:"mode" help:"transaction | session"`
+	// MaxPerNode caps the server connections to one node; at least 1.
+	MaxPerNode int `yaml:"max_per_node" mapstructure:"max_per_node" help:"most server connections to one node"`
+	// MinIdle is the number of idle connections kept open per node; 0..MaxPerNode.
+	MinIdle int `yaml:"min_idle" mapstructure:"min_idle" help:"idle server connections kept open per node"`
+	// IdleTimeout closes connections idle for longer; zero keeps them.
+	IdleTimeout time.Duration `yaml:"idle_timeout" mapstructure:"idle_timeout" help:"close server connections idle for longer, 0 never"`
+	// MaxLifetime closes connections older than this once they are idle; zero means no limit.
+	MaxLifetime time.Duration `yaml:"max_lifetime" mapstructure:"max_lifetime" help:"close server connections older than this, 0 never"`
+	// AcquireTimeout bounds the wait for a free server connection; greater than zero.
+	AcquireTimeout time.Duration `yaml:"acquire_timeout" mapstructure:"acquire_timeout" help:"time limit to get a server connection from the pool"`
+	// DialTimeout bounds opening and authenticating a new server connection; greater than zero.
+	DialTimeout time.Duration `yaml:"dial_timeout" mapstructure:"dial_timeout" help:"time limit to open a new server connection"`
+}
+
+// Classify configures the statement classifier that decides read or write.
+type Classify struct {
+	// MaxDepth bounds the parse-tree depth examined; deeper statements count as writes. At least 1.
+	MaxDepth int `yaml:"max_depth" mapstructure:"max_depth" help:"deepest parse tree examined; deeper statements go to the primary"`
+	// RefreshInterval is the time between two reloads of function volatility from the primary; greater than zero.
+	RefreshInterval time.Duration `yaml:"refresh_interval" mapstructure:"refresh_interval" help:"time between two reloads of function volatility"`
+	// CacheSize is the number of classified statements remembered; 0 disables the cache.
+	CacheSize int `yaml:"cache_size" mapstructure:"cache_size" help:"classified statements remembered, 0 disables the cache"`
+	// Functions overrides what the catalogue says about particular functions.
+	Functions ClassifyFunctions `yaml:"functions" mapstructure:"functions"`
+}
+
+// ClassifyFunctions lists functions whose effect is declared rather than taken from the catalogue.
+type ClassifyFunctions struct {
+	// Readonly lists functions that never write, as schema.name(argtypes) or name(argtypes).
+	Readonly []string `yaml:"readonly" mapstructure:"readonly" help:"functions that never write, as a JSON list of \"schema.name(argtypes)\""`
+	// Writes lists functions that write, as schema.name(argtypes) or name(argtypes).
+	Writes []string `yaml:"writes" mapstructure:"writes" help:"functions that write, as a JSON list of \"schema.name(argtypes)\""`
+}
+
+// Values of User.Auth.
+const (
+	// AuthSCRAM asks clients for a SCRAM-SHA-256 exchange.
+	AuthSCRAM = "scram-sha-256"
+	// AuthMD5 asks clients for an MD5-hashed password.
+	AuthMD5 = "md5"
+	// AuthTrust lets clients in without a password.
+	AuthTrust = "trust"
+)
+
+// Values of Routing.StandbyChoice.
+const (
+	// StandbyLeastLag sends a read to the eligible standby with the smallest lag.
+	StandbyLeastLag = "least_lag"
+	// StandbyRoundRobin spreads reads over eligible standbys in turn.
+	StandbyRoundRobin = "round_robin"
+	// StandbyLeastConnections sends a read to the eligible standby with the fewest busy connections.
+	StandbyLeastConnections = "least_connections"
+)
+
+// Values of Routing.WhenNoStandby.
+const (
+	// WhenNoStandbyReject fails a read when no standby is eligible.
+	WhenNoStandbyReject = "reject"
+	// WhenNoStandbyPrimary sends a read to the primary when no standby is eligible.
+	WhenNoStandbyPrimary = "primary"
+)
+
+// Values of Log.Level.
+const (
+	// LogDebug writes every log event.
+	LogDebug = "debug"
+	// LogInfo writes informational events and above.
+	LogInfo = "info"
+	// LogWarn writes warnings and errors.
+	LogWarn = "warn"
+	// LogError writes errors only.
+	LogError = "error"
+)
+
+// Values of Log.Format.
+const (
+	// LogJSON writes one JSON object per line.
+	LogJSON = "json"
+	// LogConsole writes human-readable, coloured lines.
+	LogConsole = "console"
+)
+
+// Values of Pool.Mode.
+const (
+	// PoolTransaction returns a server connection to the pool at the end of each transaction.
+	PoolTransaction = "transaction"
+	// PoolSession keeps a server connection for the whole client session.
+	PoolSession = "session"
+)
+
+// DefaultNodePort is the port of a node whose port is not given.
+const DefaultNodePort = 5432
+
+// Default returns the configuration with every default filled in and no nodes or users.
+func Default() Config {
+	return Config{
+		Listen: "127.0.0.1:6432",
+		Monitor: Monitor{
+			User:         "postgres",
+			Database:     "postgres",
+			Interval:     250 * time.Millisecond,
+			DownAfter:    time.Second,
+			QueryTimeout: 500 * time.Millisecond,
+		},
+		Routing: Routing{
+			MaxReplicaLag:   5 * time.Second,
+			Notice:          true,
+			AICommentPrefix: "/* owlai */",
+			StandbyChoice:   StandbyLeastLag,
+			WhenNoStandby:   WhenNoStandbyReject,
+			PrimaryWait:     2 * time.Second,
+		},
+		Log: Log{Level: LogInfo, Format: LogJSON},
+		Limits: Limits{
+			MaxMessageSize:       64 << 20,
+			StartupTimeout:       10 * time.Second,
+			MaxClientConnections: 10000,
+		},
+		Pool: Pool{
+			Mode:           PoolTransaction,
+			MaxPerNode:     40,
+			IdleTimeout:    5 * time.Minute,
+			MaxLifetime:    time.Hour,
+			AcquireTimeout: 2 * time.Second,
+			DialTimeout:    5 * time.Second,
+		},
+		Classify: Classify{
+			MaxDepth:        16,
+			RefreshInterval: 30 * time.Second,
+			CacheSize:       10000,
+		},
+	}
+}
+
+// setDefaults fills the fields a list item of nodes may omit.
+func (n *Node) setDefaults() { n.Port = DefaultNodePort }
+
+// setDefaults fills the fields a list item of users may omit.
+func (u *User) setDefaults() { u.Auth = AuthSCRAM }
+
+// listItemDefaulter is implemented by list item types whose omitted fields have defaults.
+type listItemDefaulter interface{ setDefaults() }

@@ -1,0 +1,344 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate checks every value and returns nil or the problems found, each an *Error naming its key path.
+// It reads the file system to check that TLS files exist.
+func (c Config) Validate() error {
+	var v validator
+	v.listen("listen", c.Listen)
+	v.nodes(c.Nodes)
+	v.users(c.Users)
+	v.monitor(c.Monitor)
+	v.routing(c.Routing)
+	v.oneOf("log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError)
+	v.oneOf("log.format", c.Log.Format, LogJSON, LogConsole)
+	v.tls(c.TLS)
+	v.limits(c.Limits)
+	v.pool(c.Pool)
+	v.classify(c.Classify)
+	return joinErrors(v.problems)
+}
+
+// validator collects the problems found by Validate.
+type validator struct {
+	problems []error
+}
+
+// fail records a problem with the value at key.
+func (v *validator) fail(key, format string, args ...any) {
+	v.problems = append(v.problems, problemf(key, format, args...))
+}
+
+// oneOf checks that value is one of the allowed choices.
+func (v *validator) oneOf(key, value string, choices ...string) {
+	if !slices.Contains(choices, value) {
+		v.fail(key, "%q is not one of %s", value, strings.Join(choices, ", "))
+	}
+}
+
+// intRange checks that value lies within low..high.
+func (v *validator) intRange(key string, value, low, high int) {
+	if value < low || value > high {
+		v.fail(key, "%d is out of range %d..%d", value, low, high)
+	}
+}
+
+// atLeast checks that value is at least low.
+func (v *validator) atLeast(key string, value, low int) {
+	if value < low {
+		v.fail(key, "%d is less than %d", value, low)
+	}
+}
+
+// positive checks that a duration is greater than zero.
+func (v *validator) positive(key string, value time.Duration) {
+	if value <= 0 {
+		v.fail(key, "%s must be greater than 0", value)
+	}
+}
+
+// notNegative checks that a duration is zero or more.
+func (v *validator) notNegative(key string, value time.Duration) {
+	if value < 0 {
+		v.fail(key, "%s must not be negative", value)
+	}
+}
+
+// notEmpty checks that a string is set.
+func (v *validator) notEmpty(key, value string) {
+	if strings.TrimSpace(value) == "" {
+		v.fail(key, "must not be empty")
+	}
+}
+
+// listen checks a host:port address with a numeric port; an empty host means every interface.
+func (v *validator) listen(key, address string) {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		v.fail(key, "%q is not host:port", address)
+		return
+	}
+	number, err := strconv.Atoi(port)
+	if err != nil || number < 0 || number > 65535 {
+		v.fail(key, "%q has port %q, which is not a number in 0..65535", address, port)
+	}
+}
+
+// nodes checks the node list: at least one, unique well-formed names, a host and a valid port each.
+func (v *validator) nodes(nodes []Node) {
+	if len(nodes) == 0 {
+		v.fail("nodes", "at least one node is required")
+	}
+	firstIndex := map[string]int{}
+	for i, node := range nodes {
+		prefix := fmt.Sprintf("nodes[%d]", i)
+		switch {
+		case node.Name == "":
+			v.fail(prefix+".name", "must not be empty")
+		case !isNodeName(node.Name):
+			v.fail(prefix+".name", "%q may only contain letters, digits, _ and -", node.Name)
+		default:
+			if first, taken := firstIndex[node.Name]; taken {
+				v.fail(prefix+".name", "%q is already the name of nodes[%d]", node.Name, first)
+			} else {
+				firstIndex[node.Name] = i
+			}
+		}
+		v.notEmpty(prefix+".host", node.Host)
+		v.intRange(prefix+".port", node.Port, 1, 65535)
+	}
+}
+
+// isNodeName reports whether name matches [a-zA-Z0-9_-]+.
+func isNodeName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// users checks the user list: at least one, unique non-empty names, a known auth method and a password unless trusted.
+func (v *validator) users(users []User) {
+	if len(users) == 0 {
+		v.fail("users", "at least one user is required")
+	}
+	firstIndex := map[string]int{}
+	for i, user := range users {
+		prefix := fmt.Sprintf("users[%d]", i)
+		if user.Name == "" {
+			v.fail(prefix+".name", "must not be empty")
+		} else if first, taken := firstIndex[user.Name]; taken {
+			v.fail(prefix+".name", "%q is already the name of users[%d]", user.Name, first)
+		} else {
+			firstIndex[user.Name] = i
+		}
+		v.oneOf(prefix+".auth", user.Auth, AuthSCRAM, AuthMD5, AuthTrust)
+		if user.Password == "" && (user.Auth == AuthSCRAM || user.Auth == AuthMD5) {
+			v.fail(prefix+".password", "must be set when auth is %s", user.Auth)
+		}
+	}
+}
+
+// monitor checks the monitor settings.
+func (v *validator) monitor(m Monitor) {
+	v.notEmpty("monitor.user", m.User)
+	v.notEmpty("monitor.database", m.Database)
+	v.positive("monitor.interval", m.Interval)
+	if m.DownAfter < m.Interval {
+		v.fail("monitor.down_after", "%s is less than monitor.interval (%s)", m.DownAfter, m.Interval)
+	}
+	v.positive("monitor.query_timeout", m.QueryTimeout)
+}
+
+// routing checks the routing settings.
+func (v *validator) routing(r Routing) {
+	v.positive("routing.max_replica_lag", r.MaxReplicaLag)
+	v.oneOf("routing.standby_choice", r.StandbyChoice, StandbyLeastLag, StandbyRoundRobin, StandbyLeastConnections)
+	v.oneOf("routing.when_no_standby", r.WhenNoStandby, WhenNoStandbyReject, WhenNoStandbyPrimary)
+	v.notNegative("routing.primary_wait", r.PrimaryWait)
+}
+
+// tls checks that both files or neither are set and that set files exist.
+func (v *validator) tls(t TLS) {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		v.fail("tls.key_file", "must be set when tls.cert_file is set")
+	case t.CertFile == "" && t.KeyFile != "":
+		v.fail("tls.cert_file", "must be set when tls.key_file is set")
+	}
+	v.existingFile("tls.cert_file", t.CertFile)
+	v.existingFile("tls.key_file", t.KeyFile)
+}
+
+// existingFile checks that path, when set, names an existing regular file.
+func (v *validator) existingFile(key, path string) {
+	if path == "" {
+		return
+	}
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		v.fail(key, "%q cannot be used: %v", path, err)
+	case !info.Mode().IsRegular():
+		v.fail(key, "%q is not a regular file", path)
+	}
+}
+
+// limits checks the client limits; the largest message size is what the protocol's 32-bit length allows.
+func (v *validator) limits(l Limits) {
+	v.intRange("limits.max_message_size", l.MaxMessageSize, 1<<10, math.MaxInt32)
+	v.positive("limits.startup_timeout", l.StartupTimeout)
+	v.atLeast("limits.max_client_connections", l.MaxClientConnections, 1)
+}
+
+// pool checks the pool settings.
+func (v *validator) pool(p Pool) {
+	v.oneOf("pool.mode", p.Mode, PoolTransaction, PoolSession)
+	v.atLeast("pool.max_per_node", p.MaxPerNode, 1)
+	if p.MinIdle < 0 {
+		v.fail("pool.min_idle", "%d is less than 0", p.MinIdle)
+	} else if p.MinIdle > p.MaxPerNode && p.MaxPerNode >= 1 {
+		v.fail("pool.min_idle", "%d is more than pool.max_per_node (%d)", p.MinIdle, p.MaxPerNode)
+	}
+	v.notNegative("pool.idle_timeout", p.IdleTimeout)
+	v.notNegative("pool.max_lifetime", p.MaxLifetime)
+	v.positive("pool.acquire_timeout", p.AcquireTimeout)
+	v.positive("pool.dial_timeout", p.DialTimeout)
+}
+
+// classify checks the classifier settings and function signatures; a function may not be both read-only and writing.
+func (v *validator) classify(c Classify) {
+	v.atLeast("classify.max_depth", c.MaxDepth, 1)
+	v.positive("classify.refresh_interval", c.RefreshInterval)
+	v.atLeast("classify.cache_size", c.CacheSize, 0)
+	readonly := map[string]int{}
+	for i, signature := range c.Functions.Readonly {
+		key := fmt.Sprintf("classify.functions.readonly[%d]", i)
+		if err := checkFunctionSignature(signature); err != nil {
+			v.fail(key, "%q %v", signature, err)
+			continue
+		}
+		readonly[comparableSignature(signature)] = i
+	}
+	for i, signature := range c.Functions.Writes {
+		key := fmt.Sprintf("classify.functions.writes[%d]", i)
+		if err := checkFunctionSignature(signature); err != nil {
+			v.fail(key, "%q %v", signature, err)
+			continue
+		}
+		if other, both := readonly[comparableSignature(signature)]; both {
+			v.fail(key, "%q is also listed in classify.functions.readonly[%d]", signature, other)
+		}
+	}
+}
+
+// comparableSignature reduces a signature to a form in which case and spaces do not matter.
+func comparableSignature(signature string) string {
+	return strings.ToLower(strings.Join(strings.Fields(signature), ""))
+}
+
+// checkFunctionSignature checks the form schema.name(argtypes) or name(argtypes): identifiers plain or
+// double-quoted, then a parenthesised, comma-separated list of argument types that may be empty.
+func checkFunctionSignature(signature string) error {
+	rest := strings.TrimSpace(signature)
+	for part := 0; ; part++ {
+		var err error
+		rest, err = skipIdentifier(rest)
+		if err != nil {
+			return err
+		}
+		rest = strings.TrimLeft(rest, " \t")
+		if strings.HasPrefix(rest, ".") && part == 0 {
+			rest = strings.TrimLeft(rest[1:], " \t")
+			continue
+		}
+		break
+	}
+	if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+		return fmt.Errorf("is not of the form schema.name(argtypes) or name(argtypes)")
+	}
+	arguments := rest[1 : len(rest)-1]
+	if strings.TrimSpace(arguments) == "" {
+		return nil
+	}
+	depth, start := 0, 0
+	for i := 0; i <= len(arguments); i++ {
+		if i < len(arguments) {
+			switch arguments[i] {
+			case '(':
+				depth++
+				continue
+			case ')':
+				depth--
+				if depth < 0 {
+					return fmt.Errorf("has unbalanced parentheses")
+				}
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		if strings.TrimSpace(arguments[start:i]) == "" {
+			return fmt.Errorf("has an empty argument type")
+		}
+		start = i + 1
+	}
+	if depth != 0 {
+		return fmt.Errorf("has unbalanced parentheses")
+	}
+	return nil
+}
+
+// skipIdentifier removes one plain or double-quoted SQL identifier from the start of text.
+func skipIdentifier(text string) (string, error) {
+	if strings.HasPrefix(text, `"`) {
+		for i := 1; i < len(text); i++ {
+			if text[i] != '"' {
+				continue
+			}
+			if i+1 < len(text) && text[i+1] == '"' {
+				i++
+				continue
+			}
+			if i == 1 {
+				return "", fmt.Errorf("has an empty quoted name")
+			}
+			return text[i+1:], nil
+		}
+		return "", fmt.Errorf("has an unterminated quoted name")
+	}
+	end := 0
+	for end < len(text) {
+		c := text[end]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
+		digit := c >= '0' && c <= '9' || c == '$'
+		if !letter && !(digit && end > 0) {
+			break
+		}
+		end++
+	}
+	if end == 0 {
+		return "", fmt.Errorf("is not of the form schema.name(argtypes) or name(argtypes)")
+	}
+	return text[end:], nil
+}

@@ -1,0 +1,15 @@
+// Package wire reads and writes PostgreSQL protocol frames without decoding
+// them.
+//
+// A frame is a type byte, a four-byte big-endian length that counts itself,
+// and a body. The proxy's hot path forwards frames from a backend to a client
+// as raw bytes: it reads only the five-byte header and hands the body on
+// untouched, so a DataRow is never decoded and never copied into a message
+// struct. The few messages pgowl must understand (ReadyForQuery,
+// ErrorResponse, ParseComplete and friends) are read whole by the caller and
+// decoded with pgproto3 where the contents matter.
+//
+// Reader enforces a maximum body size on every frame, the defence against a
+// peer that announces a huge message to exhaust memory. Bodies returned by
+// Reader are only valid until the next call, as in pgproto3: copy what you keep.
+package wire
