@@ -1,0 +1,151 @@
+package pool
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// Login says who a backend connection logs in as and with which startup parameters.
+type Login struct {
+	User     string
+	Password string
+	Database string
+	// Params are the client's startup parameters (application_name,
+	// search_path, DateStyle, options, ...), forwarded to the node.
+	Params map[string]string
+}
+
+// key identifies the logins whose connections are interchangeable.
+func (l Login) key() string {
+	k := l.User + "\x00" + l.Database
+	for _, name := range sortedKeys(l.Params) {
+		k += "\x00" + name + "=" + l.Params[name]
+	}
+	return k
+}
+
+// Target is a node's address.
+type Target struct {
+	Node string
+	Host string
+	Port int
+}
+
+// Addr returns host:port.
+func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// Conn is one authenticated backend connection, owned by one client session
+// at a time.
+type Conn struct {
+	Node   string
+	Addr   string
+	PID    uint32
+	Secret []byte
+	// ParameterStatus holds what the node reported at startup.
+	ParameterStatus map[string]string
+	// TxStatus is the status byte of the last ReadyForQuery; the proxy keeps it current.
+	TxStatus byte
+
+	Reader *wire.Reader
+	Writer *bufio.Writer
+
+	netConn  net.Conn
+	loginKey string
+	created  time.Time
+	lastUsed time.Time
+	pool     *Pool
+}
+
+// NetConn exposes the socket, for deadlines.
+func (c *Conn) NetConn() net.Conn { return c.netConn }
+
+// Close closes the socket without returning the connection to any pool.
+func (c *Conn) Close() error { return c.netConn.Close() }
+
+const (
+	backendReadBuffer  = 32 << 10
+	backendWriteBuffer = 16 << 10
+)
+
+func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration, maxMessage int) (*Conn, error) {
+	cfg, err := pgconn.ParseConfig("sslmode=disable")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host = t.Host
+	cfg.Port = uint16(t.Port)
+	cfg.User = login.User
+	cfg.Password = login.Password
+	cfg.Database = login.Database
+	cfg.ConnectTimeout = dialTimeout
+	cfg.Fallbacks = nil
+	cfg.TLSConfig = nil
+	cfg.RuntimeParams = make(map[string]string, len(login.Params))
+	for k, v := range login.Params {
+		cfg.RuntimeParams[k] = v
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	pc, err := pgconn.ConnectConfig(dctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pc.SyncConn(dctx); err != nil {
+		pc.Close(context.Background())
+		return nil, err
+	}
+	h, err := pc.Hijack()
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, err
+	}
+	now := time.Now()
+	return &Conn{
+		Node:            t.Node,
+		Addr:            t.Addr(),
+		PID:             h.PID,
+		Secret:          h.SecretKey,
+		ParameterStatus: h.ParameterStatuses,
+		TxStatus:        h.TxStatus,
+		Reader:          wire.NewReader(h.Conn, backendReadBuffer, maxMessage),
+		Writer:          bufio.NewWriterSize(h.Conn, backendWriteBuffer),
+		netConn:         h.Conn,
+		loginKey:        login.key(),
+		created:         now,
+		lastUsed:        now,
+	}, nil
+}
+
+// PgError returns the server's error if err carries one.
+func PgError(err error) *pgconn.PgError {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	return nil
+}
+
+// TooManyConnections reports whether err is the node refusing a connection
+// because it has reached max_connections.
+func TooManyConnections(err error) bool {
+	pgErr := PgError(err)
+	return pgErr != nil && (pgErr.Code == "53300" || pgErr.Code == "53400")
+}
+
+// BusyError is returned when no connection to a node can be had in time.
+type BusyError struct {
+	Node   string
+	Reason string
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("node %s cannot take the statement: %s", e.Node, e.Reason)
+}

@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// unit is one routed unit: a simple Query or an extended batch.
+type unit struct {
+	start   time.Time
+	effects classify.Effects
+	sql     string // for the log's ai marker; never logged raw
+	// setSQL is the statement to replay on other nodes when the unit changed a setting.
+	setSQL string
+	// expectsReady says the unit ends with ReadyForQuery (Query or Sync).
+	expectsReady bool
+
+	errCode   string // SQLSTATE of the first error the node returned
+	committed bool   // the unit's last command tag was COMMIT
+}
+
+func (u *unit) failed() bool { return u.errCode != "" }
+
+// routeRequest maps a classification to the router's request.
+func routeRequest(eff classify.Effects) route.Request {
+	req := route.Request{Subject: eff.Subject}
+	if eff.Access == classify.Read {
+		req.Access = route.AccessRead
+	} else {
+		req.Access = route.AccessWrite
+	}
+	switch eff.Reason {
+	case classify.ReasonReadOnly:
+		req.Reason = route.ReasonReadOnly
+	case classify.ReasonWrite:
+		req.Reason = route.ReasonWrite
+	case classify.ReasonRowLock:
+		req.Reason = route.ReasonRowLock
+	case classify.ReasonWritingFunction:
+		req.Reason = route.ReasonWritingFunction
+	default:
+		req.Access = route.AccessWrite
+		req.Reason = route.ReasonUnknownEffect
+	}
+	return req
+}
+
+// choose decides where a unit runs and returns the session's backend there.
+func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decision, error) {
+	snap := sess.srv.opts.Nodes.Snapshot()
+	if be := sess.held; be != nil {
+		dec := route.Decision{Node: be.node, Role: be.role, Reason: route.ReasonInTransaction, Subject: u.effects.Subject, NodeIndex: -1}
+		if sess.pin != "" {
+			dec.Reason = route.ReasonSessionPinned
+			dec.Subject = sess.pin
+		}
+		for i, n := range snap.Nodes {
+			if n.Name == be.node {
+				dec.NodeIndex = i
+				dec.Lag, dec.LagBytes, dec.LagKnown = n.Lag, n.LagBytes, n.LagKnown
+			}
+		}
+		return be, dec, nil
+	}
+	req := routeRequest(u.effects)
+	req.SessionMaxLag = sess.maxLag
+	sess.turn++
+	req.Turn = sess.turn
+	dec, err := route.Decide(req, snap, sess.srv.policy, time.Now())
+	if err != nil && req.Access == route.AccessWrite && sess.srv.opts.Config.Routing.PrimaryWait > 0 {
+		// No primary right now: a switchover may be under way. Wait for one.
+		wctx, cancel := context.WithTimeout(ctx, sess.srv.opts.Config.Routing.PrimaryWait)
+		sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
+			dec, err = route.Decide(req, s, sess.srv.policy, time.Now())
+			return err == nil
+		})
+		cancel()
+	}
+	if err != nil {
+		return nil, dec, err
+	}
+	be, err := sess.backendFor(ctx, dec.Node, dec.Role)
+	return be, dec, err
+}
+
+// backendFor returns the session's connection to node, connecting if needed.
+func (sess *session) backendFor(ctx context.Context, node string, role route.Role) (*backend, error) {
+	if be := sess.backends[node]; be != nil {
+		be.role = role
+		return be, nil
+	}
+	target, ok := sess.srv.targets[node]
+	if !ok {
+		return nil, &clientError{SQLState: sqlstateInternalError, Message: "pgowl: unknown node " + node}
+	}
+	actx, cancel := context.WithTimeout(ctx, sess.srv.opts.Config.Pool.AcquireTimeout+sess.srv.opts.Config.Pool.DialTimeout)
+	defer cancel()
+	c, err := sess.srv.opts.Pool.Acquire(actx, target, sess.login)
+	if err != nil {
+		if pool.PgError(err) == nil {
+			if _, busy := err.(*pool.BusyError); !busy {
+				err = &clientError{SQLState: sqlstateConnectionFailure, Message: "pgowl: could not connect to " + node + ": " + err.Error(),
+					Hint: "This condition is transient: retry shortly."}
+			}
+		}
+		return nil, err
+	}
+	be := &backend{
+		conn:    c,
+		node:    node,
+		role:    role,
+		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
+		stmts:   make(map[string]*preparedStmt),
+	}
+	if sess.backends == nil {
+		sess.backends = make(map[string]*backend)
+	}
+	sess.backends[node] = be
+	return be, nil
+}
+
+// prepareBackend brings a backend's session settings up to date.
+func (sess *session) prepareBackend(be *backend) error {
+	if be.setsApplied >= len(sess.sets) {
+		return nil
+	}
+	for _, sql := range sess.sets[be.setsApplied:] {
+		if _, err := sess.runQuietly(be, sql); err != nil {
+			return err
+		}
+		if isDiscardAll(sql) {
+			clear(be.stmts)
+			be.unnamed = nil
+		}
+	}
+	be.setsApplied = len(sess.sets)
+	return nil
+}
+
+// runQuietly runs a statement the client does not see and consumes its
+// reply. It returns the SQLSTATE of the first error the node reported, and an
+// error only when the connection failed.
+func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err error) {
+	buf := wire.AppendHeader(sess.scratch[:0], 'Q', len(sql)+1)
+	buf = append(append(buf, sql...), 0)
+	sess.scratch = buf[:0]
+	if _, err := be.conn.Writer.Write(buf); err != nil {
+		return "", err
+	}
+	if err := be.conn.Writer.Flush(); err != nil {
+		return "", err
+	}
+	for {
+		typ, body, err := be.conn.Reader.ReadFrame()
+		if err != nil {
+			return sqlstate, err
+		}
+		switch typ {
+		case 'E':
+			code, msg := errorFields(body)
+			if sqlstate == "" {
+				sqlstate = code
+			}
+			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("error", msg).Str("statement", firstWords(sql)).Msg("a statement pgowl ran for the session failed")
+		case 'Z':
+			be.conn.TxStatus = body[0]
+			return sqlstate, nil
+		}
+	}
+}
+
+// resetTimeout bounds how long returning a connection clean may take.
+const resetTimeout = 5 * time.Second
+
+// dropBackend forgets a broken backend connection.
+func (sess *session) dropBackend(be *backend) {
+	be.broken = true
+	delete(sess.backends, be.node)
+	if sess.held == be {
+		sess.held = nil
+		sess.pin = ""
+	}
+	sess.srv.opts.Pool.Release(be.conn, false)
+}
+
+// closeBackends returns the session's connections to the pool, clean.
+func (sess *session) closeBackends() {
+	for _, be := range sess.backends {
+		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
+		if reusable {
+			be.conn.NetConn().SetDeadline(time.Now().Add(resetTimeout))
+			if be.conn.TxStatus != 'I' {
+				code, err := sess.runQuietly(be, "ROLLBACK")
+				reusable = err == nil && code == ""
+			}
+			if reusable {
+				code, err := sess.runQuietly(be, "DISCARD ALL")
+				reusable = err == nil && code == "" && be.conn.TxStatus == 'I'
+			}
+			be.conn.NetConn().SetDeadline(time.Time{})
+		}
+		sess.srv.opts.Pool.Release(be.conn, reusable)
+	}
+	sess.backends = nil
+	sess.held = nil
+}

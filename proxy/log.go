@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
+)
+
+// logUnit writes the routing-log line of one routed unit.
+func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
+	eff := &u.effects
+	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true}
+	ev := sess.log.Info()
+	if !ev.Enabled() {
+		return
+	}
+	ev = ev.Str("node", dec.Node).
+		Str("role", dec.Role.String()).
+		Str("reason", dec.Reason.String()).
+		Int64("lag_ms", dec.Lag.Milliseconds()).
+		Float64("duration_ms", float64(time.Since(u.start).Microseconds())/1000).
+		Str("outcome", outcome).
+		Str("fingerprint", eff.Fingerprint).
+		Str("statement", eff.Normalized)
+	if dec.Subject != "" {
+		ev = ev.Str("subject", dec.Subject)
+	}
+	if dec.FallbackRule != "" {
+		ev = ev.Str("fallback_rule", dec.FallbackRule)
+	}
+	if p := sess.srv.opts.Config.Routing.AICommentPrefix; p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p) {
+		ev = ev.Bool("ai", true)
+	}
+	ev.Msg("routed")
+}
+
+// lastUnit remembers the session's last routed unit for SHOW pgowl.explain.
+type lastUnit struct {
+	effects  classify.Effects
+	decision route.Decision
+	outcome  string
+	valid    bool
+}
+
+// explain is the SHOW pgowl.explain text for the last unit.
+func (l *lastUnit) explain() string {
+	if !l.valid {
+		return "no statement has been routed in this session yet"
+	}
+	eff, dec := &l.effects, &l.decision
+	if dec.Node == "" {
+		return fmt.Sprintf("not routed: %s; effect=%s reason=%s subject=%q statement=%q", l.outcome, eff.Access, eff.Reason, eff.Subject, eff.Normalized)
+	}
+	return fmt.Sprintf("node=%s role=%s reason=%s lag_ms=%d subject=%q effect=%s outcome=%s statement=%q",
+		dec.Node, dec.Role, dec.Reason, dec.Lag.Milliseconds(), dec.Subject, eff.Access, l.outcome, eff.Normalized)
+}

@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
+)
+
+// pgowlResult is what a pgowl.* command produces: a command tag and, for
+// SHOW, a result set of text columns.
+type pgowlResult struct {
+	tag     string
+	columns []string
+	rows    [][]string
+	err     error
+}
+
+// runPgowl executes a SET, RESET or SHOW of a pgowl.* setting for this session.
+func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
+	switch cmd.Kind {
+	case classify.PgowlShow:
+		return sess.showPgowl(cmd.Name)
+	case classify.PgowlSet, classify.PgowlReset:
+		reset := cmd.Kind == classify.PgowlReset
+		switch cmd.Name {
+		case "notice":
+			if reset {
+				sess.notice = sess.srv.opts.Config.Routing.Notice
+				return pgowlResult{tag: "RESET"}
+			}
+			on, ok := parseBool(cmd.Value)
+			if !ok {
+				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
+					Message: fmt.Sprintf("pgowl: parameter \"pgowl.notice\" requires a Boolean value, not %q", cmd.Value)}}
+			}
+			sess.notice = on
+			return pgowlResult{tag: "SET"}
+		case "max_replica_lag":
+			if reset {
+				sess.maxLag = 0
+				return pgowlResult{tag: "RESET"}
+			}
+			lag, err := parseLag(cmd.Value)
+			if err != nil {
+				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
+					Message: fmt.Sprintf("pgowl: invalid value for parameter \"pgowl.max_replica_lag\": %q", cmd.Value),
+					Hint:    "Use a duration such as '500ms' or '2s'."}}
+			}
+			if limit := sess.srv.policy.MaxReplicaLag; lag > limit {
+				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
+					Message: fmt.Sprintf("pgowl: pgowl.max_replica_lag can only tighten the configured routing.max_replica_lag (%s), not loosen it to %s", limit, lag)}}
+			}
+			sess.maxLag = lag
+			return pgowlResult{tag: "SET"}
+		}
+	}
+	return pgowlResult{err: unknownPgowlSetting(cmd.Name)}
+}
+
+func unknownPgowlSetting(name string) error {
+	return &clientError{SQLState: sqlstateUndefinedObject,
+		Message: fmt.Sprintf("pgowl: unrecognized configuration parameter \"pgowl.%s\"", name),
+		Hint:    "pgowl knows pgowl.notice, pgowl.max_replica_lag, pgowl.nodes and pgowl.explain."}
+}
+
+func (sess *session) showPgowl(name string) pgowlResult {
+	switch name {
+	case "notice":
+		v := "off"
+		if sess.notice {
+			v = "on"
+		}
+		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.notice"}, rows: [][]string{{v}}}
+	case "max_replica_lag":
+		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.max_replica_lag"}, rows: [][]string{{sess.effectiveMaxLag().String()}}}
+	case "nodes":
+		return sess.showNodes()
+	case "explain":
+		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.explain"}, rows: [][]string{{sess.last.explain()}}}
+	}
+	return pgowlResult{err: unknownPgowlSetting(name)}
+}
+
+func (sess *session) showNodes() pgowlResult {
+	snap := sess.srv.opts.Nodes.Snapshot()
+	now := time.Now()
+	res := pgowlResult{tag: "SHOW", columns: []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle"}}
+	for _, n := range snap.Nodes {
+		state := "down"
+		if n.Up {
+			state = "up"
+		}
+		lagMS, lagBytes := "", ""
+		if n.LagKnown {
+			lagMS = strconv.FormatInt(n.Lag.Milliseconds(), 10)
+			lagBytes = strconv.FormatUint(n.LagBytes, 10)
+		}
+		age := ""
+		if !n.SampledAt.IsZero() {
+			age = strconv.FormatInt(now.Sub(n.SampledAt).Milliseconds(), 10)
+		}
+		inUse, idle := sess.srv.opts.Pool.Stats(n.Name)
+		res.rows = append(res.rows, []string{n.Name, n.Addr, n.Role.String(), state, lagMS, lagBytes, age,
+			strconv.FormatUint(uint64(n.Timeline), 10), strconv.Itoa(inUse), strconv.Itoa(idle)})
+	}
+	return res
+}
+
+// answerPgowl answers a pgowl command sent as a simple Query.
+func (sess *session) answerPgowl(cmd *classify.PgowlCommand, _ bool) {
+	res := sess.runPgowl(cmd)
+	if res.err != nil {
+		sess.send(toErrorResponse(res.err))
+		return
+	}
+	if res.columns != nil {
+		sess.send(rowDescription(res.columns))
+	}
+	sess.sendRows(res)
+}
+
+func (sess *session) sendRows(res pgowlResult) {
+	for _, row := range res.rows {
+		values := make([][]byte, len(row))
+		for i, v := range row {
+			if v != "" {
+				values[i] = []byte(v)
+			}
+		}
+		sess.send(&pgproto3.DataRow{Values: values})
+	}
+	sess.send(&pgproto3.CommandComplete{CommandTag: []byte(res.tag)})
+}
+
+func rowDescription(columns []string) *pgproto3.RowDescription {
+	rd := &pgproto3.RowDescription{}
+	for _, c := range columns {
+		rd.Fields = append(rd.Fields, pgproto3.FieldDescription{Name: []byte(c), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1})
+	}
+	return rd
+}
+
+// answerPgowlBatch answers an extended batch whose statements are all pgowl
+// commands, message by message as a server would. It reports false when the
+// batch has no pgowl command and must be routed.
+func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool, error) {
+	pgowlCount := 0
+	for _, st := range stmts {
+		if st.effects.Pgowl != nil {
+			pgowlCount++
+		}
+	}
+	if pgowlCount == 0 {
+		return false, nil
+	}
+	if pgowlCount != len(stmts) {
+		sess.send(toErrorResponse(&clientError{SQLState: sqlstateFeatureNotSupported,
+			Message: "pgowl: a pgowl.* command cannot share an extended-protocol batch with other statements",
+			Hint:    "Send SET/SHOW pgowl.* in its own batch."}))
+		if synced {
+			sess.sendReady()
+		} else {
+			sess.skipUntilSync = true
+		}
+		return true, nil
+	}
+	portals := map[string]*preparedStmt{}
+	lookup := func(name string) *preparedStmt {
+		if name == "" {
+			return sess.unnamed
+		}
+		return sess.stmts[name]
+	}
+	for i := range sess.batch.msgs {
+		m := &sess.batch.msgs[i]
+		switch m.typ {
+		case 'P':
+			if m.name == "" {
+				sess.unnamed = m.stmt
+			} else {
+				if sess.stmts == nil {
+					sess.stmts = make(map[string]*preparedStmt)
+				}
+				sess.stmts[m.name] = m.stmt
+			}
+			sess.send(&pgproto3.ParseComplete{})
+		case 'B':
+			portals[m.portal] = lookup(m.name)
+			sess.send(&pgproto3.BindComplete{})
+		case 'D':
+			st := portals[m.name]
+			if m.kind == 'S' {
+				st = lookup(m.name)
+				sess.send(&pgproto3.ParameterDescription{})
+			}
+			if st != nil && st.effects.Pgowl != nil && st.effects.Pgowl.Kind == classify.PgowlShow {
+				if res := sess.runPgowl(st.effects.Pgowl); res.err == nil {
+					sess.send(rowDescription(res.columns))
+					continue
+				}
+			}
+			sess.send(&pgproto3.NoData{})
+		case 'E':
+			st := portals[m.portal]
+			if st == nil {
+				continue
+			}
+			res := sess.runPgowl(st.effects.Pgowl)
+			if res.err != nil {
+				sess.send(toErrorResponse(res.err))
+				if synced {
+					sess.sendReady()
+				} else {
+					sess.skipUntilSync = true
+				}
+				return true, nil
+			}
+			sess.sendRows(res)
+		case 'C':
+			sess.send(&pgproto3.CloseComplete{})
+		case 'S':
+			sess.sendReady()
+		}
+	}
+	return true, nil
+}
+
+func parseBool(v string) (bool, bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "yes", "1", "t", "y":
+		return true, true
+	case "off", "false", "no", "0", "f", "n":
+		return false, true
+	}
+	return false, false
+}
+
+// parseLag accepts Go durations ("500ms", "2s"), PostgreSQL-style units
+// ("500 ms", "2 s", "1 min") and a bare number of milliseconds.
+func parseLag(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	compact := strings.ReplaceAll(v, " ", "")
+	compact = strings.TrimSuffix(compact, "in") // "min" → "m"
+	d, err := time.ParseDuration(compact)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("invalid duration %q", v)
+	}
+	return d, nil
+}
+
+var _ = route.ReasonReadOnly

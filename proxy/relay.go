@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// expectation is one message sent to a backend whose reply is still due.
+type expectation struct {
+	typ     byte // the message: 'Q', 'F', 'P', 'B', 'D', 'E', 'C' or 'S' (Sync)
+	swallow bool // pgowl injected it: its reply is not the client's
+	// For Parse and Close of a named or unnamed statement: what the message
+	// changes in the backend's statement table, undone if it never runs.
+	stmtName  string
+	stmt      *preparedStmt // the statement a Parse creates (nil for Close)
+	prevStmt  *preparedStmt // what the backend held under that name before
+	unnamed   bool          // the unnamed statement
+	closesStm bool          // Close of a statement
+	// clientPrev is the client's statement under that name before a client Parse.
+	clientPrev *preparedStmt
+	clientOwn  bool
+}
+
+// expectQueue is a FIFO of expectations that reuses its storage.
+type expectQueue struct {
+	items []expectation
+	head  int
+}
+
+func (q *expectQueue) push(e expectation) { q.items = append(q.items, e) }
+func (q *expectQueue) len() int           { return len(q.items) - q.head }
+func (q *expectQueue) front() *expectation {
+	return &q.items[q.head]
+}
+func (q *expectQueue) pop() {
+	q.items[q.head] = expectation{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items = q.items[:0]
+		q.head = 0
+	}
+}
+
+// completes reports whether a reply of type typ is the final reply to the
+// message e.
+func completes(e *expectation, typ byte) bool {
+	switch e.typ {
+	case 'P':
+		return typ == '1'
+	case 'B':
+		return typ == '2'
+	case 'C':
+		return typ == '3'
+	case 'D':
+		return typ == 'T' || typ == 'n'
+	case 'E':
+		return typ == 'C' || typ == 'I' || typ == 's'
+	case 'S', 'Q', 'F':
+		return typ == 'Z'
+	}
+	return false
+}
+
+// relay streams a backend's replies to the client until every expected reply
+// has arrived. Frames pass through untouched; only ReadyForQuery,
+// ErrorResponse and a few completions are looked at.
+func (sess *session) relay(be *backend, u *unit) error {
+	r := be.conn.Reader
+	for be.expect.len() > 0 {
+		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
+			// About to wait for the node: let the client have what we have.
+			if err := sess.w.Flush(); err != nil {
+				return &clientFatal{err}
+			}
+		}
+		typ, _, err := r.PeekHeader()
+		if err != nil {
+			return err
+		}
+		head := be.expect.front()
+		switch typ {
+		case 'Z':
+			_, body, err := r.ReadFrame()
+			if err != nil {
+				return err
+			}
+			if len(body) != 1 {
+				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
+			}
+			be.conn.TxStatus = body[0]
+			if head.typ != 'S' && head.typ != 'Q' && head.typ != 'F' {
+				return fmt.Errorf("protocol out of step with %s: ReadyForQuery while a %q reply was due", be.node, head.typ)
+			}
+			be.expect.pop()
+			if head.typ == 'S' {
+				be.openBatch = false
+				be.skipping = false
+			}
+			if err := sess.forwardFrame(wireReady(sess.scratch[:0], body[0])); err != nil {
+				return err
+			}
+		case 'E':
+			_, body, err := r.ReadFrame()
+			if err != nil {
+				return err
+			}
+			code, _ := errorFields(body)
+			if u.errCode == "" {
+				u.errCode = code
+			}
+			if head.typ != 'Q' && head.typ != 'S' && head.typ != 'F' {
+				// An extended message failed: the node skips the rest of
+				// the batch up to Sync, so those replies never come.
+				be.undo(sess, head)
+				be.expect.pop()
+				for be.expect.len() > 0 && be.expect.front().typ != 'S' {
+					be.undo(sess, be.expect.front())
+					be.expect.pop()
+				}
+				if be.expect.len() == 0 {
+					be.skipping = true
+				}
+			}
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
+				return err
+			}
+		case 'C':
+			if len(sess.pendingSets) > 0 || u.effects.Tx != 0 {
+				_, body, err := r.ReadFrame()
+				if err != nil {
+					return err
+				}
+				tag := commandTag(body)
+				u.committed = bytes.Equal(tag, []byte("COMMIT"))
+				if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'C', body)); err != nil {
+					return err
+				}
+			} else if _, _, err := r.CopyFrame(sess.w); err != nil {
+				return &clientFatal{err}
+			}
+			if completes(head, 'C') {
+				be.expect.pop()
+			}
+		case 'G':
+			if _, _, err := r.CopyFrame(sess.w); err != nil {
+				return &clientFatal{err}
+			}
+			if err := sess.copyIn(be); err != nil {
+				return err
+			}
+		default:
+			if completes(head, typ) {
+				if head.swallow {
+					if _, _, err := r.ReadFrame(); err != nil {
+						return err
+					}
+					be.expect.pop()
+					continue
+				}
+				be.expect.pop()
+			}
+			if _, _, err := r.CopyFrame(sess.w); err != nil {
+				return &clientFatal{err}
+			}
+		}
+	}
+	return nil
+}
+
+// forwardFrame writes a whole frame to the client.
+func (sess *session) forwardFrame(frame []byte) error {
+	if _, err := sess.w.Write(frame); err != nil {
+		return &clientFatal{err}
+	}
+	return nil
+}
+
+// undo reverts what an expected message would have changed, because the node
+// never ran it.
+func (be *backend) undo(sess *session, e *expectation) {
+	switch {
+	case e.typ == 'P' && e.unnamed:
+		be.unnamed = e.prevStmt
+		if e.clientOwn && sess.unnamed == e.stmt {
+			sess.unnamed = e.clientPrev
+		}
+	case e.typ == 'P':
+		if be.stmts[e.stmtName] == e.stmt {
+			setOrDelete(be.stmts, e.stmtName, e.prevStmt)
+		}
+		if e.clientOwn && sess.stmts[e.stmtName] == e.stmt {
+			setOrDelete(sess.stmts, e.stmtName, e.clientPrev)
+		}
+	case e.typ == 'C' && e.closesStm:
+		if _, ok := be.stmts[e.stmtName]; !ok && e.prevStmt != nil {
+			be.stmts[e.stmtName] = e.prevStmt
+		}
+	}
+}
+
+func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
+	if s == nil {
+		delete(m, name)
+	} else {
+		m[name] = s
+	}
+}
+
+// copyIn forwards the client's COPY data to the backend until CopyDone or CopyFail.
+func (sess *session) copyIn(be *backend) error {
+	if err := sess.w.Flush(); err != nil {
+		return &clientFatal{err}
+	}
+	w := be.conn.Writer
+	for {
+		typ, body, err := sess.r.ReadFrame()
+		if err != nil {
+			// The client is gone: abort the COPY so the node does not wait.
+			w.Write(appendFrame(sess.scratch[:0], 'f', []byte("client connection lost\x00")))
+			w.Flush()
+			return &clientFatal{err}
+		}
+		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
+			return err
+		}
+		switch typ {
+		case 'c', 'f':
+			return w.Flush()
+		case 'd', 'H', 'S':
+		default:
+			return &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
+		}
+	}
+}

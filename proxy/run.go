@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/monitor"
+	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/proxy/auth"
+)
+
+// Instance is a whole pgowl wired from a configuration: the node monitor,
+// the backend pool, the classifier and the client-facing server.
+type Instance struct {
+	Server  *Server
+	Monitor *monitor.Monitor
+	Pool    *pool.Pool
+	cfg     config.Config
+	log     zerolog.Logger
+}
+
+// Build wires an Instance from cfg. Nothing runs until Run.
+func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
+	var creds []*auth.Credentials
+	for _, u := range cfg.Users {
+		method, err := auth.ParseMethod(u.Auth)
+		if err != nil {
+			return nil, fmt.Errorf("users %q: %w", u.Name, err)
+		}
+		c, err := auth.NewCredentials(u.Name, u.Password, method)
+		if err != nil {
+			return nil, fmt.Errorf("users %q: %w", u.Name, err)
+		}
+		creds = append(creds, c)
+	}
+	var tlsConfig *tls.Config
+	if cfg.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	nodes := make([]monitor.NodeAddr, 0, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		nodes = append(nodes, monitor.NodeAddr{Name: n.Name, Host: n.Host, Port: n.Port})
+	}
+	mon := monitor.New(monitor.Options{
+		Nodes:        nodes,
+		User:         cfg.Monitor.User,
+		Password:     cfg.Monitor.Password,
+		Database:     cfg.Monitor.Database,
+		Interval:     cfg.Monitor.Interval,
+		DownAfter:    cfg.Monitor.DownAfter,
+		QueryTimeout: cfg.Monitor.QueryTimeout,
+		Logger:       logger.With().Str("component", "monitor").Logger(),
+	})
+	backends := pool.New(pool.Options{
+		MaxPerNode:     cfg.Pool.MaxPerNode,
+		AcquireTimeout: cfg.Pool.AcquireTimeout,
+		DialTimeout:    cfg.Pool.DialTimeout,
+		IdleTimeout:    cfg.Pool.IdleTimeout,
+		MaxLifetime:    cfg.Pool.MaxLifetime,
+		MaxMessageSize: cfg.Limits.MaxMessageSize,
+	})
+	srv, err := NewServer(Options{
+		Config:     cfg,
+		Logger:     logger,
+		Nodes:      mon,
+		Classifier: classify.New(classify.Options{CacheSize: cfg.Classify.CacheSize}),
+		Pool:       backends,
+		Auth:       auth.NewStore(creds...),
+		TLS:        tlsConfig,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Instance{Server: srv, Monitor: mon, Pool: backends, cfg: cfg, log: logger}, nil
+}
+
+// Run starts the monitor, waits briefly for its first round, and serves
+// clients on ln until ctx ends. It closes the pool when it returns.
+func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
+	defer in.Pool.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go in.Monitor.Run(ctx)
+	readyCtx, readyCancel := context.WithTimeout(ctx, in.cfg.Monitor.DownAfter+in.cfg.Monitor.Interval)
+	if err := in.Monitor.Ready(readyCtx); err != nil {
+		in.log.Warn().Err(err).Msg("the node monitor has not finished its first round; serving anyway")
+	}
+	readyCancel()
+	return in.Server.Serve(ctx, ln)
+}

@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/proxy/auth"
+	"github.com/pgowl/pgowl/route"
+)
+
+// NodeStates is what the proxy needs from the node monitor.
+type NodeStates interface {
+	// Snapshot returns the latest node states without blocking.
+	Snapshot() *route.Snapshot
+	// WaitFor blocks until cond holds for a new snapshot or ctx ends.
+	WaitFor(ctx context.Context, cond func(*route.Snapshot) bool) bool
+}
+
+// Options are everything a Server needs, built by the caller from the config.
+type Options struct {
+	Config     config.Config
+	Logger     zerolog.Logger
+	Nodes      NodeStates
+	Classifier *classify.Classifier
+	Pool       *pool.Pool
+	Auth       *auth.Store
+	// TLS, when set, lets clients upgrade with SSLRequest.
+	TLS *tls.Config
+}
+
+// Server accepts client connections and runs their sessions.
+type Server struct {
+	opts    Options
+	policy  route.Policy
+	targets map[string]pool.Target
+	log     zerolog.Logger
+
+	nextConnID atomic.Uint64
+	clients    atomic.Int64
+
+	mu       sync.Mutex
+	sessions map[cancelKey]*session
+	wg       sync.WaitGroup
+}
+
+type cancelKey struct {
+	pid    uint32
+	secret uint32
+}
+
+// NewServer checks opts and returns a Server.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Nodes == nil || opts.Classifier == nil || opts.Pool == nil || opts.Auth == nil {
+		return nil, errors.New("proxy: Nodes, Classifier, Pool and Auth are required")
+	}
+	s := &Server{
+		opts:     opts,
+		policy:   PolicyFromConfig(opts.Config),
+		targets:  make(map[string]pool.Target),
+		log:      opts.Logger,
+		sessions: make(map[cancelKey]*session),
+	}
+	for _, n := range opts.Config.Nodes {
+		s.targets[n.Name] = pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}
+	}
+	return s, nil
+}
+
+// PolicyFromConfig turns the routing section of the config into a route.Policy.
+func PolicyFromConfig(cfg config.Config) route.Policy {
+	p := route.Policy{
+		MaxReplicaLag:      cfg.Routing.MaxReplicaLag,
+		MaxReplicaLagBytes: cfg.Routing.MaxReplicaLagBytes,
+		DownAfter:          cfg.Monitor.DownAfter,
+	}
+	switch cfg.Routing.StandbyChoice {
+	case "round_robin":
+		p.StandbyChoice = route.RoundRobin
+	case "least_connections":
+		p.StandbyChoice = route.LeastConnections
+	default:
+		p.StandbyChoice = route.LeastLag
+	}
+	if cfg.Routing.WhenNoStandby == "primary" {
+		p.WhenNoStandby = route.UsePrimary
+	}
+	return p
+}
+
+// Serve accepts connections on ln until ctx is cancelled, then stops
+// accepting, gives running sessions a grace period and closes the rest.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	var tempDelay time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.drain(5 * time.Second)
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				time.Sleep(tempDelay)
+				continue
+			}
+			return err
+		}
+		tempDelay = 0
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(ctx, conn)
+		}()
+	}
+}
+
+// drain waits up to grace for sessions to end, then closes them.
+func (s *Server) drain(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(grace):
+	}
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.conn.Close()
+	}
+	s.mu.Unlock()
+	<-done
+}
+
+// ActiveClients reports the number of connected clients.
+func (s *Server) ActiveClients() int64 { return s.clients.Load() }
+
+func (s *Server) register(sess *session) (cancelKey, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return cancelKey{}, err
+		}
+		k := cancelKey{pid: binary.BigEndian.Uint32(b[:4]) & 0x7fffffff, secret: binary.BigEndian.Uint32(b[4:])}
+		if k.pid == 0 {
+			continue
+		}
+		s.mu.Lock()
+		if _, taken := s.sessions[k]; !taken {
+			s.sessions[k] = sess
+			s.mu.Unlock()
+			return k, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) unregister(k cancelKey) {
+	s.mu.Lock()
+	delete(s.sessions, k)
+	s.mu.Unlock()
+}
+
+// cancel passes a client's CancelRequest on to the backend running its statement.
+func (s *Server) cancel(k cancelKey) {
+	s.mu.Lock()
+	sess := s.sessions[k]
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	run := sess.running.Load()
+	if run == nil {
+		return // nothing running: a late cancel must not hit anyone else's work
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", run.addr)
+	if err != nil {
+		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
+		return
+	}
+	defer c.Close()
+	pkt := make([]byte, 0, 16+len(run.secret))
+	pkt = binary.BigEndian.AppendUint32(pkt, uint32(12+len(run.secret)))
+	pkt = binary.BigEndian.AppendUint32(pkt, 80877102)
+	pkt = binary.BigEndian.AppendUint32(pkt, run.pid)
+	pkt = append(pkt, run.secret...)
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write(pkt); err != nil {
+		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
+		return
+	}
+	// The server closes the connection when it has processed the request.
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var one [1]byte
+	c.Read(one[:])
+	sess.log.Info().Str("node", run.node).Uint32("backend_pid", run.pid).Msg("cancel request passed on")
+}

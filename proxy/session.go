@@ -1,0 +1,412 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// session is one client connection after startup.
+type session struct {
+	srv  *Server
+	id   uint64
+	conn net.Conn
+	r    *wire.Reader
+	w    *bufio.Writer
+	log  zerolog.Logger
+	tls  bool
+
+	user, database, appName string
+	login                   pool.Login
+	serverParams            map[string]string
+
+	// notice is the session's pgowl.notice setting.
+	notice bool
+	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
+	maxLag time.Duration
+
+	backends map[string]*backend
+	// held is the backend the session must stay on: an open transaction, an
+	// extended batch not yet ended by Sync, or a pin.
+	held *backend
+	// pin names the session state that ties the session to held, if any.
+	pin string
+
+	stmts   map[string]*preparedStmt
+	unnamed *preparedStmt
+
+	// sets are the session-level settings changes that succeeded, in order;
+	// pendingSets ran inside the open transaction and count only if it commits.
+	sets        []string
+	pendingSets []string
+
+	batch         batch
+	skipUntilSync bool
+
+	running atomic.Pointer[runningStatement]
+	turn    uint64
+	scratch []byte
+	// last describes the last routed unit, for SHOW pgowl.explain.
+	last lastUnit
+}
+
+// runningStatement says where a client's statement is running, for cancel requests.
+type runningStatement struct {
+	node   string
+	addr   string
+	pid    uint32
+	secret []byte
+}
+
+// backend is one of the session's backend connections.
+type backend struct {
+	conn    *pool.Conn
+	node    string
+	role    route.Role
+	running runningStatement
+
+	// stmts are the client's named statements prepared on this connection.
+	stmts   map[string]*preparedStmt
+	unnamed *preparedStmt
+	// setsApplied counts the session's sets this connection has run.
+	setsApplied int
+
+	expect    expectQueue
+	openBatch bool // an extended batch was sent without its Sync
+	skipping  bool // the node discards messages until Sync after an error
+	broken    bool
+}
+
+// preparedStmt is a statement the client prepared with Parse.
+type preparedStmt struct {
+	name       string
+	sql        string
+	paramTypes []uint32
+	frame      []byte // the whole Parse frame, to prepare it again elsewhere
+	effects    classify.Effects
+}
+
+func (sess *session) send(msg pgproto3.BackendMessage) error {
+	buf, err := msg.Encode(sess.scratch[:0])
+	if err != nil {
+		return err
+	}
+	sess.scratch = buf[:0]
+	_, err = sess.w.Write(buf)
+	return err
+}
+
+// fail sends err to the client as an ErrorResponse and flushes.
+func (sess *session) fail(err error) {
+	sess.send(toErrorResponse(err))
+	sess.w.Flush()
+}
+
+// sendReady ends a unit pgowl answered itself.
+func (sess *session) sendReady() {
+	status := byte('I')
+	if sess.held != nil {
+		status = sess.held.conn.TxStatus
+		if sess.held.skipping || status == 0 {
+			status = 'E'
+		}
+	}
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: status})
+}
+
+// run reads client messages until the client leaves.
+func (sess *session) run(ctx context.Context) {
+	defer sess.closeBackends()
+	for {
+		if sess.r.Buffered() == 0 && sess.w.Buffered() > 0 {
+			if err := sess.w.Flush(); err != nil {
+				return
+			}
+		}
+		typ, body, err := sess.r.ReadFrame()
+		if err != nil {
+			if errors.Is(err, wire.ErrMessageTooLarge) {
+				sess.fail(protocolViolation("%v (limits.max_message_size)", err))
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				sess.log.Debug().Err(err).Msg("client read failed")
+			}
+			return
+		}
+		if sess.skipUntilSync && typ != 'S' && typ != 'X' {
+			continue
+		}
+		switch typ {
+		case 'Q':
+			if err := sess.simpleQuery(ctx, body); err != nil {
+				sess.log.Debug().Err(err).Msg("session ends")
+				return
+			}
+		case 'P', 'B', 'D', 'E', 'C':
+			if err := sess.batch.add(sess, typ, body); err != nil {
+				sess.fail(protocolViolation("invalid %q message: %v", typ, err))
+				return
+			}
+			if len(sess.batch.buf) > maxBatchBytes {
+				if err := sess.runBatch(ctx, false); err != nil {
+					return
+				}
+			}
+		case 'H':
+			if err := sess.runBatch(ctx, false); err != nil {
+				return
+			}
+		case 'S':
+			if sess.skipUntilSync {
+				sess.skipUntilSync = false
+				sess.batch.reset()
+				sess.sendReady()
+				continue
+			}
+			sess.batch.addSync()
+			if err := sess.runBatch(ctx, true); err != nil {
+				return
+			}
+		case 'F':
+			if err := sess.functionCall(ctx, body); err != nil {
+				return
+			}
+		case 'd', 'c', 'f':
+			// Copy messages outside COPY are ignored, as the server does.
+		case 'X':
+			return
+		default:
+			sess.fail(protocolViolation("invalid frontend message type %q", typ))
+			return
+		}
+	}
+}
+
+// maxBatchBytes bounds how much of an extended batch is held before it is sent.
+const maxBatchBytes = 1 << 20
+
+// simpleQuery runs one Query message as a routed unit.
+func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
+	sql, _, err := cstring(body)
+	if err != nil {
+		sess.fail(protocolViolation("invalid Query message"))
+		return err
+	}
+	if len(sess.batch.msgs) > 0 {
+		// Extended messages without Sync before a Query: send them first.
+		if err := sess.runBatch(ctx, false); err != nil {
+			return err
+		}
+	}
+	eff := sess.srv.opts.Classifier.Classify(sql)
+	if eff.Pgowl != nil {
+		sess.answerPgowl(eff.Pgowl, false)
+		sess.sendReady()
+		return nil
+	}
+	u := unit{start: time.Now(), effects: eff, sql: sql}
+	be, dec, err := sess.choose(ctx, &u)
+	if err != nil {
+		sess.send(toErrorResponse(err))
+		sess.sendReady()
+		sess.logUnit(&u, dec, errorCode(err))
+		return nil
+	}
+	if err := sess.prepareBackend(be); err != nil {
+		return sess.lostBackend(be, &u, dec, err)
+	}
+	sess.writeNotice(dec)
+	w := be.conn.Writer
+	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(body)))
+	w.Write(body)
+	be.expect.push(expectation{typ: 'Q'})
+	be.unnamed = nil // a simple Query replaces the unnamed statement
+	return sess.execute(be, &u, dec)
+}
+
+// functionCall forwards a fastpath FunctionCall; its effect cannot be known.
+func (sess *session) functionCall(ctx context.Context, body []byte) error {
+	u := unit{start: time.Now(), sql: "<function call>", effects: classify.Effects{
+		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
+	be, dec, err := sess.choose(ctx, &u)
+	if err != nil {
+		sess.send(toErrorResponse(err))
+		sess.sendReady()
+		sess.logUnit(&u, dec, errorCode(err))
+		return nil
+	}
+	if err := sess.prepareBackend(be); err != nil {
+		return sess.lostBackend(be, &u, dec, err)
+	}
+	sess.writeNotice(dec)
+	be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], 'F', body))
+	be.expect.push(expectation{typ: 'F'})
+	return sess.execute(be, &u, dec)
+}
+
+// execute flushes what was written to be, relays the replies and does the
+// bookkeeping that follows a unit.
+func (sess *session) execute(be *backend, u *unit, dec route.Decision) error {
+	sess.running.Store(&be.running)
+	err := be.conn.Writer.Flush()
+	if err == nil {
+		err = sess.relay(be, u)
+	}
+	sess.running.Store(nil)
+	if err != nil {
+		var ce *clientFatal
+		if errors.As(err, &ce) {
+			sess.logUnit(u, dec, sqlstateConnectionFailure)
+			return err
+		}
+		return sess.lostBackend(be, u, dec, err)
+	}
+	sess.afterUnit(be, u)
+	outcome := "ok"
+	if u.errCode != "" {
+		outcome = u.errCode
+	}
+	sess.logUnit(u, dec, outcome)
+	return nil
+}
+
+// clientFatal marks an error after which the client connection cannot continue.
+type clientFatal struct{ err error }
+
+func (e *clientFatal) Error() string { return e.err.Error() }
+func (e *clientFatal) Unwrap() error { return e.err }
+
+// lostBackend reports a backend that failed while running a unit. The client
+// gets an error and can go on with its next statement on the current roles.
+func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
+	sess.dropBackend(be)
+	sess.log.Warn().Err(cause).Str("node", be.node).Msg("backend connection lost")
+	sess.send(toErrorResponse(&clientError{SQLState: sqlstateConnectionFailure,
+		Message: "pgowl: lost the connection to " + be.node + " while it ran this statement",
+		Detail:  cause.Error(),
+		Hint:    "Any open transaction on " + be.node + " is gone. Retry the transaction; it will run on the current roles."}))
+	sess.batch.reset()
+	if u.expectsReady {
+		sess.sendReady()
+	} else {
+		sess.skipUntilSync = true
+	}
+	sess.logUnit(u, dec, sqlstateConnectionFailure)
+	return nil
+}
+
+// afterUnit updates the session from what the unit did.
+func (sess *session) afterUnit(be *backend, u *unit) {
+	status := be.conn.TxStatus
+	if u.failed() {
+		// Nothing of a failed unit's session effects counts.
+	} else if u.effects.Session != 0 {
+		sess.trackSessionEffects(be, u)
+	}
+	if len(sess.pendingSets) > 0 && status == 'I' {
+		if u.committed {
+			sess.sets = append(sess.sets, sess.pendingSets...)
+			be.setsApplied = len(sess.sets)
+		}
+		sess.pendingSets = sess.pendingSets[:0]
+	}
+	switch {
+	case sess.pin != "":
+		sess.held = be
+	case be.openBatch || status != 'I':
+		sess.held = be
+	default:
+		sess.held = nil
+	}
+}
+
+// pinningEffects are the session effects whose state cannot move between nodes.
+const pinningEffects = classify.SessionListen | classify.SessionTempTable | classify.SessionHoldCursor |
+	classify.SessionAdvisoryLock | classify.SessionSetRole | classify.SessionPrepare
+
+func (sess *session) trackSessionEffects(be *backend, u *unit) {
+	eff := u.effects
+	if eff.Session&pinningEffects != 0 && sess.pin == "" {
+		sess.pin = describePin(eff.Session & pinningEffects)
+		sess.log.Info().Str("node", be.node).Str("pinned_by", sess.pin).Msg("session pinned to node")
+	}
+	if eff.Session&(classify.SessionSet|classify.SessionDiscard) != 0 {
+		if eff.Statements != 1 || u.setSQL == "" {
+			sess.log.Warn().Msg("a session setting changed inside a multi-statement string or with parameters; it is not carried to the session's other nodes")
+			return
+		}
+		if eff.Session&classify.SessionDiscard != 0 {
+			sess.forgetStatements()
+		}
+		if be.conn.TxStatus == 'I' {
+			sess.sets = append(sess.sets, u.setSQL)
+			be.setsApplied = len(sess.sets)
+		} else {
+			sess.pendingSets = append(sess.pendingSets, u.setSQL)
+		}
+	}
+}
+
+func describePin(e classify.SessionEffect) string {
+	var parts []string
+	for _, p := range []struct {
+		bit  classify.SessionEffect
+		what string
+	}{
+		{classify.SessionListen, "LISTEN"},
+		{classify.SessionTempTable, "a temporary table"},
+		{classify.SessionHoldCursor, "a cursor WITH HOLD"},
+		{classify.SessionAdvisoryLock, "a session-level advisory lock"},
+		{classify.SessionSetRole, "SET ROLE / SET SESSION AUTHORIZATION"},
+		{classify.SessionPrepare, "an SQL PREPARE"},
+	} {
+		if e&p.bit != 0 {
+			parts = append(parts, p.what)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// forgetStatements follows DISCARD ALL / DEALLOCATE ALL: no statement survives.
+func (sess *session) forgetStatements() {
+	clear(sess.stmts)
+	sess.unnamed = nil
+	for _, be := range sess.backends {
+		clear(be.stmts)
+		be.unnamed = nil
+	}
+}
+
+// writeNotice sends the routing NOTICE for a unit, if the session wants it.
+func (sess *session) writeNotice(dec route.Decision) {
+	if !sess.notice {
+		return
+	}
+	sess.send(&pgproto3.NoticeResponse{
+		Severity:            "NOTICE",
+		SeverityUnlocalized: "NOTICE",
+		Code:                "00000",
+		Message:             dec.NoticeMessage(sess.effectiveMaxLag()),
+		Detail:              dec.NoticeDetail(),
+	})
+}
+
+func (sess *session) effectiveMaxLag() time.Duration {
+	lag := sess.srv.policy.MaxReplicaLag
+	if sess.maxLag > 0 && sess.maxLag < lag {
+		lag = sess.maxLag
+	}
+	return lag
+}
