@@ -1,0 +1,77 @@
+// Package monitor polls every PostgreSQL node pgowl routes to and publishes
+// route.Snapshot values: which node is up, which is the primary, each node's
+// timeline, and how stale each standby's data is.
+//
+// # Polling
+//
+// Each node has one goroutine that owns one persistent pgx connection (simple
+// query protocol, so standbys need no prepared statements). A failed dial is
+// retried with exponential backoff starting at Options.Interval; a failed
+// query closes the connection and the next poll redials. Every dial is
+// bounded by Options.DialTimeout and every query by Options.QueryTimeout. One
+// round trip per poll reads everything:
+//
+//	pg_is_in_recovery(), pg_control_checkpoint().timeline_id, and
+//	pg_current_wal_lsn() on a primary or pg_last_wal_replay_lsn() on a standby
+//
+// A coordinator (the goroutine calling Run) starts a round every Interval. A
+// node whose previous poll is still running is skipped, so a hung node only
+// delays its own samples. After each round, and after every late result, the
+// coordinator assembles a new snapshot and publishes it through an
+// atomic.Pointer: Snapshot never blocks, and WaitFor wakes on every publish.
+//
+// A node is Up while its last answer is younger than Options.DownAfter. A
+// single failed poll does not mark a node down, but it does make a standby's
+// lag unknown, so reads avoid it at once.
+//
+// # Lag from WAL positions
+//
+// Lag is measured from WAL positions, never from commit timestamps (an idle
+// primary would make a caught-up standby look ever more behind). The primary's
+// samples form a short history of (time, pg_current_wal_lsn()) pairs,
+// Options.HistorySize long. For a standby sampled at time t with replay
+// position R, against the samples of the primary that finished before t:
+//
+//   - if R has reached the latest sample's position, the standby has every
+//     byte the primary had then: lag is 0 when that sample is no older than
+//     Interval, and otherwise the sample's age (an upper bound, so a primary
+//     that stopped answering cannot keep a standby at lag 0);
+//   - otherwise lag is t minus the time of the oldest sample whose position is
+//     beyond R: the primary had WAL the standby lacks at least that long. If
+//     even the oldest sample in the history is beyond R, the lag is at least
+//     the history's age, and that is what is reported.
+//
+// LagBytes is the latest primary position minus R. Lag is unknown (LagKnown
+// false) when there is no unambiguous primary (route.Primary), when the
+// standby's last poll failed, or when no primary sample precedes it.
+//
+// # Ordering and its bound
+//
+// Each round polls the nodes not known to be standbys first (the primary, and
+// nodes whose role is not yet known), waits for them (at most Interval/2 after
+// the first round), and then polls the standbys, so each standby is compared
+// with a primary position read just before its own. Only primary samples that
+// finished before the standby's query was sent are used, so a standby is never
+// compared with a position newer than its own reading.
+//
+// The bound: a measured lag is a lower bound on the standby's true staleness
+// at its sample time, short by less than the gap between the primary sample
+// found and the one before it (one Interval while the primary answers every
+// round). A lag of 0 means the standby was stale by at most the time between
+// the primary's sample and its own: the primary's query time when both were
+// polled in the same round (normally well under a millisecond on a LAN), and
+// never more than Interval, since an older primary sample yields its age as
+// the lag instead. The router adds each sample's age on top of the lag.
+//
+// # Timeline
+//
+// The timeline comes from the last checkpoint. After a promotion it changes
+// only when the checkpoint that follows the promotion completes, so for a
+// moment the new primary reports its old timeline; if the old primary is still
+// up then, the two tie and route refuses writes (NO_PRIMARY) rather than guess.
+//
+// # Logging
+//
+// The monitor logs one line per change of a node's state (up/down, role,
+// timeline, lag known/unknown), never one per poll.
+package monitor

@@ -1,0 +1,365 @@
+package monitor
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/route"
+)
+
+// Monitor polls the configured nodes and publishes snapshots of their state.
+type Monitor struct {
+	opts    Options
+	log     zerolog.Logger
+	nodes   []*tracker // owned by the goroutine running Run
+	running atomic.Bool
+
+	snapshot atomic.Pointer[route.Snapshot]
+	// published is closed and replaced each time a snapshot is published.
+	published atomic.Pointer[chan struct{}]
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// tracker is the coordinator's record of one node.
+type tracker struct {
+	addr     NodeAddr
+	hostPort string
+	poller   *poller
+	// setupError is set when the node's connection settings are unusable.
+	setupError string
+
+	inFlight       bool
+	triggeredRound uint64
+
+	hasSample      bool
+	sample         nodeSample
+	sentAt, doneAt time.Time
+	lastPollFailed bool
+	lastError      string
+	// history holds this node's samples while it is a primary.
+	history walHistory
+
+	// logged is the state last reported in the log.
+	logged loggedState
+}
+
+type loggedState struct {
+	// reported is false until the node's first state has been logged.
+	reported bool
+	up       bool
+	role     route.Role
+	timeline uint32
+	lagKnown bool
+}
+
+// New returns a Monitor for opts; call Run to start polling. Until the first
+// round completes, Snapshot lists every node as down with an unknown role.
+func New(opts Options) *Monitor {
+	opts = opts.withDefaults()
+	m := &Monitor{
+		opts:  opts,
+		log:   opts.Logger.With().Str("component", "monitor").Logger(),
+		ready: make(chan struct{}),
+	}
+	for i, n := range opts.Nodes {
+		t := &tracker{
+			addr:     n,
+			hostPort: net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
+			history:  newWALHistory(opts.HistorySize),
+		}
+		p, err := newPoller(i, n, opts)
+		if err != nil {
+			t.setupError = err.Error()
+			t.lastError = t.setupError
+			m.log.Error().Str("node", n.Name).Err(err).Msg("node cannot be polled")
+		}
+		t.poller = p
+		m.nodes = append(m.nodes, t)
+	}
+	initial := make(chan struct{})
+	m.published.Store(&initial)
+	initialSnapshot, _ := m.buildSnapshot(time.Now())
+	m.snapshot.Store(initialSnapshot)
+	return m
+}
+
+// Snapshot returns the latest published snapshot without blocking. It is
+// never nil. Callers share it and must not modify it.
+func (m *Monitor) Snapshot() *route.Snapshot { return m.snapshot.Load() }
+
+// WaitFor blocks until cond holds for a published snapshot, checking the
+// current one first and then each new one; it returns false if ctx is done first.
+func (m *Monitor) WaitFor(ctx context.Context, cond func(*route.Snapshot) bool) bool {
+	for {
+		next := *m.published.Load()
+		if cond(m.snapshot.Load()) {
+			return true
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// Ready blocks until the first polling round has completed, or returns
+// ctx's error.
+func (m *Monitor) Ready(ctx context.Context) error {
+	select {
+	case <-m.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run polls the nodes until ctx is done and their connections are closed.
+// It must be called once.
+func (m *Monitor) Run(ctx context.Context) {
+	if !m.running.CompareAndSwap(false, true) {
+		m.log.Error().Msg("Run called twice; the second call returns at once")
+		return
+	}
+	results := make(chan pollResult, len(m.nodes))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, t := range m.nodes {
+		if t.poller == nil {
+			continue
+		}
+		wg.Go(func() { t.poller.run(ctx, results) })
+	}
+
+	ticker := time.NewTicker(m.opts.Interval)
+	defer ticker.Stop()
+	for round := uint64(1); ; round++ {
+		m.runRound(ctx, round, results)
+		if ctx.Err() != nil {
+			return
+		}
+		m.publish(time.Now())
+		m.readyOnce.Do(func() { close(m.ready) })
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				waiting = false
+			case r := <-results:
+				m.apply(r, round)
+				m.publish(time.Now())
+			}
+		}
+	}
+}
+
+// runRound polls the nodes not known to be standbys, then the standbys, and
+// returns when every poll it started has answered or its deadline passes. A
+// node found to be a standby in the first phase is polled again in the
+// second, so that its sample follows the primary's. The first round waits
+// for every poll, so that Ready means "each node has been tried once".
+func (m *Monitor) runRound(ctx context.Context, round uint64, results <-chan pollResult) {
+	start := time.Now()
+	firstPhase, roundEnd := start.Add(m.opts.Interval/2), start.Add(m.opts.Interval)
+	if round == 1 {
+		longest := m.opts.DialTimeout + m.opts.QueryTimeout + m.opts.Interval
+		firstPhase, roundEnd = start.Add(longest), start.Add(2*longest)
+	}
+	pending := m.trigger(round, func(t *tracker) bool { return t.role() != route.RoleStandby })
+	pending = m.collect(ctx, round, results, pending, firstPhase)
+	pending += m.trigger(round, func(t *tracker) bool { return t.role() == route.RoleStandby })
+	m.collect(ctx, round, results, pending, roundEnd)
+}
+
+// trigger starts a poll of every idle node that want selects and returns how many it started.
+func (m *Monitor) trigger(round uint64, want func(*tracker) bool) int {
+	started := 0
+	for _, t := range m.nodes {
+		if t.poller == nil || t.inFlight || !want(t) {
+			continue
+		}
+		t.inFlight = true
+		t.triggeredRound = round
+		t.poller.trigger <- struct{}{}
+		started++
+	}
+	return started
+}
+
+// collect applies results until pending polls of this round have answered
+// or the deadline passes, and returns how many are still pending.
+func (m *Monitor) collect(ctx context.Context, round uint64, results <-chan pollResult, pending int, deadline time.Time) int {
+	if pending == 0 {
+		return 0
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for pending > 0 {
+		select {
+		case <-ctx.Done():
+			return pending
+		case <-timer.C:
+			return pending
+		case r := <-results:
+			if m.apply(r, round) {
+				pending--
+			}
+		}
+	}
+	return 0
+}
+
+// apply records a poll result and reports whether the poll was started in round.
+func (m *Monitor) apply(r pollResult, round uint64) bool {
+	t := m.nodes[r.index]
+	t.inFlight = false
+	if r.err != nil {
+		t.lastPollFailed = true
+		t.lastError = r.err.Error()
+		return t.triggeredRound == round
+	}
+	wasPrimary := t.hasSample && !t.sample.inRecovery
+	t.hasSample = true
+	t.lastPollFailed = false
+	t.lastError = ""
+	t.sample = r.sample
+	t.sentAt, t.doneAt = r.sentAt, r.doneAt
+	if r.sample.inRecovery || !r.sample.lsnValid {
+		t.history.reset()
+		return t.triggeredRound == round
+	}
+	if last, ok := t.history.latest(); !wasPrimary || (ok && r.sample.lsn < last.lsn) {
+		// A new primary, or one whose WAL went backwards: older samples do not apply.
+		t.history.reset()
+	}
+	t.history.add(walSample{sentAt: r.sentAt, doneAt: r.doneAt, lsn: r.sample.lsn})
+	return t.triggeredRound == round
+}
+
+func (t *tracker) role() route.Role {
+	switch {
+	case !t.hasSample:
+		return route.RoleUnknown
+	case t.sample.inRecovery:
+		return route.RoleStandby
+	default:
+		return route.RolePrimary
+	}
+}
+
+// buildSnapshot assembles the nodes' state as of now, measuring each
+// standby's lag against the primary route.Primary picks. For each standby
+// whose lag is unknown, whyUnknown says why.
+func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown []string) {
+	snap = &route.Snapshot{TakenAt: now, Nodes: make([]route.NodeState, len(m.nodes))}
+	whyUnknown = make([]string, len(m.nodes))
+	for i, t := range m.nodes {
+		state := route.NodeState{
+			Name:      t.addr.Name,
+			Addr:      t.hostPort,
+			Role:      t.role(),
+			LastError: t.lastError,
+		}
+		if t.hasSample {
+			state.Up = now.Sub(t.doneAt) <= m.opts.DownAfter
+			state.Timeline = t.sample.timeline
+			state.SampledAt = t.sentAt
+		}
+		if state.Role == route.RolePrimary {
+			state.LagKnown = true
+		}
+		snap.Nodes[i] = state
+	}
+	primary, err := route.Primary(snap, route.Policy{DownAfter: m.opts.DownAfter}, now)
+	for i, t := range m.nodes {
+		state := &snap.Nodes[i]
+		if state.Role != route.RoleStandby {
+			continue
+		}
+		var result lagResult
+		switch {
+		case err != nil:
+			result.whyUnknown = "no primary"
+		case !state.Up:
+			result.whyUnknown = "standby is down"
+		case t.lastPollFailed:
+			result.whyUnknown = "standby's last poll failed"
+		case !t.sample.lsnValid:
+			result.whyUnknown = "standby's replay position is unknown"
+		default:
+			result = standbyLag(&m.nodes[primary].history, t.sample.lsn, t.sentAt, m.opts.Interval)
+		}
+		state.LagKnown, state.Lag, state.LagBytes = result.known, result.lag, result.lagBytes
+		whyUnknown[i] = result.whyUnknown
+	}
+	return snap, whyUnknown
+}
+
+// publish builds and publishes a snapshot, logs state changes and wakes WaitFor callers.
+func (m *Monitor) publish(now time.Time) {
+	snap, whyUnknown := m.buildSnapshot(now)
+	for i, t := range m.nodes {
+		m.logStateChange(t, &snap.Nodes[i])
+		if snap.Nodes[i].Role == route.RoleStandby {
+			m.logLagChange(t, &snap.Nodes[i], whyUnknown[i])
+		}
+	}
+	m.snapshot.Store(snap)
+	next := make(chan struct{})
+	close(*m.published.Swap(&next))
+}
+
+func (m *Monitor) nodeLog(t *tracker, event *zerolog.Event) *zerolog.Event {
+	return event.Str("node", t.addr.Name).Str("addr", t.hostPort)
+}
+
+// logStateChange logs up/down, role and timeline changes since the last log line.
+func (m *Monitor) logStateChange(t *tracker, state *route.NodeState) {
+	if state.Up != t.logged.up || !t.logged.reported {
+		t.logged.reported = true
+		if state.Up {
+			m.nodeLog(t, m.log.Info()).Str("role", state.Role.String()).
+				Uint32("timeline", state.Timeline).Msg("node is up")
+		} else {
+			m.nodeLog(t, m.log.Warn()).Str("last_error", state.LastError).
+				Dur("down_after", m.opts.DownAfter).Msg("node is down")
+		}
+		t.logged.up = state.Up
+	}
+	if state.Role != t.logged.role && state.Role != route.RoleUnknown {
+		if t.logged.role != route.RoleUnknown {
+			m.nodeLog(t, m.log.Warn()).Str("from", t.logged.role.String()).
+				Str("to", state.Role.String()).Msg("node role changed")
+		}
+		t.logged.role = state.Role
+	}
+	if state.Timeline != t.logged.timeline && state.Timeline != 0 {
+		if t.logged.timeline != 0 {
+			m.nodeLog(t, m.log.Info()).Uint32("from", t.logged.timeline).
+				Uint32("to", state.Timeline).Msg("node timeline changed")
+		}
+		t.logged.timeline = state.Timeline
+	}
+}
+
+// logLagChange logs a standby's lag becoming known or unknown.
+func (m *Monitor) logLagChange(t *tracker, state *route.NodeState, whyUnknown string) {
+	if state.LagKnown == t.logged.lagKnown {
+		return
+	}
+	t.logged.lagKnown = state.LagKnown
+	if state.LagKnown {
+		m.nodeLog(t, m.log.Info()).Dur("lag", state.Lag).Uint64("lag_bytes", state.LagBytes).
+			Msg("standby lag is known")
+		return
+	}
+	m.nodeLog(t, m.log.Warn()).Str("reason", whyUnknown).Msg("standby lag is unknown")
+}

@@ -1,0 +1,184 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pollSQL reads a node's role, timeline and WAL position in one round trip.
+// pg_is_in_recovery() is evaluated once (a volatile function in a subquery
+// is not pulled up), so the position matches the role reported with it.
+const pollSQL = `SELECT s.in_recovery, c.timeline_id,
+  (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text
+FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c`
+
+// applicationName identifies the monitor's sessions in pg_stat_activity.
+const applicationName = "pgowl-monitor"
+
+// nodeSample is what one successful poll read.
+type nodeSample struct {
+	inRecovery bool
+	timeline   uint32
+	lsn        uint64
+	lsnValid   bool
+}
+
+// pollResult is the outcome of one poll of one node.
+type pollResult struct {
+	index  int
+	sample nodeSample
+	sentAt time.Time
+	doneAt time.Time
+	err    error
+}
+
+// poller owns one node's connection and runs its polls one at a time.
+type poller struct {
+	index        int
+	config       *pgx.ConnConfig
+	dialTimeout  time.Duration
+	queryTimeout time.Duration
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
+	// trigger asks for one poll; it holds at most one request.
+	trigger chan struct{}
+
+	conn        *pgx.Conn
+	backoff     time.Duration
+	nextDial    time.Time
+	lastDialErr error
+}
+
+func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
+	config, err := pgx.ParseConfig(connString(node, opts))
+	if err != nil {
+		return nil, fmt.Errorf("monitor: node %s: %w", node.Name, err)
+	}
+	config.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	config.StatementCacheCapacity = 0
+	config.DescriptionCacheCapacity = 0
+	config.ConnectTimeout = opts.DialTimeout
+	return &poller{
+		index:        index,
+		config:       config,
+		dialTimeout:  opts.DialTimeout,
+		queryTimeout: opts.QueryTimeout,
+		minBackoff:   opts.Interval,
+		maxBackoff:   opts.maxDialBackoff(),
+		trigger:      make(chan struct{}, 1),
+	}, nil
+}
+
+// connString renders a keyword/value connection string with quoted values.
+func connString(node NodeAddr, opts Options) string {
+	var b strings.Builder
+	add := func(key, value string) {
+		if value == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(key)
+		b.WriteString("='")
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(value))
+		b.WriteByte('\'')
+	}
+	add("host", node.Host)
+	add("port", strconv.Itoa(node.Port))
+	add("user", opts.User)
+	add("password", opts.Password)
+	add("dbname", opts.Database)
+	add("application_name", applicationName)
+	add("sslmode", "prefer")
+	return b.String()
+}
+
+// run serves poll requests until ctx is done, then closes the connection.
+// Results go to results, which must have room for one result per poller.
+func (p *poller) run(ctx context.Context, results chan<- pollResult) {
+	defer p.closeConn()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.trigger:
+		}
+		r := p.poll(ctx)
+		r.index = p.index
+		results <- r
+	}
+}
+
+// poll connects if needed (respecting the backoff) and reads one sample.
+func (p *poller) poll(ctx context.Context) pollResult {
+	if p.conn == nil {
+		if err := p.dial(ctx); err != nil {
+			return pollResult{err: err}
+		}
+	}
+	queryCtx, cancel := context.WithTimeout(ctx, p.queryTimeout)
+	defer cancel()
+	var (
+		sample   nodeSample
+		timeline int64
+		lsnText  *string
+	)
+	sentAt := time.Now()
+	err := p.conn.QueryRow(queryCtx, pollSQL).Scan(&sample.inRecovery, &timeline, &lsnText)
+	doneAt := time.Now()
+	if err != nil {
+		p.closeConn()
+		return pollResult{err: fmt.Errorf("poll: %w", err)}
+	}
+	if timeline < 0 || timeline > int64(^uint32(0)) {
+		return pollResult{err: fmt.Errorf("poll: timeline %d out of range", timeline)}
+	}
+	sample.timeline = uint32(timeline)
+	if lsnText != nil {
+		if sample.lsn, err = parseLSN(*lsnText); err != nil {
+			return pollResult{err: err}
+		}
+		sample.lsnValid = true
+	}
+	return pollResult{sample: sample, sentAt: sentAt, doneAt: doneAt}
+}
+
+// dial opens the connection unless the backoff after a failed dial has not
+// yet passed, in which case it returns the last dial error.
+func (p *poller) dial(ctx context.Context) error {
+	now := time.Now()
+	if now.Before(p.nextDial) {
+		return fmt.Errorf("not connected (next attempt in %s): %w",
+			p.nextDial.Sub(now).Round(time.Millisecond), p.lastDialErr)
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, p.dialTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(dialCtx, p.config)
+	if err != nil {
+		p.backoff = min(max(2*p.backoff, p.minBackoff), p.maxBackoff)
+		p.nextDial = time.Now().Add(p.backoff)
+		p.lastDialErr = fmt.Errorf("connect to %s: %w", net.JoinHostPort(p.config.Host, strconv.Itoa(int(p.config.Port))), err)
+		return p.lastDialErr
+	}
+	p.conn = conn
+	p.backoff = 0
+	p.lastDialErr = nil
+	return nil
+}
+
+func (p *poller) closeConn() {
+	if p.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.queryTimeout)
+	defer cancel()
+	_ = p.conn.Close(ctx)
+	p.conn = nil
+}

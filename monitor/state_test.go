@@ -1,0 +1,223 @@
+package monitor
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/route"
+)
+
+// fakeMonitor returns a monitor over three nodes that is fed synthetic poll
+// results; nothing connects anywhere.
+func fakeMonitor(t *testing.T, logs *bytes.Buffer) *Monitor {
+	t.Helper()
+	return New(Options{
+		Nodes:        []NodeAddr{{Name: "pg1", Host: "127.0.0.1", Port: 1}, {Name: "pg2", Host: "127.0.0.1", Port: 2}, {Name: "pg3", Host: "127.0.0.1", Port: 3}},
+		Interval:     100 * time.Millisecond,
+		DownAfter:    500 * time.Millisecond,
+		QueryTimeout: 50 * time.Millisecond,
+		Logger:       zerolog.New(logs),
+	})
+}
+
+func primaryResult(index int, timeline uint32, lsn uint64, sentMS int) pollResult {
+	return pollResult{index: index, sample: nodeSample{timeline: timeline, lsn: lsn, lsnValid: true}, sentAt: at(sentMS), doneAt: at(sentMS + 1)}
+}
+
+func standbyResult(index int, lsn uint64, sentMS int) pollResult {
+	return pollResult{index: index, sample: nodeSample{inRecovery: true, timeline: 1, lsn: lsn, lsnValid: true}, sentAt: at(sentMS), doneAt: at(sentMS + 1)}
+}
+
+func failedResult(index int) pollResult {
+	return pollResult{index: index, err: errTest}
+}
+
+// publishAt publishes a snapshot as of now and returns it.
+func publishAt(m *Monitor, now time.Time) *route.Snapshot {
+	m.publish(now)
+	return m.Snapshot()
+}
+
+type testError string
+
+func (e testError) Error() string { return string(e) }
+
+const errTest = testError("connection refused")
+
+type nodeWant struct {
+	up       bool
+	role     route.Role
+	lagKnown bool
+	lagMS    int
+	bytes    uint64
+}
+
+func checkNodes(t *testing.T, snap *route.Snapshot, want map[string]nodeWant) {
+	t.Helper()
+	for _, n := range snap.Nodes {
+		w, ok := want[n.Name]
+		if !ok {
+			continue
+		}
+		got := nodeWant{up: n.Up, role: n.Role, lagKnown: n.LagKnown, lagMS: int(n.Lag.Milliseconds()), bytes: n.LagBytes}
+		if got != w {
+			t.Errorf("%s: got %+v, want %+v (last error %q)", n.Name, got, w, n.LastError)
+		}
+	}
+}
+
+// TestSnapshotAssembly drives the coordinator's bookkeeping with synthetic
+// results, step by step, and checks each resulting snapshot.
+func TestSnapshotAssembly(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+
+	initial := m.Snapshot()
+	if initial == nil || len(initial.Nodes) != 3 {
+		t.Fatalf("initial snapshot %+v", initial)
+	}
+	checkNodes(t, initial, map[string]nodeWant{
+		"pg1": {role: route.RoleUnknown}, "pg2": {role: route.RoleUnknown}, "pg3": {role: route.RoleUnknown},
+	})
+
+	// Round 1: a primary at 1000, one standby caught up, one behind.
+	m.apply(primaryResult(0, 1, 1000, 0), 1)
+	m.apply(standbyResult(1, 1000, 5), 1)
+	m.apply(standbyResult(2, 400, 5), 1)
+	snap := publishAt(m, at(10))
+	checkNodes(t, snap, map[string]nodeWant{
+		"pg1": {up: true, role: route.RolePrimary, lagKnown: true},
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: true},
+		// Only one primary sample, already beyond replay: lag is its age.
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 5, bytes: 600},
+	})
+
+	// Round 2: the primary idles; pg3 is still behind, so its lag grows from the first sample.
+	m.apply(primaryResult(0, 1, 1000, 100), 2)
+	m.apply(standbyResult(1, 1000, 105), 2)
+	m.apply(standbyResult(2, 400, 105), 2)
+	checkNodes(t, publishAt(m, at(110)), map[string]nodeWant{
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: true},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 105, bytes: 600},
+	})
+
+	// Round 3: pg2's poll fails: still up (it answered within down-after) but lag unknown.
+	m.apply(primaryResult(0, 1, 1000, 200), 3)
+	m.apply(failedResult(1), 3)
+	m.apply(standbyResult(2, 1000, 205), 3)
+	snap = publishAt(m, at(210))
+	checkNodes(t, snap, map[string]nodeWant{
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: false},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true},
+	})
+	if snap.Nodes[1].LastError != string(errTest) {
+		t.Errorf("pg2 last error %q", snap.Nodes[1].LastError)
+	}
+
+	// Later: the primary stops answering. Past down-after it is down, and
+	// with no primary every standby's lag is unknown.
+	m.apply(failedResult(0), 4)
+	m.apply(standbyResult(1, 1000, 650), 4)
+	m.apply(standbyResult(2, 1000, 650), 4)
+	checkNodes(t, publishAt(m, at(702)), map[string]nodeWant{
+		"pg1": {up: false, role: route.RolePrimary, lagKnown: true},
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: false},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: false},
+	})
+
+	// pg2 is promoted (timeline 2) and pg3 follows it.
+	m.apply(primaryResult(1, 2, 5000, 800), 5)
+	m.apply(standbyResult(2, 5000, 805), 5)
+	snap = publishAt(m, at(810))
+	checkNodes(t, snap, map[string]nodeWant{
+		"pg2": {up: true, role: route.RolePrimary, lagKnown: true},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true},
+	})
+	if snap.Nodes[1].Timeline != 2 {
+		t.Errorf("pg2 timeline %d, want 2", snap.Nodes[1].Timeline)
+	}
+
+	// The old primary comes back as a primary on timeline 2 as well: split
+	// brain with equal timelines, so no primary and no standby lag.
+	m.apply(primaryResult(0, 2, 4000, 900), 6)
+	m.apply(primaryResult(1, 2, 5000, 900), 6)
+	m.apply(standbyResult(2, 5000, 905), 6)
+	checkNodes(t, publishAt(m, at(910)), map[string]nodeWant{
+		"pg1": {up: true, role: route.RolePrimary, lagKnown: true},
+		"pg2": {up: true, role: route.RolePrimary, lagKnown: true},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: false},
+	})
+
+	// Each change was logged once; nothing is logged per poll.
+	for _, want := range []string{`"node is up"`, `"node is down"`, `"node role changed"`, `"standby lag is unknown"`, `"node timeline changed"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+	before := logs.Len()
+	m.publish(at(911))
+	m.publish(at(912))
+	if logs.Len() != before {
+		t.Errorf("publishing unchanged state logged:\n%s", logs.String()[before:])
+	}
+}
+
+// TestHistoryResetsWhenPrimaryChanges checks that a node's samples from
+// before it became primary never measure lag against it.
+func TestHistoryResetsWhenPrimaryChanges(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+	m.apply(primaryResult(0, 1, 1000, 0), 1)
+	m.apply(primaryResult(0, 1, 2000, 100), 2)
+	if got := m.nodes[0].history.len(); got != 2 {
+		t.Fatalf("history length %d, want 2", got)
+	}
+	m.apply(standbyResult(0, 2000, 200), 3)
+	if got := m.nodes[0].history.len(); got != 0 {
+		t.Fatalf("history length after demotion %d, want 0", got)
+	}
+	m.apply(primaryResult(0, 2, 3000, 300), 4)
+	m.apply(primaryResult(0, 2, 2500, 400), 5) // WAL went backwards: a different server
+	if got := m.nodes[0].history.len(); got != 1 || m.nodes[0].history.at(0).lsn != 2500 {
+		t.Fatalf("history after WAL went backwards: len %d", got)
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	got := Options{Nodes: []NodeAddr{{Name: "pg1"}}}.withDefaults()
+	if got.Interval != time.Second || got.QueryTimeout != time.Second || got.DialTimeout != time.Second ||
+		got.DownAfter != 4*time.Second || got.Database != "postgres" || got.HistorySize != 121 {
+		t.Errorf("defaults: %+v", got)
+	}
+	if got.Nodes[0].Host != "localhost" || got.Nodes[0].Port != 5432 {
+		t.Errorf("node defaults: %+v", got.Nodes[0])
+	}
+	fast := Options{Interval: 100 * time.Millisecond, HistorySize: 3}.withDefaults()
+	if fast.QueryTimeout != 100*time.Millisecond || fast.HistorySize != minHistorySize {
+		t.Errorf("fast defaults: %+v", fast)
+	}
+	slow := Options{Interval: time.Minute}.withDefaults()
+	if slow.QueryTimeout != 5*time.Second {
+		t.Errorf("query timeout for a 1m interval: %s", slow.QueryTimeout)
+	}
+}
+
+func TestConnStringQuoting(t *testing.T) {
+	node := NodeAddr{Name: "pg1", Host: "db.example", Port: 6543}
+	opts := Options{User: "o'neil", Password: `p a\ss'word`, Database: "my db"}.withDefaults()
+	p, err := newPoller(0, node, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.config
+	if c.Host != "db.example" || c.Port != 6543 || c.User != "o'neil" || c.Password != `p a\ss'word` || c.Database != "my db" {
+		t.Errorf("parsed config: host %q port %d user %q password %q database %q", c.Host, c.Port, c.User, c.Password, c.Database)
+	}
+	if c.RuntimeParams["application_name"] != applicationName {
+		t.Errorf("application_name %q", c.RuntimeParams["application_name"])
+	}
+}

@@ -1,0 +1,147 @@
+package route
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// NoticeMessage says in words where the statement ran and why, for the
+// NOTICE the proxy sends before the statement's results. maxLag is the limit
+// the decision was checked against (see EffectiveMaxLag); it only appears in
+// the READ_ONLY and FALLBACK_PRIMARY wordings and is left out when not positive.
+func (d Decision) NoticeMessage(maxLag time.Duration) string {
+	var b strings.Builder
+	b.WriteString("pgowl: ")
+	b.WriteString(d.Node)
+	b.WriteString(" (")
+	b.WriteString(d.Role.String())
+	b.WriteString(") ran this statement: ")
+	switch d.Reason {
+	case ReasonReadOnly:
+		b.WriteString("it only reads")
+		if d.Role == RoleStandby && d.LagKnown {
+			b.WriteString(", and ")
+			b.WriteString(d.Node)
+			b.WriteString("'s lag ")
+			b.WriteString(formatDuration(d.Lag))
+			if maxLag > 0 {
+				b.WriteString(" is within ")
+				b.WriteString(formatDuration(maxLag))
+			}
+		}
+	case ReasonWrite:
+		b.WriteString("it writes")
+		writeSubject(&b, d.Subject)
+	case ReasonRowLock:
+		b.WriteString("it locks rows")
+		writeSubject(&b, d.Subject)
+	case ReasonWritingFunction:
+		if d.Subject == "" {
+			b.WriteString("it calls a function that writes")
+		} else {
+			b.WriteString("it calls ")
+			b.WriteString(d.Subject)
+			b.WriteString(", which writes")
+		}
+	case ReasonUnknownEffect:
+		if d.Subject == "" {
+			b.WriteString("its effect is unknown")
+		} else {
+			b.WriteString("the effect of ")
+			b.WriteString(d.Subject)
+			b.WriteString(" is unknown")
+		}
+		b.WriteString(", so it ran on the primary")
+	case ReasonInTransaction:
+		b.WriteString("it is part of a transaction that started on ")
+		b.WriteString(d.Node)
+	case ReasonFallbackPrimary:
+		b.WriteString("it only reads, but ")
+		switch d.FallbackRule {
+		case codeNames[NoReadableReplica]:
+			b.WriteString("no standby is up")
+		case codeNames[ReplicaLagExceeded]:
+			b.WriteString("no standby's lag is within ")
+			if maxLag > 0 {
+				b.WriteString(formatDuration(maxLag))
+			} else {
+				b.WriteString("the limit")
+			}
+		default:
+			b.WriteString("no standby qualified")
+		}
+		if d.FallbackRule != "" {
+			b.WriteString(" (")
+			b.WriteString(d.FallbackRule)
+			b.WriteString(")")
+		}
+		b.WriteString(", so it fell back to the primary")
+	case ReasonNoStandbyConfigured:
+		b.WriteString("it only reads, but no standby is configured")
+	case ReasonSessionPinned:
+		b.WriteString("the session is pinned to ")
+		b.WriteString(d.Node)
+		writeSubject(&b, d.Subject)
+	default:
+		b.WriteString("reason ")
+		b.WriteString(d.Reason.String())
+	}
+	return b.String()
+}
+
+func writeSubject(b *strings.Builder, subject string) {
+	if subject == "" {
+		return
+	}
+	b.WriteString(" (")
+	b.WriteString(subject)
+	b.WriteString(")")
+}
+
+// NoticeDetail renders the decision for tools. It begins exactly
+// "node=<name> role=<role> reason=<CODE> lag_ms=<n>", where lag_ms is the
+// chosen node's effective lag (0 for a primary, -1 if unknown), and may append
+// " fallback=<CODE>" and " subject=<subject>"; a subject containing spaces,
+// quotes, '=' or non-printing characters is quoted Go-style.
+func (d Decision) NoticeDetail() string {
+	var b strings.Builder
+	b.WriteString("node=")
+	b.WriteString(d.Node)
+	b.WriteString(" role=")
+	b.WriteString(d.Role.String())
+	b.WriteString(" reason=")
+	b.WriteString(d.Reason.String())
+	b.WriteString(" lag_ms=")
+	switch {
+	case d.Role == RolePrimary:
+		b.WriteString("0")
+	case !d.LagKnown:
+		b.WriteString("-1")
+	default:
+		b.WriteString(strconv.FormatInt(d.Lag.Milliseconds(), 10))
+	}
+	if d.FallbackRule != "" {
+		b.WriteString(" fallback=")
+		b.WriteString(d.FallbackRule)
+	}
+	if d.Subject != "" {
+		b.WriteString(" subject=")
+		if needsQuoting(d.Subject) {
+			b.WriteString(strconv.Quote(d.Subject))
+		} else {
+			b.WriteString(d.Subject)
+		}
+	}
+	return b.String()
+}
+
+func needsQuoting(s string) bool {
+	for _, r := range s {
+		if r == '"' || r == '=' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return true
+		}
+	}
+	return false
+}

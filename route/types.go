@@ -1,0 +1,128 @@
+package route
+
+import (
+	"fmt"
+	"time"
+)
+
+// NodeState is one node's state as last observed by the monitor.
+type NodeState struct {
+	// Name is the node's configured name, such as "pg2".
+	Name string
+	// Addr is the node's host:port.
+	Addr string
+	// Up is true when the node has answered a poll within DownAfter.
+	Up bool
+	// Role is what the node's last successful sample said it is.
+	Role Role
+	// Timeline is the node's timeline from pg_control_checkpoint().timeline_id.
+	Timeline uint32
+	// LagKnown is true when Lag and LagBytes were measured; for a standby that
+	// needs a primary and an answer from the standby.
+	LagKnown bool
+	// Lag is how stale a standby's data was at SampledAt, measured from WAL
+	// positions; zero for a primary.
+	Lag time.Duration
+	// LagBytes is how many bytes of WAL a standby had not replayed at SampledAt.
+	LagBytes uint64
+	// SampledAt is when this node's last successful sample was taken; zero if never.
+	SampledAt time.Time
+	// LastError describes the last failed poll, or is empty.
+	LastError string
+	// InUse is the number of backend connections in use; filled by the caller, informational.
+	InUse int
+	// Idle is the number of idle backend connections; filled by the caller, informational.
+	Idle int
+}
+
+// Snapshot is the state of every configured node at one moment. Decide only
+// reads it; holders must not modify a snapshot they did not create.
+type Snapshot struct {
+	// Nodes lists every configured node in configuration order.
+	Nodes []NodeState
+	// TakenAt is when the snapshot was assembled.
+	TakenAt time.Time
+}
+
+// Policy holds the operator's routing rules.
+type Policy struct {
+	// MaxReplicaLag is the largest effective lag (lag plus sample age) a
+	// standby may have to serve a read.
+	MaxReplicaLag time.Duration
+	// MaxReplicaLagBytes is the largest unreplayed WAL, in bytes, a standby may
+	// have to serve a read; 0 turns the byte limit off.
+	MaxReplicaLagBytes uint64
+	// StandbyChoice picks among qualifying standbys; LeastLag by default.
+	StandbyChoice StandbyChoice
+	// WhenNoStandby says what a read does when no standby qualifies; Reject by default.
+	WhenNoStandby NoStandbyRule
+	// DownAfter is how old a node's last sample may be before the node is
+	// treated as down; it must be positive.
+	DownAfter time.Duration
+}
+
+// Validate reports whether the policy can be used, as an *Error with code
+// InvalidRequest.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxReplicaLag <= 0:
+		return invalidRequest(fmt.Sprintf("policy max replica lag must be positive, got %s", p.MaxReplicaLag))
+	case p.DownAfter <= 0:
+		return invalidRequest(fmt.Sprintf("policy down-after must be positive, got %s", p.DownAfter))
+	case int(p.StandbyChoice) >= len(standbyChoiceNames):
+		return invalidRequest(fmt.Sprintf("policy has %s", p.StandbyChoice))
+	case int(p.WhenNoStandby) >= len(noStandbyRuleNames):
+		return invalidRequest(fmt.Sprintf("policy has %s", p.WhenNoStandby))
+	}
+	return nil
+}
+
+// Request describes one statement to route.
+type Request struct {
+	// Access says whether the statement needs the primary.
+	Access Access
+	// Reason is the classifier's effect reason: READ_ONLY for reads; WRITE,
+	// ROW_LOCK, WRITING_FUNCTION or UNKNOWN_EFFECT for writes (the proxy may
+	// also send IN_TRANSACTION or SESSION_PINNED writes).
+	Reason Reason
+	// Subject names what decided the effect, for the notice: "INSERT",
+	// "FOR UPDATE", "nextval()", "myfunc()"; may be empty.
+	Subject string
+	// SessionMaxLag is the session's own lag limit; 0 means none. It can only
+	// tighten Policy.MaxReplicaLag.
+	SessionMaxLag time.Duration
+	// Turn is a counter the caller advances per read, used by RoundRobin.
+	Turn uint64
+}
+
+// EffectiveMaxLag returns the lag limit that applies to req under pol: the
+// policy's limit, tightened by the session's limit when that is set.
+func EffectiveMaxLag(pol Policy, req Request) time.Duration {
+	if req.SessionMaxLag > 0 && req.SessionMaxLag < pol.MaxReplicaLag {
+		return req.SessionMaxLag
+	}
+	return pol.MaxReplicaLag
+}
+
+// Decision names the node that runs a statement and why.
+type Decision struct {
+	// Node is the chosen node's name.
+	Node string
+	// NodeIndex is the chosen node's index in Snapshot.Nodes.
+	NodeIndex int
+	// Role is the chosen node's role.
+	Role Role
+	// Reason says why the statement runs there.
+	Reason Reason
+	// Lag is the chosen node's effective lag (lag plus sample age); zero for a primary.
+	Lag time.Duration
+	// LagBytes is the chosen node's unreplayed WAL in bytes; zero for a primary.
+	LagBytes uint64
+	// LagKnown is true when Lag is meaningful; always true for Decide's results.
+	LagKnown bool
+	// Subject is copied from Request.Subject.
+	Subject string
+	// FallbackRule names the rule that fell back ("NO_READABLE_REPLICA" or
+	// "REPLICA_LAG_EXCEEDED") when Reason is FALLBACK_PRIMARY; empty otherwise.
+	FallbackRule string
+}
