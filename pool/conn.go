@@ -71,6 +71,8 @@ func (c *Conn) NetConn() net.Conn { return c.netConn }
 func (c *Conn) Close() error { return c.netConn.Close() }
 
 const (
+	// maxBackendMessage is PostgreSQL's own bound on a message (1 GiB).
+	maxBackendMessage  = 1 << 30
 	backendReadBuffer  = 32 << 10
 	backendWriteBuffer = 16 << 10
 )
@@ -115,12 +117,14 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 		Secret:          h.SecretKey,
 		ParameterStatus: h.ParameterStatuses,
 		TxStatus:        h.TxStatus,
-		Reader:          wire.NewReader(h.Conn, backendReadBuffer, maxMessage),
-		Writer:          bufio.NewWriterSize(h.Conn, backendWriteBuffer),
-		netConn:         h.Conn,
-		loginKey:        login.key(),
-		created:         now,
-		lastUsed:        now,
+		// Backend frames are forwarded in pieces, so a large row needs no large
+		// buffer; the limit only guards the few frames pgowl reads whole.
+		Reader:   wire.NewReader(h.Conn, backendReadBuffer, max(maxMessage, maxBackendMessage)),
+		Writer:   bufio.NewWriterSize(h.Conn, backendWriteBuffer),
+		netConn:  h.Conn,
+		loginKey: login.key(),
+		created:  now,
+		lastUsed: now,
 	}, nil
 }
 
