@@ -169,26 +169,12 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 			}
 		}
 	}
-	be, dec, err := sess.choose(ctx, &u)
-	if err != nil {
-		sess.send(toErrorResponse(err))
-		if synced {
-			sess.sendReady()
-		} else {
-			sess.skipUntilSync = true
+	return sess.routeAndRun(ctx, &u, func(be *backend) {
+		sess.writeBatch(be, b)
+		if !synced {
+			be.openBatch = true
 		}
-		sess.logUnit(&u, dec, errorCode(err))
-		return nil
-	}
-	if err := sess.prepareBackend(be); err != nil {
-		return sess.lostBackend(be, &u, dec, err)
-	}
-	sess.writeNotice(dec)
-	sess.writeBatch(be, b)
-	if !synced {
-		be.openBatch = true
-	}
-	return sess.execute(be, &u, dec)
+	})
 }
 
 // writeBatch writes the batch to be, preparing statements be lacks, and

@@ -22,6 +22,11 @@ type unit struct {
 
 	errCode   string // SQLSTATE of the first error the node returned
 	committed bool   // the unit's last command tag was COMMIT
+
+	decision      route.Decision
+	routeErr      error // why no node could run the unit
+	noticePending bool  // the routing NOTICE is still to be sent
+	forwarded     bool  // some reply of the unit reached the client's buffer
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }

@@ -17,9 +17,14 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	if !ev.Enabled() {
 		return
 	}
+	reason := dec.Reason.String()
+	if dec.Node == "" {
+		// Not routed: the reason is the statement's own effect.
+		reason = eff.Reason.String()
+	}
 	ev = ev.Str("node", dec.Node).
 		Str("role", dec.Role.String()).
-		Str("reason", dec.Reason.String()).
+		Str("reason", reason).
 		Int64("lag_ms", dec.Lag.Milliseconds()).
 		Float64("duration_ms", float64(time.Since(u.start).Microseconds())/1000).
 		Str("outcome", outcome).
@@ -31,9 +36,8 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	if dec.FallbackRule != "" {
 		ev = ev.Str("fallback_rule", dec.FallbackRule)
 	}
-	if p := sess.srv.opts.Config.Routing.AICommentPrefix; p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p) {
-		ev = ev.Bool("ai", true)
-	}
+	p := sess.srv.opts.Config.Routing.AICommentPrefix
+	ev = ev.Bool("ai", p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p))
 	ev.Msg("routed")
 }
 

@@ -83,6 +83,12 @@ func appendTargetedFrame(dst []byte, typ, kind byte, name string) []byte {
 
 // errorFields returns the SQLSTATE and message of an ErrorResponse body.
 func errorFields(body []byte) (code, message string) {
+	_, code, message = errorSeverityFields(body)
+	return
+}
+
+// errorSeverityFields also returns the non-localised severity (ERROR, FATAL, PANIC).
+func errorSeverityFields(body []byte) (severity, code, message string) {
 	for len(body) > 0 && body[0] != 0 {
 		field := body[0]
 		end := bytes.IndexByte(body[1:], 0)
@@ -91,6 +97,12 @@ func errorFields(body []byte) (code, message string) {
 		}
 		value := body[1 : 1+end]
 		switch field {
+		case 'V':
+			severity = string(value)
+		case 'S':
+			if severity == "" {
+				severity = string(value)
+			}
 		case 'C':
 			code = string(value)
 		case 'M':

@@ -96,6 +96,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 				be.openBatch = false
 				be.skipping = false
 			}
+			sess.startReply(u)
 			if err := sess.forwardFrame(wireReady(sess.scratch[:0], body[0])); err != nil {
 				return err
 			}
@@ -104,7 +105,13 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if err != nil {
 				return err
 			}
-			code, _ := errorFields(body)
+			severity, code, message := errorSeverityFields(body)
+			if severity == "FATAL" || severity == "PANIC" {
+				// The node is closing this connection. The client's own
+				// connection must survive it: the session reports a lost
+				// backend (08006) instead of passing the FATAL on.
+				return &backendClosing{node: be.node, code: code, message: message}
+			}
 			if u.errCode == "" {
 				u.errCode = code
 			}
@@ -121,10 +128,12 @@ func (sess *session) relay(be *backend, u *unit) error {
 					be.skipping = true
 				}
 			}
+			sess.startReply(u)
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
 				return err
 			}
 		case 'C':
+			sess.startReply(u)
 			if len(sess.pendingSets) > 0 || u.effects.Tx != 0 {
 				_, body, err := r.ReadFrame()
 				if err != nil {
@@ -142,6 +151,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 				be.expect.pop()
 			}
 		case 'G':
+			sess.startReply(u)
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
 			}
@@ -159,12 +169,33 @@ func (sess *session) relay(be *backend, u *unit) error {
 				}
 				be.expect.pop()
 			}
+			sess.startReply(u)
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
 			}
 		}
 	}
 	return nil
+}
+
+// backendClosing is a FATAL error from a node, which closes the connection.
+type backendClosing struct{ node, code, message string }
+
+func (e *backendClosing) Error() string {
+	return fmt.Sprintf("%s closed the connection: %s (SQLSTATE %s)", e.node, e.message, e.code)
+}
+
+// startReply marks the unit's first reply to the client, sending the
+// routing NOTICE right before it.
+func (sess *session) startReply(u *unit) {
+	if u.forwarded {
+		return
+	}
+	u.forwarded = true
+	if u.noticePending {
+		u.noticePending = false
+		sess.writeNotice(u.decision)
+	}
 }
 
 // forwardFrame writes a whole frame to the client.

@@ -59,7 +59,9 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		Interval:     cfg.Monitor.Interval,
 		DownAfter:    cfg.Monitor.DownAfter,
 		QueryTimeout: cfg.Monitor.QueryTimeout,
-		Logger:       logger.With().Str("component", "monitor").Logger(),
+		// A dial may take longer than a query under load; a node is down only after down_after anyway.
+		DialTimeout: cfg.Monitor.DownAfter,
+		Logger:      logger.With().Str("component", "monitor").Logger(),
 	})
 	backends := pool.New(pool.Options{
 		MaxPerNode:     cfg.Pool.MaxPerNode,

@@ -216,70 +216,89 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	u := unit{start: time.Now(), effects: eff, sql: sql}
-	be, dec, err := sess.choose(ctx, &u)
-	if err != nil {
-		sess.send(toErrorResponse(err))
-		sess.sendReady()
-		sess.logUnit(&u, dec, errorCode(err))
-		return nil
+	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
+	if eff.Statements == 1 {
+		u.setSQL = sql
 	}
-	if err := sess.prepareBackend(be); err != nil {
-		return sess.lostBackend(be, &u, dec, err)
-	}
-	sess.writeNotice(dec)
-	w := be.conn.Writer
-	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(body)))
-	w.Write(body)
-	be.expect.push(expectation{typ: 'Q'})
-	be.unnamed = nil // a simple Query replaces the unnamed statement
-	return sess.execute(be, &u, dec)
+	return sess.routeAndRun(ctx, &u, func(be *backend) {
+		w := be.conn.Writer
+		w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(body)))
+		w.Write(body)
+		be.expect.push(expectation{typ: 'Q'})
+		// A simple Query replaces the unnamed statement, on the node and for the client.
+		be.unnamed = nil
+		sess.unnamed = nil
+	})
 }
 
 // functionCall forwards a fastpath FunctionCall; its effect cannot be known.
 func (sess *session) functionCall(ctx context.Context, body []byte) error {
-	u := unit{start: time.Now(), sql: "<function call>", effects: classify.Effects{
+	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
-	be, dec, err := sess.choose(ctx, &u)
-	if err != nil {
-		sess.send(toErrorResponse(err))
-		sess.sendReady()
-		sess.logUnit(&u, dec, errorCode(err))
-		return nil
-	}
-	if err := sess.prepareBackend(be); err != nil {
-		return sess.lostBackend(be, &u, dec, err)
-	}
-	sess.writeNotice(dec)
-	be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], 'F', body))
-	be.expect.push(expectation{typ: 'F'})
-	return sess.execute(be, &u, dec)
+	return sess.routeAndRun(ctx, &u, func(be *backend) {
+		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], 'F', body))
+		be.expect.push(expectation{typ: 'F'})
+	})
 }
 
-// execute flushes what was written to be, relays the replies and does the
-// bookkeeping that follows a unit.
-func (sess *session) execute(be *backend, u *unit, dec route.Decision) error {
-	sess.running.Store(&be.running)
-	err := be.conn.Writer.Flush()
-	if err == nil {
-		err = sess.relay(be, u)
-	}
-	sess.running.Store(nil)
-	if err != nil {
-		var ce *clientFatal
-		if errors.As(err, &ce) {
+// maxAttempts bounds how often a unit is sent again after its backend turned
+// out to be dead before any reply reached the client.
+const maxAttempts = 3
+
+// routeAndRun chooses the node for u, writes the unit to the session's
+// backend there with write, and relays the replies. A backend that turns out
+// to be dead (the node restarted, or closed an idle connection) before any
+// reply reached the client is replaced and the unit sent again, unless the
+// session was inside a transaction there: then the client is told.
+func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backend)) error {
+	for attempt := 1; ; attempt++ {
+		wasHeld := sess.held != nil
+		be, dec, err := sess.choose(ctx, u)
+		if err != nil {
+			sess.send(toErrorResponse(err))
+			if u.expectsReady {
+				sess.sendReady()
+			} else {
+				sess.skipUntilSync = true
+			}
+			u.routeErr = err
+			sess.logUnit(u, dec, errorCode(err))
+			return nil
+		}
+		u.decision = dec
+		u.noticePending = sess.notice
+		err = sess.prepareBackend(be)
+		if err == nil {
+			write(be)
+			sess.running.Store(&be.running)
+			err = be.conn.Writer.Flush()
+			if err == nil {
+				err = sess.relay(be, u)
+			}
+			sess.running.Store(nil)
+		}
+		if err == nil {
+			sess.afterUnit(be, u)
+			outcome := "ok"
+			if u.errCode != "" {
+				outcome = u.errCode
+			}
+			sess.logUnit(u, dec, outcome)
+			return nil
+		}
+		var cf *clientFatal
+		if errors.As(err, &cf) {
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
+		if !u.forwarded && !wasHeld && attempt < maxAttempts {
+			sess.log.Info().Err(err).Str("node", be.node).Int("attempt", attempt).Msg("backend connection was dead before the statement ran; sending it on a fresh one")
+			sess.dropBackend(be)
+			u.errCode = ""
+			continue
+		}
 		return sess.lostBackend(be, u, dec, err)
 	}
-	sess.afterUnit(be, u)
-	outcome := "ok"
-	if u.errCode != "" {
-		outcome = u.errCode
-	}
-	sess.logUnit(u, dec, outcome)
-	return nil
 }
 
 // clientFatal marks an error after which the client connection cannot continue.
@@ -293,6 +312,7 @@ func (e *clientFatal) Unwrap() error { return e.err }
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
 	sess.dropBackend(be)
 	sess.log.Warn().Err(cause).Str("node", be.node).Msg("backend connection lost")
+	sess.startReply(u)
 	sess.send(toErrorResponse(&clientError{SQLState: sqlstateConnectionFailure,
 		Message: "pgowl: lost the connection to " + be.node + " while it ran this statement",
 		Detail:  cause.Error(),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 )
 
 func newServeCommand() *cobra.Command {
-	var file string
+	var file, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the proxy",
@@ -35,6 +37,12 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return &exitCode{code: 2, err: err}
 			}
+			if pprofAddr != "" {
+				go func() {
+					logger.Info().Str("addr", pprofAddr).Msg("serving pprof")
+					logger.Warn().Err(http.ListenAndServe(pprofAddr, nil)).Msg("pprof listener stopped")
+				}()
+			}
 			ln, err := net.Listen("tcp", cfg.Listen)
 			if err != nil {
 				return err
@@ -44,6 +52,8 @@ func newServeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&file, "config", "", "YAML configuration file (or PGOWL_CONFIG)")
+	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go's pprof handlers on this address (profiling only)")
+	cmd.Flags().MarkHidden("pprof-addr")
 	addConfigFlags(cmd.Flags())
 	return cmd
 }
