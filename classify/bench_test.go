@@ -1,0 +1,87 @@
+package classify
+
+import "testing"
+
+// benchmarkStatements are a typical pgbench statement, a three-table join and a trivial statement
+// that the keyword fast path handles on a miss.
+var benchmarkStatements = []struct {
+	name string
+	sql  string
+}{
+	{"pgbench_update", "UPDATE pgbench_accounts SET abalance = abalance + 5 WHERE aid = 42"},
+	{"pgbench_select", "SELECT abalance FROM pgbench_accounts WHERE aid = 42"},
+	{"join3", "SELECT c.name, o.id, sum(i.price) FROM customers c JOIN orders o ON o.customer_id = c.id JOIN items i ON i.order_id = o.id WHERE c.region = 'eu' GROUP BY c.name, o.id ORDER BY 3 DESC LIMIT 10"},
+	{"begin_fastpath", "BEGIN"},
+	{"set_fastpath", "SET application_name = 'pgbench'"},
+}
+
+func BenchmarkClassifyCached(b *testing.B) {
+	for _, bm := range benchmarkStatements {
+		b.Run(bm.name, func(b *testing.B) {
+			classifier := New(Options{})
+			classifier.Classify(bm.sql)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				classifier.Classify(bm.sql)
+			}
+		})
+	}
+}
+
+func BenchmarkClassifyCachedParallel(b *testing.B) {
+	classifier := New(Options{})
+	for _, bm := range benchmarkStatements {
+		classifier.Classify(bm.sql)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			classifier.Classify(benchmarkStatements[i%len(benchmarkStatements)].sql)
+			i++
+		}
+	})
+}
+
+func BenchmarkClassifyUncached(b *testing.B) {
+	for _, bm := range benchmarkStatements {
+		b.Run(bm.name, func(b *testing.B) {
+			classifier := New(Options{CacheSize: -1})
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				classifier.Classify(bm.sql)
+			}
+		})
+	}
+}
+
+// BenchmarkClassifyFullPath measures the trivial statements without the fast path, to show what it saves.
+func BenchmarkClassifyFullPath(b *testing.B) {
+	classifier := New(Options{CacheSize: -1})
+	for _, bm := range benchmarkStatements[3:] {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				classifier.classifyFull(bm.sql)
+			}
+		})
+	}
+}
+
+// BenchmarkGolden classifies every golden case without the cache.
+func BenchmarkGolden(b *testing.B) {
+	var statements []string
+	for _, cases := range loadGoldenForBenchmark(b) {
+		for _, tc := range cases {
+			statements = append(statements, tc.SQL)
+		}
+	}
+	classifier := New(Options{CacheSize: -1})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		classifier.Classify(statements[i%len(statements)])
+	}
+}

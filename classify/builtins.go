@@ -1,0 +1,179 @@
+package classify
+
+import (
+	_ "embed"
+	"strings"
+)
+
+//go:generate go run ./internal/genbuiltins -out pg15_builtin_functions.txt
+
+// pg15BuiltinFunctions is every distinct function name in PostgreSQL 15's pg_catalog, one per line;
+// lines starting with '#' are comments. Regenerate it with `go generate ./classify`.
+//
+//go:embed pg15_builtin_functions.txt
+var pg15BuiltinFunctions string
+
+// parseBuiltinNames turns the embedded list into a set.
+func parseBuiltinNames(list string) map[string]struct{} {
+	names := make(map[string]struct{}, 3200)
+	for _, line := range strings.Split(list, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		names[line] = struct{}{}
+	}
+	return names
+}
+
+// builtinEffect is what calling a built-in function does beyond computing its result.
+type builtinEffect struct {
+	// access is Write when the call must run on the primary.
+	access Access
+	// session is the session state the call changes.
+	session SessionEffect
+	// configSetter marks set_config, whose session effect depends on its third argument.
+	configSetter bool
+}
+
+// writingBuiltins is the reviewed table of pg_catalog functions that write, or that only make sense
+// on the primary. Every pg_catalog function not listed here is treated as a read. Each entry must
+// exist in pg15_builtin_functions.txt (TestWritingBuiltinsExist checks it).
+func writingBuiltins() map[string]builtinEffect {
+	needsPrimary := builtinEffect{access: Write} // must run on the primary, leaves no session state
+	sessionAdvisory := builtinEffect{access: Write, session: SessionAdvisoryLock}
+	return map[string]builtinEffect{
+		// Sequences. nextval and setval write the sequence. currval and lastval only have a value
+		// after nextval in the same session, which ran on the primary, so they must follow it there.
+		"nextval": needsPrimary,
+		"setval":  needsPrimary,
+		"currval": needsPrimary,
+		"lastval": needsPrimary,
+
+		// Transaction ids. Asking for the current transaction id assigns one (a write); the
+		// *_if_assigned forms only have an answer in a transaction that already wrote on the primary.
+		"txid_current":                   needsPrimary,
+		"txid_current_if_assigned":       needsPrimary,
+		"pg_current_xact_id":             needsPrimary,
+		"pg_current_xact_id_if_assigned": needsPrimary,
+
+		// WAL position and control. The pg_current_wal_* functions and pg_walfile_name* refuse to
+		// run during recovery; switching WAL and creating restore points write WAL.
+		"pg_current_wal_lsn":        needsPrimary,
+		"pg_current_wal_insert_lsn": needsPrimary,
+		"pg_current_wal_flush_lsn":  needsPrimary,
+		"pg_walfile_name":           needsPrimary,
+		"pg_walfile_name_offset":    needsPrimary,
+		"pg_switch_wal":             needsPrimary,
+		"pg_create_restore_point":   needsPrimary,
+
+		// Backups. Starting and stopping a backup are paired calls on one node; the primary is
+		// the node operators expect.
+		"pg_backup_start": needsPrimary,
+		"pg_backup_stop":  needsPrimary,
+
+		// Recovery control. These act on a standby's recovery; sending them to whichever standby
+		// has the least lag would be arbitrary, so they go to the primary, which rejects them clearly.
+		"pg_promote":           needsPrimary,
+		"pg_wal_replay_pause":  needsPrimary,
+		"pg_wal_replay_resume": needsPrimary,
+
+		// Advisory locks, session level. They coordinate clients, so they must be taken where
+		// every client takes them: the primary. The lock outlives the statement, so the session is pinned.
+		"pg_advisory_lock":            sessionAdvisory,
+		"pg_advisory_lock_shared":     sessionAdvisory,
+		"pg_try_advisory_lock":        sessionAdvisory,
+		"pg_try_advisory_lock_shared": sessionAdvisory,
+		"pg_advisory_unlock":          sessionAdvisory,
+		"pg_advisory_unlock_shared":   sessionAdvisory,
+		"pg_advisory_unlock_all":      sessionAdvisory,
+		// Advisory locks, transaction level: the primary for the same reason, but released at
+		// transaction end, so no session state remains.
+		"pg_advisory_xact_lock":            needsPrimary,
+		"pg_advisory_xact_lock_shared":     needsPrimary,
+		"pg_try_advisory_xact_lock":        needsPrimary,
+		"pg_try_advisory_xact_lock_shared": needsPrimary,
+
+		// Notifications: NOTIFY needs a transaction id and listeners sit on the primary.
+		"pg_notify": needsPrimary,
+
+		// Large objects. Creating, changing, importing and deleting write pg_largeobject. lo_open
+		// is here because a descriptor opened for writing must be on the primary, and the mode is
+		// an argument we do not evaluate. lo_export writes a file on the server it runs on. (libpq's
+		// lo_write is called lowrite in SQL.)
+		"lo_create":     needsPrimary,
+		"lo_creat":      needsPrimary,
+		"lo_import":     needsPrimary,
+		"lo_unlink":     needsPrimary,
+		"lo_put":        needsPrimary,
+		"lo_from_bytea": needsPrimary,
+		"lo_open":       needsPrimary,
+		"lowrite":       needsPrimary,
+		"lo_truncate":   needsPrimary,
+		"lo_truncate64": needsPrimary,
+		"lo_export":     needsPrimary,
+
+		// Statistics resets change the cumulative statistics the primary's operators look at.
+		"pg_stat_reset":                          needsPrimary,
+		"pg_stat_reset_shared":                   needsPrimary,
+		"pg_stat_reset_single_table_counters":    needsPrimary,
+		"pg_stat_reset_single_function_counters": needsPrimary,
+		"pg_stat_reset_slru":                     needsPrimary,
+		"pg_stat_reset_replication_slot":         needsPrimary,
+		"pg_stat_reset_subscription_stats":       needsPrimary,
+
+		// Signals to backends and the postmaster. A backend pid is only meaningful on the node it
+		// belongs to; application sessions live on the primary. Reloading and rotating act on one server.
+		"pg_terminate_backend":           needsPrimary,
+		"pg_cancel_backend":              needsPrimary,
+		"pg_log_backend_memory_contexts": needsPrimary,
+		"pg_reload_conf":                 needsPrimary,
+		"pg_rotate_logfile":              needsPrimary,
+
+		// Replication slots and logical decoding write slot state or WAL.
+		"pg_create_physical_replication_slot": needsPrimary,
+		"pg_create_logical_replication_slot":  needsPrimary,
+		"pg_drop_replication_slot":            needsPrimary,
+		"pg_copy_physical_replication_slot":   needsPrimary,
+		"pg_copy_logical_replication_slot":    needsPrimary,
+		"pg_replication_slot_advance":         needsPrimary,
+		"pg_logical_slot_get_changes":         needsPrimary,
+		"pg_logical_slot_get_binary_changes":  needsPrimary,
+		"pg_logical_emit_message":             needsPrimary,
+
+		// Index maintenance functions that write index pages.
+		"brin_summarize_new_values": needsPrimary,
+		"brin_summarize_range":      needsPrimary,
+		"brin_desummarize_range":    needsPrimary,
+		"gin_clean_pending_list":    needsPrimary,
+
+		// Catalogue writers: collation import, extension configuration, OID allocation.
+		"pg_import_system_collations": needsPrimary,
+		"pg_extension_config_dump":    needsPrimary,
+		"pg_nextoid":                  needsPrimary,
+
+		// Configuration. set_config changes only this session's settings, which a standby can
+		// hold as well as the primary, so it is a read; with is_local false it is a session-level
+		// change (SessionSet), with is_local true it lasts only until the transaction ends.
+		"set_config": {access: Read, configSetter: true},
+	}
+}
+
+// writingBuiltinPrefixes names families of pg_catalog functions that need the primary: the
+// binary_upgrade_* functions set catalogue OIDs and state for pg_upgrade, and the
+// pg_replication_origin_* functions create, drop and advance origins, and even the readers among
+// them (pg_replication_origin_oid, pg_replication_origin_session_is_setup, ...) fail during recovery
+// with "cannot manipulate replication origins during recovery".
+func writingBuiltinPrefixes() []string {
+	return []string{"binary_upgrade_", "pg_replication_origin_"}
+}
+
+// writingExtensionFunctions lists functions of common extensions (not in pg_catalog) that are known
+// to write. Any function outside pg_catalog is already a Write with an unknown effect; listing it
+// here only gives the more precise reason WRITING_FUNCTION. They match in any schema.
+func writingExtensionFunctions() map[string]builtinEffect {
+	return map[string]builtinEffect{
+		// dblink_exec runs a command on another server, usually a write.
+		"dblink_exec": {access: Write},
+	}
+}

@@ -1,0 +1,342 @@
+package classify
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Access says whether a statement may run on a standby (Read) or needs the primary (Write).
+type Access uint8
+
+const (
+	// Read means the statement neither changes data nor needs state that exists only on the primary.
+	Read Access = iota + 1
+	// Write means the statement changes data, needs the primary, or has an effect the classifier cannot rule out.
+	Write
+)
+
+var accessNames = [...]string{Read: "read", Write: "write"}
+
+// String returns "read" or "write".
+func (a Access) String() string {
+	if int(a) < len(accessNames) && accessNames[a] != "" {
+		return accessNames[a]
+	}
+	return fmt.Sprintf("access(%d)", uint8(a))
+}
+
+// MarshalText encodes the access as its String form.
+func (a Access) MarshalText() ([]byte, error) {
+	if int(a) >= len(accessNames) || accessNames[a] == "" {
+		return nil, fmt.Errorf("classify: invalid access %d", uint8(a))
+	}
+	return []byte(accessNames[a]), nil
+}
+
+// UnmarshalText decodes "read" or "write".
+func (a *Access) UnmarshalText(text []byte) error {
+	for i, name := range accessNames {
+		if name != "" && name == string(text) {
+			*a = Access(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("classify: unknown access %q", text)
+}
+
+// Reason says why a statement has its Access; its String form is a stable code for notices and logs.
+type Reason uint8
+
+const (
+	// ReasonReadOnly means every part of the string was recognised as free of writes.
+	ReasonReadOnly Reason = iota + 1
+	// ReasonWrite means the statement modifies data or schema, or is a command that only the primary accepts.
+	ReasonWrite
+	// ReasonRowLock means a SELECT takes row locks (FOR UPDATE, FOR SHARE, ...), which only the primary can do.
+	ReasonRowLock
+	// ReasonWritingFunction means the statement calls a built-in function known to write or to need the primary.
+	ReasonWritingFunction
+	// ReasonUnknownEffect means the classifier cannot see what the statement does, so it fails closed to the primary.
+	ReasonUnknownEffect
+)
+
+var reasonNames = [...]string{
+	ReasonReadOnly:        "READ_ONLY",
+	ReasonWrite:           "WRITE",
+	ReasonRowLock:         "ROW_LOCK",
+	ReasonWritingFunction: "WRITING_FUNCTION",
+	ReasonUnknownEffect:   "UNKNOWN_EFFECT",
+}
+
+// String returns the reason code, for example "ROW_LOCK".
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) && reasonNames[r] != "" {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("REASON(%d)", uint8(r))
+}
+
+// MarshalText encodes the reason as its code.
+func (r Reason) MarshalText() ([]byte, error) {
+	if int(r) >= len(reasonNames) || reasonNames[r] == "" {
+		return nil, fmt.Errorf("classify: invalid reason %d", uint8(r))
+	}
+	return []byte(reasonNames[r]), nil
+}
+
+// UnmarshalText decodes a reason code such as "WRITING_FUNCTION".
+func (r *Reason) UnmarshalText(text []byte) error {
+	for i, name := range reasonNames {
+		if name != "" && name == string(text) {
+			*r = Reason(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("classify: unknown reason %q", text)
+}
+
+// TxControl says how a statement changes the transaction state of the session.
+type TxControl uint8
+
+const (
+	// TxNone means the statement does not start or end a transaction block.
+	TxNone TxControl = iota
+	// TxBegin is a read-write BEGIN or START TRANSACTION.
+	TxBegin
+	// TxBeginReadOnly is BEGIN or START TRANSACTION with READ ONLY.
+	TxBeginReadOnly
+	// TxEnd ends the transaction block: COMMIT, ROLLBACK, END, ABORT and PREPARE TRANSACTION.
+	TxEnd
+	// TxOther acts inside a transaction block without ending it: SAVEPOINT, RELEASE, ROLLBACK TO, SET TRANSACTION, SET CONSTRAINTS.
+	TxOther
+)
+
+var txNames = [...]string{
+	TxNone:          "NONE",
+	TxBegin:         "BEGIN",
+	TxBeginReadOnly: "BEGIN_READ_ONLY",
+	TxEnd:           "END",
+	TxOther:         "OTHER",
+}
+
+// String returns the transaction-control code, for example "BEGIN_READ_ONLY".
+func (t TxControl) String() string {
+	if int(t) < len(txNames) {
+		return txNames[t]
+	}
+	return fmt.Sprintf("TX(%d)", uint8(t))
+}
+
+// MarshalText encodes the transaction control as its code.
+func (t TxControl) MarshalText() ([]byte, error) {
+	if int(t) >= len(txNames) {
+		return nil, fmt.Errorf("classify: invalid tx control %d", uint8(t))
+	}
+	return []byte(txNames[t]), nil
+}
+
+// UnmarshalText decodes a transaction-control code such as "END".
+func (t *TxControl) UnmarshalText(text []byte) error {
+	for i, name := range txNames {
+		if name == string(text) {
+			*t = TxControl(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("classify: unknown tx control %q", text)
+}
+
+// SessionEffect is a set of ways a statement changes session state that a pooled backend would carry over.
+type SessionEffect uint32
+
+const (
+	// SessionSet is a session-level configuration change: SET, SET SESSION, RESET, set_config(..., false).
+	SessionSet SessionEffect = 1 << iota
+	// SessionDiscard is DISCARD ALL, PLANS, SEQUENCES or TEMP.
+	SessionDiscard
+	// SessionPrepare is a SQL-level PREPARE.
+	SessionPrepare
+	// SessionDeallocate is DEALLOCATE of one or all SQL-level prepared statements.
+	SessionDeallocate
+	// SessionListen is LISTEN.
+	SessionListen
+	// SessionUnlisten is UNLISTEN.
+	SessionUnlisten
+	// SessionTempTable is the creation of a temporary table, view or sequence.
+	SessionTempTable
+	// SessionHoldCursor is DECLARE ... WITH HOLD, a cursor that outlives its transaction.
+	SessionHoldCursor
+	// SessionAdvisoryLock is a session-level advisory lock or unlock (pg_advisory_lock and friends).
+	SessionAdvisoryLock
+	// SessionSetRole is SET ROLE, RESET ROLE or SET SESSION AUTHORIZATION at session level.
+	SessionSetRole
+	// SessionSerializableDefault makes serializable the session's default isolation level: a standby
+	// accepts the SET but then refuses every later statement of the session ("cannot use serializable
+	// mode in a hot standby"), so such a session can only be served by the primary.
+	SessionSerializableDefault
+)
+
+// sessionNames lists the bits in declaration order with their codes.
+var sessionNames = [...]struct {
+	bit  SessionEffect
+	name string
+}{
+	{SessionSet, "SET"},
+	{SessionDiscard, "DISCARD"},
+	{SessionPrepare, "PREPARE"},
+	{SessionDeallocate, "DEALLOCATE"},
+	{SessionListen, "LISTEN"},
+	{SessionUnlisten, "UNLISTEN"},
+	{SessionTempTable, "TEMP_TABLE"},
+	{SessionHoldCursor, "HOLD_CURSOR"},
+	{SessionAdvisoryLock, "ADVISORY_LOCK"},
+	{SessionSetRole, "SET_ROLE"},
+	{SessionSerializableDefault, "SERIALIZABLE_DEFAULT"},
+}
+
+// Has reports whether every bit of other is set in s.
+func (s SessionEffect) Has(other SessionEffect) bool { return s&other == other }
+
+// Names returns the codes of the set bits in a fixed order, for example ["SET", "LISTEN"].
+func (s SessionEffect) Names() []string {
+	var names []string
+	for _, entry := range sessionNames {
+		if s&entry.bit != 0 {
+			names = append(names, entry.name)
+		}
+	}
+	if rest := s &^ allSessionEffects(); rest != 0 {
+		names = append(names, fmt.Sprintf("0x%x", uint32(rest)))
+	}
+	return names
+}
+
+// String returns the codes of the set bits joined by "|", or "NONE".
+func (s SessionEffect) String() string {
+	if s == 0 {
+		return "NONE"
+	}
+	return strings.Join(s.Names(), "|")
+}
+
+// MarshalJSON encodes the set as a JSON list of codes.
+func (s SessionEffect) MarshalJSON() ([]byte, error) {
+	names := s.Names()
+	if names == nil {
+		names = []string{}
+	}
+	return json.Marshal(names)
+}
+
+// UnmarshalJSON decodes a JSON list of codes such as ["SET","LISTEN"].
+func (s *SessionEffect) UnmarshalJSON(data []byte) error {
+	var names []string
+	if err := json.Unmarshal(data, &names); err != nil {
+		return fmt.Errorf("classify: session effects must be a list of codes: %w", err)
+	}
+	var set SessionEffect
+	for _, name := range names {
+		bit, ok := sessionBitByName(name)
+		if !ok {
+			return fmt.Errorf("classify: unknown session effect %q", name)
+		}
+		set |= bit
+	}
+	*s = set
+	return nil
+}
+
+func sessionBitByName(name string) (SessionEffect, bool) {
+	for _, entry := range sessionNames {
+		if entry.name == name {
+			return entry.bit, true
+		}
+	}
+	return 0, false
+}
+
+func allSessionEffects() SessionEffect {
+	var all SessionEffect
+	for _, entry := range sessionNames {
+		all |= entry.bit
+	}
+	return all
+}
+
+// PgowlKind says which pgowl-level command a statement is.
+type PgowlKind uint8
+
+const (
+	// PgowlSet is SET pgowl.name = value (or TO value).
+	PgowlSet PgowlKind = iota + 1
+	// PgowlReset is RESET pgowl.name or SET pgowl.name TO DEFAULT.
+	PgowlReset
+	// PgowlShow is SHOW pgowl.name.
+	PgowlShow
+)
+
+var pgowlKindNames = [...]string{PgowlSet: "SET", PgowlReset: "RESET", PgowlShow: "SHOW"}
+
+// String returns "SET", "RESET" or "SHOW".
+func (k PgowlKind) String() string {
+	if int(k) < len(pgowlKindNames) && pgowlKindNames[k] != "" {
+		return pgowlKindNames[k]
+	}
+	return fmt.Sprintf("PGOWL_KIND(%d)", uint8(k))
+}
+
+// MarshalText encodes the kind as its String form.
+func (k PgowlKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(pgowlKindNames) || pgowlKindNames[k] == "" {
+		return nil, fmt.Errorf("classify: invalid pgowl kind %d", uint8(k))
+	}
+	return []byte(pgowlKindNames[k]), nil
+}
+
+// UnmarshalText decodes "SET", "RESET" or "SHOW".
+func (k *PgowlKind) UnmarshalText(text []byte) error {
+	for i, name := range pgowlKindNames {
+		if name != "" && name == string(text) {
+			*k = PgowlKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("classify: unknown pgowl kind %q", text)
+}
+
+// PgowlCommand is a SET, RESET or SHOW of a pgowl.* setting, which the proxy answers itself.
+type PgowlCommand struct {
+	// Kind is SET, RESET or SHOW.
+	Kind PgowlKind `json:"kind"`
+	// Name is the lower-case setting name after "pgowl.", for example "notice".
+	Name string `json:"name"`
+	// Value is the new value as text without quotes; empty for RESET and SHOW.
+	Value string `json:"value,omitempty"`
+	// Local is true for SET LOCAL, which lasts only until the end of the transaction.
+	Local bool `json:"local,omitempty"`
+}
+
+// Effects is the classifier's verdict on one SQL string; values returned from the cache are shared and must not be modified.
+type Effects struct {
+	// Access is Read when the whole string may run on a standby.
+	Access Access `json:"access"`
+	// Reason is why the string has its Access.
+	Reason Reason `json:"reason"`
+	// Subject names what decided the verdict, for example "INSERT", "FOR UPDATE" or "nextval()".
+	Subject string `json:"subject"`
+	// Tx is the transaction control of the first statement.
+	Tx TxControl `json:"tx"`
+	// Session is the union of the session effects of all statements.
+	Session SessionEffect `json:"session"`
+	// Pgowl is non-nil when the string is exactly one SET, RESET or SHOW of a pgowl.* setting.
+	Pgowl *PgowlCommand `json:"pgowl,omitempty"`
+	// Statements is the number of statements in the string.
+	Statements int `json:"statements"`
+	// Fingerprint is pg_query's fingerprint as a hex string, or "" when the string does not parse.
+	Fingerprint string `json:"fingerprint"`
+	// Normalized is the string with literals replaced by $n; for unparseable input a fixed placeholder.
+	Normalized string `json:"normalized"`
+	// ParseError is the parser's message when the string does not parse; it may quote part of the input.
+	ParseError string `json:"parse_error,omitempty"`
+}

@@ -1,0 +1,335 @@
+package classify
+
+import (
+	"strings"
+	"sync"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// finding is what a scan of a statement's tree found: the strongest reason to send it to the primary
+// (zero when none) and the session effects of the functions it calls.
+type finding struct {
+	reason  Reason
+	subject string
+	session SessionEffect
+}
+
+// reasonRank orders reasons found inside one statement: a certain write beats a row lock, which beats
+// a known writing function, which beats a function whose effect is unknown. Certain knowledge is the
+// more useful explanation.
+func reasonRank(reason Reason) int {
+	switch reason {
+	case ReasonWrite:
+		return 4
+	case ReasonRowLock:
+		return 3
+	case ReasonWritingFunction:
+		return 2
+	case ReasonUnknownEffect:
+		return 1
+	}
+	return 0
+}
+
+// scanner walks every message of a parse tree by protobuf reflection, so that no node type (and no
+// field added by a future pg_query) can hide a function call or a row lock from it.
+type scanner struct {
+	functions *functionTable
+	plans     *walkPlans
+	found     finding
+}
+
+// walkPlans caches, per message type, which fields can hold messages. Without it the walk would ask
+// each of Node's ~250 oneof members whether it is set, for every node of the tree.
+type walkPlans struct {
+	byType sync.Map // protoreflect.MessageDescriptor -> *walkPlan
+}
+
+// walkPlan lists the message-holding fields of one message type in declaration order.
+type walkPlan struct {
+	fields []walkField
+}
+
+// walkField is either a plain field (possibly a list or map) or a oneof group.
+type walkField struct {
+	field protoreflect.FieldDescriptor // nil for a oneof
+	oneof protoreflect.OneofDescriptor
+}
+
+func (p *walkPlans) plan(descriptor protoreflect.MessageDescriptor) *walkPlan {
+	if cached, ok := p.byType.Load(descriptor); ok {
+		return cached.(*walkPlan)
+	}
+	plan := &walkPlan{}
+	seenOneofs := make(map[protoreflect.FullName]bool)
+	fields := descriptor.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		field := fields.Get(i)
+		if oneof := field.ContainingOneof(); oneof != nil {
+			if !seenOneofs[oneof.FullName()] {
+				seenOneofs[oneof.FullName()] = true
+				plan.fields = append(plan.fields, walkField{oneof: oneof})
+			}
+			continue
+		}
+		holdsMessages := field.Kind() == protoreflect.MessageKind || field.Kind() == protoreflect.GroupKind
+		if field.IsMap() {
+			holdsMessages = field.MapValue().Kind() == protoreflect.MessageKind
+		}
+		if holdsMessages {
+			plan.fields = append(plan.fields, walkField{field: field})
+		}
+	}
+	actual, _ := p.byType.LoadOrStore(descriptor, plan)
+	return actual.(*walkPlan)
+}
+
+// scan walks the whole tree under root.
+func (c *Classifier) scan(root *pg_query.Node) finding {
+	s := scanner{functions: &c.functions, plans: &c.walkPlans}
+	s.walk(root.ProtoReflect())
+	return s.found
+}
+
+func (s *scanner) record(reason Reason, subject string) {
+	if reasonRank(reason) > reasonRank(s.found.reason) {
+		s.found.reason, s.found.subject = reason, subject
+	}
+}
+
+// walk visits m and then every message below it, fields in declaration order.
+func (s *scanner) walk(m protoreflect.Message) {
+	s.visit(m.Interface())
+	for _, entry := range s.plans.plan(m.Descriptor()).fields {
+		field := entry.field
+		if entry.oneof != nil {
+			field = m.WhichOneof(entry.oneof)
+			if field == nil || (field.Kind() != protoreflect.MessageKind && field.Kind() != protoreflect.GroupKind) {
+				continue
+			}
+		}
+		switch {
+		case field.IsMap():
+			m.Get(field).Map().Range(func(_ protoreflect.MapKey, value protoreflect.Value) bool {
+				s.walk(value.Message())
+				return true
+			})
+		case field.IsList():
+			list := m.Get(field).List()
+			for j := 0; j < list.Len(); j++ {
+				s.walk(list.Get(j).Message())
+			}
+		case m.Has(field):
+			s.walk(m.Get(field).Message())
+		}
+	}
+}
+
+// visit inspects one message of the tree.
+func (s *scanner) visit(message any) {
+	switch node := message.(type) {
+	case *pg_query.FuncCall:
+		s.functionCall(node)
+	case *pg_query.SelectStmt:
+		if locks := node.GetLockingClause(); len(locks) > 0 {
+			s.record(ReasonRowLock, lockSubject(locks[0].GetLockingClause()))
+		}
+		if into := node.GetIntoClause(); into != nil {
+			s.record(ReasonWrite, "SELECT INTO")
+			if isTemp(into.GetRel()) {
+				s.found.session |= SessionTempTable
+			}
+		}
+	case *pg_query.CommonTableExpr:
+		if isDataModifying(node.GetCtequery()) {
+			s.record(ReasonWrite, "data-modifying WITH")
+		}
+	case *pg_query.InsertStmt:
+		s.record(ReasonWrite, "INSERT")
+	case *pg_query.UpdateStmt:
+		s.record(ReasonWrite, "UPDATE")
+	case *pg_query.DeleteStmt:
+		s.record(ReasonWrite, "DELETE")
+	case *pg_query.MergeStmt:
+		s.record(ReasonWrite, "MERGE")
+	}
+}
+
+func isDataModifying(node *pg_query.Node) bool {
+	switch node.GetNode().(type) {
+	case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt, *pg_query.Node_MergeStmt:
+		return true
+	}
+	return false
+}
+
+func lockSubject(clause *pg_query.LockingClause) string {
+	switch clause.GetStrength() {
+	case pg_query.LockClauseStrength_LCS_FORKEYSHARE:
+		return "FOR KEY SHARE"
+	case pg_query.LockClauseStrength_LCS_FORSHARE:
+		return "FOR SHARE"
+	case pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE:
+		return "FOR NO KEY UPDATE"
+	}
+	return "FOR UPDATE"
+}
+
+// functionCall records the effect of one call.
+func (s *scanner) functionCall(call *pg_query.FuncCall) {
+	effect, reason, subject := s.functions.resolve(call)
+	s.found.session |= effect.session
+	if effect.access == Write {
+		s.record(reason, subject)
+	}
+}
+
+// functionTable knows which functions are built-in and which of those write.
+type functionTable struct {
+	builtins   map[string]struct{}
+	writing    map[string]builtinEffect
+	prefixes   []string
+	extensions map[string]builtinEffect
+	resolver   FunctionResolver
+}
+
+// resolve returns the effect of a call, with the reason and subject to report if it is a Write.
+// Unqualified and pg_catalog-qualified names are looked up in the built-in tables; every other
+// schema, and any name the tables do not know, goes to the resolver and otherwise is unknown.
+func (t *functionTable) resolve(call *pg_query.FuncCall) (builtinEffect, Reason, string) {
+	names, ok := functionNames(call)
+	if !ok {
+		return builtinEffect{access: Write}, ReasonUnknownEffect, "function call (effect unknown: unreadable name)"
+	}
+	name := names[len(names)-1]
+	schema := ""
+	if len(names) >= 2 {
+		schema = names[len(names)-2]
+	}
+	display := displayName(names)
+	if len(names) <= 2 && (schema == "" || schema == "pg_catalog") {
+		if effect, ok := t.builtin(name); ok {
+			if effect.configSetter {
+				effect.session = setConfigEffect(call)
+			}
+			return effect, ReasonWritingFunction, quoteIdent(name) + "()"
+		}
+	}
+	if effect, ok := t.extensions[name]; ok {
+		return effect, ReasonWritingFunction, display + "()"
+	}
+	if t.resolver != nil {
+		if resolved, ok := t.resolver.ResolveFunction(FunctionCall{Schema: schema, Name: name, Args: len(call.GetArgs())}); ok {
+			effect := builtinEffect{access: resolved.Access, session: resolved.Session}
+			if effect.access != Read {
+				effect.access = Write
+			}
+			reason := resolved.Reason
+			if reason != ReasonWritingFunction {
+				reason = ReasonUnknownEffect
+			}
+			subject := display + "()"
+			if reason == ReasonUnknownEffect {
+				subject += " (effect unknown)"
+			}
+			return effect, reason, subject
+		}
+	}
+	return builtinEffect{access: Write}, ReasonUnknownEffect, display + "() (effect unknown: not analysed yet)"
+}
+
+// builtin looks a pg_catalog function up: a writer from the reviewed table, or a read when it is in
+// the generated list of PostgreSQL 15 functions.
+func (t *functionTable) builtin(name string) (builtinEffect, bool) {
+	if effect, ok := t.writing[name]; ok {
+		return effect, true
+	}
+	for _, prefix := range t.prefixes {
+		if strings.HasPrefix(name, prefix) {
+			if _, ok := t.builtins[name]; ok {
+				return builtinEffect{access: Write}, true
+			}
+		}
+	}
+	if _, ok := t.builtins[name]; ok {
+		return builtinEffect{access: Read}, true
+	}
+	return builtinEffect{}, false
+}
+
+// functionNames returns the parts of a call's qualified name.
+func functionNames(call *pg_query.FuncCall) ([]string, bool) {
+	parts := call.GetFuncname()
+	if len(parts) == 0 || len(parts) > 3 {
+		return nil, false
+	}
+	names := make([]string, 0, len(parts))
+	for _, part := range parts {
+		text, ok := part.GetNode().(*pg_query.Node_String_)
+		if !ok {
+			return nil, false
+		}
+		names = append(names, text.String_.GetSval())
+	}
+	return names, true
+}
+
+// setConfigEffect returns the session effect of set_config(setting_name, new_value, is_local): a
+// session-level change unless is_local is the constant true; SessionSetRole when it sets the role.
+func setConfigEffect(call *pg_query.FuncCall) SessionEffect {
+	if local, ok := constBool(functionArgument(call, 2).GetAConst()); ok && local {
+		return 0
+	}
+	name, ok := constText(functionArgument(call, 0).GetAConst())
+	if !ok {
+		return SessionSet
+	}
+	name = strings.ToLower(name)
+	if roleSetting(name) {
+		return SessionSetRole
+	}
+	value, ok := constText(functionArgument(call, 1).GetAConst())
+	if serializableDefault(name, []settingValue{{text: value, ok: ok}}) {
+		return SessionSet | SessionSerializableDefault
+	}
+	return SessionSet
+}
+
+// functionArgument returns the positional argument at position, or nil. Named arguments are not
+// matched: set_config does not accept them, and a nil argument makes callers assume the worst.
+func functionArgument(call *pg_query.FuncCall, position int) *pg_query.Node {
+	args := call.GetArgs()
+	if position >= len(args) || args[position].GetNamedArgExpr() != nil {
+		return nil
+	}
+	return args[position]
+}
+
+// displayName joins a qualified name, quoting parts that need it.
+func displayName(names []string) string {
+	quoted := make([]string, len(names))
+	for i, name := range names {
+		quoted[i] = quoteIdent(name)
+	}
+	return strings.Join(quoted, ".")
+}
+
+// quoteIdent double-quotes an identifier unless it is a plain lower-case name.
+func quoteIdent(name string) string {
+	plain := name != ""
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r == '_':
+		case (r >= '0' && r <= '9') || r == '$':
+			plain = plain && i > 0
+		default:
+			plain = false
+		}
+	}
+	if plain {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}

@@ -1,0 +1,611 @@
+package classify
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// verdict is the classification of one statement.
+type verdict struct {
+	access  Access
+	reason  Reason
+	subject string
+	tx      TxControl
+	session SessionEffect
+	pgowl   *PgowlCommand
+}
+
+func read(subject string) verdict {
+	return verdict{access: Read, reason: ReasonReadOnly, subject: subject}
+}
+
+func write(subject string) verdict {
+	return verdict{access: Write, reason: ReasonWrite, subject: subject}
+}
+
+func unknownEffect(subject string) verdict {
+	return verdict{access: Write, reason: ReasonUnknownEffect, subject: subject}
+}
+
+// cursorOptHold is PostgreSQL's CURSOR_OPT_HOLD bit in DeclareCursorStmt.options.
+const cursorOptHold = 0x0020
+
+// pgowlPrefix starts the names of settings the proxy answers itself.
+const pgowlPrefix = "pgowl."
+
+// statement classifies one top-level statement. Statement kinds that execute a query (SELECT, DML,
+// COPY, DECLARE, CREATE TABLE AS, CALL, EXPLAIN ANALYZE) are also scanned for row locks,
+// data-modifying WITH and function calls. Anything not recognised is a Write with an unknown effect.
+func (c *Classifier) statement(node *pg_query.Node) verdict {
+	if node == nil {
+		return unknownEffect("empty statement node")
+	}
+	switch stmt := node.Node.(type) {
+	case *pg_query.Node_SelectStmt:
+		return c.executed(node, read(selectSubject(stmt.SelectStmt)))
+	case *pg_query.Node_InsertStmt:
+		return c.executed(node, write("INSERT"))
+	case *pg_query.Node_UpdateStmt:
+		return c.executed(node, write("UPDATE"))
+	case *pg_query.Node_DeleteStmt:
+		return c.executed(node, write("DELETE"))
+	case *pg_query.Node_MergeStmt:
+		return c.executed(node, write("MERGE"))
+	case *pg_query.Node_CallStmt:
+		return c.executed(node, write("CALL"))
+	case *pg_query.Node_DoStmt:
+		return write("DO")
+	case *pg_query.Node_ExplainStmt:
+		return c.explain(stmt.ExplainStmt)
+	case *pg_query.Node_CopyStmt:
+		return c.copy(node, stmt.CopyStmt)
+	case *pg_query.Node_DeclareCursorStmt:
+		v := c.executed(stmt.DeclareCursorStmt.GetQuery(), read("DECLARE CURSOR"))
+		if v.access == Read {
+			v.subject = "DECLARE CURSOR"
+		}
+		if stmt.DeclareCursorStmt.GetOptions()&cursorOptHold != 0 {
+			v.session |= SessionHoldCursor
+		}
+		return v
+	case *pg_query.Node_FetchStmt:
+		if stmt.FetchStmt.GetIsmove() {
+			return read("MOVE")
+		}
+		return read("FETCH")
+	case *pg_query.Node_ClosePortalStmt:
+		return read("CLOSE")
+	case *pg_query.Node_PrepareStmt:
+		// PREPARE runs nothing; its verdict is its query's so that a writing statement is prepared
+		// where it will be executed. Session effects of the query happen only at EXECUTE.
+		v := c.statement(stmt.PrepareStmt.GetQuery())
+		if v.access == Read {
+			v.subject = "PREPARE"
+		}
+		v.tx, v.pgowl = TxNone, nil
+		v.session = SessionPrepare
+		return v
+	case *pg_query.Node_ExecuteStmt:
+		return unknownEffect("EXECUTE of SQL-prepared statement")
+	case *pg_query.Node_DeallocateStmt:
+		v := read("DEALLOCATE")
+		v.session = SessionDeallocate
+		return v
+	case *pg_query.Node_TransactionStmt:
+		return transaction(stmt.TransactionStmt)
+	case *pg_query.Node_VariableSetStmt:
+		return variableSet(stmt.VariableSetStmt)
+	case *pg_query.Node_VariableShowStmt:
+		return show(stmt.VariableShowStmt.GetName())
+	case *pg_query.Node_ConstraintsSetStmt:
+		v := read("SET CONSTRAINTS")
+		v.tx = TxOther
+		return v
+	case *pg_query.Node_DiscardStmt:
+		v := read("DISCARD")
+		v.session = SessionDiscard
+		return v
+	case *pg_query.Node_ListenStmt:
+		// A standby refuses LISTEN ("cannot execute LISTEN during recovery"), and notifications
+		// are only ever raised on the primary, so the listener must be there.
+		v := write("LISTEN")
+		v.session = SessionListen
+		return v
+	case *pg_query.Node_UnlistenStmt:
+		v := read("UNLISTEN")
+		v.session = SessionUnlisten
+		return v
+	case *pg_query.Node_NotifyStmt:
+		return write("NOTIFY")
+	case *pg_query.Node_LockStmt:
+		return write("LOCK")
+	case *pg_query.Node_CheckPointStmt:
+		return write("CHECKPOINT")
+	case *pg_query.Node_VacuumStmt:
+		if stmt.VacuumStmt.GetIsVacuumcmd() {
+			return write("VACUUM")
+		}
+		return write("ANALYZE")
+	case *pg_query.Node_CreateStmt:
+		v := write("CREATE TABLE")
+		if isTemp(stmt.CreateStmt.GetRelation()) {
+			v.subject = "CREATE TEMP TABLE"
+			v.session = SessionTempTable
+		}
+		return v
+	case *pg_query.Node_CreateTableAsStmt:
+		subject := "CREATE TABLE AS"
+		if stmt.CreateTableAsStmt.GetObjtype() == pg_query.ObjectType_OBJECT_MATVIEW {
+			subject = "CREATE MATERIALIZED VIEW"
+		}
+		v := c.executed(stmt.CreateTableAsStmt.GetQuery(), write(subject))
+		v.access, v.reason, v.subject = Write, ReasonWrite, subject
+		if isTemp(stmt.CreateTableAsStmt.GetInto().GetRel()) {
+			v.session |= SessionTempTable
+		}
+		return v
+	case *pg_query.Node_ViewStmt:
+		v := write("CREATE VIEW")
+		if isTemp(stmt.ViewStmt.GetView()) {
+			v.session = SessionTempTable
+		}
+		return v
+	case *pg_query.Node_CreateSeqStmt:
+		v := write("CREATE SEQUENCE")
+		if isTemp(stmt.CreateSeqStmt.GetSequence()) {
+			v.session = SessionTempTable
+		}
+		return v
+	case *pg_query.Node_GrantStmt:
+		if stmt.GrantStmt.GetIsGrant() {
+			return write("GRANT")
+		}
+		return write("REVOKE")
+	case *pg_query.Node_GrantRoleStmt:
+		if stmt.GrantRoleStmt.GetIsGrant() {
+			return write("GRANT")
+		}
+		return write("REVOKE")
+	case *pg_query.Node_LoadStmt:
+		// LOAD runs a shared library's initialisation code, which can do anything.
+		return unknownEffect("LOAD (effect unknown: loads a shared library)")
+	}
+	if subject, ok := utilityWriteSubject(node); ok {
+		return write(subject)
+	}
+	return unknownEffect(fmt.Sprintf("unrecognised statement %s", nodeTypeName(node)))
+}
+
+// executed classifies a statement that runs a query: base is the verdict for its kind, which a scan of
+// the tree can only make stricter (a read becomes a write), and whose session effects the scan adds to.
+func (c *Classifier) executed(query *pg_query.Node, base verdict) verdict {
+	if query == nil {
+		return base
+	}
+	found := c.scan(query)
+	base.session |= found.session
+	if base.access == Read && found.reason != 0 {
+		base.access, base.reason, base.subject = Write, found.reason, found.subject
+	}
+	return base
+}
+
+func selectSubject(stmt *pg_query.SelectStmt) string {
+	if len(stmt.GetValuesLists()) > 0 {
+		return "VALUES"
+	}
+	return "SELECT"
+}
+
+// explain classifies EXPLAIN: without ANALYZE nothing runs, so it is a read whatever it explains;
+// with ANALYZE it has the effect of the explained statement.
+func (c *Classifier) explain(stmt *pg_query.ExplainStmt) verdict {
+	if !explainAnalyzes(stmt.GetOptions()) {
+		return read("EXPLAIN")
+	}
+	v := c.statement(stmt.GetQuery())
+	if v.access == Read {
+		v.subject = "EXPLAIN ANALYZE"
+	}
+	v.tx, v.pgowl = TxNone, nil
+	return v
+}
+
+// explainAnalyzes reports whether the EXPLAIN options turn ANALYZE on; the last mention wins, and a
+// value we cannot read counts as on.
+func explainAnalyzes(options []*pg_query.Node) bool {
+	analyze := false
+	for _, option := range options {
+		def := option.GetDefElem()
+		if def == nil || !strings.EqualFold(def.GetDefname(), "analyze") {
+			continue
+		}
+		on, ok := booleanOption(def.GetArg())
+		analyze = on || !ok
+	}
+	return analyze
+}
+
+// booleanOption reads a DefElem argument the way PostgreSQL's defGetBoolean does; a missing argument is true.
+func booleanOption(arg *pg_query.Node) (value, ok bool) {
+	if arg == nil {
+		return true, true
+	}
+	switch v := arg.Node.(type) {
+	case *pg_query.Node_Integer:
+		switch v.Integer.GetIval() {
+		case 0:
+			return false, true
+		case 1:
+			return true, true
+		}
+	case *pg_query.Node_Boolean:
+		return v.Boolean.GetBoolval(), true
+	case *pg_query.Node_String_:
+		return parseBool(v.String_.GetSval())
+	case *pg_query.Node_AConst:
+		return constBool(v.AConst)
+	}
+	return false, false
+}
+
+// parseBool accepts the spellings PostgreSQL's parse_bool accepts for whole words.
+func parseBool(text string) (value, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(text)) {
+	case "t", "true", "y", "yes", "on", "1":
+		return true, true
+	case "f", "false", "n", "no", "off", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// constBool reads a boolean-valued constant.
+func constBool(constant *pg_query.A_Const) (value, ok bool) {
+	if constant == nil || constant.GetIsnull() {
+		return false, false
+	}
+	switch v := constant.Val.(type) {
+	case *pg_query.A_Const_Boolval:
+		return v.Boolval.GetBoolval(), true
+	case *pg_query.A_Const_Ival:
+		switch v.Ival.GetIval() {
+		case 0:
+			return false, true
+		case 1:
+			return true, true
+		}
+	case *pg_query.A_Const_Sval:
+		return parseBool(v.Sval.GetSval())
+	}
+	return false, false
+}
+
+// constText renders a constant as PostgreSQL would pass it to a setting: the string without quotes.
+func constText(constant *pg_query.A_Const) (string, bool) {
+	if constant == nil || constant.GetIsnull() {
+		return "", false
+	}
+	switch v := constant.Val.(type) {
+	case *pg_query.A_Const_Sval:
+		return v.Sval.GetSval(), true
+	case *pg_query.A_Const_Ival:
+		return strconv.FormatInt(int64(v.Ival.GetIval()), 10), true
+	case *pg_query.A_Const_Fval:
+		return v.Fval.GetFval(), true
+	case *pg_query.A_Const_Boolval:
+		return strconv.FormatBool(v.Boolval.GetBoolval()), true
+	case *pg_query.A_Const_Bsval:
+		return v.Bsval.GetBsval(), true
+	}
+	return "", false
+}
+
+// copy classifies COPY: FROM loads data (a write); TO a server file or program has a side effect on
+// the server that runs it; TO STDOUT reads a table or has the effect of its query.
+func (c *Classifier) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
+	switch {
+	case stmt.GetIsFrom():
+		return write("COPY FROM")
+	case stmt.GetIsProgram():
+		return write("COPY TO PROGRAM")
+	case stmt.GetFilename() != "":
+		return write("COPY TO server file")
+	}
+	return c.executed(stmt.GetQuery(), read("COPY TO STDOUT"))
+}
+
+// transaction classifies BEGIN, COMMIT, SAVEPOINT and friends.
+func transaction(stmt *pg_query.TransactionStmt) verdict {
+	switch stmt.GetKind() {
+	case pg_query.TransactionStmtKind_TRANS_STMT_BEGIN, pg_query.TransactionStmtKind_TRANS_STMT_START:
+		v := beginVerdict(transactionReadOnly(stmt.GetOptions()))
+		if transactionSerializable(stmt.GetOptions()) {
+			// A standby refuses serializable transactions ("cannot use serializable mode in a hot standby").
+			v.access, v.reason = Write, ReasonWrite
+			v.subject = "BEGIN ISOLATION LEVEL SERIALIZABLE (not available on a standby)"
+		}
+		return v
+	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT:
+		return endVerdict("COMMIT", stmt.GetChain())
+	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK:
+		return endVerdict("ROLLBACK", stmt.GetChain())
+	case pg_query.TransactionStmtKind_TRANS_STMT_SAVEPOINT:
+		return txOther("SAVEPOINT")
+	case pg_query.TransactionStmtKind_TRANS_STMT_RELEASE:
+		return txOther("RELEASE SAVEPOINT")
+	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO:
+		return txOther("ROLLBACK TO SAVEPOINT")
+	case pg_query.TransactionStmtKind_TRANS_STMT_PREPARE:
+		// Two-phase commit writes the prepared state and detaches the transaction from the session.
+		v := write("PREPARE TRANSACTION")
+		v.tx = TxEnd
+		return v
+	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED:
+		return write("COMMIT PREPARED")
+	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_PREPARED:
+		return write("ROLLBACK PREPARED")
+	}
+	return unknownEffect("unrecognised transaction statement")
+}
+
+// beginVerdict is shared by the full and the fast path.
+func beginVerdict(readOnly bool) verdict {
+	if readOnly {
+		v := read("BEGIN READ ONLY")
+		v.tx = TxBeginReadOnly
+		return v
+	}
+	v := write("BEGIN (read-write transaction)")
+	v.tx = TxBegin
+	return v
+}
+
+// endVerdict is shared by the full and the fast path. AND CHAIN starts a new transaction at once,
+// so the transaction block goes on: TxOther, not TxEnd.
+func endVerdict(subject string, chain bool) verdict {
+	if chain {
+		return txOther(subject + " AND CHAIN")
+	}
+	v := read(subject)
+	v.tx = TxEnd
+	return v
+}
+
+func txOther(subject string) verdict {
+	v := read(subject)
+	v.tx = TxOther
+	return v
+}
+
+// transactionReadOnly reports whether BEGIN/START TRANSACTION options ask for READ ONLY; the last mode wins.
+func transactionReadOnly(options []*pg_query.Node) bool {
+	readOnly := false
+	for _, option := range options {
+		def := option.GetDefElem()
+		if def == nil || def.GetDefname() != "transaction_read_only" {
+			continue
+		}
+		value, ok := booleanOption(def.GetArg())
+		readOnly = ok && value
+	}
+	return readOnly
+}
+
+// settingValue is one value of a SET statement.
+type settingValue struct {
+	text string
+	ok   bool // false when the value is not a constant we can read
+}
+
+// variableSet classifies SET and RESET.
+func variableSet(stmt *pg_query.VariableSetStmt) verdict {
+	name := stmt.GetName()
+	switch stmt.GetKind() {
+	case pg_query.VariableSetKind_VAR_SET_VALUE, pg_query.VariableSetKind_VAR_SET_CURRENT:
+		values := make([]settingValue, 0, len(stmt.GetArgs()))
+		for _, arg := range stmt.GetArgs() {
+			text, ok := constText(arg.GetAConst())
+			values = append(values, settingValue{text: text, ok: ok})
+		}
+		return setVerdict(name, stmt.GetIsLocal(), values)
+	case pg_query.VariableSetKind_VAR_SET_DEFAULT, pg_query.VariableSetKind_VAR_RESET:
+		return resetVerdict(name, stmt.GetIsLocal(), stmt.GetKind() == pg_query.VariableSetKind_VAR_RESET)
+	case pg_query.VariableSetKind_VAR_RESET_ALL:
+		// RESET ALL leaves role and session_authorization alone (they are GUC_NO_RESET_ALL).
+		v := read("RESET ALL")
+		v.session = SessionSet
+		return v
+	case pg_query.VariableSetKind_VAR_SET_MULTI:
+		return setMulti(stmt)
+	}
+	return unknownEffect("unrecognised SET statement")
+}
+
+// setMulti classifies SET TRANSACTION, SET TRANSACTION SNAPSHOT and SET SESSION CHARACTERISTICS.
+func setMulti(stmt *pg_query.VariableSetStmt) verdict {
+	switch stmt.GetName() {
+	case "TRANSACTION":
+		if transactionSerializable(stmt.GetArgs()) {
+			v := write("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE (not available on a standby)")
+			v.tx = TxOther
+			return v
+		}
+		if transactionReadWrite(stmt.GetArgs()) {
+			// A standby refuses read-write mode ("cannot set transaction read-write mode during recovery").
+			v := write("SET TRANSACTION READ WRITE")
+			v.tx = TxOther
+			return v
+		}
+		return txOther("SET TRANSACTION")
+	case "TRANSACTION SNAPSHOT":
+		return txOther("SET TRANSACTION SNAPSHOT")
+	case "SESSION CHARACTERISTICS":
+		v := read("SET SESSION CHARACTERISTICS")
+		v.session = SessionSet
+		if transactionSerializable(stmt.GetArgs()) {
+			v.session |= SessionSerializableDefault
+		}
+		return v
+	}
+	return unknownEffect("unrecognised SET statement")
+}
+
+// transactionSerializable reports whether transaction options ask for SERIALIZABLE; the last level wins.
+func transactionSerializable(options []*pg_query.Node) bool {
+	serializable := false
+	for _, option := range options {
+		def := option.GetDefElem()
+		if def == nil || def.GetDefname() != "transaction_isolation" {
+			continue
+		}
+		level, ok := constText(def.GetArg().GetAConst())
+		serializable = !ok || strings.EqualFold(level, "serializable")
+	}
+	return serializable
+}
+
+// transactionReadWrite reports whether SET TRANSACTION options ask for READ WRITE.
+func transactionReadWrite(options []*pg_query.Node) bool {
+	readWrite := false
+	for _, option := range options {
+		def := option.GetDefElem()
+		if def == nil || def.GetDefname() != "transaction_read_only" {
+			continue
+		}
+		value, ok := booleanOption(def.GetArg())
+		readWrite = !ok || !value
+	}
+	return readWrite
+}
+
+// refusedTransactionSetting reports the generic-SET spellings of SET TRANSACTION READ WRITE and
+// SET TRANSACTION ISOLATION LEVEL SERIALIZABLE, which a standby refuses; values it cannot read count
+// as refused.
+func refusedTransactionSetting(name string, values []settingValue) (string, bool) {
+	if len(values) != 1 {
+		return "", false
+	}
+	switch name {
+	case "transaction_read_only":
+		if readOnly, ok := parseBool(values[0].text); !values[0].ok || !ok || !readOnly {
+			return "SET transaction_read_only = off", true
+		}
+	case "transaction_isolation":
+		if !values[0].ok || strings.EqualFold(strings.TrimSpace(values[0].text), "serializable") {
+			return "SET transaction_isolation = serializable (not available on a standby)", true
+		}
+	}
+	return "", false
+}
+
+// roleSetting reports whether a setting changes the current user.
+func roleSetting(name string) bool {
+	return name == "role" || name == "session_authorization"
+}
+
+// setVerdict classifies SET name = values; it is shared by the full and the fast path.
+func setVerdict(name string, local bool, values []settingValue) verdict {
+	if setting, ok := pgowlSetting(name); ok {
+		parts := make([]string, 0, len(values))
+		for _, value := range values {
+			parts = append(parts, value.text)
+		}
+		v := read("SET " + name)
+		v.pgowl = &PgowlCommand{Kind: PgowlSet, Name: setting, Value: strings.Join(parts, ", "), Local: local}
+		if !local {
+			v.session = SessionSet
+		}
+		return v
+	}
+	if subject, refused := refusedTransactionSetting(name, values); refused {
+		v := write(subject)
+		v.tx = TxOther
+		return v
+	}
+	if local {
+		return read("SET LOCAL")
+	}
+	v := sessionSetting("SET", name)
+	if serializableDefault(name, values) {
+		v.session |= SessionSerializableDefault
+	}
+	return v
+}
+
+// serializableDefault reports whether a session-level SET makes serializable the default isolation
+// level; a value it cannot read counts as serializable.
+func serializableDefault(name string, values []settingValue) bool {
+	if name != "default_transaction_isolation" || len(values) != 1 {
+		return false
+	}
+	return !values[0].ok || strings.EqualFold(strings.TrimSpace(values[0].text), "serializable")
+}
+
+// sessionSetting is the verdict of a session-level SET or RESET of an ordinary setting.
+func sessionSetting(verb, name string) verdict {
+	if roleSetting(name) {
+		v := read(verb + " " + strings.ToUpper(strings.ReplaceAll(name, "_", " ")))
+		v.session = SessionSetRole
+		return v
+	}
+	v := read(verb)
+	v.session = SessionSet
+	return v
+}
+
+// resetVerdict classifies RESET name (isReset) and SET name TO DEFAULT.
+func resetVerdict(name string, local, isReset bool) verdict {
+	verb := "SET"
+	if isReset {
+		verb = "RESET"
+	}
+	if setting, ok := pgowlSetting(name); ok {
+		subject := "RESET " + name
+		if !isReset {
+			subject = "SET " + name + " TO DEFAULT"
+		}
+		v := read(subject)
+		v.pgowl = &PgowlCommand{Kind: PgowlReset, Name: setting, Local: local}
+		if !local {
+			v.session = SessionSet
+		}
+		return v
+	}
+	if local {
+		return read(verb + " LOCAL")
+	}
+	return sessionSetting(verb, name)
+}
+
+// show classifies SHOW; it is shared by the full and the fast path.
+func show(name string) verdict {
+	if setting, ok := pgowlSetting(name); ok {
+		v := read("SHOW " + name)
+		v.pgowl = &PgowlCommand{Kind: PgowlShow, Name: setting}
+		return v
+	}
+	return read("SHOW")
+}
+
+// pgowlSetting returns the lower-case setting name after "pgowl.", matching the prefix in any case.
+func pgowlSetting(name string) (string, bool) {
+	if len(name) <= len(pgowlPrefix) || !strings.EqualFold(name[:len(pgowlPrefix)], pgowlPrefix) {
+		return "", false
+	}
+	return strings.ToLower(name[len(pgowlPrefix):]), true
+}
+
+// isTemp reports whether a relation is created TEMP/TEMPORARY.
+func isTemp(rel *pg_query.RangeVar) bool {
+	return rel.GetRelpersistence() == "t"
+}
+
+// nodeTypeName names a node's type for messages, for example "AlterTableStmt".
+func nodeTypeName(node *pg_query.Node) string {
+	name := fmt.Sprintf("%T", node.Node)
+	return strings.TrimPrefix(name, "*pg_query.Node_")
+}

@@ -1,0 +1,26 @@
+-- Objects the golden cases refer to, so that TestAgainstHotStandby can run them on a real standby.
+CREATE TABLE t (id int PRIMARY KEY, v text, n int);
+CREATE TABLE u (id int PRIMARY KEY, t_id int, name text);
+CREATE TABLE customers (id int PRIMARY KEY, name text, region text);
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int, total numeric, status text);
+CREATE TABLE items (id int, order_id int, price numeric);
+CREATE TABLE pgbench_accounts (aid int PRIMARY KEY, bid int, abalance int, filler char(84));
+CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime timestamp, filler char(22));
+CREATE TABLE nextval (x int);
+CREATE TABLE "café" ("naïve" int);
+CREATE TABLE 日本 (名前 text);
+CREATE SEQUENCE s;
+SELECT nextval('s');
+CREATE VIEW v_t AS SELECT * FROM t;
+CREATE ROLE app_reader;
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO app_reader;
+INSERT INTO t SELECT g, 'v' || g, g % 3 FROM generate_series(1, 20) AS g;
+INSERT INTO u SELECT g, g, 'n' || g FROM generate_series(1, 10) AS g;
+INSERT INTO customers VALUES (1, 'a', 'eu'), (2, 'b', 'us');
+INSERT INTO orders VALUES (1, 1, 20, 'new'), (2, 2, 5, 'done');
+INSERT INTO items VALUES (1, 1, 10), (2, 1, 10);
+INSERT INTO pgbench_accounts SELECT g, 1, 0, '' FROM generate_series(1, 100) AS g;
+INSERT INTO "café" VALUES (1);
+INSERT INTO 日本 VALUES ('x');
+CREATE MATERIALIZED VIEW mv AS SELECT id FROM t;
+ANALYZE;
