@@ -71,10 +71,23 @@ func (c *Classifier) Classify(sql string) Effects {
 			return effects
 		}
 	}
-	effects := c.classifyUncached(sql)
-	if c.cache != nil && len(sql) <= c.maxCachedBytes {
-		c.cache.add(sql, effects)
+	if c.cache == nil || len(sql) > c.maxCachedBytes {
+		return c.classifyUncached(sql)
 	}
+	// Statements that differ only in literals share a verdict (see shape.go).
+	// The exact text is cached too, so that a repeated statement costs no shaping.
+	shape, shaped := shapeOf(sql)
+	if shaped {
+		if effects, ok := c.cache.get(shape); ok {
+			c.cache.add(sql, effects)
+			return effects
+		}
+	}
+	effects := c.classifyUncached(sql)
+	if shaped && shareable(&effects) {
+		c.cache.add(shape, effects)
+	}
+	c.cache.add(sql, effects)
 	return effects
 }
 

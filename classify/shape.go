@@ -1,0 +1,269 @@
+package classify
+
+import (
+	"strings"
+)
+
+// A statement's shape is its text with every literal replaced by a marker of
+// the literal's kind. Statements that differ only in their literals, such as
+// pgbench's "SELECT abalance FROM pgbench_accounts WHERE aid = 4711" with a
+// new aid each time, share a shape, so they share one cache entry instead of
+// each paying for a full parse.
+//
+// Sharing is only sound where literals cannot change the verdict. They can in
+// EXPLAIN options ((ANALYZE 'off')), in set_config's arguments, in SET and
+// transaction-mode statements, and in pgowl commands, so only statements that
+// start with one of shapeKeywords and never mention set_config are shaped, and
+// only verdicts without session effects are shared. Literal kinds stay apart
+// (integer, decimal, string, bit string) because they are the argument types a
+// function's overload is resolved by.
+
+// shapeKeywords are the statement starts whose verdict never depends on a literal's value.
+var shapeKeywords = []string{"select", "with", "insert", "update", "delete", "values", "table", "merge"}
+
+// shapePrefix keeps shape keys apart from SQL text in the cache: a Query string cannot contain NUL.
+const shapePrefix = "\x00"
+
+// shapeOf returns the cache key of sql's shape, or false when sql must not share a verdict
+// with other statements (or cannot be scanned with certainty).
+func shapeOf(sql string) (string, bool) {
+	if !shapeEligible(sql) {
+		return "", false
+	}
+	var b strings.Builder
+	b.Grow(len(sql) + 1)
+	b.WriteString(shapePrefix)
+	prevIdent := false // the previous byte belongs to an identifier or keyword
+	replaced := false
+	// inByList is set after BY (ORDER BY, GROUP BY, PARTITION BY): an integer there may be a
+	// column position, which is part of the statement, not a value, so it stays.
+	inByList := false
+	wordStart := -1
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			end := strings.IndexByte(sql[i:], '\n')
+			if end < 0 {
+				end = len(sql) - i
+			}
+			b.WriteString(sql[i : i+end])
+			i += end
+			prevIdent = false
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			end, ok := blockCommentEnd(sql, i)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(sql[i:end])
+			i = end
+			prevIdent = false
+		case c == '"':
+			end, ok := quotedEnd(sql, i, '"', false)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(sql[i:end])
+			i = end
+			prevIdent = true
+		case c == '\'':
+			// A string; a one-letter prefix written just before it (E, B, X, N) was copied
+			// as an identifier byte: E strings take backslash escapes, B and X are bit strings.
+			escapes, bits := false, false
+			if i > 0 && prevIdent && (i < 2 || !isIdentByte(sql[i-2])) {
+				switch sql[i-1] | 0x20 {
+				case 'e':
+					escapes = true
+				case 'b', 'x':
+					bits = true
+				}
+			}
+			end, ok := quotedEnd(sql, i, '\'', escapes)
+			if !ok {
+				return "", false
+			}
+			if bits {
+				b.WriteString("?b")
+			} else {
+				b.WriteString("?s")
+			}
+			replaced = true
+			i = end
+			prevIdent = false
+		case c == '$' && !prevIdent:
+			if i+1 < len(sql) && isDigit(sql[i+1]) {
+				// A parameter such as $1: keep it.
+				j := i + 1
+				for j < len(sql) && isDigit(sql[j]) {
+					j++
+				}
+				b.WriteString(sql[i:j])
+				i = j
+				prevIdent = true
+				continue
+			}
+			tagEnd := i + 1
+			for tagEnd < len(sql) && isIdentByte(sql[tagEnd]) && sql[tagEnd] != '$' {
+				tagEnd++
+			}
+			if tagEnd >= len(sql) || sql[tagEnd] != '$' || (tagEnd > i+1 && isDigit(sql[i+1])) {
+				return "", false // not a dollar quote we understand
+			}
+			tag := sql[i : tagEnd+1]
+			close := strings.Index(sql[tagEnd+1:], tag)
+			if close < 0 {
+				return "", false
+			}
+			b.WriteString("?s")
+			replaced = true
+			i = tagEnd + 1 + close + len(tag)
+			prevIdent = false
+		case (isDigit(c) || (c == '.' && i+1 < len(sql) && isDigit(sql[i+1]))) && !prevIdent:
+			j, decimal := i, false
+			for j < len(sql) {
+				d := sql[j]
+				switch {
+				case isDigit(d) || d == '_':
+				case d == '.' && !(j+1 < len(sql) && sql[j+1] == '.'):
+					decimal = true
+				case (d == 'e' || d == 'E') && j+1 < len(sql) && (isDigit(sql[j+1]) || ((sql[j+1] == '+' || sql[j+1] == '-') && j+2 < len(sql) && isDigit(sql[j+2]))):
+					decimal = true
+					j++
+				default:
+					goto done
+				}
+				j++
+			}
+		done:
+			if j < len(sql) && isIdentByte(sql[j]) {
+				return "", false // 1abc, 0x1F: leave such text to the parser
+			}
+			if inByList && !decimal {
+				b.WriteString(sql[i:j])
+				i = j
+				prevIdent = false
+				continue
+			}
+			if decimal {
+				b.WriteString("?f")
+			} else {
+				b.WriteString("?i")
+			}
+			replaced = true
+			i = j
+			prevIdent = false
+		default:
+			b.WriteByte(c)
+			ident := isIdentByte(c)
+			if ident && !prevIdent {
+				wordStart = i
+			}
+			if ident && (i+1 == len(sql) || !isIdentByte(sql[i+1])) {
+				inByList = updateByList(inByList, sql[wordStart:i+1])
+			}
+			if c == ')' || c == ';' || c == '(' {
+				inByList = false
+			}
+			prevIdent = ident
+			i++
+		}
+	}
+	if !replaced {
+		return "", false // the exact text is its own key
+	}
+	return b.String(), true
+}
+
+// byListEnds are the keywords that end an ORDER BY / GROUP BY list.
+var byListEnds = []string{"limit", "offset", "fetch", "for", "having", "window", "union", "intersect", "except",
+	"from", "where", "select", "returning", "on", "range", "rows", "groups"}
+
+// updateByList tracks whether the scanner is inside a BY list after the word w.
+func updateByList(inByList bool, w string) bool {
+	if strings.EqualFold(w, "by") {
+		return true
+	}
+	for _, k := range byListEnds {
+		if strings.EqualFold(w, k) {
+			return false
+		}
+	}
+	return inByList
+}
+
+// shapeEligible reports whether sql starts with a keyword whose verdict cannot depend on a literal.
+func shapeEligible(sql string) bool {
+	s := strings.TrimLeft(sql, " \t\r\n(")
+	word := s
+	for i := 0; i < len(s); i++ {
+		if !isIdentByte(s[i]) {
+			word = s[:i]
+			break
+		}
+	}
+	ok := false
+	for _, k := range shapeKeywords {
+		if strings.EqualFold(word, k) {
+			ok = true
+			break
+		}
+	}
+	return ok && !containsFold(sql, "set_config")
+}
+
+// shareable reports whether a verdict may be shared by every statement of its shape.
+func shareable(e *Effects) bool {
+	return e.Pgowl == nil && e.Session == 0 && e.ParseError == "" && e.Tx == TxNone
+}
+
+func blockCommentEnd(sql string, start int) (int, bool) {
+	depth := 0
+	for i := start; i+1 < len(sql); i++ {
+		switch {
+		case sql[i] == '/' && sql[i+1] == '*':
+			depth++
+			i++
+		case sql[i] == '*' && sql[i+1] == '/':
+			depth--
+			i++
+			if depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// quotedEnd returns the index just past the quoted text that starts at start.
+func quotedEnd(sql string, start int, quote byte, backslashEscapes bool) (int, bool) {
+	for i := start + 1; i < len(sql); i++ {
+		switch sql[i] {
+		case '\\':
+			if backslashEscapes {
+				i++
+			}
+		case quote:
+			if i+1 < len(sql) && sql[i+1] == quote {
+				i++
+				continue
+			}
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '$' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
+}
+
+func containsFold(s, substr string) bool {
+	n := len(substr)
+	for i := 0; i+n <= len(s); i++ {
+		if strings.EqualFold(s[i:i+n], substr) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,87 @@
+package classify
+
+import (
+	"reflect"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+func TestShapeOf(t *testing.T) {
+	cases := []struct {
+		sql, shape string
+		ok         bool
+	}{
+		{"SELECT abalance FROM pgbench_accounts WHERE aid = 4711;", "SELECT abalance FROM pgbench_accounts WHERE aid = ?i;", true},
+		{"select * from t1 where x = 'it''s' and y = 1.5e3", "select * from t1 where x = ?s and y = ?f", true},
+		{"select E'a\\'b', 2", "select E?s, ?i", true},
+		{"select B'101', X'1F'", "select B?b, X?b", true},
+		{"select $tag$ a 'b' $tag$, $$x$$ from t", "select ?s, ?s from t", true},
+		{"select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = 7", "select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = ?i", true},
+		{"select /* 42 /* nested */ 'x' */ 1", "select /* 42 /* nested */ 'x' */ ?i", true},
+		{"insert into t values (1, 'a')", "insert into t values (?i, ?s)", true},
+		{"(select 1)", "(select ?i)", true},
+		{"select a, count(*) from t where b > 5 group by 1 order by 2 desc, 1 limit 10", "select a, count(*) from t where b > ?i group by 1 order by 2 desc, 1 limit ?i", true},
+		// Nothing to replace: the text is its own key.
+		{"select a from t", "", false},
+		// Statements whose verdict can depend on a literal are never shaped.
+		{"explain (analyze 'off') delete from t where a = 1", "", false},
+		{"set work_mem = '64MB'", "", false},
+		{"select set_config('work_mem', '1MB', false)", "", false},
+		{"begin isolation level serializable", "", false},
+		// Text the scanner does not understand with certainty.
+		{"select 'unterminated", "", false},
+		{"select 1abc", "", false},
+		{"select /* open", "", false},
+	}
+	for _, c := range cases {
+		shape, ok := shapeOf(c.sql)
+		if ok != c.ok || (ok && shape != shapePrefix+c.shape) {
+			t.Errorf("shapeOf(%q) = %q, %v; want %q, %v", c.sql, shape, ok, c.shape, c.ok)
+		}
+	}
+}
+
+// TestShapeSharingMatchesFreshClassification changes the literals of every
+// golden case and checks that the verdict a shape-cache hit gives equals the
+// verdict of classifying the changed statement from scratch.
+func TestShapeSharingMatchesFreshClassification(t *testing.T) {
+	digits := regexp.MustCompile(`[0-9]+`)
+	strs := regexp.MustCompile(`'[^']*'`)
+	checked := 0
+	for file, cases := range loadGolden(t) {
+		for _, gc := range cases {
+			variant := digits.ReplaceAllString(gc.SQL, "7")
+			variant = strs.ReplaceAllString(variant, "'changed'")
+			if variant == gc.SQL {
+				continue
+			}
+			warm := New(Options{})
+			warm.Classify(gc.SQL) // fills the shape entry, if any
+			viaShape := warm.Classify(variant)
+			fresh := New(Options{CacheSize: -1}).Classify(variant)
+			if !reflect.DeepEqual(viaShape, fresh) {
+				t.Errorf("%s: %q after %q:\n shape cache gave %+v\n fresh parse gave %+v", file, variant, gc.SQL, viaShape, fresh)
+			}
+			checked++
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d golden cases had literals to vary", checked)
+	}
+}
+
+func BenchmarkClassifyShapeHit(b *testing.B) {
+	c := New(Options{})
+	c.Classify("SELECT abalance FROM pgbench_accounts WHERE aid = 1;")
+	// More distinct statements than the cache holds, as pgbench -S sends them.
+	sqls := make([]string, 4*DefaultCacheSize)
+	for i := range sqls {
+		sqls[i] = "SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(i) + ";"
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.Classify(sqls[i%len(sqls)])
+	}
+}
