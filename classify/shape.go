@@ -253,7 +253,6 @@ func quotedEnd(sql string, start int, quote byte, backslashEscapes bool) (int, b
 	return 0, false
 }
 
-
 func isIdentByte(c byte) bool {
 	return c == '_' || c == '$' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
 }
