@@ -44,7 +44,7 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 		}
 		st := &preparedStmt{name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
 		st.frame = appendFrame(make([]byte, 0, len(body)+5), 'P', body)
-		st.effects = sess.srv.opts.Classifier.Classify(pm.query)
+		st.effects = sess.classify(pm.query, pm.paramTypes)
 		m.name, m.stmt = pm.name, st
 	case 'B':
 		portal, stmt, err := decodeBindNames(body)

@@ -210,7 +210,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 			return err
 		}
 	}
-	eff := sess.srv.opts.Classifier.Classify(sql)
+	eff := sess.classify(sql, nil)
 	if eff.Pgowl != nil {
 		sess.answerPgowl(eff.Pgowl, false)
 		sess.sendReady()
