@@ -54,6 +54,15 @@ type Conn struct {
 	// TxStatus is the status byte of the last ReadyForQuery; the proxy keeps it current.
 	TxStatus byte
 
+	// What the proxy left on this connection, so that the next client that
+	// gets it knows what it holds. Prepared holds the pgowl-managed names of
+	// the statements prepared on it; Unnamed identifies the statement parsed
+	// as the unnamed statement (0: none known); Settings identifies the
+	// session settings applied on top of the startup parameters ("": none).
+	Prepared map[string]struct{}
+	Unnamed  uint64
+	Settings string
+
 	Reader *wire.Reader
 	Writer *bufio.Writer
 
@@ -117,6 +126,7 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 		Secret:          h.SecretKey,
 		ParameterStatus: h.ParameterStatuses,
 		TxStatus:        h.TxStatus,
+		Prepared:        make(map[string]struct{}),
 		// Backend frames are forwarded in pieces, so a large row needs no large
 		// buffer; the limit only guards the few frames pgowl reads whole.
 		Reader:   wire.NewReader(h.Conn, backendReadBuffer, max(maxMessage, maxBackendMessage)),

@@ -29,7 +29,20 @@ type Pool struct {
 type nodePool struct {
 	open    int                // connections counted against the cap, idle or in use
 	idle    map[string][]*Conn // by login key, most recently used last
-	waiters []chan struct{}    // in arrival order
+	waiters []*waiter          // in arrival order
+}
+
+// waiter is an Acquire waiting for a node at its cap. A released connection
+// of its login is handed to it directly; otherwise it is handed the released
+// connection's slot and dials. Handing over, rather than waking it to race
+// for what was freed, serves waiting clients in arrival order.
+type waiter struct {
+	key   string
+	grant chan grant // buffered: the releaser never blocks
+}
+
+type grant struct {
+	conn *Conn // a connection of the waiter's login, or nil: a slot to dial with
 }
 
 // New returns an empty pool.
@@ -65,54 +78,81 @@ func (p *Pool) node(name string) *nodePool {
 // as it is.
 func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error) {
 	key := login.key()
-	deadline := time.Now().Add(p.opts.AcquireTimeout)
-	for {
-		p.mu.Lock()
-		if p.done {
-			p.mu.Unlock()
-			return nil, errors.New("pool is closed")
-		}
-		np := p.node(t.Node)
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return nil, errors.New("pool is closed")
+	}
+	np := p.node(t.Node)
+	if len(np.waiters) == 0 {
 		if c := p.takeIdle(np, key); c != nil {
 			p.mu.Unlock()
 			return c, nil
 		}
-		if np.open < p.opts.MaxPerNode || p.evictOtherLogin(np, key) {
-			np.open++
-			p.mu.Unlock()
-			c, err := dial(ctx, t, login, p.opts.DialTimeout, p.opts.MaxMessageSize)
-			if err != nil {
-				p.forget(t.Node)
-				if TooManyConnections(err) {
-					return nil, &BusyError{Node: t.Node, Reason: "the node refused a new connection: " + PgError(err).Message}
-				}
-				return nil, err
-			}
-			c.pool = p
-			return c, nil
-		}
-		wake := make(chan struct{})
-		np.waiters = append(np.waiters, wake)
-		p.mu.Unlock()
-
-		wait := time.Until(deadline)
-		timer := time.NewTimer(wait)
-		select {
-		case <-wake:
-			timer.Stop()
-			continue
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-		}
-		p.mu.Lock()
-		np.waiters = slices.DeleteFunc(np.waiters, func(w chan struct{}) bool { return w == wake })
-		p.mu.Unlock()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &BusyError{Node: t.Node, Reason: "no backend connection became free within pool.acquire_timeout (" + p.opts.AcquireTimeout.String() + ")"}
 	}
+	if len(np.waiters) == 0 && (np.open < p.opts.MaxPerNode || p.evictOtherLogin(np, key)) {
+		np.open++
+		p.mu.Unlock()
+		return p.dialSlot(ctx, t, login)
+	}
+	w := &waiter{key: key, grant: make(chan grant, 1)}
+	np.waiters = append(np.waiters, w)
+	p.mu.Unlock()
+
+	timer := time.NewTimer(p.opts.AcquireTimeout)
+	defer timer.Stop()
+	select {
+	case g := <-w.grant:
+		return p.granted(ctx, t, login, g)
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	before := len(np.waiters)
+	np.waiters = slices.DeleteFunc(np.waiters, func(x *waiter) bool { return x == w })
+	removed := len(np.waiters) < before
+	p.mu.Unlock()
+	if !removed {
+		// A grant raced with the timeout: take it, it is ours.
+		return p.granted(ctx, t, login, <-w.grant)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, &BusyError{Node: t.Node, Reason: "no backend connection became free within pool.acquire_timeout (" + p.opts.AcquireTimeout.String() + ")"}
+}
+
+// granted turns what a waiter was handed into a connection.
+func (p *Pool) granted(ctx context.Context, t Target, login Login, g grant) (*Conn, error) {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done {
+		if g.conn != nil {
+			g.conn.Close()
+		}
+		p.forget(t.Node)
+		return nil, errors.New("pool is closed")
+	}
+	if g.conn != nil {
+		g.conn.lastUsed = time.Now()
+		return g.conn, nil
+	}
+	return p.dialSlot(ctx, t, login)
+}
+
+// dialSlot dials a connection for a slot already counted in open.
+func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, error) {
+	c, err := dial(ctx, t, login, p.opts.DialTimeout, p.opts.MaxMessageSize)
+	if err != nil {
+		p.forget(t.Node)
+		if TooManyConnections(err) {
+			return nil, &BusyError{Node: t.Node, Reason: "the node refused a new connection: " + PgError(err).Message}
+		}
+		return nil, err
+	}
+	c.pool = p
+	return c, nil
 }
 
 // takeIdle returns a usable idle connection for key, closing expired ones.
@@ -161,16 +201,19 @@ func (p *Pool) evictOtherLogin(np *nodePool, key string) bool {
 func (p *Pool) forget(node string) {
 	p.mu.Lock()
 	np := p.node(node)
-	np.open--
-	p.wakeOne(np)
+	if len(np.waiters) > 0 {
+		p.handOver(np, grant{}) // the slot passes to the first waiter
+	} else {
+		np.open--
+	}
 	p.mu.Unlock()
 }
 
-func (p *Pool) wakeOne(np *nodePool) {
-	if len(np.waiters) > 0 {
-		close(np.waiters[0])
-		np.waiters = np.waiters[1:]
-	}
+// handOver gives g to the first waiter. The caller holds p.mu.
+func (p *Pool) handOver(np *nodePool, g grant) {
+	w := np.waiters[0]
+	np.waiters = np.waiters[1:]
+	w.grant <- g
 }
 
 // Release returns c to the pool. A connection that is not reusable (broken,
@@ -179,15 +222,38 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 	p.mu.Lock()
 	np := p.node(c.Node)
 	if !reusable || p.done || c.TxStatus != 'I' || p.expired(c, time.Now()) {
-		np.open--
-		p.wakeOne(np)
-		p.mu.Unlock()
 		c.Close()
+		if len(np.waiters) > 0 && !p.done {
+			p.handOver(np, grant{})
+		} else {
+			np.open--
+		}
+		p.mu.Unlock()
 		return
 	}
 	c.lastUsed = time.Now()
+	if len(np.waiters) > 0 {
+		for i, w := range np.waiters {
+			if w.key == c.loginKey {
+				np.waiters = slices.Delete(np.waiters, i, i+1)
+				w.grant <- grant{conn: c}
+				p.mu.Unlock()
+				return
+			}
+		}
+		// The first waiter needs another login: it gets this connection's slot.
+		p.mu.Unlock()
+		c.Close()
+		p.mu.Lock()
+		if len(np.waiters) > 0 {
+			p.handOver(np, grant{})
+		} else {
+			np.open--
+		}
+		p.mu.Unlock()
+		return
+	}
 	np.idle[c.loginKey] = append(np.idle[c.loginKey], c)
-	p.wakeOne(np)
 	p.mu.Unlock()
 }
 
@@ -202,7 +268,11 @@ func (p *Pool) CloseNode(node string) {
 		delete(np.idle, k)
 	}
 	for range closing {
-		p.wakeOne(np)
+		if len(np.waiters) == 0 {
+			break
+		}
+		np.open++
+		p.handOver(np, grant{})
 	}
 	p.mu.Unlock()
 	for _, c := range closing {
@@ -237,7 +307,7 @@ func (p *Pool) Close() {
 			delete(np.idle, k)
 		}
 		for _, w := range np.waiters {
-			close(w)
+			w.grant <- grant{} // it dials and fails: the pool is closed
 		}
 		np.waiters = nil
 	}

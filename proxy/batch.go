@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"time"
 
+	"github.com/pgowl/pgowl/wire"
+
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/route"
 )
 
 // batch collects an extended-protocol batch until Sync or Flush: the client's
@@ -22,6 +27,7 @@ type batchMsg struct {
 	kind     byte          // Describe/Close: 'S' or 'P'
 	portal   string        // Bind: the portal it creates; Execute: the portal it runs
 	stmt     *preparedStmt // Parse: the statement it creates
+	rest     int           // Bind: where the body continues after the statement name
 }
 
 func (b *batch) reset() {
@@ -42,16 +48,14 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 		if err != nil {
 			return err
 		}
-		st := &preparedStmt{name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
-		st.frame = appendFrame(make([]byte, 0, len(body)+5), 'P', body)
-		st.effects = sess.classify(pm.query, pm.paramTypes)
-		m.name, m.stmt = pm.name, st
+		m.name, m.stmt = pm.name, sess.newStatement(pm, body)
 	case 'B':
 		portal, stmt, err := decodeBindNames(body)
 		if err != nil {
 			return err
 		}
 		m.portal, m.name = portal, stmt
+		m.rest = len(portal) + 1 + len(stmt) + 1
 	case 'D', 'C':
 		kind, name, err := decodeTargeted(body)
 		if err != nil {
@@ -69,6 +73,16 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 	m.end = len(b.buf)
 	b.msgs = append(b.msgs, m)
 	return nil
+}
+
+// executes reports whether the batch runs anything (Execute).
+func (b *batch) executes() bool {
+	for i := range b.msgs {
+		if b.msgs[i].typ == 'E' {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *batch) addSync() {
@@ -161,6 +175,15 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		return err
 	}
 	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced}
+	if !b.executes() && sess.held == nil {
+		// Nothing runs: Parse, Describe and Close only prepare and describe,
+		// which any node can do. Such a batch must not wait for the primary:
+		// a client that prepares synchronously while its other connections
+		// hold every primary backend in open transactions would wait on itself.
+		u.effects.Access, u.effects.Reason = classify.Read, classify.ReasonReadOnly
+		u.effects.Subject = "prepare only: nothing executes"
+		u.anyNode = true
+	}
 	if len(stmts) > 0 {
 		u.sql = stmts[0].sql
 		if len(stmts) == 1 || (len(stmts) == 2 && stmts[0] == stmts[1]) {
@@ -177,8 +200,10 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	})
 }
 
-// writeBatch writes the batch to be, preparing statements be lacks, and
-// enters each message in be's expectation queue.
+// writeBatch writes the batch to be, preparing statements the connection
+// lacks, and enters each message in be's expectation queue. Named statements
+// travel under pgowl-managed names (see newStatement), so Bind and Describe
+// are rewritten and a client's Close is answered by pgowl.
 func (sess *session) writeBatch(be *backend, b *batch) {
 	w := be.conn.Writer
 	for i := range b.msgs {
@@ -196,95 +221,135 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 		case 'P':
 			sess.writeClientParse(be, m)
 		case 'B':
-			sess.ensurePrepared(be, m.name)
+			st := sess.ensurePrepared(be, m.name)
 			be.expect.push(expectation{typ: 'B'})
-		case 'D':
-			if m.kind == 'S' {
-				sess.ensurePrepared(be, m.name)
+			if st != nil && m.name != "" {
+				body := frame[wire.HeaderSize:]
+				writeFrameParts(w, 'B', m.portal, st.serverName, body[m.rest:])
+				continue
 			}
+			w.Write(frame)
+		case 'D':
 			be.expect.push(expectation{typ: 'D'})
-		case 'E':
-			be.expect.push(expectation{typ: 'E'})
-		case 'C':
-			e := expectation{typ: 'C'}
 			if m.kind == 'S' {
-				e.closesStm, e.stmtName = true, m.name
-				if m.name == "" {
-					be.unnamed, sess.unnamed = nil, nil
-				} else {
-					e.prevStmt = be.stmts[m.name]
-					delete(be.stmts, m.name)
-					delete(sess.stmts, m.name)
+				if st := sess.ensurePrepared(be, m.name); st != nil && m.name != "" {
+					w.Write(appendTargetedFrame(sess.scratch[:0], 'D', 'S', st.serverName))
+					continue
 				}
 			}
-			be.expect.push(e)
+			w.Write(frame)
+		case 'E':
+			be.expect.push(expectation{typ: 'E'})
+			w.Write(frame)
+		case 'C':
+			if m.kind == 'S' && m.name != "" {
+				// The node's statement may serve other clients: only the
+				// client's name goes. pgowl answers in the node's turn.
+				delete(sess.stmts, m.name)
+				be.expect.push(expectation{typ: 'C', synthetic: '3'})
+				continue
+			}
+			if m.kind == 'S' {
+				be.conn.Unnamed = 0
+				sess.unnamed = nil
+			}
+			be.expect.push(expectation{typ: 'C'})
+			w.Write(frame)
 		case 'S':
 			be.expect.push(expectation{typ: 'S'})
+			w.Write(frame)
 		}
-		w.Write(frame)
 	}
 }
 
-// writeClientParse enters a client's Parse, first closing a stale statement
-// of the same name that an earlier use left on this backend.
+// writeClientParse enters a client's Parse. A named statement the connection
+// already holds under its managed name is not parsed again: pgowl answers
+// ParseComplete in the node's turn.
 func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	st := m.stmt
+	c := be.conn
 	if m.name == "" {
-		be.expect.push(expectation{typ: 'P', unnamed: true, stmt: st, prevStmt: be.unnamed, clientOwn: true, clientPrev: sess.unnamed})
-		be.unnamed, sess.unnamed = st, st
+		be.expect.push(expectation{typ: 'P', unnamed: true, prevUnnamed: c.Unnamed, clientOwn: true, clientPrev: sess.unnamed, stmt: st})
+		c.Unnamed, sess.unnamed = st.id, st
+		c.Writer.Write(st.frame)
 		return
 	}
 	if sess.stmts == nil {
 		sess.stmts = make(map[string]*preparedStmt)
 	}
-	live := sess.stmts[m.name]
-	if cur := be.stmts[m.name]; cur != nil && cur != live {
-		sess.injectClose(be, m.name, cur)
-	}
-	if live != nil {
-		// The client parses a name it has not closed: the node will refuse it
-		// where it holds the statement, as PostgreSQL does.
-		if be.stmts[m.name] == live {
-			be.expect.push(expectation{typ: 'P', stmtName: m.name, stmt: nil, prevStmt: live})
-			return
-		}
-	}
-	be.expect.push(expectation{typ: 'P', stmtName: m.name, stmt: st, prevStmt: be.stmts[m.name], clientOwn: true, clientPrev: live})
-	be.stmts[m.name] = st
+	prev := sess.stmts[m.name]
 	sess.stmts[m.name] = st
+	if _, ok := c.Prepared[st.serverName]; ok {
+		be.expect.push(expectation{typ: 'P', synthetic: '1', clientOwn: true, clientPrev: prev, stmt: st})
+		return
+	}
+	c.Prepared[st.serverName] = struct{}{}
+	be.expect.push(expectation{typ: 'P', serverName: st.serverName, clientOwn: true, clientPrev: prev, stmt: st})
+	c.Writer.Write(st.frame)
 }
 
 // ensurePrepared makes sure be holds the client's statement name, preparing
-// it there (with its reply swallowed) when it does not.
-func (sess *session) ensurePrepared(be *backend, name string) {
-	w := be.conn.Writer
+// it there (with its reply swallowed) when it does not. It returns the
+// statement, or nil when the client has no statement of that name.
+func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
+	c := be.conn
 	if name == "" {
 		st := sess.unnamed
-		if st == nil || be.unnamed == st {
-			return
+		if st == nil || c.Unnamed == st.id {
+			return st
 		}
-		w.Write(st.frame)
-		be.expect.push(expectation{typ: 'P', swallow: true, unnamed: true, stmt: st, prevStmt: be.unnamed})
-		be.unnamed = st
-		return
+		c.Writer.Write(st.frame)
+		be.expect.push(expectation{typ: 'P', swallow: true, unnamed: true, prevUnnamed: c.Unnamed})
+		c.Unnamed = st.id
+		return st
 	}
 	st := sess.stmts[name]
-	if st == nil || be.stmts[name] == st {
-		return
+	if st == nil {
+		return nil
 	}
-	if cur := be.stmts[name]; cur != nil {
-		sess.injectClose(be, name, cur)
+	if _, ok := c.Prepared[st.serverName]; ok {
+		return st
 	}
-	w.Write(st.frame)
-	be.expect.push(expectation{typ: 'P', swallow: true, stmtName: name, stmt: st})
-	be.stmts[name] = st
+	c.Writer.Write(st.frame)
+	be.expect.push(expectation{typ: 'P', swallow: true, serverName: st.serverName})
+	c.Prepared[st.serverName] = struct{}{}
+	return st
 }
 
-// injectClose closes a statement on be that the client no longer has under that name.
-func (sess *session) injectClose(be *backend, name string, cur *preparedStmt) {
-	be.conn.Writer.Write(appendTargetedFrame(sess.scratch[:0], 'C', 'S', name))
-	be.expect.push(expectation{typ: 'C', swallow: true, closesStm: true, stmtName: name, prevStmt: cur})
-	delete(be.stmts, name)
+// newStatement records a client's Parse. A named statement gets a
+// pgowl-managed name derived from its text and parameter types, so that any
+// backend connection, whichever client prepared it there, can run it.
+func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
+	sess.srv.stmtSeq.Add(1)
+	st := &preparedStmt{id: sess.srv.stmtSeq.Load(), name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
+	st.effects = sess.classify(pm.query, pm.paramTypes)
+	if pm.name == "" {
+		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), 'P', body)
+		return st
+	}
+	h := sha256.New()
+	h.Write([]byte(pm.query))
+	var oid [4]byte
+	for _, t := range pm.paramTypes {
+		binary.BigEndian.PutUint32(oid[:], t)
+		h.Write(oid[:])
+	}
+	st.serverName = "pgowl_" + hex.EncodeToString(h.Sum(nil)[:16])
+	rest := body[len(pm.name)+1:] // query, parameter count and types, as the client sent them
+	n := len(st.serverName) + 1 + len(rest)
+	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), 'P', n)
+	st.frame = append(append(append(st.frame, st.serverName...), 0), rest...)
+	return st
 }
 
-var _ = route.ReasonInTransaction
+// writeFrameParts writes a frame whose body is two C strings and a tail.
+func writeFrameParts(w *bufio.Writer, typ byte, first, second string, tail []byte) {
+	n := len(first) + 1 + len(second) + 1 + len(tail)
+	var hdr [wire.HeaderSize]byte
+	w.Write(wire.AppendHeader(hdr[:0], typ, n))
+	w.WriteString(first)
+	w.WriteByte(0)
+	w.WriteString(second)
+	w.WriteByte(0)
+	w.Write(tail)
+}

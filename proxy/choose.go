@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"strings"
+
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/route"
@@ -27,6 +29,7 @@ type unit struct {
 	routeErr      error // why no node could run the unit
 	noticePending bool  // the routing NOTICE is still to be sent
 	forwarded     bool  // some reply of the unit reached the client's buffer
+	anyNode       bool  // nothing executes: any up node may serve the unit
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }
@@ -60,9 +63,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	snap := sess.srv.opts.Nodes.Snapshot()
 	if be := sess.held; be != nil {
 		dec := route.Decision{Node: be.node, Role: be.role, Reason: route.ReasonInTransaction, Subject: u.effects.Subject, NodeIndex: -1}
-		if sess.pin != "" {
+		if sess.pinBits != 0 {
 			dec.Reason = route.ReasonSessionPinned
-			dec.Subject = sess.pin
+			dec.Subject = describePin(sess.pinBits)
 		}
 		for i, n := range snap.Nodes {
 			if n.Name == be.node {
@@ -77,6 +80,11 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	sess.turn++
 	req.Turn = sess.turn
 	dec, err := route.Decide(req, snap, sess.srv.policy, time.Now())
+	if err != nil && u.anyNode {
+		// No standby qualifies for a batch any node can serve: the primary can.
+		req.Access = route.AccessWrite
+		dec, err = route.Decide(req, snap, sess.srv.policy, time.Now())
+	}
 	if err != nil && req.Access == route.AccessWrite && sess.srv.opts.Config.Routing.PrimaryWait > 0 {
 		// No primary right now: a switchover may be under way. Wait for one.
 		wctx, cancel := context.WithTimeout(ctx, sess.srv.opts.Config.Routing.PrimaryWait)
@@ -93,7 +101,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	return be, dec, err
 }
 
-// backendFor returns the session's connection to node, connecting if needed.
+// backendFor returns a backend connection to node for the session: the one
+// the session holds there (in session pool mode, or while a transaction, an
+// open batch or a pin keeps it), or else one from the pool.
 func (sess *session) backendFor(ctx context.Context, node string, role route.Role) (*backend, error) {
 	if be := sess.backends[node]; be != nil {
 		be.role = role
@@ -120,7 +130,6 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		node:    node,
 		role:    role,
 		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
-		stmts:   make(map[string]*preparedStmt),
 	}
 	if sess.backends == nil {
 		sess.backends = make(map[string]*backend)
@@ -129,21 +138,57 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 	return be, nil
 }
 
-// prepareBackend brings a backend's session settings up to date.
+// releaseIdle gives a backend back to the pool after a unit that left nothing
+// on it the session needs, in transaction pool mode. Its prepared statements
+// and settings are recorded on the connection, so the next client that gets it
+// knows what it holds.
+func (sess *session) releaseIdle(be *backend) {
+	if !sess.srv.transactionPooling || sess.held == be || be.broken || be.expect.len() > 0 {
+		return
+	}
+	delete(sess.backends, be.node)
+	if len(be.conn.Prepared) > maxPreparedPerConn {
+		// Bound what a long-lived connection accumulates.
+		if _, err := sess.runQuietly(be, "DEALLOCATE ALL"); err != nil {
+			sess.srv.opts.Pool.Release(be.conn, false)
+			return
+		}
+		clear(be.conn.Prepared)
+		be.conn.Unnamed = 0
+	}
+	sess.srv.opts.Pool.Release(be.conn, true)
+}
+
+// maxPreparedPerConn bounds the pgowl-managed statements kept on one backend connection.
+const maxPreparedPerConn = 2000
+
+// prepareBackend brings a backend's session settings in line with the
+// session's: the startup parameters come with the pooled connection, and the
+// SETs the session made since are applied on top (after RESET ALL when the
+// connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
-	if be.setsApplied >= len(sess.sets) {
+	c := be.conn
+	if c.Settings == sess.settingsKey {
 		return nil
 	}
-	for _, sql := range sess.sets[be.setsApplied:] {
-		if _, err := sess.runQuietly(be, sql); err != nil {
-			return err
-		}
-		if isDiscardAll(sql) {
-			clear(be.stmts)
-			be.unnamed = nil
-		}
+	var q strings.Builder
+	if c.Settings != "" {
+		q.WriteString("RESET ALL;\n")
 	}
-	be.setsApplied = len(sess.sets)
+	for _, s := range sess.sets {
+		q.WriteString(s)
+		q.WriteString(";\n")
+	}
+	code, err := sess.runQuietly(be, q.String())
+	if err != nil {
+		return err
+	}
+	if code != "" {
+		// The settings did not take: make the next use try again.
+		c.Settings = "\x00failed"
+		return nil
+	}
+	c.Settings = sess.settingsKey
 	return nil
 }
 
@@ -188,7 +233,7 @@ func (sess *session) dropBackend(be *backend) {
 	delete(sess.backends, be.node)
 	if sess.held == be {
 		sess.held = nil
-		sess.pin = ""
+		sess.pinBits = 0
 	}
 	sess.srv.opts.Pool.Release(be.conn, false)
 }
@@ -203,10 +248,15 @@ func (sess *session) closeBackends() {
 				code, err := sess.runQuietly(be, "ROLLBACK")
 				reusable = err == nil && code == ""
 			}
-			if reusable {
+			if reusable && (sess.pinBits != 0 || !sess.srv.transactionPooling) {
+				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
-				reusable = err == nil && code == "" && be.conn.TxStatus == 'I'
+				reusable = err == nil && code == ""
+				clear(be.conn.Prepared)
+				be.conn.Unnamed = 0
+				be.conn.Settings = ""
 			}
+			reusable = reusable && be.conn.TxStatus == 'I'
 			be.conn.NetConn().SetDeadline(time.Time{})
 		}
 		sess.srv.opts.Pool.Release(be.conn, reusable)

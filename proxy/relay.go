@@ -9,16 +9,17 @@ import (
 type expectation struct {
 	typ     byte // the message: 'Q', 'F', 'P', 'B', 'D', 'E', 'C' or 'S' (Sync)
 	swallow bool // pgowl injected it: its reply is not the client's
-	// For Parse and Close of a named or unnamed statement: what the message
-	// changes in the backend's statement table, undone if it never runs.
-	stmtName  string
-	stmt      *preparedStmt // the statement a Parse creates (nil for Close)
-	prevStmt  *preparedStmt // what the backend held under that name before
-	unnamed   bool          // the unnamed statement
-	closesStm bool          // Close of a statement
-	// clientPrev is the client's statement under that name before a client Parse.
-	clientPrev *preparedStmt
-	clientOwn  bool
+	// synthetic, when set, is the reply type pgowl sends itself in this
+	// message's turn: the message was not sent to the node.
+	synthetic byte
+	// For Parse: what it changed on the connection, undone if the node never
+	// ran it, and the client's statement it replaced.
+	serverName  string
+	unnamed     bool
+	prevUnnamed uint64
+	stmt        *preparedStmt
+	clientOwn   bool
+	clientPrev  *preparedStmt
 }
 
 // expectQueue is a FIFO of expectations that reuses its storage.
@@ -67,6 +68,13 @@ func completes(e *expectation, typ byte) bool {
 func (sess *session) relay(be *backend, u *unit) error {
 	r := be.conn.Reader
 	for be.expect.len() > 0 {
+		if head := be.expect.front(); head.synthetic != 0 {
+			// Every earlier message is answered: this one's turn.
+			sess.startReply(u)
+			sess.forwardFrame(append(sess.scratch[:0], head.synthetic, 0, 0, 0, 4))
+			be.expect.pop()
+			continue
+		}
 		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
 			if err := sess.w.Flush(); err != nil {
@@ -209,23 +217,20 @@ func (sess *session) forwardFrame(frame []byte) error {
 // undo reverts what an expected message would have changed, because the node
 // never ran it.
 func (be *backend) undo(sess *session, e *expectation) {
+	if e.typ != 'P' {
+		return
+	}
 	switch {
-	case e.typ == 'P' && e.unnamed:
-		be.unnamed = e.prevStmt
+	case e.unnamed:
+		be.conn.Unnamed = e.prevUnnamed
 		if e.clientOwn && sess.unnamed == e.stmt {
 			sess.unnamed = e.clientPrev
 		}
-	case e.typ == 'P':
-		if be.stmts[e.stmtName] == e.stmt {
-			setOrDelete(be.stmts, e.stmtName, e.prevStmt)
-		}
-		if e.clientOwn && sess.stmts[e.stmtName] == e.stmt {
-			setOrDelete(sess.stmts, e.stmtName, e.clientPrev)
-		}
-	case e.typ == 'C' && e.closesStm:
-		if _, ok := be.stmts[e.stmtName]; !ok && e.prevStmt != nil {
-			be.stmts[e.stmtName] = e.prevStmt
-		}
+	case e.serverName != "":
+		delete(be.conn.Prepared, e.serverName)
+	}
+	if e.clientOwn && !e.unnamed && e.stmt != nil && sess.stmts[e.stmt.name] == e.stmt {
+		setOrDelete(sess.stmts, e.stmt.name, e.clientPrev)
 	}
 }
 

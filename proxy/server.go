@@ -49,6 +49,10 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	clients    atomic.Int64
+	stmtSeq    atomic.Uint64
+	// transactionPooling gives backends back to the pool after every unit
+	// that leaves nothing on them (pool.mode: transaction).
+	transactionPooling bool
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
@@ -71,6 +75,8 @@ func NewServer(opts Options) (*Server, error) {
 		targets:  make(map[string]pool.Target),
 		log:      opts.Logger,
 		sessions: make(map[cancelKey]*session),
+
+		transactionPooling: opts.Config.Pool.Mode != "session",
 	}
 	for _, n := range opts.Config.Nodes {
 		s.targets[n.Name] = pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}

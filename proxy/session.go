@@ -3,6 +3,8 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -42,16 +44,18 @@ type session struct {
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend
-	// pin names the session state that ties the session to held, if any.
-	pin string
+	// pinBits are the session state that ties the session to held, if any.
+	pinBits classify.SessionEffect
 
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
 
 	// sets are the session-level settings changes that succeeded, in order;
 	// pendingSets ran inside the open transaction and count only if it commits.
+	// settingsKey identifies sets ("" when there are none).
 	sets        []string
 	pendingSets []string
+	settingsKey string
 
 	batch         batch
 	skipUntilSync bool
@@ -78,12 +82,6 @@ type backend struct {
 	role    route.Role
 	running runningStatement
 
-	// stmts are the client's named statements prepared on this connection.
-	stmts   map[string]*preparedStmt
-	unnamed *preparedStmt
-	// setsApplied counts the session's sets this connection has run.
-	setsApplied int
-
 	expect    expectQueue
 	openBatch bool // an extended batch was sent without its Sync
 	skipping  bool // the node discards messages until Sync after an error
@@ -92,10 +90,12 @@ type backend struct {
 
 // preparedStmt is a statement the client prepared with Parse.
 type preparedStmt struct {
-	name       string
+	id         uint64 // unique in the process
+	name       string // the client's name
+	serverName string // the name on backend connections (named statements only)
 	sql        string
 	paramTypes []uint32
-	frame      []byte // the whole Parse frame, to prepare it again elsewhere
+	frame      []byte // the Parse frame sent to a backend, to prepare it anywhere
 	effects    classify.Effects
 }
 
@@ -226,7 +226,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		w.Write(body)
 		be.expect.push(expectation{typ: 'Q'})
 		// A simple Query replaces the unnamed statement, on the node and for the client.
-		be.unnamed = nil
+		be.conn.Unnamed = 0
 		sess.unnamed = nil
 	})
 }
@@ -279,6 +279,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		if err == nil {
 			sess.afterUnit(be, u)
+			sess.releaseIdle(be)
 			outcome := "ok"
 			if u.errCode != "" {
 				outcome = u.errCode
@@ -330,53 +331,111 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // afterUnit updates the session from what the unit did.
 func (sess *session) afterUnit(be *backend, u *unit) {
 	status := be.conn.TxStatus
-	if u.failed() {
-		// Nothing of a failed unit's session effects counts.
-	} else if u.effects.Session != 0 {
+	if !u.failed() && u.effects.Session != 0 {
 		sess.trackSessionEffects(be, u)
 	}
 	if len(sess.pendingSets) > 0 && status == 'I' {
 		if u.committed {
-			sess.sets = append(sess.sets, sess.pendingSets...)
-			be.setsApplied = len(sess.sets)
+			sess.applySets(be, sess.pendingSets)
 		}
 		sess.pendingSets = sess.pendingSets[:0]
 	}
-	switch {
-	case sess.pin != "":
+	if sess.pinBits != 0 || be.openBatch || status != 'I' {
 		sess.held = be
-	case be.openBatch || status != 'I':
-		sess.held = be
-	default:
+	} else {
 		sess.held = nil
 	}
 }
 
 // pinningEffects are the session effects whose state cannot move between nodes.
 const pinningEffects = classify.SessionListen | classify.SessionTempTable | classify.SessionHoldCursor |
-	classify.SessionAdvisoryLock | classify.SessionSetRole | classify.SessionPrepare
+	classify.SessionAdvisoryLock | classify.SessionSetRole | classify.SessionPrepare | classify.SessionSerializableDefault
 
+// trackSessionEffects follows what a successful unit did to session state:
+// pins taken and released, settings changed, statements discarded.
 func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	eff := u.effects
-	if eff.Session&pinningEffects != 0 && sess.pin == "" {
-		sess.pin = describePin(eff.Session & pinningEffects)
-		sess.log.Info().Str("node", be.node).Str("pinned_by", sess.pin).Msg("session pinned to node")
+	sql := u.setSQL
+	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
+		sess.pinBits |= bits
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
 	}
-	if eff.Session&(classify.SessionSet|classify.SessionDiscard) != 0 {
-		if eff.Statements != 1 || u.setSQL == "" {
+	released := classify.SessionEffect(0)
+	switch {
+	case eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "all"):
+		released = sess.pinBits
+		sess.sets, sess.pendingSets = nil, nil
+		sess.updateSettingsKey()
+		sess.forgetStatements(be)
+		be.conn.Settings = ""
+	case eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "temp"),
+		eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "temporary"):
+		released = classify.SessionTempTable
+	case eff.Session&classify.SessionUnlisten != 0 && strings.Contains(sql, "*"):
+		released = classify.SessionListen
+	case eff.Session&classify.SessionDeallocate != 0 && hasWords(sql, "deallocate", "all"),
+		eff.Session&classify.SessionDeallocate != 0 && hasWords(sql, "deallocate", "prepare", "all"):
+		released = classify.SessionPrepare
+		sess.forgetStatements(be)
+	case strings.Contains(strings.ToLower(sql), "pg_advisory_unlock_all"):
+		released = classify.SessionAdvisoryLock
+	}
+	if released&sess.pinBits != 0 {
+		sess.pinBits &^= released
+		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
+	}
+	if eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0 {
+		if eff.Statements != 1 || sql == "" {
 			sess.log.Warn().Msg("a session setting changed inside a multi-statement string or with parameters; it is not carried to the session's other nodes")
 			return
 		}
-		if eff.Session&classify.SessionDiscard != 0 {
-			sess.forgetStatements()
-		}
 		if be.conn.TxStatus == 'I' {
-			sess.sets = append(sess.sets, u.setSQL)
-			be.setsApplied = len(sess.sets)
+			sess.applySets(be, []string{sql})
 		} else {
-			sess.pendingSets = append(sess.pendingSets, u.setSQL)
+			sess.pendingSets = append(sess.pendingSets, sql)
 		}
 	}
+}
+
+// applySets records settings changes that took effect on be.
+func (sess *session) applySets(be *backend, sets []string) {
+	for _, s := range sets {
+		if hasWords(s, "reset", "all") {
+			sess.sets = sess.sets[:0]
+			continue
+		}
+		sess.sets = append(sess.sets, s)
+	}
+	sess.updateSettingsKey()
+	be.conn.Settings = sess.settingsKey
+}
+
+func (sess *session) updateSettingsKey() {
+	if len(sess.sets) == 0 {
+		sess.settingsKey = ""
+		return
+	}
+	h := sha256.New()
+	for _, s := range sess.sets {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// hasWords reports whether sql consists of exactly these words (any case,
+// any spacing, an optional trailing semicolon).
+func hasWords(sql string, words ...string) bool {
+	fields := strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
+	if len(fields) != len(words) {
+		return false
+	}
+	for i, w := range words {
+		if !strings.EqualFold(fields[i], w) {
+			return false
+		}
+	}
+	return true
 }
 
 func describePin(e classify.SessionEffect) string {
@@ -391,6 +450,7 @@ func describePin(e classify.SessionEffect) string {
 		{classify.SessionAdvisoryLock, "a session-level advisory lock"},
 		{classify.SessionSetRole, "SET ROLE / SET SESSION AUTHORIZATION"},
 		{classify.SessionPrepare, "an SQL PREPARE"},
+		{classify.SessionSerializableDefault, "a serializable default isolation level"},
 	} {
 		if e&p.bit != 0 {
 			parts = append(parts, p.what)
@@ -399,14 +459,13 @@ func describePin(e classify.SessionEffect) string {
 	return strings.Join(parts, ", ")
 }
 
-// forgetStatements follows DISCARD ALL / DEALLOCATE ALL: no statement survives.
-func (sess *session) forgetStatements() {
+// forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
+// survives, neither the client's nor the connection's.
+func (sess *session) forgetStatements(be *backend) {
 	clear(sess.stmts)
 	sess.unnamed = nil
-	for _, be := range sess.backends {
-		clear(be.stmts)
-		be.unnamed = nil
-	}
+	clear(be.conn.Prepared)
+	be.conn.Unnamed = 0
 }
 
 // writeNotice sends the routing NOTICE for a unit, if the session wants it.

@@ -222,6 +222,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		return false
 	}
 	sess.serverParams = be.conn.ParameterStatus
+	sess.releaseIdle(be)
 	return true
 }
 
