@@ -266,7 +266,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			return nil
 		}
 		u.decision = dec
-		u.noticePending = sess.notice
+		// The NOTICE says where a statement ran: a unit that runs nothing
+		// (prepare and describe only) gets none.
+		u.noticePending = sess.notice && !u.anyNode
 		err = sess.prepareBackend(be)
 		if err == nil {
 			write(be)
