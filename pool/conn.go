@@ -68,6 +68,7 @@ type Conn struct {
 
 	netConn  net.Conn
 	loginKey string
+	gen      uint64
 	created  time.Time
 	lastUsed time.Time
 	pool     *Pool

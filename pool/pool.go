@@ -27,6 +27,7 @@ type Pool struct {
 }
 
 type nodePool struct {
+	gen     uint64             // bumped by CloseNode: older connections are not reused
 	open    int                // connections counted against the cap, idle or in use
 	idle    map[string][]*Conn // by login key, most recently used last
 	waiters []*waiter          // in arrival order
@@ -143,6 +144,9 @@ func (p *Pool) granted(ctx context.Context, t Target, login Login, g grant) (*Co
 
 // dialSlot dials a connection for a slot already counted in open.
 func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, error) {
+	p.mu.Lock()
+	gen := p.node(t.Node).gen
+	p.mu.Unlock()
 	c, err := dial(ctx, t, login, p.opts.DialTimeout, p.opts.MaxMessageSize)
 	if err != nil {
 		p.forget(t.Node)
@@ -152,6 +156,7 @@ func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, erro
 		return nil, err
 	}
 	c.pool = p
+	c.gen = gen
 	return c, nil
 }
 
@@ -221,7 +226,7 @@ func (p *Pool) handOver(np *nodePool, g grant) {
 func (p *Pool) Release(c *Conn, reusable bool) {
 	p.mu.Lock()
 	np := p.node(c.Node)
-	if !reusable || p.done || c.TxStatus != 'I' || p.expired(c, time.Now()) {
+	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.expired(c, time.Now()) {
 		c.Close()
 		if len(np.waiters) > 0 && !p.done {
 			p.handOver(np, grant{})
@@ -257,10 +262,12 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 	p.mu.Unlock()
 }
 
-// CloseNode closes every idle connection to node, for example after it changed role.
+// CloseNode closes every idle connection to node, and every connection in
+// use when it is released, for example after the node changed role.
 func (p *Pool) CloseNode(node string) {
 	p.mu.Lock()
 	np := p.node(node)
+	np.gen++
 	var closing []*Conn
 	for k, list := range np.idle {
 		closing = append(closing, list...)

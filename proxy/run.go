@@ -13,6 +13,7 @@ import (
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/auth"
+	"github.com/pgowl/pgowl/route"
 )
 
 // Instance is a whole pgowl wired from a configuration: the node monitor,
@@ -93,10 +94,35 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go in.Monitor.Run(ctx)
+	go in.closeOnRoleChange(ctx)
 	readyCtx, readyCancel := context.WithTimeout(ctx, in.cfg.Monitor.DownAfter+in.cfg.Monitor.Interval)
 	if err := in.Monitor.Ready(readyCtx); err != nil {
 		in.log.Warn().Err(err).Msg("the node monitor has not finished its first round; serving anyway")
 	}
 	readyCancel()
 	return in.Server.Serve(ctx, ln)
+}
+
+// closeOnRoleChange closes pooled connections to a node whose role changed:
+// a connection made to a standby must not serve writes after a promotion by
+// accident of reuse, and one made to a demoted primary is useless.
+func (in *Instance) closeOnRoleChange(ctx context.Context) {
+	roles := make(map[string]route.Role)
+	for ctx.Err() == nil {
+		in.Monitor.WaitFor(ctx, func(s *route.Snapshot) bool {
+			changed := false
+			for _, n := range s.Nodes {
+				if !n.Up {
+					continue
+				}
+				if old, seen := roles[n.Name]; seen && old != n.Role {
+					in.log.Warn().Str("node", n.Name).Str("was", old.String()).Str("now", n.Role.String()).Msg("node changed role: closing its pooled connections")
+					in.Pool.CloseNode(n.Name)
+					changed = true
+				}
+				roles[n.Name] = n.Role
+			}
+			return changed
+		})
+	}
 }

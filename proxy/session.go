@@ -136,7 +136,11 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 		}
+		idle := sess.startIdleRelay()
 		typ, body, err := sess.r.ReadFrame()
+		if idle != nil {
+			idle.stop()
+		}
 		if err != nil {
 			if errors.Is(err, wire.ErrMessageTooLarge) {
 				sess.fail(protocolViolation("%v (limits.max_message_size)", err))

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ func (e *FrameError) Error() string {
 // Reader reads typed protocol frames from a buffered stream.
 type Reader struct {
 	br      *bufio.Reader
+	src     io.Reader
 	body    []byte
 	maxBody int
 }
@@ -38,7 +40,39 @@ type Reader struct {
 // NewReader returns a Reader over r with a read buffer of bufSize bytes that
 // refuses bodies longer than maxBody bytes.
 func NewReader(r io.Reader, bufSize, maxBody int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, bufSize), maxBody: maxBody}
+	return &Reader{br: bufio.NewReaderSize(r, bufSize), src: r, maxBody: maxBody}
+}
+
+// Rearm clears an error the buffered reader keeps from a read that was
+// interrupted on purpose (a read deadline), keeping any buffered bytes, so
+// that the next read goes to the source again.
+func (r *Reader) Rearm() {
+	if n := r.br.Buffered(); n > 0 {
+		kept, _ := r.br.Peek(n)
+		kept = append([]byte(nil), kept...)
+		r.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(kept), r.src), r.br.Size())
+		return
+	}
+	r.br.Reset(r.src)
+}
+
+// PeekFrame returns the next frame, header included, without consuming it,
+// when the whole frame fits in the read buffer. Discard consumes it.
+func (r *Reader) PeekFrame() ([]byte, error) {
+	_, n, err := r.PeekHeader()
+	if err != nil {
+		return nil, err
+	}
+	if HeaderSize+n > r.br.Size() {
+		return nil, bufio.ErrBufferFull
+	}
+	return r.br.Peek(HeaderSize + n)
+}
+
+// Discard consumes n bytes, such as a frame returned by PeekFrame.
+func (r *Reader) Discard(n int) error {
+	_, err := r.br.Discard(n)
+	return err
 }
 
 // Buffered reports how many bytes can be read without touching the network.
