@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,8 @@ type Monitor struct {
 	published atomic.Pointer[chan struct{}]
 	ready     chan struct{}
 	readyOnce sync.Once
+	// splitBrain is the last logged set of nodes claiming to be primary ("" when one or none).
+	splitBrain string
 }
 
 // tracker is the coordinator's record of one node.
@@ -312,9 +315,48 @@ func (m *Monitor) publish(now time.Time) {
 			m.logLagChange(t, &snap.Nodes[i], whyUnknown[i])
 		}
 	}
+	m.logSplitBrain(snap, now)
 	m.snapshot.Store(snap)
 	next := make(chan struct{})
 	close(*m.published.Swap(&next))
+}
+
+// logSplitBrain logs, once per change, when more than one up node says it is
+// not in recovery: which one writes go to (the higher timeline), and which
+// are stale primaries that get no statement.
+func (m *Monitor) logSplitBrain(snap *route.Snapshot, now time.Time) {
+	var claims []string
+	for _, n := range snap.Nodes {
+		if n.Up && n.Role == route.RolePrimary {
+			claims = append(claims, n.Name+"@"+strconv.FormatUint(uint64(n.Timeline), 10))
+		}
+	}
+	state := ""
+	if len(claims) > 1 {
+		state = strings.Join(claims, ",")
+	}
+	if state == m.splitBrain {
+		return
+	}
+	m.splitBrain = state
+	if state == "" {
+		m.log.Info().Msg("split brain over: at most one node reports it is a primary")
+		return
+	}
+	winner, err := route.Primary(snap, route.Policy{DownAfter: m.opts.DownAfter}, now)
+	ev := m.log.Error().Strs("claiming_primary", claims)
+	if err != nil {
+		ev.Msg("SPLIT BRAIN: several nodes report they are primaries on the same timeline; pgowl refuses writes (NO_PRIMARY) rather than guess")
+		return
+	}
+	var stale []string
+	for i, n := range snap.Nodes {
+		if i != winner && n.Up && n.Role == route.RolePrimary {
+			stale = append(stale, n.Name)
+		}
+	}
+	ev.Str("writes_to", snap.Nodes[winner].Name).Strs("stale_primaries", stale).
+		Msg("SPLIT BRAIN: several nodes report they are primaries; writes go only to the one on the higher timeline, the stale primaries get no statement")
 }
 
 func (m *Monitor) nodeLog(t *tracker, event *zerolog.Event) *zerolog.Event {

@@ -82,8 +82,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	dec, err := route.Decide(req, snap, sess.srv.policy, time.Now())
 	if err != nil && u.anyNode {
 		// No standby qualifies for a batch any node can serve: the primary can.
-		req.Access = route.AccessWrite
-		dec, err = route.Decide(req, snap, sess.srv.policy, time.Now())
+		pol := sess.srv.policy
+		pol.WhenNoStandby = route.UsePrimary
+		dec, err = route.Decide(req, snap, pol, time.Now())
 	}
 	if err != nil && req.Access == route.AccessWrite && sess.srv.opts.Config.Routing.PrimaryWait > 0 {
 		// No primary right now: a switchover may be under way. Wait for one.
