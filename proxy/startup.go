@@ -30,8 +30,8 @@ const (
 )
 
 const (
-	clientReadBuffer  = 16 << 10
-	clientWriteBuffer = 32 << 10
+	clientReadBuffer  = 8 << 10
+	clientWriteBuffer = 16 << 10
 )
 
 // handle runs one client connection from its first byte to its close.
