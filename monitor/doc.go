@@ -12,7 +12,7 @@
 // round trip per poll reads everything:
 //
 //	pg_is_in_recovery(), pg_control_checkpoint().timeline_id, and
-//	pg_current_wal_lsn() on a primary or pg_last_wal_replay_lsn() on a standby
+//	pg_current_wal_insert_lsn() on a primary or pg_last_wal_replay_lsn() on a standby
 //
 // A coordinator (the goroutine calling Run) starts a round every Interval. A
 // node whose previous poll is still running is skipped, so a hung node only
@@ -28,7 +28,7 @@
 //
 // Lag is measured from WAL positions, never from commit timestamps (an idle
 // primary would make a caught-up standby look ever more behind). The primary's
-// samples form a short history of (time, pg_current_wal_lsn()) pairs,
+// samples form a short history of (time, pg_current_wal_insert_lsn()) pairs,
 // Options.HistorySize long. For a standby sampled at time t with replay
 // position R, against the samples of the primary that finished before t:
 //

@@ -13,7 +13,9 @@ type walSample struct {
 	sentAt time.Time
 	// doneAt is when the answer arrived: the position existed by then.
 	doneAt time.Time
-	// lsn is pg_current_wal_lsn() as a byte position.
+	// lsn is pg_current_wal_insert_lsn() as a byte position: the insert
+	// position, because a commit with synchronous_commit off is visible on
+	// the primary before the WAL writer has written it.
 	lsn uint64
 }
 

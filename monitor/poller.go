@@ -15,7 +15,7 @@ import (
 // pg_is_in_recovery() is evaluated once (a volatile function in a subquery
 // is not pulled up), so the position matches the role reported with it.
 const pollSQL = `SELECT s.in_recovery, c.timeline_id,
-  (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text
+  (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text
 FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c`
 
 // applicationName identifies the monitor's sessions in pg_stat_activity.

@@ -175,7 +175,8 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		return err
 	}
 	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced}
-	if !b.executes() && sess.held == nil {
+	u.runsNothing = !b.executes()
+	if u.runsNothing && sess.held == nil {
 		// Nothing runs: Parse, Describe and Close only prepare and describe,
 		// which any node can do. Such a batch must not wait for the primary:
 		// a client that prepares synchronously while its other connections

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"strings"
@@ -29,7 +30,8 @@ type unit struct {
 	routeErr      error // why no node could run the unit
 	noticePending bool  // the routing NOTICE is still to be sent
 	forwarded     bool  // some reply of the unit reached the client's buffer
-	anyNode       bool  // nothing executes: any up node may serve the unit
+	runsNothing   bool  // only Parse/Describe/Close: no statement runs
+	anyNode       bool  // runs nothing and holds no backend: any up node may serve it
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }
@@ -41,6 +43,14 @@ func routeRequest(eff classify.Effects) route.Request {
 		req.Access = route.AccessRead
 	} else {
 		req.Access = route.AccessWrite
+	}
+	if eff.Session&pinningEffects != 0 {
+		// The statement takes state that ties the session to its node: that
+		// node must be able to run whatever the session does next.
+		req.Access = route.AccessWrite
+		req.Reason = route.ReasonSessionPinned
+		req.Subject = describePin(eff.Session&pinningEffects) + " pins the session"
+		return req
 	}
 	switch eff.Reason {
 	case classify.ReasonReadOnly:
@@ -70,7 +80,11 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		for i, n := range snap.Nodes {
 			if n.Name == be.node {
 				dec.NodeIndex = i
-				dec.Lag, dec.LagBytes, dec.LagKnown = n.Lag, n.LagBytes, n.LagKnown
+				dec.LagBytes, dec.LagKnown = n.LagBytes, n.LagKnown
+				if n.Role == route.RoleStandby && n.LagKnown {
+					// As for a fresh decision: measured lag plus the sample's age.
+					dec.Lag = n.Lag + time.Since(n.SampledAt)
+				}
 			}
 		}
 		return be, dec, nil
@@ -79,27 +93,60 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	req.SessionMaxLag = sess.maxLag
 	sess.turn++
 	req.Turn = sess.turn
-	dec, err := route.Decide(req, snap, sess.srv.policy, time.Now())
-	if err != nil && u.anyNode {
-		// No standby qualifies for a batch any node can serve: the primary can.
-		pol := sess.srv.policy
+	pol := sess.srv.policy
+	if u.anyNode {
+		// Nothing executes: when no standby qualifies, the primary can serve it.
 		pol.WhenNoStandby = route.UsePrimary
-		dec, err = route.Decide(req, snap, pol, time.Now())
 	}
-	if err != nil && req.Access == route.AccessWrite && sess.srv.opts.Config.Routing.PrimaryWait > 0 {
-		// No primary right now: a switchover may be under way. Wait for one.
-		wctx, cancel := context.WithTimeout(ctx, sess.srv.opts.Config.Routing.PrimaryWait)
+	wait := sess.srv.opts.Config.Routing.PrimaryWait
+	deadline := time.Now().Add(wait)
+	for {
+		dec, err := route.Decide(req, snap, pol, time.Now())
+		if err != nil && req.Access == route.AccessWrite && time.Now().Before(deadline) {
+			// No primary right now: a switchover may be under way. Wait for one.
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
+				snap = s
+				_, err := route.Decide(req, s, pol, time.Now())
+				return err == nil
+			})
+			cancel()
+			dec, err = route.Decide(req, snap, pol, time.Now())
+		}
+		if err != nil {
+			return nil, dec, err
+		}
+		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
+		if err == nil || !connectFailure(err) || !time.Now().Before(deadline) {
+			return be, dec, err
+		}
+		// The chosen node did not answer although the monitor last saw it up:
+		// it may be dying. Wait for the monitor to see it down, or to choose
+		// another node, then decide again (bounded by routing.primary_wait).
+		failed := dec.Node
+		wctx, cancel := context.WithDeadline(ctx, deadline)
 		sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
-			dec, err = route.Decide(req, s, sess.srv.policy, time.Now())
-			return err == nil
+			snap = s
+			for _, n := range s.Nodes {
+				if n.Name == failed && !n.Up {
+					return true
+				}
+			}
+			d, err := route.Decide(req, s, pol, time.Now())
+			return err != nil || d.Node != failed
 		})
 		cancel()
+		if ctx.Err() != nil {
+			return nil, dec, ctx.Err()
+		}
 	}
-	if err != nil {
-		return nil, dec, err
-	}
-	be, err := sess.backendFor(ctx, dec.Node, dec.Role)
-	return be, dec, err
+}
+
+// connectFailure reports whether err means a node could not be reached (as
+// opposed to the node refusing the login, or the pool being busy).
+func connectFailure(err error) bool {
+	var ce *clientError
+	return errors.As(err, &ce) && ce.SQLState == sqlstateConnectionFailure
 }
 
 // backendFor returns a backend connection to node for the session: the one

@@ -164,7 +164,8 @@ func nodeDetail(snap *Snapshot, now time.Time, why func(i int, n *NodeState) str
 		}
 		if n.LastError != "" {
 			b.WriteString(" (last error: ")
-			b.WriteString(n.LastError)
+			// One line per node: a connect error can span several.
+			b.WriteString(strings.Join(strings.Fields(n.LastError), " "))
 			b.WriteString(")")
 		}
 	}
