@@ -272,7 +272,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		u.decision = dec
 		// The NOTICE says where a statement ran: a unit that runs nothing
 		// (prepare and describe only) gets none.
-		u.noticePending = sess.notice && !u.anyNode
+		u.noticePending = sess.notice && !u.runsNothing
 		err = sess.prepareBackend(be)
 		if err == nil {
 			write(be)
