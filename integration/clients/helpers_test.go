@@ -1,0 +1,838 @@
+package clients
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/proxy"
+	"github.com/pgowl/pgowl/route"
+)
+
+// The login every client uses.
+const (
+	appUser     = "app"
+	appPassword = "secret"
+	appDatabase = "postgres"
+)
+
+// Bounds used throughout the package.
+const (
+	clusterStartTimeout = 2 * time.Minute
+	proxyReadyTimeout   = 20 * time.Second
+	proxyStopTimeout    = 15 * time.Second
+	catchUpTimeout      = 30 * time.Second
+	statementTimeout    = 30 * time.Second
+)
+
+// The large result every client streams: largeRows rows of largeWidth bytes
+// of payload each, 112,640,000 bytes in all, more than 100 MiB.
+const (
+	largeRows  = 110000
+	largeWidth = 1024
+	// largeMinBytes is the least payload a client must report having received.
+	largeMinBytes = 100 << 20
+	// maxRSSGrowth bounds how much pgowl's peak resident set may exceed its
+	// size before the stream: pgowl relays frames and must not hold the result.
+	maxRSSGrowth = 48 << 20
+)
+
+// largeSQL is the statement that produces the large result (a read: it runs on a standby).
+var largeSQL = fmt.Sprintf("SELECT g AS id, repeat('x', %d) AS v FROM generate_series(1, %d) g", largeWidth, largeRows)
+
+// maxLagMS is the default routing.max_replica_lag in milliseconds.
+var maxLagMS = config.Default().Routing.MaxReplicaLag.Milliseconds()
+
+var (
+	sharedOnce    sync.Once
+	sharedCluster *cluster.Cluster
+	sharedErr     error
+
+	binaryOnce sync.Once
+	binaryDir  string
+	binaryPath string
+	binaryErr  error
+)
+
+// TestMain closes the package's cluster and removes the pgowl binary once every test has run.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if sharedCluster != nil {
+		if err := sharedCluster.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "close the cluster: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
+
+// clusterOptions are the options of the package's cluster: pg1 primary, pg2 and pg3 standbys.
+func clusterOptions() cluster.Options {
+	opts := cluster.Options{
+		Standbys: 2,
+		Users:    []cluster.User{{Name: appUser, Password: appPassword}},
+	}
+	if testing.Verbose() {
+		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
+	return opts
+}
+
+// sharedClusterFor returns the package's cluster, starting it on first use;
+// TestMain closes it. It skips t when the PostgreSQL binaries are missing.
+// No test may stop, kill or promote its nodes.
+func sharedClusterFor(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	opts := clusterOptions()
+	if err := cluster.CheckBinaries(opts); err != nil {
+		t.Skipf("skipping: PostgreSQL binaries not available: %v", err)
+	}
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
+		defer cancel()
+		sharedCluster, sharedErr = cluster.Start(ctx, opts)
+	})
+	if sharedErr != nil {
+		t.Fatalf("start the cluster: %v", sharedErr)
+	}
+	return sharedCluster
+}
+
+// timeoutCtx returns a context that ends after d or when t ends.
+func timeoutCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ---------------------------------------------------------------------------
+// pgowl in the test process
+
+// logBuffer collects a pgowl instance's log; it is safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends to the log.
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tail returns at most the last n bytes logged.
+func (b *logBuffer) tail(n int) string { return tailString(b.String(), n) }
+
+// endpoint is where a client reaches a pgowl instance.
+type endpoint struct {
+	host string
+	port int
+}
+
+// addr returns host:port.
+func (e endpoint) addr() string { return net.JoinHostPort(e.host, strconv.Itoa(e.port)) }
+
+// dsn returns a postgres:// URL for the app user with sslmode=disable and any extra parameters.
+func (e endpoint) dsn(password string, extra url.Values) string {
+	q := url.Values{"sslmode": {"disable"}, "connect_timeout": {"10"}}
+	for k, vs := range extra {
+		q[k] = vs
+	}
+	return (&url.URL{Scheme: "postgres", User: url.UserPassword(appUser, password), Host: e.addr(),
+		Path: "/" + appDatabase, RawQuery: q.Encode()}).String()
+}
+
+// libpqEnv is the environment that points libpq programs (psql, pgbench) at the endpoint.
+func (e endpoint) libpqEnv() []string {
+	return []string{
+		"PGHOST=" + e.host,
+		"PGPORT=" + strconv.Itoa(e.port),
+		"PGUSER=" + appUser,
+		"PGPASSWORD=" + appPassword,
+		"PGDATABASE=" + appDatabase,
+		"PGCONNECT_TIMEOUT=10",
+		"PGSSLMODE=disable",
+		"PSQLRC=/dev/null",
+	}
+}
+
+// owl is a pgowl instance running inside the test process.
+type owl struct {
+	endpoint
+	inst *proxy.Instance
+	logs *logBuffer
+}
+
+// startOwl builds and runs a pgowl instance in front of c on a loopback port,
+// after mutate (which may be nil) has adjusted the configuration, and returns
+// once its monitor sees pg1 as the primary and the others as standbys with a
+// known lag. The instance stops when t ends; if t failed, the tail of its log
+// is printed.
+func startOwl(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *owl {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen on loopback: %v", err)
+	}
+	cfg := config.Default()
+	cfg.Listen = ln.Addr().String()
+	for _, n := range c.Nodes {
+		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
+	}
+	cfg.Users = []config.User{{Name: appUser, Password: appPassword, Auth: config.AuthSCRAM}}
+	cfg.Monitor.Interval = 100 * time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		ln.Close()
+		t.Fatalf("pgowl configuration is invalid: %v", err)
+	}
+	logs := &logBuffer{}
+	logger := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	inst, err := proxy.Build(cfg, logger)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("proxy.Build: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inst.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("pgowl Run returned an error after shutdown: %v", err)
+			}
+		case <-time.After(proxyStopTimeout):
+			t.Errorf("pgowl Run did not return within %s of cancelling its context", proxyStopTimeout)
+		}
+		if t.Failed() {
+			t.Logf("pgowl log (tail):\n%s", logs.tail(24<<10))
+		}
+	})
+	tcp := ln.Addr().(*net.TCPAddr)
+	o := &owl{endpoint: endpoint{host: tcp.IP.String(), port: tcp.Port}, inst: inst, logs: logs}
+	o.waitReady(t, c)
+	return o
+}
+
+// waitReady waits until the monitor reports pg1 up as the primary and every
+// other node up as a standby with a known lag.
+func (o *owl) waitReady(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	deadline := time.Now().Add(proxyReadyTimeout)
+	for {
+		snap := o.inst.Monitor.Snapshot()
+		if snapshotReady(snap, c) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgowl's monitor did not see the cluster's roles within %s; last snapshot: %+v", proxyReadyTimeout, snap)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// snapshotReady reports whether s shows pg1 up as the primary and every other node up as a standby with a known lag.
+func snapshotReady(s *route.Snapshot, c *cluster.Cluster) bool {
+	if s == nil {
+		return false
+	}
+	for i, n := range c.Nodes {
+		found := false
+		for _, st := range s.Nodes {
+			if st.Name != n.Name {
+				continue
+			}
+			found = st.Up && ((i == 0 && st.Role == route.RolePrimary) || (i > 0 && st.Role == route.RoleStandby && st.LagKnown))
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// ---------------------------------------------------------------------------
+// pgowl as a separate process, for memory measurements
+
+// pgowlBinary builds cmd/pgowl once per test binary and returns its path.
+func pgowlBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			binaryErr = fmt.Errorf("the go command is not on PATH: %w", err)
+			return
+		}
+		binaryDir, binaryErr = os.MkdirTemp("", "pgowl-clients-bin-")
+		if binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "pgowl")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, goTool, "build", "-o", binaryPath, "github.com/pgowl/pgowl/cmd/pgowl")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("go build ./cmd/pgowl: %v\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatalf("build pgowl: %v", binaryErr)
+	}
+	return binaryPath
+}
+
+// owlProcess is pgowl running as its own process (pgowl serve).
+type owlProcess struct {
+	endpoint
+	cmd  *exec.Cmd
+	logs *logBuffer
+	done chan struct{}
+}
+
+// startOwlProcess runs the built pgowl in front of c on a free loopback port,
+// configured through PGOWL_* variables, and returns once it routes reads to
+// the standbys. It is stopped with SIGTERM when t ends.
+func startOwlProcess(t *testing.T, c *cluster.Cluster) *owlProcess {
+	t.Helper()
+	bin := pgowlBinary(t)
+	type node struct {
+		Name string `json:"name"`
+		Host string `json:"host"`
+		Port int    `json:"port"`
+	}
+	var nodes []node
+	for _, n := range c.Nodes {
+		nodes = append(nodes, node{n.Name, n.Host, n.Port})
+	}
+	nodesJSON, _ := json.Marshal(nodes)
+	usersJSON, _ := json.Marshal([]map[string]string{{"name": appUser, "password": appPassword, "auth": "scram-sha-256"}})
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		port := freePort(t)
+		logs := &logBuffer{}
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(cleanEnv(),
+			"PGOWL_LISTEN=127.0.0.1:"+strconv.Itoa(port),
+			"PGOWL_NODES="+string(nodesJSON),
+			"PGOWL_USERS="+string(usersJSON),
+			"PGOWL_MONITOR_INTERVAL=100ms",
+		)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s serve: %v", bin, err)
+		}
+		p := &owlProcess{endpoint: endpoint{host: "127.0.0.1", port: port}, cmd: cmd, logs: logs, done: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.done) }()
+		err := p.waitReady(c)
+		if err == nil {
+			t.Cleanup(func() { p.stop(t) })
+			return p
+		}
+		p.stop(t)
+		if attempt == attempts || !strings.Contains(logs.String(), "address already in use") {
+			t.Fatalf("pgowl serve (pid %d) did not become ready: %v\nlog:\n%s", cmd.Process.Pid, err, logs.tail(8<<10))
+		}
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitReady polls SHOW pgowl.nodes until pg1 is up as the primary and every
+// other node is up as a standby with a known lag.
+func (p *owlProcess) waitReady(c *cluster.Cluster) error {
+	deadline := time.Now().Add(proxyReadyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("the process exited: %v", p.cmd.ProcessState)
+		default:
+		}
+		last = p.checkRoles(c)
+		if last == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready within %s: %v", proxyReadyTimeout, last)
+}
+
+func (p *owlProcess) checkRoles(c *cluster.Cluster) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn(appPassword, nil))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SHOW pgowl.nodes", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	ready := map[string]bool{}
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return err
+		}
+		m := map[string]string{}
+		for i, f := range rows.FieldDescriptions() {
+			s, _ := v[i].(string)
+			m[f.Name] = s
+		}
+		want := "standby"
+		if m["name"] == c.Nodes[0].Name {
+			want = "primary"
+		}
+		ready[m["name"]] = m["state"] == "up" && m["role"] == want && (want == "primary" || m["lag_ms"] != "")
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if !ready[n.Name] {
+			return fmt.Errorf("SHOW pgowl.nodes does not show %s ready yet: %v", n.Name, ready)
+		}
+	}
+	return nil
+}
+
+// stop ends the process with SIGTERM, or SIGKILL after proxyStopTimeout.
+func (p *owlProcess) stop(t *testing.T) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(proxyStopTimeout):
+		t.Errorf("pgowl serve (pid %d) did not stop within %s of SIGTERM", p.cmd.Process.Pid, proxyStopTimeout)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	if t.Failed() {
+		t.Logf("pgowl serve log (tail):\n%s", p.logs.tail(16<<10))
+	}
+}
+
+// procStatusKB reads a "Name:   1234 kB" field of /proc/<pid>/status in bytes.
+func (p *owlProcess) procStatusKB(t *testing.T, field string) int64 {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read pgowl's /proc status: %v", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("parse %s in /proc/%d/status: %q", field, p.cmd.Process.Pid, line)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s line", p.cmd.Process.Pid, field)
+	return 0
+}
+
+// memoryBaseline resets the process's peak resident set (where the kernel
+// allows it) and returns its current resident set.
+func (p *owlProcess) memoryBaseline(t *testing.T) int64 {
+	t.Helper()
+	// Writing 5 to clear_refs resets VmHWM to the current VmRSS.
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0); err != nil {
+		t.Logf("could not reset pgowl's peak RSS (%v); the peak includes its start-up", err)
+	}
+	return p.procStatusKB(t, "VmRSS")
+}
+
+// checkFlatMemory requires that pgowl's peak resident set after a stream of
+// streamed bytes stayed within maxRSSGrowth of baseline.
+func (p *owlProcess) checkFlatMemory(t *testing.T, what string, baseline, streamed int64) {
+	t.Helper()
+	peak := p.procStatusKB(t, "VmHWM")
+	rss := p.procStatusKB(t, "VmRSS")
+	t.Logf("%s: pgowl RSS before %.1f MiB, peak %.1f MiB, after %.1f MiB, streamed %.1f MiB", what,
+		mib(baseline), mib(peak), mib(rss), mib(streamed))
+	if streamed < largeMinBytes {
+		t.Errorf("%s: the client received %d bytes, want at least %d", what, streamed, largeMinBytes)
+	}
+	if peak-baseline > maxRSSGrowth {
+		t.Errorf("%s: pgowl's peak RSS grew by %.1f MiB while streaming %.1f MiB, want at most %.1f MiB: it holds the result instead of relaying it",
+			what, mib(peak-baseline), mib(streamed), mib(maxRSSGrowth))
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// ---------------------------------------------------------------------------
+// Routing NOTICEs
+
+// notice is a NOTICE as a client received it, whatever the client library.
+type notice struct {
+	Conn     string `json:"conn"` // which of the driver's connections received it
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Detail   string `json:"detail"`
+}
+
+// fromPgconn converts a pgx notice.
+func fromPgconn(conn string, n *pgconn.Notice) notice {
+	return notice{Conn: conn, Severity: n.Severity, Code: n.Code, Message: n.Message, Detail: n.Detail}
+}
+
+// detailPattern is the documented start of the routing NOTICE's DETAIL.
+var detailPattern = regexp.MustCompile(`^node=([A-Za-z0-9_-]+) role=(primary|standby) reason=([A-Z_]+) lag_ms=(-?[0-9]+)(?: |$)`)
+
+// routeNotice is a parsed routing NOTICE.
+type routeNotice struct {
+	Node, Role, Reason string
+	LagMS              int64
+	Conn               string
+}
+
+func (r routeNotice) String() string {
+	return fmt.Sprintf("{%s %s %s lag_ms=%d conn=%s}", r.Node, r.Role, r.Reason, r.LagMS, r.Conn)
+}
+
+// routesOf returns the pgowl NOTICEs among ns received on conn ("" for any),
+// checking each one's shape.
+func routesOf(t *testing.T, ns []notice, conn string) []routeNotice {
+	t.Helper()
+	var out []routeNotice
+	for _, n := range ns {
+		if !strings.HasPrefix(n.Message, "pgowl: ") || (conn != "" && n.Conn != conn) {
+			continue
+		}
+		if n.Severity != "" && n.Severity != "NOTICE" {
+			t.Errorf("pgowl NOTICE %q has severity %q, want NOTICE", n.Message, n.Severity)
+		}
+		if n.Code != "" && n.Code != "00000" {
+			t.Errorf("pgowl NOTICE %q has SQLSTATE %q, want 00000", n.Message, n.Code)
+		}
+		m := detailPattern.FindStringSubmatch(n.Detail)
+		if m == nil {
+			t.Errorf("pgowl NOTICE %q has DETAIL %q, which does not start with node=<name> role=<primary|standby> reason=<CODE> lag_ms=<n>", n.Message, n.Detail)
+			continue
+		}
+		lag, _ := strconv.ParseInt(m[4], 10, 64)
+		r := routeNotice{Node: m[1], Role: m[2], Reason: m[3], LagMS: lag, Conn: n.Conn}
+		if want := "pgowl: " + r.Node + " (" + r.Role + ")"; !strings.HasPrefix(n.Message, want) {
+			t.Errorf("pgowl NOTICE message %q does not start with %q (from its DETAIL)", n.Message, want)
+		}
+		if r.Role == "primary" && r.LagMS != 0 {
+			t.Errorf("NOTICE %v: a primary's lag_ms must be 0", r)
+		}
+		if r.Role == "standby" && (r.LagMS < 0 || r.LagMS > maxLagMS) {
+			t.Errorf("NOTICE %v: a standby's lag_ms must be within %dms", r, maxLagMS)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// wantRoutes requires count routing NOTICEs on conn, each with role and, when
+// reason is not empty, reason; it returns them. A count below 0 means "at least one".
+func wantRoutes(t *testing.T, what string, ns []notice, conn string, count int, role, reason string) []routeNotice {
+	t.Helper()
+	rs := routesOf(t, ns, conn)
+	if (count < 0 && len(rs) == 0) || (count >= 0 && len(rs) != count) {
+		want := strconv.Itoa(count)
+		if count < 0 {
+			want = "at least 1"
+		}
+		t.Errorf("%s: got %d pgowl NOTICEs %v, want %s (one per routed unit)", what, len(rs), rs, want)
+	}
+	for _, r := range rs {
+		if r.Role != role || (reason != "" && r.Reason != reason) {
+			t.Errorf("%s: NOTICE %v, want role=%s reason=%s", what, r, role, orAny(reason))
+		}
+	}
+	return rs
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "<any>"
+	}
+	return s
+}
+
+// ---------------------------------------------------------------------------
+// Evidence from the nodes
+
+// marker returns a unique tag to put in a statement's comment.
+func marker(prefix string) string {
+	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
+}
+
+// resetStats clears pg_stat_statements on every node.
+func resetStats(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	for _, n := range c.Nodes {
+		if err := n.ResetStatementStats(ctx); err != nil {
+			t.Fatalf("reset pg_stat_statements on %s: %v", n.Name, err)
+		}
+	}
+}
+
+// evidence returns, per node, how many times it executed statements whose text holds tag.
+// Reset the statistics right before the statements under test: pg_stat_statements keeps
+// the text of the first statement of each shape.
+func evidence(t *testing.T, c *cluster.Cluster, tag string) map[string]int64 {
+	t.Helper()
+	return evidenceLike(t, c, "%"+tag+"%")
+}
+
+// evidenceLike returns, per node, pg_stat_statements calls of statements matching a LIKE pattern.
+func evidenceLike(t *testing.T, c *cluster.Cluster, like string) map[string]int64 {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	out := map[string]int64{}
+	for _, n := range c.Nodes {
+		calls, err := n.StatementCalls(ctx, like)
+		if err != nil {
+			t.Fatalf("read pg_stat_statements on %s: %v", n.Name, err)
+		}
+		out[n.Name] = calls
+	}
+	return out
+}
+
+// onPrimary requires that the primary ran tagged statements want times and no standby ran any.
+func onPrimary(t *testing.T, c *cluster.Cluster, what, tag string, want int64) {
+	t.Helper()
+	ev := evidence(t, c, tag)
+	for name, calls := range ev {
+		expected := int64(0)
+		if name == c.Nodes[0].Name {
+			expected = want
+		}
+		if calls != expected {
+			t.Errorf("%s: pg_stat_statements says it ran %d time(s) on %s, want %d (per node: %v)", what, calls, name, expected, ev)
+		}
+	}
+}
+
+// onStandbys requires that the standbys ran tagged statements want times in all and the
+// primary never; it returns the standbys that ran any.
+func onStandbys(t *testing.T, c *cluster.Cluster, what, tag string, want int64) []string {
+	t.Helper()
+	ev := evidence(t, c, tag)
+	var sum int64
+	var ran []string
+	for _, n := range c.Nodes {
+		calls := ev[n.Name]
+		if n == c.Nodes[0] {
+			if calls != 0 {
+				t.Errorf("%s: pg_stat_statements says it ran %d time(s) on the primary %s, want 0 (per node: %v)", what, calls, n.Name, ev)
+			}
+			continue
+		}
+		sum += calls
+		if calls > 0 {
+			ran = append(ran, n.Name)
+		}
+	}
+	if sum != want {
+		t.Errorf("%s: pg_stat_statements says the standbys ran it %d time(s), want %d (per node: %v)", what, sum, want, ev)
+	}
+	return ran
+}
+
+// onOneStandby requires that exactly one standby ran the tagged statement, once,
+// and, when notices is not empty, that the last NOTICE names that standby.
+func onOneStandby(t *testing.T, c *cluster.Cluster, what, tag string, notices []routeNotice) {
+	t.Helper()
+	ran := onStandbys(t, c, what, tag, 1)
+	if len(ran) == 1 && len(notices) > 0 && notices[len(notices)-1].Node != ran[0] {
+		t.Errorf("%s: the NOTICE names %s, pg_stat_statements says %s ran it", what, notices[len(notices)-1].Node, ran[0])
+	}
+}
+
+// catchUp waits until every standby has replayed everything the primary wrote so far.
+func catchUp(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := timeoutCtx(t, catchUpTimeout)
+	for _, n := range c.Nodes[1:] {
+		if err := n.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
+			t.Fatalf("wait for %s to catch up: %v", n.Name, err)
+		}
+	}
+}
+
+// clientTables are the tables one client's test works on; the app user owns them.
+type clientTables struct {
+	// items is (id serial PRIMARY KEY, v text NOT NULL) with rows 1..10 ("item 1".."item 10").
+	items string
+	// copy is (id int PRIMARY KEY, v text NOT NULL), empty.
+	copy string
+}
+
+// seedItems is how many rows the items table starts with.
+const seedItems = 10
+
+// createTables (re)creates a client's tables on the primary as the app user and waits for the standbys.
+func createTables(t *testing.T, c *cluster.Cluster, client string) clientTables {
+	t.Helper()
+	tb := clientTables{items: client + "_items", copy: client + "_copy"}
+	sql := fmt.Sprintf(`SET ROLE %[1]s;
+DROP TABLE IF EXISTS %[2]s, %[3]s;
+CREATE TABLE %[2]s (id serial PRIMARY KEY, v text NOT NULL);
+INSERT INTO %[2]s (v) SELECT 'item ' || g FROM generate_series(1, %[4]d) g;
+CREATE TABLE %[3]s (id int PRIMARY KEY, v text NOT NULL)`, appUser, tb.items, tb.copy, seedItems)
+	ctx := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(ctx, sql); err != nil {
+		t.Fatalf("create %s's tables on the primary: %v", client, err)
+	}
+	catchUp(t, c)
+	return tb
+}
+
+// primaryInt runs a one-value integer query as the superuser on the primary.
+func primaryInt(t *testing.T, c *cluster.Cluster, sql string, args ...any) int64 {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	var v int64
+	if err := c.Nodes[0].QueryRow(ctx, sql, args...).Scan(&v); err != nil {
+		t.Fatalf("query the primary: %s: %v", sql, err)
+	}
+	return v
+}
+
+// ---------------------------------------------------------------------------
+// Programs
+
+// cmdResult is what a finished command produced.
+type cmdResult struct {
+	stdout, stderr string
+	exitCode       int
+}
+
+// runCmd runs a program in dir (empty: the current directory) with a time limit and extra environment variables.
+func runCmd(t *testing.T, timeout time.Duration, dir string, env []string, name string, args ...string) cmdResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exitErr *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, tailString(res.stdout, 8<<10), tailString(res.stderr, 8<<10))
+	case errors.As(err, &exitErr):
+		res.exitCode = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", name, err)
+	}
+	return res
+}
+
+// tailString returns at most the last n bytes of s.
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return "...\n" + s[len(s)-n:]
+	}
+	return s
+}
+
+// cleanEnv is the process environment without libpq, psql and pgowl settings.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "PSQL") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// pgBinary returns the path of a PostgreSQL client program, or skips t.
+func pgBinary(t *testing.T, name string) string {
+	t.Helper()
+	candidate := filepath.Join(cluster.Options{}.ResolvedBinDir(), name)
+	if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
+		return candidate
+	}
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	t.Skipf("skipping: %s not found in %s or on PATH", name, cluster.Options{}.ResolvedBinDir())
+	return ""
+}
+
+// lines splits text into its non-empty lines.
+func lines(text string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if l := strings.TrimRight(sc.Text(), "\r"); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
