@@ -85,6 +85,20 @@ func (sess *session) relay(be *backend, u *unit) error {
 		if err != nil {
 			return err
 		}
+		if typ == 'D' {
+			// The hot path: rows pass through untouched and complete nothing.
+			if !u.forwarded {
+				sess.startReply(u)
+			}
+			n, err := r.CopyRun(sess.w, 'D')
+			if err == nil && n == 0 {
+				_, _, err = r.CopyFrame(sess.w)
+			}
+			if err != nil {
+				return &clientFatal{err}
+			}
+			continue
+		}
 		head := be.expect.front()
 		switch typ {
 		case 'Z':

@@ -146,6 +146,31 @@ func (r *Reader) CopyFrame(w *bufio.Writer) (typ byte, bodyLen int, err error) {
 	return typ, n, nil
 }
 
+// CopyRun copies, in one write, the run of whole frames of type typ that
+// starts at the read position and is already buffered, and reports how many
+// it copied. It copies nothing when the next frame is of another type or not
+// wholly buffered; CopyFrame then takes over.
+func (r *Reader) CopyRun(w *bufio.Writer, typ byte) (int, error) {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	end, frames := 0, 0
+	for len(buf)-end >= HeaderSize && buf[end] == typ {
+		n := int(binary.BigEndian.Uint32(buf[end+1:]))
+		if n < 4 || n-4 > r.maxBody || end+1+n > len(buf) {
+			break
+		}
+		end += 1 + n
+		frames++
+	}
+	if frames == 0 {
+		return 0, nil
+	}
+	if _, err := w.Write(buf[:end]); err != nil {
+		return 0, err
+	}
+	_, err := r.br.Discard(end)
+	return frames, err
+}
+
 // ReadUntyped reads a frame without a type byte, as the startup packet,
 // SSLRequest and CancelRequest are sent. The body is valid until the next call.
 func (r *Reader) ReadUntyped() ([]byte, error) {

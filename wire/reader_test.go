@@ -125,3 +125,34 @@ func BenchmarkCopyFrameDataRow(b *testing.B) {
 		}
 	}
 }
+
+func TestCopyRun(t *testing.T) {
+	row := AppendFrame(nil, 'D', []byte("row"))
+	tail := AppendFrame(nil, 'C', []byte("SELECT 3\x00"))
+	in := append(append(append(append([]byte(nil), row...), row...), row...), tail...)
+	r := NewReader(bytes.NewReader(in), 64, 1024)
+	if _, _, err := r.PeekHeader(); err != nil { // fill the buffer
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	n, err := r.CopyRun(w, 'D')
+	if err != nil || n != 3 {
+		t.Fatalf("CopyRun = %d, %v; want 3 rows", n, err)
+	}
+	w.Flush()
+	if !bytes.Equal(out.Bytes(), in[:3*len(row)]) {
+		t.Fatal("CopyRun wrote other bytes than the three rows")
+	}
+	typ, _, err := r.ReadFrame()
+	if err != nil || typ != 'C' {
+		t.Fatalf("after the run: %q %v", typ, err)
+	}
+	// A frame only partly buffered is left for CopyFrame.
+	big := AppendFrame(nil, 'D', bytes.Repeat([]byte("x"), 100))
+	r = NewReader(bytes.NewReader(big), 32, 1024)
+	r.PeekHeader()
+	if n, err := r.CopyRun(w, 'D'); n != 0 || err != nil {
+		t.Fatalf("CopyRun of a partly buffered frame = %d, %v; want 0, nil", n, err)
+	}
+}
