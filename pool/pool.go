@@ -287,6 +287,29 @@ func (p *Pool) CloseNode(node string) {
 	}
 }
 
+// Saturated reports whether an Acquire for node would have to wait: the node
+// is at its cap with no idle connection, or clients are already waiting.
+func (p *Pool) Saturated(node string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	np := p.nodes[node]
+	if np == nil {
+		return false
+	}
+	if len(np.waiters) > 0 {
+		return true
+	}
+	if np.open < p.opts.MaxPerNode {
+		return false
+	}
+	for _, list := range np.idle {
+		if len(list) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Stats reports the connections to node that are in use and idle.
 func (p *Pool) Stats(node string) (inUse, idle int) {
 	p.mu.Lock()

@@ -116,6 +116,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		if err != nil {
 			return nil, dec, err
 		}
+		if dec.Role == route.RoleStandby && sess.backends[dec.Node] == nil {
+			dec = sess.spreadReads(req, snap, pol, dec)
+		}
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
 		if err == nil || !connectFailure(err) || !time.Now().Before(deadline) {
 			return be, dec, err
@@ -140,6 +143,22 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 			return nil, dec, ctx.Err()
 		}
 	}
+}
+
+// spreadReads moves a read off a standby whose pool is exhausted to another
+// qualifying standby that has room, so that reads do not queue on one node
+// while another sits idle. Without such a standby the first choice stands.
+func (sess *session) spreadReads(req route.Request, snap *route.Snapshot, pol route.Policy, dec route.Decision) route.Decision {
+	p := sess.srv.opts.Pool
+	for tries := 0; tries < len(snap.Nodes) && dec.NodeIndex >= 0 && dec.NodeIndex < 64 && p.Saturated(dec.Node); tries++ {
+		req.Avoid |= 1 << uint(dec.NodeIndex)
+		next, err := route.Decide(req, snap, pol, time.Now())
+		if err != nil || next.Role != route.RoleStandby || req.Avoid&(1<<uint(next.NodeIndex)) != 0 {
+			break
+		}
+		dec = next
+	}
+	return dec
 }
 
 // connectFailure reports whether err means a node could not be reached (as

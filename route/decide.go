@@ -116,15 +116,26 @@ func decideRead(req Request, snap *Snapshot, pol Policy, now time.Time) (Decisio
 }
 
 // chooseStandby returns the index of the qualifying standby that the policy
-// picks, or -1 when none qualifies. It must not allocate.
+// picks, or -1 when none qualifies. Standbys in req.Avoid are picked only
+// when no other qualifies. It must not allocate.
 func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLag time.Duration) int {
+	if req.Avoid != 0 {
+		if i := chooseStandbyAmong(req, snap, pol, now, maxLag, req.Avoid); i >= 0 {
+			return i
+		}
+	}
+	return chooseStandbyAmong(req, snap, pol, now, maxLag, 0)
+}
+
+// chooseStandbyAmong is chooseStandby over the standbys not in skip.
+func chooseStandbyAmong(req Request, snap *Snapshot, pol Policy, now time.Time, maxLag time.Duration, skip uint64) int {
 	best := -1
 	var bestLag time.Duration
 	switch pol.StandbyChoice {
 	case LeastLag:
 		for i := range snap.Nodes {
 			lag, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag)
-			if !ok {
+			if !ok || skipped(skip, i) {
 				continue
 			}
 			if best < 0 || lag < bestLag {
@@ -135,7 +146,7 @@ func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLa
 		for i := range snap.Nodes {
 			n := &snap.Nodes[i]
 			lag, ok := qualifyingLag(n, pol, now, maxLag)
-			if !ok {
+			if !ok || skipped(skip, i) {
 				continue
 			}
 			if best < 0 || n.InUse < snap.Nodes[best].InUse ||
@@ -146,7 +157,7 @@ func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLa
 	case RoundRobin:
 		count := uint64(0)
 		for i := range snap.Nodes {
-			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok {
+			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok && !skipped(skip, i) {
 				count++
 			}
 		}
@@ -155,7 +166,7 @@ func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLa
 		}
 		turn := req.Turn % count
 		for i := range snap.Nodes {
-			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); !ok {
+			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); !ok || skipped(skip, i) {
 				continue
 			}
 			if turn == 0 {
@@ -166,6 +177,8 @@ func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLa
 	}
 	return best
 }
+
+func skipped(mask uint64, i int) bool { return i < 64 && mask&(1<<uint(i)) != 0 }
 
 // findPrimary returns the index of the primary, or -1 with the number of
 // nodes tied on the highest timeline (0 when no node is an available primary).

@@ -430,3 +430,27 @@ func TestPrimary(t *testing.T) {
 		})
 	}
 }
+
+func TestAvoidedStandbyIsTheLastResort(t *testing.T) {
+	snap := benchSnapshot()
+	pol := route.Policy{MaxReplicaLag: 5 * time.Second, DownAfter: 3 * time.Second}
+	read := route.Request{Access: route.AccessRead, Reason: route.ReasonReadOnly}
+	first, err := route.Decide(read, snap, pol, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.Avoid = 1 << uint(first.NodeIndex)
+	other, err := route.Decide(read, snap, pol, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Node == first.Node || other.Role != route.RoleStandby {
+		t.Fatalf("avoiding %s still chose %s (%s)", first.Node, other.Node, other.Role)
+	}
+	// Avoiding every standby falls back to the policy's own choice, not to an error.
+	read.Avoid = ^uint64(0)
+	again, err := route.Decide(read, snap, pol, testNow)
+	if err != nil || again.Node != first.Node {
+		t.Fatalf("avoiding all standbys: %v %v, want %s", again.Node, err, first.Node)
+	}
+}

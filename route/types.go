@@ -93,6 +93,10 @@ type Request struct {
 	SessionMaxLag time.Duration
 	// Turn is a counter the caller advances per read, used by RoundRobin.
 	Turn uint64
+	// Avoid marks standbys the caller would rather not use now, such as
+	// those whose connection pool is exhausted (bit i is Snapshot.Nodes[i]).
+	// An avoided standby is chosen only when no other qualifies.
+	Avoid uint64
 }
 
 // EffectiveMaxLag returns the lag limit that applies to req under pol: the
