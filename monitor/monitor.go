@@ -279,6 +279,9 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		if state.Role == route.RolePrimary {
 			state.LagKnown = true
 		}
+		if m.opts.Connections != nil {
+			state.InUse, state.Idle = m.opts.Connections(t.addr.Name)
+		}
 		snap.Nodes[i] = state
 	}
 	primary, err := route.Primary(snap, route.Policy{DownAfter: m.opts.DownAfter}, now)

@@ -42,6 +42,9 @@ type Options struct {
 	// HistorySize is how many primary samples are kept for lag measurement;
 	// by default enough for two minutes at Interval, and never fewer than 16.
 	HistorySize int
+	// Connections, when set, reports the backend connections in use and idle
+	// per node; each snapshot carries them for the least_connections choice.
+	Connections func(node string) (inUse, idle int)
 }
 
 const (

@@ -52,6 +52,14 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	for _, n := range cfg.Nodes {
 		nodes = append(nodes, monitor.NodeAddr{Name: n.Name, Host: n.Host, Port: n.Port})
 	}
+	backends := pool.New(pool.Options{
+		MaxPerNode:     cfg.Pool.MaxPerNode,
+		AcquireTimeout: cfg.Pool.AcquireTimeout,
+		DialTimeout:    cfg.Pool.DialTimeout,
+		IdleTimeout:    cfg.Pool.IdleTimeout,
+		MaxLifetime:    cfg.Pool.MaxLifetime,
+		MaxMessageSize: cfg.Limits.MaxMessageSize,
+	})
 	mon := monitor.New(monitor.Options{
 		Nodes:        nodes,
 		User:         cfg.Monitor.User,
@@ -62,15 +70,9 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		QueryTimeout: cfg.Monitor.QueryTimeout,
 		// A dial may take longer than a query under load; a node is down only after down_after anyway.
 		DialTimeout: cfg.Monitor.DownAfter,
+		// Snapshots carry pool counts for routing.standby_choice: least_connections.
+		Connections: backends.Stats,
 		Logger:      logger.With().Str("component", "monitor").Logger(),
-	})
-	backends := pool.New(pool.Options{
-		MaxPerNode:     cfg.Pool.MaxPerNode,
-		AcquireTimeout: cfg.Pool.AcquireTimeout,
-		DialTimeout:    cfg.Pool.DialTimeout,
-		IdleTimeout:    cfg.Pool.IdleTimeout,
-		MaxLifetime:    cfg.Pool.MaxLifetime,
-		MaxMessageSize: cfg.Limits.MaxMessageSize,
 	})
 	srv, err := NewServer(Options{
 		Config:     cfg,
