@@ -1,0 +1,35 @@
+// Command bench compares pgowl with a direct connection, PgBouncer and pgpool-II by running
+// pgbench through each of them against one throw-away primary and two streaming standbys,
+// and writes the medians to docs/benchmarks.md.
+//
+// # What it runs
+//
+// The cluster comes from integration/cluster. PgBouncer (transaction pooling, in front of the
+// primary), pgpool-II (streaming-replication mode, load balancing over the three nodes) and two
+// pgowl processes (routing.notice off and on, log.level warn) run as separate processes on free
+// loopback ports, each with its configuration generated here in a temporary directory; PgBouncer
+// and pgpool-II are installed with apt-get when missing, and run as the postgres user when the
+// benchmark runs as root. pgbench -i -s 10 fills the primary once.
+//
+// Every workload (select-only in each query mode at 1, 16 and 64 clients, TPC-B, and a mixed
+// 80 % read / 20 % write script) runs for -duration seconds per target, interleaved: for each
+// workload, for each round, every target once. Runs that touch the primary start from the same
+// state: pgbench_history is emptied and the small tables vacuumed directly on the primary, and the
+// standbys have replayed everything, before each run.
+//
+// # What it measures
+//
+// pgbench's tps (without initial connection time), latency average and initial connection time;
+// a run whose client aborted, or whose pgbench exited non-zero, counts as failed, with pgbench's
+// first error line. For the proxies, the CPU time of the process tree (utime+stime+cutime+cstime
+// from /proc) over each run is divided by the statements the run executed; the pgowl and
+// PgBouncer processes' peak RSS (VmHWM) is read at the end.
+//
+// # Usage
+//
+//	go run ./integration/bench            # 3 rounds of 5 s, all workloads (20 to 25 minutes on 2 cores)
+//	go run ./integration/bench -quick     # 1 round of 2 s, five workloads (about 3 minutes)
+//
+// Ctrl-C stops pgbench, every server and proxy, and removes the temporary directories; the
+// report is only written after a complete run.
+package main
