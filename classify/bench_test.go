@@ -85,3 +85,63 @@ func BenchmarkGolden(b *testing.B) {
 		classifier.Classify(statements[i%len(statements)])
 	}
 }
+
+// staticSource is a CatalogueSource holding one database's catalogue, as a loaded Manager does.
+type staticSource struct{ cat *Catalogue }
+
+func (s staticSource) Catalogue(database string) *Catalogue {
+	if database != s.cat.Database() {
+		return nil
+	}
+	return s.cat
+}
+func (s staticSource) Lookup(string, *Catalogue, string) (*Catalogue, bool) { return nil, true }
+func (s staticSource) Invalidate(string)                                    {}
+
+// catalogueStatements call user functions that the catalogue resolves: a PL/pgSQL function that
+// calls a writing SQL function, and a reading SQL function in a pgbench-like read.
+var catalogueStatements = []struct {
+	name string
+	sql  string
+}{
+	{"plpgsql_chain", "SELECT f_report()"},
+	{"sql_reader", "SELECT id, pure_sql(id) FROM t WHERE id = 42"},
+	{"view", "SELECT * FROM v_of_v"},
+}
+
+// BenchmarkClassifyCatalogue classifies statements with user functions through a catalogue, the way
+// a proxy session does (ClassifyIn with a catalogue source and a search path): cached (the
+// statement's verdict is in the cache), uncached with the function analyses memoised on the
+// catalogue, and uncached with a cold memo (every function body parsed again).
+func BenchmarkClassifyCatalogue(b *testing.B) {
+	cat := testCatalogue()
+	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
+	for _, bm := range catalogueStatements {
+		b.Run("cached/"+bm.name, func(b *testing.B) {
+			classifier := New(Options{Catalogues: staticSource{cat}})
+			classifier.ClassifyIn(bm.sql, ctx)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				classifier.ClassifyIn(bm.sql, ctx)
+			}
+		})
+		b.Run("uncached_memoised/"+bm.name, func(b *testing.B) {
+			classifier := New(Options{CacheSize: -1, Catalogues: staticSource{cat}})
+			classifier.ClassifyIn(bm.sql, ctx)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				classifier.ClassifyIn(bm.sql, ctx)
+			}
+		})
+		b.Run("uncached_cold/"+bm.name, func(b *testing.B) {
+			classifier := New(Options{CacheSize: -1, Catalogues: staticSource{cat}})
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				cat.memo.Clear()
+				classifier.ClassifyIn(bm.sql, ctx)
+			}
+		})
+	}
+}

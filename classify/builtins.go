@@ -34,6 +34,40 @@ type builtinEffect struct {
 	session SessionEffect
 	// configSetter marks set_config, whose session effect depends on its third argument.
 	configSetter bool
+	// nodeLocal marks functions that read statistics each node keeps for itself (NODE_LOCAL_STATS).
+	nodeLocal bool
+	// extension marks functions of extensions, which match in any schema.
+	extension bool
+}
+
+// functionTable knows which functions are built-in and which of those write.
+type functionTable struct {
+	builtins   map[string]struct{}
+	writing    map[string]builtinEffect
+	prefixes   []string
+	extensions map[string]builtinEffect
+	resolver   FunctionResolver
+}
+
+// builtin looks a pg_catalog function up: a writer from the reviewed table, a reader of node-local
+// statistics, or a read when it is in the generated list of PostgreSQL 15 functions.
+func (t *functionTable) builtin(name string) (builtinEffect, bool) {
+	if effect, ok := t.writing[name]; ok {
+		return effect, true
+	}
+	_, known := t.builtins[name]
+	if !known {
+		return builtinEffect{}, false
+	}
+	for _, prefix := range t.prefixes {
+		if strings.HasPrefix(name, prefix) {
+			return builtinEffect{access: Write}, true
+		}
+	}
+	if nodeLocalFunction(name) {
+		return builtinEffect{access: Write, nodeLocal: true}, true
+	}
+	return builtinEffect{access: Read}, true
 }
 
 // writingBuiltins is the reviewed table of pg_catalog functions that write, or that only make sense
@@ -174,6 +208,11 @@ func writingBuiltinPrefixes() []string {
 func writingExtensionFunctions() map[string]builtinEffect {
 	return map[string]builtinEffect{
 		// dblink_exec runs a command on another server, usually a write.
-		"dblink_exec": {access: Write},
+		"dblink_exec": {access: Write, extension: true},
+		// pg_stat_statements_reset clears the statistics the primary's operators look at.
+		"pg_stat_statements_reset": {access: Write, extension: true},
+		// pg_stat_statements keeps statistics per node: the standby's describe the standby.
+		"pg_stat_statements":      {access: Write, extension: true, nodeLocal: true},
+		"pg_stat_statements_info": {access: Write, extension: true, nodeLocal: true},
 	}
 }

@@ -26,8 +26,11 @@ type lruShard struct {
 }
 
 type lruEntry struct {
-	key        string
-	effects    Effects
+	key     string
+	effects Effects
+	// dependent marks an entry keyed by SQL text alone whose verdict depends on the context: its
+	// effects must not be used, the caller looks the context-keyed entry up instead.
+	dependent  bool
 	prev, next *lruEntry
 }
 
@@ -54,27 +57,42 @@ func (c *lruCache) shard(key string) *lruShard {
 }
 
 // get returns the cached effects for key and marks it most recently used.
-func (c *lruCache) get(key string) (Effects, bool) {
+func (c *lruCache) get(key string) (effects Effects, dependent, ok bool) {
 	shard := c.shard(key)
 	shard.mu.Lock()
 	entry, ok := shard.entries[key]
 	if !ok {
 		shard.mu.Unlock()
-		return Effects{}, false
+		return Effects{}, false, false
 	}
 	shard.moveToFront(entry)
-	effects := entry.effects
+	effects, dependent = entry.effects, entry.dependent
 	shard.mu.Unlock()
-	return effects, true
+	return effects, dependent, true
+}
+
+// getBytes is get for a key held in a byte slice; it does not allocate.
+func (c *lruCache) getBytes(key []byte) (effects Effects, dependent, ok bool) {
+	shard := &c.shards[maphash.Bytes(c.seed, key)%uint64(len(c.shards))]
+	shard.mu.Lock()
+	entry, ok := shard.entries[string(key)]
+	if !ok {
+		shard.mu.Unlock()
+		return Effects{}, false, false
+	}
+	shard.moveToFront(entry)
+	effects, dependent = entry.effects, entry.dependent
+	shard.mu.Unlock()
+	return effects, dependent, true
 }
 
 // add stores effects for key, evicting the least recently used entry of the shard when it is full.
-func (c *lruCache) add(key string, effects Effects) {
+func (c *lruCache) add(key string, effects Effects, dependent bool) {
 	shard := c.shard(key)
 	shard.mu.Lock()
 	defer shard.mu.Unlock()
 	if entry, ok := shard.entries[key]; ok {
-		entry.effects = effects
+		entry.effects, entry.dependent = effects, dependent
 		shard.moveToFront(entry)
 		return
 	}
@@ -87,7 +105,7 @@ func (c *lruCache) add(key string, effects Effects) {
 	} else {
 		entry = &lruEntry{}
 	}
-	entry.key, entry.effects = key, effects
+	entry.key, entry.effects, entry.dependent = key, effects, dependent
 	shard.pushFront(entry)
 	shard.entries[key] = entry
 }

@@ -12,24 +12,24 @@ func TestLRUCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	single := &lruCache{seed: cache.seed, shards: cache.shards[:1]}
 	single.shards[0].capacity = 3
 	mark := func(n int) Effects { return Effects{Statements: n} }
-	single.add("a", mark(1))
-	single.add("b", mark(2))
-	single.add("c", mark(3))
-	if _, ok := single.get("a"); !ok { // a becomes most recently used; b is now the oldest
+	single.add("a", mark(1), false)
+	single.add("b", mark(2), false)
+	single.add("c", mark(3), false)
+	if _, _, ok := single.get("a"); !ok { // a becomes most recently used; b is now the oldest
 		t.Fatal("a missing")
 	}
-	single.add("d", mark(4))
-	if _, ok := single.get("b"); ok {
+	single.add("d", mark(4), false)
+	if _, _, ok := single.get("b"); ok {
 		t.Error("b should have been evicted")
 	}
 	for key, want := range map[string]int{"a": 1, "c": 3, "d": 4} {
-		got, ok := single.get(key)
+		got, _, ok := single.get(key)
 		if !ok || got.Statements != want {
 			t.Errorf("%s: got %v %v, want %d", key, got.Statements, ok, want)
 		}
 	}
-	single.add("c", mark(30)) // update in place
-	if got, _ := single.get("c"); got.Statements != 30 {
+	single.add("c", mark(30), false) // update in place
+	if got, _, _ := single.get("c"); got.Statements != 30 {
 		t.Errorf("update lost: %d", got.Statements)
 	}
 	if n := single.len(); n != 3 {
@@ -45,7 +45,7 @@ func TestLRUCacheIsBounded(t *testing.T) {
 	for _, size := range []int{1, 5, 16, 17, 100, 1000} {
 		cache := newLRUCache(size)
 		for i := 0; i < size*5; i++ {
-			cache.add(fmt.Sprintf("SELECT %d", i), Effects{Statements: i})
+			cache.add(fmt.Sprintf("SELECT %d", i), Effects{Statements: i}, false)
 		}
 		if n := cache.len(); n > size {
 			t.Errorf("size %d: holds %d entries", size, n)
@@ -74,7 +74,7 @@ func TestClassifierCacheOptions(t *testing.T) {
 			first := classifier.Classify(tc.sql)
 			cached := false
 			if classifier.cache != nil {
-				_, cached = classifier.cache.get(tc.sql)
+				_, _, cached = classifier.cache.get(tc.sql)
 			}
 			if cached != tc.wantCached {
 				t.Fatalf("cached = %v, want %v", cached, tc.wantCached)
@@ -135,5 +135,27 @@ func TestCachedHitDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() { classifier.Classify(sql) })
 	if allocs != 0 {
 		t.Errorf("cached Classify allocates %.1f times per call", allocs)
+	}
+}
+
+// TestCachedCatalogueHitDoesNotAllocate: a statement whose verdict depends on the catalogue and the
+// search path is looked up by a context key built on the stack; a hit allocates nothing and costs
+// no catalogue work.
+func TestCachedCatalogueHitDoesNotAllocate(t *testing.T) {
+	classifier := New(Options{Catalogues: staticSource{testCatalogue()}})
+	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}, ParamTypes: []uint32{23}}
+	sql := "SELECT f_report(), pure_sql($1) FROM t"
+	first := classifier.ClassifyIn(sql, ctx)
+	allocs := testing.AllocsPerRun(1000, func() { classifier.ClassifyIn(sql, ctx) })
+	if allocs != 0 {
+		t.Errorf("cached ClassifyIn allocates %.1f times per call", allocs)
+	}
+	other := &Context{Database: "other", User: "app"}
+	if got := classifier.ClassifyIn(sql, other); reflect.DeepEqual(got, first) {
+		t.Errorf("a verdict made with one database's catalogue was shared with another database")
+	}
+	path := &Context{Database: "test", User: "app", SearchPath: []string{"lib"}, ParamTypes: []uint32{23}}
+	if got := classifier.ClassifyIn(sql, path); got.Reason != ReasonUnknownEffect {
+		t.Errorf("with a search path that does not hold f_report: %v, want UNKNOWN_EFFECT (the verdict must not be shared across search paths)", got.Reason)
 	}
 }

@@ -25,17 +25,28 @@ type Options struct {
 	CacheSize int
 	// MaxCachedSQLBytes is the longest SQL string that is cached: 0 means DefaultMaxCachedSQLBytes.
 	MaxCachedSQLBytes int
-	// Functions, when non-nil, is asked about functions that are not pg_catalog built-ins. It must
-	// be safe for concurrent use; call Classifier.Purge when its answers change.
+	// Functions, when non-nil, is asked about functions that are not pg_catalog built-ins when no
+	// catalogue is available. It must be safe for concurrent use; call Classifier.Purge when its
+	// answers change.
 	Functions FunctionResolver
+	// MaxDepth bounds nested function and view analysis (classify.max_depth): deeper statements go to
+	// the primary with NESTING_TOO_DEEP. 0 means DefaultMaxDepth.
+	MaxDepth int
+	// Catalogues, when non-nil, gives ClassifyIn each database's function catalogue.
+	Catalogues CatalogueSource
 }
+
+// DefaultMaxDepth is the function and view nesting analysed when Options.MaxDepth is zero.
+const DefaultMaxDepth = 16
 
 // Classifier decides what SQL strings do; it is safe for concurrent use.
 type Classifier struct {
 	cache          *lruCache
 	maxCachedBytes int
+	maxDepth       int
 	functions      functionTable
 	walkPlans      walkPlans
+	catalogues     CatalogueSource
 }
 
 // New returns a Classifier configured by opts.
@@ -48,8 +59,14 @@ func New(opts Options) *Classifier {
 	if maxCached <= 0 {
 		maxCached = DefaultMaxCachedSQLBytes
 	}
+	maxDepth := opts.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
 	c := &Classifier{
 		maxCachedBytes: maxCached,
+		maxDepth:       maxDepth,
+		catalogues:     opts.Catalogues,
 		functions: functionTable{
 			builtins:   parseBuiltinNames(pg15BuiltinFunctions),
 			writing:    writingBuiltins(),
@@ -64,30 +81,107 @@ func New(opts Options) *Classifier {
 	return c
 }
 
-// Classify returns the effects of the SQL string; it never panics and fails closed (Write) on anything it cannot see through.
+// Classify returns the effects of the SQL string without a catalogue or session context: functions
+// that are not pg_catalog built-ins are unknown (unless Options.Functions knows them) and relations
+// are tables. It never panics and fails closed (Write) on anything it cannot see through.
 func (c *Classifier) Classify(sql string) Effects {
-	if c.cache != nil {
-		if effects, ok := c.cache.get(sql); ok {
-			return effects
-		}
+	return c.classifyCached(sql, nil, nil, false)
+}
+
+// ClassifyIn returns the effects of the SQL string as a session described by ctx would run it: names
+// resolve along its search_path in its database's catalogue (from Options.Catalogues; the first use
+// of a database may wait, bounded, while the catalogue loads). A statement that changes functions
+// or views invalidates the database's catalogue at once.
+func (c *Classifier) ClassifyIn(sql string, ctx *Context) Effects {
+	fetch := c.catalogues != nil && ctx != nil && ctx.Database != ""
+	effects := c.classifyCached(sql, ctx, nil, fetch)
+	if effects.CatalogueChange {
+		c.Invalidate(ctx)
 	}
+	return effects
+}
+
+// ClassifyWith returns the effects of the SQL string with the given catalogue (nil for none) and
+// context, without consulting Options.Catalogues; `pgowl explain --dsn` and tests use it.
+func (c *Classifier) ClassifyWith(sql string, ctx *Context, cat *Catalogue) Effects {
+	return c.classifyCached(sql, ctx, cat, false)
+}
+
+// Invalidate tells the catalogue source that the functions or views of ctx's database changed; the
+// proxy calls it again once a statement with CatalogueChange has run.
+func (c *Classifier) Invalidate(ctx *Context) {
+	if c.catalogues != nil && ctx != nil && ctx.Database != "" {
+		c.catalogues.Invalidate(ctx.Database)
+	}
+}
+
+// keyBufferSize is the size of the stack buffer context keys are built in.
+const keyBufferSize = 512
+
+// classifyCached looks the verdict up in the cache (first by text, then, for verdicts that depend on
+// the context, by context and text), classifying and caching it on a miss. With fetch, the catalogue
+// comes from Options.Catalogues, asked only when the verdict may depend on it.
+func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fetch bool) Effects {
 	if c.cache == nil || len(sql) > c.maxCachedBytes {
-		return c.classifyUncached(sql)
+		if fetch {
+			cat = c.catalogues.Catalogue(ctx.Database)
+		}
+		effects, _, _, _ := c.classifyUncached(sql, ctx, cat)
+		return effects
+	}
+	effects, dependent, ok := c.cache.get(sql)
+	if ok && !dependent {
+		return effects
+	}
+	if fetch {
+		cat = c.catalogues.Catalogue(ctx.Database)
+	}
+	var stack [keyBufferSize]byte
+	key := appendContextKey(stack[:0], ctx, cat)
+	prefixLen := len(key)
+	key = append(key, sql...)
+	if effects, _, ok := c.cache.getBytes(key); ok {
+		return effects
 	}
 	// Statements that differ only in literals share a verdict (see shape.go).
 	// The exact text is cached too, so that a repeated statement costs no shaping.
 	shape, shaped := shapeOf(sql)
 	if shaped {
-		if effects, ok := c.cache.get(shape); ok {
-			c.cache.add(sql, effects)
-			return effects
+		if effects, dependent, ok := c.cache.get(shape); ok {
+			if !dependent {
+				c.cache.add(sql, effects, false)
+				return effects
+			}
+			shapeKey := string(key[:prefixLen]) + shape
+			if effects, _, ok := c.cache.get(shapeKey); ok {
+				c.cache.add(sql, effects, true)
+				c.cache.add(string(key), effects, false)
+				return effects
+			}
 		}
 	}
-	effects := c.classifyUncached(sql)
-	if shaped && shareable(&effects) {
-		c.cache.add(shape, effects)
+	effects, dependent, used, cacheable := c.classifyUncached(sql, ctx, cat)
+	if !cacheable {
+		return effects
 	}
-	c.cache.add(sql, effects)
+	if !dependent {
+		if shaped && shareable(&effects) {
+			c.cache.add(shape, effects, false)
+		}
+		c.cache.add(sql, effects, false)
+		return effects
+	}
+	if used != cat {
+		// A lookup replaced the catalogue: key the verdict by the one it was made with.
+		key = append(appendContextKey(stack[:0], ctx, used), sql...)
+		prefixLen = len(key) - len(sql)
+	}
+	if shaped && shareable(&effects) {
+		c.cache.add(shape, effects, true)
+		c.cache.add(string(key[:prefixLen])+shape, effects, false)
+	}
+	c.cache.add(sql, effects, true)
+	c.cache.add(string(key), effects, false)
 	return effects
 }
 
@@ -98,30 +192,53 @@ func (c *Classifier) Purge() {
 	}
 }
 
-// classifyUncached runs the fast path or the full parse, converting any panic into a fail-closed verdict.
-func (c *Classifier) classifyUncached(sql string) (effects Effects) {
+// classifyUncached runs the fast path or the full parse, converting any panic into a fail-closed
+// verdict. It reports whether the verdict depends on the context, which catalogue it used, and
+// whether it may be cached (not when a lookup of a missing name could not be made).
+func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue) (effects Effects, dependent bool, used *Catalogue, cacheable bool) {
+	used, cacheable = cat, true
 	defer func() {
 		if recovered := recover(); recovered != nil {
 			effects = failClosed(fmt.Sprintf("internal error: %v", recovered))
+			dependent = false
 		}
 	}()
 	if effects, ok := c.classifyFast(sql); ok {
-		return effects
+		return effects, false, cat, true
 	}
-	return c.classifyFull(sql)
+	a := c.newAnalysis(ctx, cat)
+	effects = a.full(sql)
+	return effects, a.run.dependent, a.run.cat, !a.run.uncacheable
 }
 
-// classifyFull parses sql with pg_query and applies the statement rules.
+// newAnalysis starts the analysis of one statement string.
+func (c *Classifier) newAnalysis(ctx *Context, cat *Catalogue) *analysis {
+	return &analysis{c: c, env: newEnv(ctx, cat), run: &run{cat: cat, budget: analysisBudget}}
+}
+
+// classifyFull parses sql with pg_query and applies the statement rules, without a catalogue.
 func (c *Classifier) classifyFull(sql string) Effects {
+	return c.newAnalysis(nil, nil).full(sql)
+}
+
+// full parses sql with pg_query and applies the statement rules and a leading hint.
+func (a *analysis) full(sql string) Effects {
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
 		return unparseable(err)
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
 	for _, raw := range tree.Stmts {
-		verdicts = append(verdicts, c.statement(raw.GetStmt()))
+		verdicts = append(verdicts, a.statement(raw.GetStmt()))
 	}
 	effects := combine(verdicts)
+	if len(a.run.warnings) > 0 {
+		effects.Warnings = append([]string(nil), a.run.warnings...)
+	}
+	if cat := a.run.cat; cat == nil && a.run.dependent && a.c.catalogues != nil && a.env.database != "" {
+		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
+	}
+	applyHint(leadingHint(sql), &effects)
 	return withFingerprint(sql, effects)
 }
 
@@ -153,9 +270,17 @@ func combine(verdicts []verdict) Effects {
 	effects.Tx = verdicts[0].tx
 	for _, v := range verdicts {
 		effects.Session |= v.session
-		if v.access == Write && effects.Access == Read {
+		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange
+		switch {
+		case v.access == Write && effects.Access == Read:
 			effects.Access, effects.Reason, effects.Subject = Write, v.reason, v.subject
+			effects.Chain, effects.Detail = v.chain, v.detail
+		case v.access == Read && effects.Access == Read && v.reason == ReasonOverride && effects.Reason == ReasonReadOnly:
+			effects.Reason, effects.Subject = ReasonOverride, v.subject
 		}
+	}
+	if len(verdicts) == 1 {
+		effects.SearchPath = verdicts[0].searchPath
 	}
 	if len(verdicts) == 1 && verdicts[0].pgowl != nil {
 		// The proxy answers the command itself: nothing reaches a server, so no session state changes.

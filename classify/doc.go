@@ -20,9 +20,13 @@
 //     make sense on the primary (nextval, setval, currval, advisory locks, pg_notify, large-object
 //     writers, WAL and replication-slot control, ...) → WRITING_FUNCTION. Every other name in
 //     pg15_builtin_functions.txt (all of PostgreSQL 15's pg_catalog, generated from a real server
-//     by internal/genbuiltins) is a read. A function that is not a pg_catalog built-in, or is
-//     qualified with another schema, is UNKNOWN_EFFECT until Options.Functions (a FunctionResolver,
-//     for the later per-database catalogue) says otherwise.
+//     by internal/genbuiltins) is a read, except the readers of node-local statistics
+//     (pg_stat_get_*, pg_lock_status, ...) → NODE_LOCAL_STATS. Other functions are looked up in the
+//     database's Catalogue (see below); without one they are UNKNOWN_EFFECT unless Options.Functions
+//     (a FunctionResolver) says otherwise.
+//   - Relations: the pg_stat_* / pg_statio_* views, pg_locks, pg_stat_statements and friends are
+//     node-local (NODE_LOCAL_STATS, the primary); with a catalogue, a view carries the effects of
+//     its definition, recursively, and a relation the catalogue does not hold is UNKNOWN_EFFECT.
 //   - PREPARE takes the effect of its query; EXECUTE cannot be seen through and is UNKNOWN_EFFECT.
 //   - BEGIN is a write (a read-write transaction needs the primary) unless it says READ ONLY.
 //
@@ -31,6 +35,29 @@
 // pg_replication_origin_* functions are routed to the primary; a serializable session default is
 // accepted by a standby but breaks every later statement there, which SessionSerializableDefault
 // reports.
+//
+// # Functions and views: the catalogue
+//
+// ClassifyIn classifies in a session's Context (database, user, search_path, Parse parameter
+// types) with the database's Catalogue from Options.Catalogues (package catalog loads them from the
+// primary and keeps them current). Names resolve along the session's search_path, pg_catalog first
+// unless the path places it elsewhere. A function's effect is analysed, not guessed from its
+// volatility (analysis.go): an assertion (pgowl:readonly / pgowl:writes in its comment or in
+// configuration) decides first; STABLE and IMMUTABLE are trusted reads; VOLATILE SQL bodies are
+// parsed statement by statement and PL/pgSQL bodies with pg_query's PL/pgSQL parser (plpgsql.go),
+// where EXECUTE of dynamic SQL, CALL, COPY, LOCK, NOTIFY, GRANT, REVOKE, maintenance and labelling
+// statements count as writes; other languages are UNKNOWN_EFFECT. Effects carry through calls with
+// memoisation (per catalogue, function and search path) and cycle detection; deeper than
+// Options.MaxDepth is NESTING_TOO_DEEP. Overloads are resolved by argument count and evident
+// argument types, and when they differ in effect and the call cannot be resolved, the call is
+// UNKNOWN_EFFECT. Effects.Chain and Effects.Detail say through which functions and views the
+// deciding effect was found.
+//
+// # Hints
+//
+// A leading /*pgowl:readonly*/ comment makes a statement whose analysis was unsure (UNKNOWN_EFFECT,
+// NESTING_TOO_DEEP, NODE_LOCAL_STATS, a user function found to write) a read with reason HINT; a
+// leading /*pgowl:primary*/ sends any statement to the primary with reason HINT (hints.go).
 //
 // # Never fail open
 //
@@ -49,8 +76,11 @@
 //
 // # Speed
 //
-// Verdicts are cached in a bounded, sharded LRU keyed by the exact SQL text; a hit takes about
-// 100 ns and allocates nothing. On a miss a keyword fast path handles BEGIN, COMMIT, ROLLBACK, END,
+// Verdicts are cached in a bounded, sharded LRU keyed by the exact SQL text; a verdict that depends
+// on the context (any statement that calls a function or reads a relation) is cached under a key
+// that adds the database, the catalogue version, the effective search path and the parameter types,
+// built on the stack, so different databases and search paths never share such a verdict. A hit
+// takes a few hundred nanoseconds, allocates nothing and does no catalogue I/O. On a miss a keyword fast path handles BEGIN, COMMIT, ROLLBACK, END,
 // SET name = literal and SHOW name without building the Go parse tree; TestFastPathMatchesFullPath
 // and FuzzClassify check that it always agrees with the full parse. Fingerprint and Normalized are
 // computed on a miss only; Normalized (literals replaced by $n) is what logs may carry, and for
@@ -62,5 +92,9 @@
 // subject, transaction control, session effects and pgowl command; on a mismatch the test writes
 // <table>.actual.json next to the table. TestAgainstPostgres starts a throw-away PostgreSQL 15
 // primary and hot standby (internal/pgcluster) and runs every golden read on the standby and the
-// writes a standby must refuse. Regenerate the built-in list with `go generate ./classify`.
+// writes a standby must refuse. TestCatalogueGolden creates the functions and views of
+// testdata/catalogue/*_cases.json (each case's "setup") in a real server, loads its catalogue,
+// checks every case, and runs them on a hot standby (reads must run, cases marked "refused" must be
+// refused). Regenerate the built-in list with `go generate ./classify`. docs/routing.md states the
+// rules for users.
 package classify

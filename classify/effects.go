@@ -59,6 +59,19 @@ const (
 	ReasonWritingFunction
 	// ReasonUnknownEffect means the classifier cannot see what the statement does, so it fails closed to the primary.
 	ReasonUnknownEffect
+	// ReasonNodeLocalStats means the statement reads cumulative statistics or other state that each node
+	// keeps for itself (pg_stat_*, pg_statio_*, pg_locks, pg_stat_statements, ...): a standby's copy does
+	// not describe the primary, where the business runs, so it goes to the primary.
+	ReasonNodeLocalStats
+	// ReasonHint means a leading statement comment decided: /*pgowl:readonly*/ (Access Read: the client
+	// asserts the statement only reads) or /*pgowl:primary*/ (Access Write).
+	ReasonHint
+	// ReasonNestingTooDeep means function or view analysis went deeper than Options.MaxDepth, so the
+	// statement fails closed to the primary.
+	ReasonNestingTooDeep
+	// ReasonOverride means the statement only reads because a function it calls is asserted read-only
+	// (COMMENT ON FUNCTION ... 'pgowl:readonly' or classify.functions.readonly); Subject names the assertion.
+	ReasonOverride
 )
 
 var reasonNames = [...]string{
@@ -67,6 +80,15 @@ var reasonNames = [...]string{
 	ReasonRowLock:         "ROW_LOCK",
 	ReasonWritingFunction: "WRITING_FUNCTION",
 	ReasonUnknownEffect:   "UNKNOWN_EFFECT",
+	ReasonNodeLocalStats:  "NODE_LOCAL_STATS",
+	ReasonHint:            "HINT",
+	ReasonNestingTooDeep:  "NESTING_TOO_DEEP",
+	ReasonOverride:        "OVERRIDE",
+}
+
+// ReadReason reports whether r is a reason a Read verdict may carry: READ_ONLY, OVERRIDE, or HINT.
+func (r Reason) ReadReason() bool {
+	return r == ReasonReadOnly || r == ReasonOverride || r == ReasonHint
 }
 
 // String returns the reason code, for example "ROW_LOCK".
@@ -339,4 +361,57 @@ type Effects struct {
 	Normalized string `json:"normalized"`
 	// ParseError is the parser's message when the string does not parse; it may quote part of the input.
 	ParseError string `json:"parse_error,omitempty"`
+	// Chain lists the functions and views through which the deciding effect was found, outermost first,
+	// for example ["f_report()", "audit_log(text)"]; empty when the statement's own text decided.
+	Chain []string `json:"chain,omitempty"`
+	// Detail says what the last element of Chain does, for example "INSERT INTO audit".
+	Detail string `json:"detail,omitempty"`
+	// Warnings are further findings and doubts worth showing in an explanation: other reasons the
+	// statement would need the primary, overloads that could not be resolved, ignored hints, a catalogue
+	// that could not be loaded.
+	Warnings []string `json:"warnings,omitempty"`
+	// CatalogueChange is set when some statement creates, changes or drops a function, procedure or view,
+	// or comments on a function: cached function analyses of the database must be refreshed after it runs.
+	CatalogueChange bool `json:"catalogue_change,omitempty"`
+	// SearchPath is set when the string is one statement that changes the session's search_path.
+	SearchPath *SearchPathChange `json:"search_path,omitempty"`
+}
+
+// SearchPathChange is a session-level change of search_path made by SET, RESET, SET ... TO DEFAULT,
+// RESET ALL, DISCARD ALL or set_config('search_path', ..., false).
+type SearchPathChange struct {
+	// Reset is true when the setting returns to the session's default (its startup value).
+	Reset bool `json:"reset,omitempty"`
+	// Schemas is the new path, one schema name per element exactly as PostgreSQL stores it
+	// ("$user" included as written); meaningful when Reset is false.
+	Schemas []string `json:"schemas,omitempty"`
+	// Known is false when the new value could not be read (a parameter, an expression): the path is
+	// then unknown and names resolve to nothing, so unknown functions stay on the primary.
+	Known bool `json:"known"`
+}
+
+// ChainString renders the chain and its detail, for example
+// "f_report() → audit_log(text) writes: INSERT INTO audit"; "" without a chain.
+func (e *Effects) ChainString() string {
+	if len(e.Chain) == 0 {
+		return ""
+	}
+	text := strings.Join(e.Chain, " → ")
+	if e.Detail != "" {
+		verb := "writes"
+		switch e.Reason {
+		case ReasonUnknownEffect:
+			verb = "has an unknown effect"
+		case ReasonNodeLocalStats:
+			verb = "reads node-local statistics"
+		case ReasonNestingTooDeep:
+			verb = "is nested too deeply"
+		case ReasonRowLock:
+			verb = "locks rows"
+		case ReasonOverride, ReasonReadOnly, ReasonHint:
+			verb = "is asserted read-only"
+		}
+		text += " " + verb + ": " + e.Detail
+	}
+	return text
 }

@@ -13,19 +13,29 @@ import (
 type finding struct {
 	reason  Reason
 	subject string
+	chain   []string
+	detail  string
 	session SessionEffect
+	// override is the assertion a read relied on (a function asserted read-only); "" when none.
+	override string
+	// searchPath is set by set_config('search_path', ..., false).
+	searchPath *SearchPathChange
 }
 
 // reasonRank orders reasons found inside one statement: a certain write beats a row lock, which beats
-// a known writing function, which beats a function whose effect is unknown. Certain knowledge is the
-// more useful explanation.
+// a known writing function, which beats node-local statistics, which beat a function whose effect is
+// unknown or nested too deeply. Certain knowledge is the more useful explanation.
 func reasonRank(reason Reason) int {
 	switch reason {
 	case ReasonWrite:
-		return 4
+		return 6
 	case ReasonRowLock:
-		return 3
+		return 5
 	case ReasonWritingFunction:
+		return 4
+	case ReasonNodeLocalStats:
+		return 3
+	case ReasonNestingTooDeep:
 		return 2
 	case ReasonUnknownEffect:
 		return 1
@@ -36,9 +46,14 @@ func reasonRank(reason Reason) int {
 // scanner walks every message of a parse tree by protobuf reflection, so that no node type (and no
 // field added by a future pg_query) can hide a function call or a row lock from it.
 type scanner struct {
-	functions *functionTable
-	plans     *walkPlans
-	found     finding
+	a     *analysis
+	plans *walkPlans
+	found finding
+	// relations are the RangeVars met, resolved after the walk, when every CTE name is known.
+	relations []*pg_query.RangeVar
+	ctes      map[string]bool
+	// targets are relations a statement creates (SELECT INTO), which are not read.
+	targets map[*pg_query.RangeVar]bool
 }
 
 // walkPlans caches, per message type, which fields can hold messages. Without it the walk would ask
@@ -86,16 +101,40 @@ func (p *walkPlans) plan(descriptor protoreflect.MessageDescriptor) *walkPlan {
 	return actual.(*walkPlan)
 }
 
-// scan walks the whole tree under root.
-func (c *Classifier) scan(root *pg_query.Node) finding {
-	s := scanner{functions: &c.functions, plans: &c.walkPlans}
+// scan walks the whole tree under root. Relations are resolved (views analysed, node-local
+// statistics found) only for statements that are not writes already: a write goes to the primary
+// whatever it reads, and the targets it creates are not in any catalogue.
+func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
+	s := scanner{a: a, plans: &a.c.walkPlans}
 	s.walk(root.ProtoReflect())
+	if resolveRelations && s.found.reason != ReasonWrite {
+		for _, rv := range s.relations {
+			if !s.targets[rv] {
+				s.relation(rv)
+			}
+		}
+	}
+	if len(s.relations) > 0 {
+		a.run.dependent = true
+	}
 	return s.found
 }
 
 func (s *scanner) record(reason Reason, subject string) {
+	s.recordChain(reason, subject, nil, "")
+}
+
+// recordChain keeps the strongest finding; a weaker one becomes a warning.
+func (s *scanner) recordChain(reason Reason, subject string, chain []string, detail string) {
 	if reasonRank(reason) > reasonRank(s.found.reason) {
-		s.found.reason, s.found.subject = reason, subject
+		if s.found.reason != 0 {
+			s.a.warn("also " + s.found.reason.String() + ": " + s.found.subject)
+		}
+		s.found.reason, s.found.subject, s.found.chain, s.found.detail = reason, subject, chain, detail
+		return
+	}
+	if subject != s.found.subject || reason != s.found.reason {
+		s.a.warn("also " + reason.String() + ": " + subject)
 	}
 }
 
@@ -137,6 +176,10 @@ func (s *scanner) visit(message any) {
 			s.record(ReasonRowLock, lockSubject(locks[0].GetLockingClause()))
 		}
 		if into := node.GetIntoClause(); into != nil {
+			if s.targets == nil {
+				s.targets = make(map[*pg_query.RangeVar]bool)
+			}
+			s.targets[into.GetRel()] = true
 			s.record(ReasonWrite, "SELECT INTO")
 			if isTemp(into.GetRel()) {
 				s.found.session |= SessionTempTable
@@ -154,6 +197,14 @@ func (s *scanner) visit(message any) {
 		s.record(ReasonWrite, "DELETE")
 	case *pg_query.MergeStmt:
 		s.record(ReasonWrite, "MERGE")
+	case *pg_query.RangeVar:
+		s.relations = append(s.relations, node)
+	}
+	if cte, ok := message.(*pg_query.CommonTableExpr); ok && cte.GetCtename() != "" {
+		if s.ctes == nil {
+			s.ctes = make(map[string]bool)
+		}
+		s.ctes[cte.GetCtename()] = true
 	}
 }
 
@@ -179,84 +230,27 @@ func lockSubject(clause *pg_query.LockingClause) string {
 
 // functionCall records the effect of one call.
 func (s *scanner) functionCall(call *pg_query.FuncCall) {
-	effect, reason, subject := s.functions.resolve(call)
-	s.found.session |= effect.session
-	if effect.access == Write {
-		s.record(reason, subject)
+	r := s.a.resolveCall(call)
+	s.found.session |= r.session
+	if r.searchPath != nil {
+		s.found.searchPath = r.searchPath
+	}
+	if r.access == Write {
+		s.recordChain(r.reason, r.subject, r.chain, r.detail)
+	} else if r.override != "" && s.found.override == "" {
+		s.found.override = r.override
 	}
 }
 
-// functionTable knows which functions are built-in and which of those write.
-type functionTable struct {
-	builtins   map[string]struct{}
-	writing    map[string]builtinEffect
-	prefixes   []string
-	extensions map[string]builtinEffect
-	resolver   FunctionResolver
-}
-
-// resolve returns the effect of a call, with the reason and subject to report if it is a Write.
-// Unqualified and pg_catalog-qualified names are looked up in the built-in tables; every other
-// schema, and any name the tables do not know, goes to the resolver and otherwise is unknown.
-func (t *functionTable) resolve(call *pg_query.FuncCall) (builtinEffect, Reason, string) {
-	names, ok := functionNames(call)
-	if !ok {
-		return builtinEffect{access: Write}, ReasonUnknownEffect, "function call (effect unknown: unreadable name)"
+// relation records the effect of reading a relation: node-local statistics, or a view's definition.
+func (s *scanner) relation(rv *pg_query.RangeVar) {
+	r := s.a.resolveRelation(rv, s.ctes)
+	s.found.session |= r.session
+	if r.access == Write {
+		s.recordChain(r.reason, r.subject, r.chain, r.detail)
+	} else if r.override != "" && s.found.override == "" {
+		s.found.override = r.override
 	}
-	name := names[len(names)-1]
-	schema := ""
-	if len(names) >= 2 {
-		schema = names[len(names)-2]
-	}
-	display := displayName(names)
-	if len(names) <= 2 && (schema == "" || schema == "pg_catalog") {
-		if effect, ok := t.builtin(name); ok {
-			if effect.configSetter {
-				effect.session = setConfigEffect(call)
-			}
-			return effect, ReasonWritingFunction, quoteIdent(name) + "()"
-		}
-	}
-	if effect, ok := t.extensions[name]; ok {
-		return effect, ReasonWritingFunction, display + "()"
-	}
-	if t.resolver != nil {
-		if resolved, ok := t.resolver.ResolveFunction(FunctionCall{Schema: schema, Name: name, Args: len(call.GetArgs())}); ok {
-			effect := builtinEffect{access: resolved.Access, session: resolved.Session}
-			if effect.access != Read {
-				effect.access = Write
-			}
-			reason := resolved.Reason
-			if reason != ReasonWritingFunction {
-				reason = ReasonUnknownEffect
-			}
-			subject := display + "()"
-			if reason == ReasonUnknownEffect {
-				subject += " (effect unknown)"
-			}
-			return effect, reason, subject
-		}
-	}
-	return builtinEffect{access: Write}, ReasonUnknownEffect, display + "() (effect unknown: not analysed yet)"
-}
-
-// builtin looks a pg_catalog function up: a writer from the reviewed table, or a read when it is in
-// the generated list of PostgreSQL 15 functions.
-func (t *functionTable) builtin(name string) (builtinEffect, bool) {
-	if effect, ok := t.writing[name]; ok {
-		return effect, true
-	}
-	for _, prefix := range t.prefixes {
-		if strings.HasPrefix(name, prefix) {
-			if _, ok := t.builtins[name]; ok {
-				return builtinEffect{access: Write}, true
-			}
-		}
-	}
-	if _, ok := t.builtins[name]; ok {
-		return builtinEffect{access: Read}, true
-	}
-	return builtinEffect{}, false
 }
 
 // functionNames returns the parts of a call's qualified name.
@@ -278,23 +272,31 @@ func functionNames(call *pg_query.FuncCall) ([]string, bool) {
 
 // setConfigEffect returns the session effect of set_config(setting_name, new_value, is_local): a
 // session-level change unless is_local is the constant true; SessionSetRole when it sets the role.
-func setConfigEffect(call *pg_query.FuncCall) SessionEffect {
+// A session-level change of search_path (or of a setting whose name cannot be read) is reported too.
+func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange) {
 	if local, ok := constBool(functionArgument(call, 2).GetAConst()); ok && local {
-		return 0
+		return 0, nil
 	}
 	name, ok := constText(functionArgument(call, 0).GetAConst())
 	if !ok {
-		return SessionSet
+		return SessionSet, &SearchPathChange{Known: false}
 	}
 	name = strings.ToLower(name)
 	if roleSetting(name) {
-		return SessionSetRole
+		return SessionSetRole, nil
 	}
 	value, ok := constText(functionArgument(call, 1).GetAConst())
-	if serializableDefault(name, []settingValue{{text: value, ok: ok}}) {
-		return SessionSet | SessionSerializableDefault
+	if name == "search_path" {
+		change := &SearchPathChange{Known: ok}
+		if ok {
+			change.Schemas = SplitSearchPath(value)
+		}
+		return SessionSet, change
 	}
-	return SessionSet
+	if serializableDefault(name, []settingValue{{text: value, ok: ok}}) {
+		return SessionSet | SessionSerializableDefault, nil
+	}
+	return SessionSet, nil
 }
 
 // functionArgument returns the positional argument at position, or nil. Named arguments are not

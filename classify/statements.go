@@ -16,6 +16,13 @@ type verdict struct {
 	tx      TxControl
 	session SessionEffect
 	pgowl   *PgowlCommand
+	// chain and detail explain a finding inside functions or views (see Effects.Chain).
+	chain  []string
+	detail string
+	// searchPath is set when the statement changes the session's search_path.
+	searchPath *SearchPathChange
+	// catalogueChange marks DDL after which the function catalogue must be reloaded.
+	catalogueChange bool
 }
 
 func read(subject string) verdict {
@@ -39,31 +46,51 @@ const pgowlPrefix = "pgowl."
 // statement classifies one top-level statement. Statement kinds that execute a query (SELECT, DML,
 // COPY, DECLARE, CREATE TABLE AS, CALL, EXPLAIN ANALYZE) are also scanned for row locks,
 // data-modifying WITH and function calls. Anything not recognised is a Write with an unknown effect.
-func (c *Classifier) statement(node *pg_query.Node) verdict {
+func (a *analysis) statement(node *pg_query.Node) verdict {
+	v := a.statementKind(node)
+	if changesCatalogue(node) {
+		v.catalogueChange = true
+	}
+	return v
+}
+
+// statementKind classifies one statement by its node type.
+func (a *analysis) statementKind(node *pg_query.Node) verdict {
 	if node == nil {
 		return unknownEffect("empty statement node")
 	}
+	if a.body {
+		// Inside a function body, COPY and transaction control (in procedures) need the primary too.
+		switch stmt := node.Node.(type) {
+		case *pg_query.Node_CopyStmt:
+			return write("COPY")
+		case *pg_query.Node_TransactionStmt:
+			return write(strings.ToUpper(strings.TrimPrefix(stmt.TransactionStmt.GetKind().String(), "TRANS_STMT_")))
+		case *pg_query.Node_ReturnStmt:
+			return a.executed(node, read("RETURN"))
+		}
+	}
 	switch stmt := node.Node.(type) {
 	case *pg_query.Node_SelectStmt:
-		return c.executed(node, read(selectSubject(stmt.SelectStmt)))
+		return a.executed(node, read(selectSubject(stmt.SelectStmt)))
 	case *pg_query.Node_InsertStmt:
-		return c.executed(node, write("INSERT"))
+		return a.executed(node, write("INSERT"))
 	case *pg_query.Node_UpdateStmt:
-		return c.executed(node, write("UPDATE"))
+		return a.executed(node, write("UPDATE"))
 	case *pg_query.Node_DeleteStmt:
-		return c.executed(node, write("DELETE"))
+		return a.executed(node, write("DELETE"))
 	case *pg_query.Node_MergeStmt:
-		return c.executed(node, write("MERGE"))
+		return a.executed(node, write("MERGE"))
 	case *pg_query.Node_CallStmt:
-		return c.executed(node, write("CALL"))
+		return a.executed(node, write("CALL"))
 	case *pg_query.Node_DoStmt:
 		return write("DO")
 	case *pg_query.Node_ExplainStmt:
-		return c.explain(stmt.ExplainStmt)
+		return a.explain(stmt.ExplainStmt)
 	case *pg_query.Node_CopyStmt:
-		return c.copy(node, stmt.CopyStmt)
+		return a.copy(node, stmt.CopyStmt)
 	case *pg_query.Node_DeclareCursorStmt:
-		v := c.executed(stmt.DeclareCursorStmt.GetQuery(), read("DECLARE CURSOR"))
+		v := a.executed(stmt.DeclareCursorStmt.GetQuery(), read("DECLARE CURSOR"))
 		if v.access == Read {
 			v.subject = "DECLARE CURSOR"
 		}
@@ -81,7 +108,7 @@ func (c *Classifier) statement(node *pg_query.Node) verdict {
 	case *pg_query.Node_PrepareStmt:
 		// PREPARE runs nothing; its verdict is its query's so that a writing statement is prepared
 		// where it will be executed. Session effects of the query happen only at EXECUTE.
-		v := c.statement(stmt.PrepareStmt.GetQuery())
+		v := a.statement(stmt.PrepareStmt.GetQuery())
 		if v.access == Read {
 			v.subject = "PREPARE"
 		}
@@ -107,6 +134,9 @@ func (c *Classifier) statement(node *pg_query.Node) verdict {
 	case *pg_query.Node_DiscardStmt:
 		v := read("DISCARD")
 		v.session = SessionDiscard
+		if stmt.DiscardStmt.GetTarget() == pg_query.DiscardMode_DISCARD_ALL {
+			v.searchPath = &SearchPathChange{Reset: true, Known: true}
+		}
 		return v
 	case *pg_query.Node_ListenStmt:
 		// A standby refuses LISTEN ("cannot execute LISTEN during recovery"), and notifications
@@ -141,7 +171,7 @@ func (c *Classifier) statement(node *pg_query.Node) verdict {
 		if stmt.CreateTableAsStmt.GetObjtype() == pg_query.ObjectType_OBJECT_MATVIEW {
 			subject = "CREATE MATERIALIZED VIEW"
 		}
-		v := c.executed(stmt.CreateTableAsStmt.GetQuery(), write(subject))
+		v := a.executed(stmt.CreateTableAsStmt.GetQuery(), write(subject))
 		v.access, v.reason, v.subject = Write, ReasonWrite, subject
 		if isTemp(stmt.CreateTableAsStmt.GetInto().GetRel()) {
 			v.session |= SessionTempTable
@@ -181,14 +211,23 @@ func (c *Classifier) statement(node *pg_query.Node) verdict {
 
 // executed classifies a statement that runs a query: base is the verdict for its kind, which a scan of
 // the tree can only make stricter (a read becomes a write), and whose session effects the scan adds to.
-func (c *Classifier) executed(query *pg_query.Node, base verdict) verdict {
+func (a *analysis) executed(query *pg_query.Node, base verdict) verdict {
 	if query == nil {
 		return base
 	}
-	found := c.scan(query)
+	found := a.scan(query, base.access == Read)
 	base.session |= found.session
-	if base.access == Read && found.reason != 0 {
+	if found.searchPath != nil {
+		base.searchPath = found.searchPath
+	}
+	switch {
+	case base.access == Read && found.reason != 0:
 		base.access, base.reason, base.subject = Write, found.reason, found.subject
+		base.chain, base.detail = found.chain, found.detail
+	case base.access == Read && found.override != "":
+		base.reason, base.subject = ReasonOverride, found.override
+	case base.access == Write && found.reason != 0 && found.reason != ReasonWrite:
+		a.warn("also " + found.reason.String() + ": " + found.subject)
 	}
 	return base
 }
@@ -202,11 +241,11 @@ func selectSubject(stmt *pg_query.SelectStmt) string {
 
 // explain classifies EXPLAIN: without ANALYZE nothing runs, so it is a read whatever it explains;
 // with ANALYZE it has the effect of the explained statement.
-func (c *Classifier) explain(stmt *pg_query.ExplainStmt) verdict {
+func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 	if !explainAnalyzes(stmt.GetOptions()) {
 		return read("EXPLAIN")
 	}
-	v := c.statement(stmt.GetQuery())
+	v := a.statement(stmt.GetQuery())
 	if v.access == Read {
 		v.subject = "EXPLAIN ANALYZE"
 	}
@@ -306,7 +345,7 @@ func constText(constant *pg_query.A_Const) (string, bool) {
 
 // copy classifies COPY: FROM loads data (a write); TO a server file or program has a side effect on
 // the server that runs it; TO STDOUT reads a table or has the effect of its query.
-func (c *Classifier) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
+func (a *analysis) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
 	switch {
 	case stmt.GetIsFrom():
 		return write("COPY FROM")
@@ -315,7 +354,7 @@ func (c *Classifier) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict 
 	case stmt.GetFilename() != "":
 		return write("COPY TO server file")
 	}
-	return c.executed(stmt.GetQuery(), read("COPY TO STDOUT"))
+	return a.executed(stmt.GetQuery(), read("COPY TO STDOUT"))
 }
 
 // transaction classifies BEGIN, COMMIT, SAVEPOINT and friends.
@@ -418,6 +457,9 @@ func variableSet(stmt *pg_query.VariableSetStmt) verdict {
 		// RESET ALL leaves role and session_authorization alone (they are GUC_NO_RESET_ALL).
 		v := read("RESET ALL")
 		v.session = SessionSet
+		if !stmt.GetIsLocal() {
+			v.searchPath = &SearchPathChange{Reset: true, Known: true}
+		}
 		return v
 	case pg_query.VariableSetKind_VAR_SET_MULTI:
 		return setMulti(stmt)
@@ -533,6 +575,14 @@ func setVerdict(name string, local bool, values []settingValue) verdict {
 	if serializableDefault(name, values) {
 		v.session |= SessionSerializableDefault
 	}
+	if name == "search_path" {
+		change := &SearchPathChange{Known: true, Schemas: make([]string, 0, len(values))}
+		for _, value := range values {
+			change.Known = change.Known && value.ok
+			change.Schemas = append(change.Schemas, value.text)
+		}
+		v.searchPath = change
+	}
 	return v
 }
 
@@ -578,7 +628,11 @@ func resetVerdict(name string, local, isReset bool) verdict {
 	if local {
 		return read(verb + " LOCAL")
 	}
-	return sessionSetting(verb, name)
+	v := sessionSetting(verb, name)
+	if name == "search_path" {
+		v.searchPath = &SearchPathChange{Reset: true, Known: true}
+	}
+	return v
 }
 
 // show classifies SHOW; it is shared by the full and the fast path.

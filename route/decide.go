@@ -54,13 +54,15 @@ func Primary(snap *Snapshot, pol Policy, now time.Time) (int, error) {
 func validateRequest(req Request) *Error {
 	switch req.Access {
 	case AccessRead:
-		if req.Reason != ReasonReadOnly {
-			return invalidRequest("read request has reason " + req.Reason.String() + ", want READ_ONLY")
+		switch req.Reason {
+		case ReasonReadOnly, ReasonHint, ReasonOverride:
+		default:
+			return invalidRequest("read request has reason " + req.Reason.String() + ", want READ_ONLY, HINT or OVERRIDE")
 		}
 	case AccessWrite:
 		switch req.Reason {
 		case ReasonUnknownEffect, ReasonWrite, ReasonRowLock, ReasonWritingFunction,
-			ReasonInTransaction, ReasonSessionPinned:
+			ReasonInTransaction, ReasonSessionPinned, ReasonNodeLocalStats, ReasonHint, ReasonNestingTooDeep:
 		default:
 			return invalidRequest("write request has reason " + req.Reason.String())
 		}

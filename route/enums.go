@@ -81,6 +81,20 @@ const (
 	// ReasonSessionPinned means the session is pinned to a node (session state
 	// such as LISTEN or temporary tables) and every statement runs there.
 	ReasonSessionPinned
+	// ReasonNodeLocalStats means the statement reads statistics each node keeps
+	// for itself (pg_stat_*, pg_locks, pg_stat_statements, ...); it needs
+	// AccessWrite, because the primary's are the ones that describe the business.
+	ReasonNodeLocalStats
+	// ReasonHint means a leading /*pgowl:readonly*/ (AccessRead) or
+	// /*pgowl:primary*/ (AccessWrite) comment decided; Subject names the hint.
+	ReasonHint
+	// ReasonNestingTooDeep means function or view analysis went deeper than
+	// classify.max_depth; it needs AccessWrite.
+	ReasonNestingTooDeep
+	// ReasonOverride means the statement only reads because a function it calls
+	// is asserted read-only (COMMENT ON FUNCTION 'pgowl:readonly' or
+	// classify.functions.readonly); it needs AccessRead, and Subject names the assertion.
+	ReasonOverride
 )
 
 var reasonNames = [...]string{
@@ -93,6 +107,10 @@ var reasonNames = [...]string{
 	ReasonFallbackPrimary:     "FALLBACK_PRIMARY",
 	ReasonNoStandbyConfigured: "NO_STANDBY_CONFIGURED",
 	ReasonSessionPinned:       "SESSION_PINNED",
+	ReasonNodeLocalStats:      "NODE_LOCAL_STATS",
+	ReasonHint:                "HINT",
+	ReasonNestingTooDeep:      "NESTING_TOO_DEEP",
+	ReasonOverride:            "OVERRIDE",
 }
 
 // String returns the reason's code, such as "READ_ONLY".

@@ -84,11 +84,57 @@ func (d Decision) NoticeMessage(maxLag time.Duration) string {
 		b.WriteString("the session is pinned to ")
 		b.WriteString(d.Node)
 		writeSubject(&b, d.Subject)
+	case ReasonNodeLocalStats:
+		b.WriteString("it reads statistics that each node keeps for itself")
+		writeSubject(&b, d.Subject)
+		b.WriteString(", so it ran on the primary")
+	case ReasonHint:
+		if d.Role == RoleStandby {
+			b.WriteString("its ")
+			if d.Subject != "" {
+				b.WriteString(d.Subject)
+			} else {
+				b.WriteString("/*pgowl:readonly*/ hint")
+			}
+			b.WriteString(" asserts that it only reads")
+			writeLag(&b, d, maxLag)
+		} else {
+			b.WriteString("its ")
+			if d.Subject != "" {
+				b.WriteString(d.Subject)
+			} else {
+				b.WriteString("/*pgowl:primary*/ hint")
+			}
+			b.WriteString(" sends it to the primary")
+		}
+	case ReasonNestingTooDeep:
+		b.WriteString("its functions nest too deeply to analyse")
+		writeSubject(&b, d.Subject)
+		b.WriteString(", so it ran on the primary")
+	case ReasonOverride:
+		b.WriteString("it only reads, as asserted")
+		writeSubject(&b, d.Subject)
+		writeLag(&b, d, maxLag)
 	default:
 		b.WriteString("reason ")
 		b.WriteString(d.Reason.String())
 	}
 	return b.String()
+}
+
+// writeLag adds a standby's lag, as in the READ_ONLY wording.
+func writeLag(b *strings.Builder, d Decision, maxLag time.Duration) {
+	if d.Role != RoleStandby || !d.LagKnown {
+		return
+	}
+	b.WriteString(", and ")
+	b.WriteString(d.Node)
+	b.WriteString("'s lag ")
+	b.WriteString(formatDuration(d.Lag))
+	if maxLag > 0 {
+		b.WriteString(" is within ")
+		b.WriteString(formatDuration(maxLag))
+	}
 }
 
 func writeSubject(b *strings.Builder, subject string) {

@@ -1,0 +1,897 @@
+package classify
+
+import (
+	"strconv"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// analysis is one classification in progress, or a nested analysis of a function body or a view
+// definition within it. Nested analyses share the run.
+type analysis struct {
+	c     *Classifier
+	env   *env
+	run   *run
+	depth int
+	// body is set while analysing a function body, where COPY and transaction control are writes.
+	body bool
+}
+
+// run is the state shared by one classification and everything it analyses.
+type run struct {
+	// cat is the catalogue in use; a lookup after a miss may replace it with a newer one.
+	cat *Catalogue
+	// dependent is set when the verdict may depend on the context (catalogue, search path,
+	// parameter types): any function call or relation reference.
+	dependent bool
+	warnings  []string
+	// frames are the functions and views being analysed, outermost first, for cycle detection.
+	frames []frame
+	// budget bounds the function bodies and views analysed for one statement.
+	budget int
+	// uncacheable is set when a lookup could not be made: the verdict must not be cached.
+	uncacheable bool
+}
+
+type frame struct {
+	key memoKey
+	// height is the greatest height of what the frame's function or view calls.
+	height int
+	// tainted means the frame's result depends on something it cannot own (a frame further out in a
+	// cycle, or the depth limit), so it must not be memoised.
+	tainted bool
+}
+
+// memoKey identifies one memoised analysis: a function (kind 'f') under a search path, or a view ('v').
+type memoKey struct {
+	kind byte
+	oid  uint32
+	path string
+}
+
+const (
+	maxWarnings = 16
+	// analysisBudget bounds the bodies analysed (not found in the memo) for one statement.
+	analysisBudget = 2000
+)
+
+// warn adds a statement-level warning; warnings from nested analyses are left out, because memoised
+// results do not carry them and verdicts must not depend on what happened to be analysed before.
+func (a *analysis) warn(text string) {
+	r := a.run
+	if a.depth > 0 || len(r.warnings) >= maxWarnings {
+		return
+	}
+	for _, w := range r.warnings {
+		if w == text {
+			return
+		}
+	}
+	r.warnings = append(r.warnings, text)
+}
+
+// child returns an analysis one level deeper, for a function body or a view.
+func (a *analysis) child(e *env, body bool) *analysis {
+	return &analysis{c: a.c, env: e, run: a.run, depth: a.depth + 1, body: body}
+}
+
+// callResult is the effect of one function call or relation reference, as the scanner records it.
+type callResult struct {
+	access     Access
+	reason     Reason
+	subject    string
+	chain      []string
+	detail     string
+	session    SessionEffect
+	override   string
+	searchPath *SearchPathChange
+}
+
+// fnResult is the memoised effect of running a function or reading a view, seen from inside: chain
+// lists what it calls on the way to the deciding effect, without the function itself.
+type fnResult struct {
+	access   Access
+	reason   Reason
+	chain    []string
+	detail   string
+	session  SessionEffect
+	override string
+	// height is how many levels of functions and views the analysis went through, this one
+	// included; a memoised result deeper than the remaining depth is too deep, whatever the order
+	// in which functions happened to be analysed.
+	height int
+}
+
+// chainSubject renders a finding reached through functions or views as a Subject.
+func chainSubject(reason Reason, chain []string, detail string) string {
+	text := strings.Join(chain, " → ")
+	switch reason {
+	case ReasonUnknownEffect:
+		return text + " (effect unknown: " + detail + ")"
+	case ReasonNodeLocalStats:
+		if detail != "" {
+			return text + " → " + detail
+		}
+	case ReasonNestingTooDeep:
+		if len(chain) > 0 {
+			return chain[0] + " (" + detail + ")"
+		}
+	}
+	return text
+}
+
+// fromFn turns the effect of a function or view into the effect of calling or reading it.
+func fromFn(display string, r fnResult) callResult {
+	res := callResult{access: r.access, session: r.session}
+	if r.access == Read {
+		res.override = r.override
+		return res
+	}
+	res.reason = r.reason
+	res.chain = append([]string{display}, r.chain...)
+	res.detail = r.detail
+	res.subject = chainSubject(res.reason, res.chain, res.detail)
+	return res
+}
+
+// lookup asks the catalogue source about a name the current catalogue does not hold, once per name
+// and catalogue; it reports whether a newer catalogue is now in use.
+func (a *analysis) lookup(name string) bool {
+	source, cat := a.c.catalogues, a.run.cat
+	if source == nil || cat == nil || a.env.database == "" || cat.missed(name) {
+		return false
+	}
+	newer, looked := source.Lookup(a.env.database, cat, name)
+	switch {
+	case !looked:
+		a.run.uncacheable = true
+		return false
+	case newer == nil || newer == cat:
+		cat.noteMiss(name)
+		return false
+	}
+	a.run.cat = newer
+	return true
+}
+
+// notFound records that a name is missing from the catalogue in use even after a lookup.
+func (a *analysis) notFound(name string) {
+	if cat := a.run.cat; cat != nil && a.c.catalogues != nil && !a.run.uncacheable {
+		cat.noteMiss(name)
+	}
+}
+
+// candidate is one function a call may run: a pg_catalog built-in (fn nil) or a catalogue function.
+type candidate struct {
+	fn      *Function
+	builtin builtinEffect
+}
+
+// resolveCall finds what a call may run and what that does. Names are looked up along the search
+// path (pg_catalog's built-ins through the reviewed tables, other schemas through the catalogue);
+// every overload whose argument count fits is a candidate, and when candidates differ in effect the
+// evident argument types decide, or the call is unknown.
+func (a *analysis) resolveCall(call *pg_query.FuncCall) callResult {
+	names, ok := functionNames(call)
+	if !ok {
+		return callResult{access: Write, reason: ReasonUnknownEffect, subject: "function call (effect unknown: unreadable name)"}
+	}
+	a.run.dependent = true
+	name := names[len(names)-1]
+	schema := ""
+	if len(names) >= 2 {
+		schema = names[len(names)-2]
+	}
+	display := displayName(names)
+	schemas := a.env.path
+	if schema != "" {
+		schemas = []string{schema}
+	}
+	allowBuiltin := len(names) <= 2
+	nargs := len(call.GetArgs())
+	for attempt := 0; attempt < 2; attempt++ {
+		if cands := a.candidates(schemas, name, allowBuiltin, nargs); len(cands) > 0 {
+			return a.choose(call, display, name, cands)
+		}
+		if effect, ok := a.c.functions.extensions[name]; ok {
+			return a.builtinResult(call, name, display, effect)
+		}
+		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+			if attempt > 0 {
+				a.notFound(qualifiedText(schema, name))
+			}
+			break
+		}
+	}
+	if a.run.cat == nil {
+		if resolver := a.c.functions.resolver; resolver != nil {
+			if resolved, ok := resolver.ResolveFunction(FunctionCall{Schema: schema, Name: name, Args: nargs}); ok {
+				res := callResult{access: resolved.Access, session: resolved.Session}
+				if res.access != Read {
+					res.access = Write
+					res.reason = resolved.Reason
+					if res.reason != ReasonWritingFunction {
+						res.reason = ReasonUnknownEffect
+					}
+					res.subject = display + "()"
+					if res.reason == ReasonUnknownEffect {
+						res.subject += " (effect unknown)"
+					}
+				}
+				return res
+			}
+		}
+		return callResult{access: Write, reason: ReasonUnknownEffect, subject: display + "() (effect unknown: not analysed yet)",
+			chain: []string{display + "()"}, detail: "not analysed yet: no function catalogue"}
+	}
+	detail := "not found"
+	if schema == "" {
+		detail = "not found on the search path"
+	}
+	return callResult{access: Write, reason: ReasonUnknownEffect, subject: display + "() (effect unknown: " + detail + ")",
+		chain: []string{display + "()"}, detail: detail}
+}
+
+func qualifiedText(schema, name string) string {
+	if schema == "" {
+		return name
+	}
+	return schema + "." + name
+}
+
+// candidates lists the functions named name in schemas, in search-path order, whose argument count
+// fits nargs; of several with the same argument types only the first (the one PostgreSQL picks) stays.
+func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, nargs int) []candidate {
+	var cands []candidate
+	cat := a.run.cat
+	for _, schema := range schemas {
+		if schema == "pg_catalog" {
+			if allowBuiltin {
+				if effect, ok := a.c.functions.builtin(name); ok {
+					cands = append(cands, candidate{builtin: effect})
+				}
+			}
+			continue
+		}
+		if cat == nil {
+			continue
+		}
+	next:
+		for _, f := range cat.funcs[qualified{schema, name}] {
+			if !argCountFits(f, nargs) {
+				continue
+			}
+			for _, existing := range cands {
+				if existing.fn != nil && sameArgTypes(existing.fn, f) {
+					continue next
+				}
+			}
+			cands = append(cands, candidate{fn: f})
+		}
+	}
+	return cands
+}
+
+func argCountFits(f *Function, nargs int) bool {
+	inputs := len(f.ArgTypes)
+	minimum := inputs - f.Defaults
+	if f.Variadic && minimum > inputs-1 {
+		minimum = inputs - 1
+	}
+	return nargs >= minimum && (nargs <= inputs || f.Variadic)
+}
+
+func sameArgTypes(x, y *Function) bool {
+	if len(x.ArgTypes) != len(y.ArgTypes) {
+		return false
+	}
+	for i := range x.ArgTypes {
+		if x.ArgTypes[i] != y.ArgTypes[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// builtinResult is the effect of calling a built-in (or a known extension function).
+func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, effect builtinEffect) callResult {
+	res := callResult{access: effect.access, session: effect.session}
+	if effect.configSetter {
+		res.session, res.searchPath = setConfigEffect(call)
+	}
+	if res.access == Write {
+		res.reason = ReasonWritingFunction
+		if effect.nodeLocal {
+			res.reason = ReasonNodeLocalStats
+		}
+		res.subject = quoteIdent(name) + "()"
+		if effect.extension {
+			res.subject = display + "()"
+		}
+	}
+	return res
+}
+
+// choose resolves a call among its candidates.
+func (a *analysis) choose(call *pg_query.FuncCall, display, name string, cands []candidate) callResult {
+	results := make([]callResult, len(cands))
+	for i, c := range cands {
+		if c.fn == nil {
+			results[i] = a.builtinResult(call, name, display, c.builtin)
+		} else {
+			results[i] = fromFn(c.fn.Signature(), a.functionEffect(c.fn))
+		}
+	}
+	if agree(results) {
+		return merge(results)
+	}
+	if narrowed := a.narrow(call, cands); len(narrowed) > 0 && len(narrowed) < len(cands) {
+		picked := make([]callResult, 0, len(narrowed))
+		for _, i := range narrowed {
+			picked = append(picked, results[i])
+		}
+		if agree(picked) {
+			return merge(picked)
+		}
+	}
+	var list []string
+	for i, c := range cands {
+		signature := display + "() (built-in)"
+		if c.fn != nil {
+			signature = c.fn.Signature()
+		}
+		effect := "reads"
+		if results[i].access == Write {
+			effect = results[i].reason.String()
+		}
+		list = append(list, signature+" "+effect)
+	}
+	detail := "overloads differ in effect and the call does not say which runs: " + strings.Join(list, ", ")
+	a.warn(display + "(): " + detail)
+	res := callResult{access: Write, reason: ReasonUnknownEffect, chain: []string{display + "()"}, detail: detail}
+	for _, r := range results {
+		res.session |= r.session
+	}
+	res.subject = display + "() (effect unknown: overloads differ in effect)"
+	return res
+}
+
+// agree reports whether every result has the same access.
+func agree(results []callResult) bool {
+	for _, r := range results[1:] {
+		if r.access != results[0].access {
+			return false
+		}
+	}
+	return true
+}
+
+// merge combines results that agree in access: the strongest write reason, the union of session effects.
+func merge(results []callResult) callResult {
+	best := results[0]
+	var session SessionEffect
+	for _, r := range results {
+		session |= r.session
+		if r.access == Write && reasonRank(r.reason) > reasonRank(best.reason) {
+			best = r
+		}
+		if r.access == Read && best.override == "" && r.override != "" {
+			best.override = r.override
+		}
+	}
+	best.session = session
+	return best
+}
+
+// argEvidence is what a call's argument says about its type.
+type argEvidence struct {
+	oid uint32
+	// exact: a cast, a typed parameter or a boolean; literal: an integer or decimal constant, whose
+	// type PostgreSQL may still cast implicitly.
+	exact, literal bool
+}
+
+// Type OIDs the resolver needs.
+const (
+	oidBool    = 16
+	oidInt4    = 23
+	oidNumeric = 1700
+)
+
+// polymorphic reports whether a parameter type accepts any argument type.
+func polymorphic(oid uint32) bool {
+	switch oid {
+	case 2276, 2277, 2283, 2776, 3500, 3831, 4537, 4538, 5077, 5078, 5079, 5080:
+		return true
+	}
+	return false
+}
+
+// narrow keeps the catalogue candidates whose parameter types match every evident argument type
+// exactly (casts, typed parameters, booleans), then, among those, the ones that match integer and
+// decimal literals exactly as PostgreSQL prefers. It returns nil when a built-in is a candidate (its
+// signature is not known here) or nothing can be decided.
+func (a *analysis) narrow(call *pg_query.FuncCall, cands []candidate) []int {
+	for _, c := range cands {
+		if c.fn == nil {
+			return nil
+		}
+	}
+	args := call.GetArgs()
+	evidence := make([]argEvidence, len(args))
+	for i, arg := range args {
+		evidence[i] = a.evidence(arg)
+	}
+	var keep []int
+	for i, c := range cands {
+		ok := true
+		for j, e := range evidence {
+			if !e.exact {
+				continue
+			}
+			if parameter := paramType(c.fn, j); parameter != e.oid && !polymorphic(parameter) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	var literal []int
+	for _, i := range keep {
+		ok, any := true, false
+		for j, e := range evidence {
+			if !e.literal {
+				continue
+			}
+			any = true
+			if paramType(cands[i].fn, j) != e.oid {
+				ok = false
+				break
+			}
+		}
+		if ok && any {
+			literal = append(literal, i)
+		}
+	}
+	if len(literal) > 0 {
+		return literal
+	}
+	return keep
+}
+
+// paramType is the declared type of argument position j; positions covered by VARIADIC accept anything here.
+func paramType(f *Function, j int) uint32 {
+	if j < len(f.ArgTypes) && !(f.Variadic && j == len(f.ArgTypes)-1) {
+		return f.ArgTypes[j]
+	}
+	return 2276
+}
+
+// evidence reads an argument's evident type.
+func (a *analysis) evidence(arg *pg_query.Node) argEvidence {
+	switch n := arg.GetNode().(type) {
+	case *pg_query.Node_AConst:
+		if n.AConst.GetIsnull() {
+			return argEvidence{}
+		}
+		switch n.AConst.GetVal().(type) {
+		case *pg_query.A_Const_Ival:
+			return argEvidence{oid: oidInt4, literal: true}
+		case *pg_query.A_Const_Fval:
+			return argEvidence{oid: oidNumeric, literal: true}
+		case *pg_query.A_Const_Boolval:
+			return argEvidence{oid: oidBool, exact: true}
+		}
+	case *pg_query.Node_TypeCast:
+		if oid := a.typeOID(n.TypeCast.GetTypeName()); oid != 0 {
+			return argEvidence{oid: oid, exact: true}
+		}
+	case *pg_query.Node_ParamRef:
+		number := int(n.ParamRef.GetNumber())
+		if number >= 1 && number <= len(a.env.params) && a.env.params[number-1] != 0 {
+			return argEvidence{oid: a.env.params[number-1], exact: true}
+		}
+	}
+	return argEvidence{}
+}
+
+// builtinTypes are the pg_catalog types casts name most often, for catalogues without a type list.
+var builtinTypes = map[string]uint32{
+	"bool": 16, "bytea": 17, "int8": 20, "int2": 21, "int4": 23, "text": 25, "oid": 26, "json": 114,
+	"float4": 700, "float8": 701, "bpchar": 1042, "varchar": 1043, "date": 1082, "time": 1083,
+	"timestamp": 1114, "timestamptz": 1184, "interval": 1186, "numeric": 1700, "regclass": 2205,
+	"uuid": 2950, "jsonb": 3802,
+}
+
+// typeOID resolves a cast's type name, or 0.
+func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
+	var parts []string
+	for _, n := range tn.GetNames() {
+		s, ok := n.GetNode().(*pg_query.Node_String_)
+		if !ok {
+			return 0
+		}
+		parts = append(parts, s.String_.GetSval())
+	}
+	if len(parts) == 0 || len(parts) > 2 || tn.GetSetof() || tn.GetPctType() {
+		return 0
+	}
+	name := parts[len(parts)-1]
+	if len(tn.GetArrayBounds()) > 0 {
+		name = "_" + name
+	}
+	schemas := a.env.path
+	if len(parts) == 2 {
+		schemas = []string{parts[0]}
+	}
+	if cat := a.run.cat; cat != nil {
+		for _, schema := range schemas {
+			if oid, ok := cat.types[qualified{schema, name}]; ok {
+				return oid
+			}
+		}
+	}
+	for _, schema := range schemas {
+		if schema == "pg_catalog" {
+			return builtinTypes[name]
+		}
+	}
+	return 0
+}
+
+// functionEffect analyses what running f does, memoised per catalogue and search path.
+func (a *analysis) functionEffect(f *Function) fnResult {
+	if kind, source := f.directive(); kind == "writes" {
+		return fnResult{access: Write, reason: ReasonWritingFunction, detail: "asserted by " + source}
+	} else if kind == "readonly" {
+		return fnResult{access: Read, override: f.Signature() + " asserted read-only by " + source}
+	}
+	if effect, ok := a.c.functions.extensions[f.Name]; ok && effect.access == Write {
+		reason := ReasonWritingFunction
+		if effect.nodeLocal {
+			reason = ReasonNodeLocalStats
+		}
+		return fnResult{access: Write, reason: reason, detail: extensionDetail(f.Name, effect)}
+	}
+	if f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's') {
+		return fnResult{access: Read}
+	}
+	bodyEnv := a.env.session
+	if path, ok := f.searchPathSetting(); ok {
+		bodyEnv = a.env.withPath(path)
+	}
+	// The body resolves names with bodyEnv, and the functions it calls without a search_path
+	// setting of their own resolve theirs with the session's: the result depends on both.
+	key := memoKey{kind: 'f', oid: f.OID, path: bodyEnv.pathKey + "\x01" + a.env.session.pathKey}
+	return a.memoised(key, bodyEnv, true, func(child *analysis) fnResult {
+		switch {
+		case f.Kind == 'a':
+			return child.aggregate(f)
+		case f.Language == "sql":
+			return child.sqlBody(f)
+		case f.Language == "plpgsql":
+			return child.plpgsqlBody(f)
+		}
+		volatility := "VOLATILE"
+		if f.Kind == 'p' {
+			volatility = "a procedure"
+		}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
+	})
+}
+
+func extensionDetail(name string, effect builtinEffect) string {
+	if effect.nodeLocal {
+		return ""
+	}
+	return name + "() is known to write"
+}
+
+// memoised runs analyse in a child analysis unless key's result is memoised, detecting cycles and
+// enforcing the depth limit and the budget.
+func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analysis) fnResult) fnResult {
+	cat := a.run.cat
+	r := a.run
+	if cat != nil {
+		if cached, ok := cat.memo.Load(key); ok {
+			result := cached.(fnResult)
+			if a.depth+result.height > a.c.maxDepth {
+				return a.tooDeep()
+			}
+			a.noteHeight(result.height)
+			return result
+		}
+	}
+	for i := range r.frames {
+		if r.frames[i].key == key {
+			// A cycle: the frame at i is being analysed and will include everything the cycle
+			// reaches; the frames inside it cannot be memoised on their own.
+			for j := i + 1; j < len(r.frames); j++ {
+				r.frames[j].tainted = true
+			}
+			return fnResult{access: Read}
+		}
+	}
+	if a.depth+1 > a.c.maxDepth {
+		return a.tooDeep()
+	}
+	if r.budget <= 0 {
+		for j := range r.frames {
+			r.frames[j].tainted = true
+		}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "analysis budget exhausted"}
+	}
+	r.budget--
+	r.frames = append(r.frames, frame{key: key})
+	result := analyse(a.child(e, body))
+	top := r.frames[len(r.frames)-1]
+	r.frames = r.frames[:len(r.frames)-1]
+	result.height = 1 + top.height
+	if !top.tainted && cat != nil && cat == a.run.cat {
+		cat.memo.Store(key, result)
+	}
+	a.noteHeight(result.height)
+	return result
+}
+
+// tooDeep is the result past classify.max_depth; no frame that reached it may be memoised, since at
+// a shallower depth it would not be too deep.
+func (a *analysis) tooDeep() fnResult {
+	for j := range a.run.frames {
+		a.run.frames[j].tainted = true
+	}
+	return fnResult{access: Write, reason: ReasonNestingTooDeep, detail: "function and view nesting deeper than classify.max_depth " + strconv.Itoa(a.c.maxDepth)}
+}
+
+// noteHeight records a callee's height in the calling frame.
+func (a *analysis) noteHeight(height int) {
+	if n := len(a.run.frames); n > 0 && height > a.run.frames[n-1].height {
+		a.run.frames[n-1].height = height
+	}
+}
+
+// aggregate combines the effects of an aggregate's support functions.
+func (a *analysis) aggregate(f *Function) fnResult {
+	result := fnResult{access: Read}
+	for _, oid := range f.Calls {
+		support, ok := a.run.cat.Function(oid)
+		if !ok {
+			continue // a pg_catalog built-in: a read
+		}
+		r := fromFn(support.Signature(), a.functionEffect(support))
+		result.session |= r.session
+		if r.access == Write && reasonRank(fnReason(r.reason)) > reasonRank(result.reason) {
+			result.access, result.reason, result.chain, result.detail = Write, fnReason(r.reason), r.chain, r.detail
+		}
+	}
+	return result
+}
+
+// fnReason is how a finding inside a function shows at its call: anything that writes or locks is
+// a writing function; the other reasons stay.
+func fnReason(reason Reason) Reason {
+	switch reason {
+	case ReasonWrite, ReasonRowLock, ReasonWritingFunction:
+		return ReasonWritingFunction
+	}
+	return reason
+}
+
+// bodyResult combines the verdicts of a body's statements: the strongest finding wins (the first on
+// a tie), session effects add up, and a read that relied on an assertion keeps it.
+func bodyResult(stmts []*pg_query.Node, verdicts []verdict) fnResult {
+	return combineBody(stmts, verdicts, fnReason)
+}
+
+// combineBody is bodyResult with a choice of how inner reasons show outside.
+func combineBody(stmts []*pg_query.Node, verdicts []verdict, outer func(Reason) Reason) fnResult {
+	result := fnResult{access: Read}
+	for i, v := range verdicts {
+		result.session |= v.session
+		if v.access == Read {
+			if v.reason == ReasonOverride && result.override == "" {
+				result.override = v.subject
+			}
+			continue
+		}
+		reason := outer(v.reason)
+		if reasonRank(reason) <= reasonRank(result.reason) {
+			continue
+		}
+		result.access, result.reason = Write, reason
+		if len(v.chain) > 0 {
+			result.chain, result.detail = v.chain, v.detail
+		} else {
+			result.chain, result.detail = nil, describeFinding(stmts[i], v)
+		}
+	}
+	if result.access == Write {
+		result.override = ""
+	}
+	return result
+}
+
+// describeFinding says what a statement in a body does, naming the target of DML.
+func describeFinding(stmt *pg_query.Node, v verdict) string {
+	if v.reason != ReasonWrite {
+		return v.subject
+	}
+	switch n := stmt.GetNode().(type) {
+	case *pg_query.Node_InsertStmt:
+		return "INSERT INTO " + rangeVarName(n.InsertStmt.GetRelation())
+	case *pg_query.Node_UpdateStmt:
+		return "UPDATE " + rangeVarName(n.UpdateStmt.GetRelation())
+	case *pg_query.Node_DeleteStmt:
+		return "DELETE FROM " + rangeVarName(n.DeleteStmt.GetRelation())
+	case *pg_query.Node_MergeStmt:
+		return "MERGE INTO " + rangeVarName(n.MergeStmt.GetRelation())
+	}
+	return v.subject
+}
+
+func rangeVarName(rv *pg_query.RangeVar) string {
+	if rv.GetSchemaname() != "" {
+		return quoteIdent(rv.GetSchemaname()) + "." + quoteIdent(rv.GetRelname())
+	}
+	return quoteIdent(rv.GetRelname())
+}
+
+// sqlBody analyses an SQL-language function's statements.
+func (a *analysis) sqlBody(f *Function) fnResult {
+	var stmts []*pg_query.Node
+	if f.SQLBody != "" {
+		tree, err := pg_query.Parse(f.SQLBody)
+		if err != nil || len(tree.GetStmts()) != 1 || tree.GetStmts()[0].GetStmt().GetCreateFunctionStmt() == nil {
+			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "BEGIN ATOMIC body could not be parsed"}
+		}
+		stmts = flattenBody(tree.GetStmts()[0].GetStmt().GetCreateFunctionStmt().GetSqlBody(), nil)
+	} else {
+		tree, err := pg_query.Parse(f.Source)
+		if err != nil {
+			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "SQL body could not be parsed"}
+		}
+		for _, raw := range tree.GetStmts() {
+			stmts = append(stmts, raw.GetStmt())
+		}
+	}
+	verdicts := make([]verdict, len(stmts))
+	for i, stmt := range stmts {
+		verdicts[i] = a.statement(stmt)
+	}
+	return bodyResult(stmts, verdicts)
+}
+
+// flattenBody lists the statements of a BEGIN ATOMIC body (nested lists) or a RETURN body.
+func flattenBody(node *pg_query.Node, out []*pg_query.Node) []*pg_query.Node {
+	if node == nil {
+		return out
+	}
+	if list, ok := node.GetNode().(*pg_query.Node_List); ok {
+		for _, item := range list.List.GetItems() {
+			out = flattenBody(item, out)
+		}
+		return out
+	}
+	return append(out, node)
+}
+
+// resolveRelation finds what reading a relation means: node-local statistics, a view's effects, or a
+// plain read. Without a catalogue every relation other than the statistics views is a table.
+func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) callResult {
+	a.run.dependent = true
+	schema, name := rv.GetSchemaname(), rv.GetRelname()
+	if schema != "pg_catalog" && nodeLocalAnySchema(name) {
+		return nodeLocalResult(name)
+	}
+	schemas := a.env.path
+	if schema != "" {
+		schemas = []string{schema}
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		cat := a.run.cat
+		for _, s := range schemas {
+			if s == "pg_catalog" {
+				if cat == nil {
+					// Without a catalogue the names are all there is to go by.
+					if nodeLocalRelation(name) {
+						return nodeLocalResult(name)
+					}
+					if schema == "pg_catalog" {
+						return callResult{access: Read}
+					}
+					continue
+				}
+				if _, ok := cat.rels[qualified{s, name}]; ok {
+					if nodeLocalRelation(name) {
+						return nodeLocalResult(name)
+					}
+					return callResult{access: Read}
+				}
+				continue
+			}
+			if cat == nil {
+				continue
+			}
+			if v, ok := cat.views[qualified{s, name}]; ok {
+				return fromFn(v.display(), a.viewEffect(v))
+			}
+			if _, ok := cat.rels[qualified{s, name}]; ok {
+				return callResult{access: Read}
+			}
+		}
+		if cat == nil || (schema == "" && ctes[name]) {
+			return callResult{access: Read}
+		}
+		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+			if attempt > 0 {
+				a.notFound(qualifiedText(schema, name))
+			}
+			break
+		}
+	}
+	display := rangeVarName(rv)
+	return callResult{access: Write, reason: ReasonUnknownEffect, subject: "relation " + display + " (effect unknown: not in the catalogue)",
+		chain: []string{"relation " + display}, detail: "not in the catalogue (a temporary table, or created since the catalogue was loaded)"}
+}
+
+func nodeLocalResult(name string) callResult {
+	return callResult{access: Write, reason: ReasonNodeLocalStats, subject: quoteIdent(name)}
+}
+
+// viewEffect analyses a view's definition, memoised per catalogue. Definitions are read with
+// search_path = pg_catalog, so every other name in them is qualified.
+func (a *analysis) viewEffect(v *View) fnResult {
+	e := a.env.withPath([]string{"pg_catalog"})
+	// The definition's own names are qualified; functions it calls resolve theirs with the session's path.
+	return a.memoised(memoKey{kind: 'v', oid: v.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+		tree, err := pg_query.Parse(v.Definition)
+		if err != nil {
+			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "view definition could not be parsed"}
+		}
+		stmts := make([]*pg_query.Node, 0, len(tree.GetStmts()))
+		verdicts := make([]verdict, 0, len(tree.GetStmts()))
+		for _, raw := range tree.GetStmts() {
+			stmts = append(stmts, raw.GetStmt())
+			verdicts = append(verdicts, child.statement(raw.GetStmt()))
+		}
+		// A view runs no statement of its own: what its query does (a row lock, a writing
+		// function, node-local statistics) is what reading it does.
+		return combineBody(stmts, verdicts, func(r Reason) Reason { return r })
+	})
+}
+
+// changesCatalogue reports whether a statement changes what the function catalogue holds: functions,
+// procedures, aggregates, views, comments on functions, schemas, extensions, rules, renames and
+// moves, and role or database defaults of search_path. DROP of tables, indexes, sequences and the
+// like does not: it leaves functions and views as they were.
+func changesCatalogue(node *pg_query.Node) bool {
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateFunctionStmt, *pg_query.Node_AlterFunctionStmt, *pg_query.Node_ViewStmt,
+		*pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
+		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
+		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
+		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt:
+		return true
+	case *pg_query.Node_DropStmt:
+		switch stmt.DropStmt.GetRemoveType() {
+		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
+			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
+			pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
+			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN:
+			return true
+		}
+	case *pg_query.Node_CommentStmt:
+		switch stmt.CommentStmt.GetObjtype() {
+		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE,
+			pg_query.ObjectType_OBJECT_ROUTINE, pg_query.ObjectType_OBJECT_AGGREGATE:
+			return true
+		}
+	}
+	return false
+}

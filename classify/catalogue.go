@@ -1,0 +1,381 @@
+package classify
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Function is one row of pg_proc as the classifier needs it. The catalog package fills it from a
+// database; tests may build it by hand.
+type Function struct {
+	// OID is pg_proc.oid.
+	OID uint32
+	// Schema and Name are the function's namespace and name, exactly as stored.
+	Schema, Name string
+	// Language is pg_language.lanname: "sql", "plpgsql", "c", "internal", ...
+	Language string
+	// Volatility is provolatile: 'i' (IMMUTABLE), 's' (STABLE) or 'v' (VOLATILE).
+	Volatility byte
+	// Kind is prokind: 'f' function, 'p' procedure, 'a' aggregate, 'w' window function.
+	Kind byte
+	// ReturnsSet is proretset.
+	ReturnsSet bool
+	// Source is prosrc: the body of SQL and PL/pgSQL functions, a symbol name for C functions.
+	Source string
+	// SQLBody is the whole CREATE statement (pg_get_functiondef) of an SQL function written with
+	// BEGIN ATOMIC, whose body is stored parsed (prosqlbody) and already bound to its objects; else "".
+	SQLBody string
+	// ArgTypes are the input argument type OIDs (proargtypes).
+	ArgTypes []uint32
+	// ArgTypeNames are format_type of ArgTypes, for display: "integer", "text".
+	ArgTypeNames []string
+	// Defaults is pronargdefaults: how many trailing input arguments may be omitted.
+	Defaults int
+	// Variadic is true when the last input argument is VARIADIC.
+	Variadic bool
+	// Arguments is pg_get_function_arguments: the argument list with names, modes and defaults, used to
+	// rebuild a CREATE FUNCTION statement for the PL/pgSQL parser.
+	Arguments string
+	// Result is pg_get_function_result: "integer", "SETOF record", "TABLE(a integer)"; "" for procedures.
+	Result string
+	// Config is proconfig: "name=value" settings the function runs with, such as "search_path=app, public".
+	Config []string
+	// Comment is the function's comment (obj_description); the directives pgowl:readonly and
+	// pgowl:writes in it are assertions about this exact signature.
+	Comment string
+	// Override is an assertion from configuration (classify.functions): "readonly", "writes" or "".
+	Override string
+	// Calls lists other functions an aggregate runs (its transition, final and combine functions).
+	Calls []uint32
+}
+
+// Signature renders the function as name(argtypes), qualified unless its schema is public or pg_catalog.
+func (f *Function) Signature() string {
+	name := quoteIdent(f.Name)
+	if f.Schema != "" && f.Schema != "public" && f.Schema != "pg_catalog" {
+		name = quoteIdent(f.Schema) + "." + name
+	}
+	return name + "(" + strings.Join(f.ArgTypeNames, ", ") + ")"
+}
+
+// directive returns the pgowl assertion on this function: "writes" wins over "readonly", and the
+// configuration and the comment are both consulted. source says where it came from.
+func (f *Function) directive() (kind, source string) {
+	commentKind := commentDirective(f.Comment)
+	switch {
+	case f.Override == "writes":
+		return "writes", "classify.functions.writes"
+	case commentKind == "writes":
+		return "writes", "COMMENT ON FUNCTION ... 'pgowl:writes'"
+	case f.Override == "readonly":
+		return "readonly", "classify.functions.readonly"
+	case commentKind == "readonly":
+		return "readonly", "COMMENT ON FUNCTION ... 'pgowl:readonly'"
+	}
+	return "", ""
+}
+
+// commentDirective finds pgowl:readonly or pgowl:writes in a comment, as whole words in any case;
+// writes wins when both appear.
+func commentDirective(comment string) string {
+	if comment == "" {
+		return ""
+	}
+	lower := strings.ToLower(comment)
+	found := ""
+	for start := 0; start < len(lower); {
+		at := strings.Index(lower[start:], "pgowl:")
+		if at < 0 {
+			break
+		}
+		at += start
+		rest := lower[at+len("pgowl:"):]
+		end := 0
+		for end < len(rest) && (isASCIILetter(rest[end]) || rest[end] == '_') {
+			end++
+		}
+		before := at == 0 || !isIdentByte(lower[at-1])
+		switch word := rest[:end]; {
+		case !before:
+		case word == "writes":
+			return "writes"
+		case word == "readonly":
+			found = "readonly"
+		}
+		start = at + len("pgowl:")
+	}
+	return found
+}
+
+// searchPathSetting returns the search_path a function runs with (proconfig), if it sets one.
+func (f *Function) searchPathSetting() ([]string, bool) {
+	for _, setting := range f.Config {
+		name, value, ok := strings.Cut(setting, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "search_path") {
+			return SplitSearchPath(value), true
+		}
+	}
+	return nil, false
+}
+
+// View is one view (pg_class.relkind 'v') with its definition.
+type View struct {
+	// OID is the view's pg_class.oid.
+	OID uint32
+	// Schema and Name identify the view.
+	Schema, Name string
+	// Definition is pg_get_viewdef, read with search_path = pg_catalog so that every other object is qualified.
+	Definition string
+}
+
+// display renders the view for a chain.
+func (v *View) display() string {
+	if v.Schema == "public" || v.Schema == "pg_catalog" {
+		return "view " + quoteIdent(v.Name)
+	}
+	return "view " + quoteIdent(v.Schema) + "." + quoteIdent(v.Name)
+}
+
+// Relation is a table-like object's kind: pg_class.relkind ('r', 'v', 'm', 'f', 'p', 'S', ...).
+type Relation struct {
+	Schema, Name string
+	Kind         byte
+}
+
+// Type is one pg_type row, for resolving casts when overloads are chosen.
+type Type struct {
+	OID          uint32
+	Schema, Name string
+}
+
+// CatalogueData is what a catalogue is built from.
+type CatalogueData struct {
+	// Database is the database the data was read from.
+	Database string
+	// Functions are the functions of every schema except pg_catalog (whose functions the built-in tables cover).
+	Functions []Function
+	// Views are the views of every schema except pg_catalog and information_schema.
+	Views []View
+	// Relations are all relations, including those of pg_catalog, so that name resolution can tell
+	// which schema on the search path holds a name.
+	Relations []Relation
+	// Types are the types of every schema, for casts.
+	Types []Type
+	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
+	// keyed by role name, with "" for roles without a role-specific setting.
+	DefaultSearchPath map[string][]string
+	// LoadedAt is when the data was read.
+	LoadedAt time.Time
+	// Warnings are problems met while loading, such as configured overrides that name no function.
+	Warnings []string
+}
+
+// Catalogue is an immutable view of one database's functions, views and relations, with the
+// function analyses done so far (memoised per function and search path). Build one with NewCatalogue.
+type Catalogue struct {
+	data     CatalogueData
+	version  uint64
+	funcs    map[qualified][]*Function
+	byOID    map[uint32]*Function
+	views    map[qualified]*View
+	rels     map[qualified]byte
+	types    map[qualified]uint32
+	memo     sync.Map // memoKey -> fnResult
+	missMu   sync.Mutex
+	misses   map[string]bool // names looked up in vain since this catalogue was loaded
+	checksum string
+}
+
+type qualified struct{ schema, name string }
+
+var catalogueVersions atomic.Uint64
+
+// NewCatalogue indexes data. Every catalogue gets a new Version, which cache keys include.
+func NewCatalogue(data CatalogueData) *Catalogue {
+	c := &Catalogue{
+		data:    data,
+		version: catalogueVersions.Add(1),
+		funcs:   make(map[qualified][]*Function, len(data.Functions)),
+		byOID:   make(map[uint32]*Function, len(data.Functions)),
+		views:   make(map[qualified]*View, len(data.Views)),
+		rels:    make(map[qualified]byte, len(data.Relations)),
+		types:   make(map[qualified]uint32, len(data.Types)),
+		misses:  make(map[string]bool),
+	}
+	for i := range c.data.Functions {
+		f := &c.data.Functions[i]
+		key := qualified{f.Schema, f.Name}
+		c.funcs[key] = append(c.funcs[key], f)
+		c.byOID[f.OID] = f
+	}
+	for i := range c.data.Views {
+		v := &c.data.Views[i]
+		c.views[qualified{v.Schema, v.Name}] = v
+	}
+	for _, r := range c.data.Relations {
+		c.rels[qualified{r.Schema, r.Name}] = r.Kind
+	}
+	for _, t := range c.data.Types {
+		c.types[qualified{t.Schema, t.Name}] = t.OID
+	}
+	c.checksum = checksum(&c.data)
+	return c
+}
+
+// Version identifies this catalogue; a reload that finds different data gets a new one.
+func (c *Catalogue) Version() uint64 { return c.version }
+
+// Database is the database the catalogue describes.
+func (c *Catalogue) Database() string { return c.data.Database }
+
+// LoadedAt is when the catalogue's data was read.
+func (c *Catalogue) LoadedAt() time.Time { return c.data.LoadedAt }
+
+// Warnings are the problems met while loading.
+func (c *Catalogue) Warnings() []string { return c.data.Warnings }
+
+// FunctionCount is the number of functions outside pg_catalog.
+func (c *Catalogue) FunctionCount() int { return len(c.data.Functions) }
+
+// Data returns the data the catalogue was built from; callers must not modify it.
+func (c *Catalogue) Data() *CatalogueData { return &c.data }
+
+// Function returns the function with the given OID.
+func (c *Catalogue) Function(oid uint32) (*Function, bool) {
+	f, ok := c.byOID[oid]
+	return f, ok
+}
+
+// DefaultSearchPath returns the search_path a session of role starts with, before startup parameters.
+func (c *Catalogue) DefaultSearchPath(role string) []string {
+	if path, ok := c.data.DefaultSearchPath[role]; ok {
+		return path
+	}
+	if path, ok := c.data.DefaultSearchPath[""]; ok {
+		return path
+	}
+	return []string{"$user", "public"}
+}
+
+// SameContent reports whether other was built from the same functions, views, relations and types,
+// so that a reload that changed nothing can keep the old catalogue and its analyses.
+func (c *Catalogue) SameContent(other *Catalogue) bool {
+	return other != nil && c.Checksum() == other.Checksum()
+}
+
+// Checksum is a digest of the catalogue's content.
+func (c *Catalogue) Checksum() string { return c.checksum }
+
+// noteMiss records that name is not in the catalogue although the catalogue was looked at again.
+func (c *Catalogue) noteMiss(name string) {
+	c.missMu.Lock()
+	defer c.missMu.Unlock()
+	if len(c.misses) < 4096 {
+		c.misses[name] = true
+	}
+}
+
+// missed reports whether name was recorded as missing.
+func (c *Catalogue) missed(name string) bool {
+	c.missMu.Lock()
+	defer c.missMu.Unlock()
+	return c.misses[name]
+}
+
+// checksum digests the data in a fixed order with FNV-1a (a change detector, not a security measure).
+func checksum(d *CatalogueData) string {
+	h := uint64(14695981039346656037)
+	write := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
+		h ^= 0xff
+		h *= 1099511628211
+	}
+	funcs := make([]*Function, len(d.Functions))
+	for i := range d.Functions {
+		funcs[i] = &d.Functions[i]
+	}
+	sort.Slice(funcs, func(i, j int) bool { return funcs[i].OID < funcs[j].OID })
+	for _, f := range funcs {
+		write(strconv.FormatUint(uint64(f.OID), 10))
+		write(f.Schema)
+		write(f.Name)
+		write(f.Language)
+		write(string([]byte{f.Volatility, f.Kind}))
+		write(strconv.FormatBool(f.ReturnsSet))
+		write(f.Source)
+		write(f.SQLBody)
+		for _, t := range f.ArgTypes {
+			write(strconv.FormatUint(uint64(t), 10))
+		}
+		write(strconv.Itoa(f.Defaults))
+		write(strconv.FormatBool(f.Variadic))
+		write(f.Arguments)
+		write(f.Result)
+		write(strings.Join(f.Config, "\x00"))
+		write(f.Comment)
+		write(f.Override)
+		for _, o := range f.Calls {
+			write(strconv.FormatUint(uint64(o), 10))
+		}
+	}
+	views := append([]View(nil), d.Views...)
+	sort.Slice(views, func(i, j int) bool { return views[i].OID < views[j].OID })
+	for _, v := range views {
+		write(v.Schema)
+		write(v.Name)
+		write(v.Definition)
+	}
+	rels := append([]Relation(nil), d.Relations...)
+	sort.Slice(rels, func(i, j int) bool {
+		if rels[i].Schema != rels[j].Schema {
+			return rels[i].Schema < rels[j].Schema
+		}
+		return rels[i].Name < rels[j].Name
+	})
+	for _, r := range rels {
+		write(r.Schema)
+		write(r.Name)
+		write(string([]byte{r.Kind}))
+	}
+	types := append([]Type(nil), d.Types...)
+	sort.Slice(types, func(i, j int) bool { return types[i].OID < types[j].OID })
+	for _, t := range types {
+		write(strconv.FormatUint(uint64(t.OID), 10))
+		write(t.Schema)
+		write(t.Name)
+	}
+	roles := make([]string, 0, len(d.DefaultSearchPath))
+	for role := range d.DefaultSearchPath {
+		roles = append(roles, role)
+	}
+	sort.Strings(roles)
+	for _, role := range roles {
+		write(role)
+		write(strings.Join(d.DefaultSearchPath[role], "\x00"))
+	}
+	return strconv.FormatUint(h, 16)
+}
+
+// CatalogueSource gives the classifier each database's catalogue. It must be safe for concurrent use.
+type CatalogueSource interface {
+	// Catalogue returns the database's current catalogue, or nil when none is available. On first use
+	// of a database it may block briefly (bounded by its own timeout) while the catalogue loads; it must
+	// never do I/O when a current catalogue is held.
+	Catalogue(database string) *Catalogue
+	// Lookup is called when a statement names a function or relation that current does not hold. It
+	// may reload the catalogue (bounded and rate-limited). looked reports whether the database was
+	// looked at again (false when rate-limited, failing or too slow: the verdict is then not cached,
+	// so that a later statement tries again); newer is the catalogue to use from now on, or nil
+	// when nothing changed.
+	Lookup(database string, current *Catalogue, name string) (newer *Catalogue, looked bool)
+	// Invalidate says that functions or views of the database changed (or are about to, when
+	// a statement that changes them passes through): the next Catalogue call must not return the old one.
+	Invalidate(database string)
+}

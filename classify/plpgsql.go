@@ -1,0 +1,381 @@
+package classify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// PL/pgSQL bodies are parsed with pg_query's PL/pgSQL parser, which needs a whole CREATE FUNCTION
+// statement and returns the compiled function as JSON. The JSON is walked in document order:
+// every PLpgSQL_expr (embedded SQL, PERFORM, RETURN QUERY, conditions, assignments, cursor
+// queries, defaults) is parsed with the SQL parser and classified like a statement; EXECUTE of a
+// string (EXECUTE, FOR ... IN EXECUTE, RETURN QUERY EXECUTE, OPEN ... FOR EXECUTE) is a write,
+// because nothing can see what the string will hold; COMMIT and ROLLBACK (in procedures) are writes.
+
+// returnNextBare matches RETURN NEXT without an expression.
+var returnNextBare = regexp.MustCompile(`(?i)\bRETURN\s+NEXT\s*;`)
+
+// maxJSONDepth bounds the nesting the walker follows; deeper bodies are not analysed.
+const maxJSONDepth = 400
+
+// plpgsqlBody analyses a PL/pgSQL function.
+func (a *analysis) plpgsqlBody(f *Function) fnResult {
+	text := createStatement(f)
+	out, err := pg_query.ParsePlPgSqlToJSON(text)
+	if err != nil && strings.Contains(err.Error(), "missing expression") && returnNextBare.MatchString(text) {
+		// pg_query's PL/pgSQL parser does not know OUT parameters make a bare RETURN NEXT valid;
+		// giving it an expression changes nothing the analysis looks at.
+		out, err = pg_query.ParsePlPgSqlToJSON(returnNextBare.ReplaceAllString(text, "RETURN NEXT NULL;"))
+	}
+	if err != nil {
+		detail := "PL/pgSQL body could not be parsed"
+		if strings.Contains(err.Error(), "cursor or refcursor") {
+			detail += " (pg_query's PL/pgSQL parser does not support cursor variables)"
+		}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: detail}
+	}
+	root, err := decodeOrdered(out)
+	if err != nil {
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL parse result could not be read"}
+	}
+	w := plWalker{a: a}
+	w.walk(root, 0)
+	if w.tooDeep {
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
+	}
+	return bodyResult(w.stmts, w.verdicts)
+}
+
+// createStatement rebuilds a CREATE FUNCTION (or PROCEDURE) statement for the PL/pgSQL parser from
+// the catalogue row. RETURNS TABLE(...) is turned into OUT parameters, which the parser understands.
+func createStatement(f *Function) string {
+	tag := "$pgowl$"
+	for i := 0; strings.Contains(f.Source, tag) && i < 100; i++ {
+		tag = fmt.Sprintf("$pgowl%d$", i)
+	}
+	args := f.Arguments
+	result := f.Result
+	if strings.HasPrefix(result, "TABLE(") && strings.HasSuffix(result, ")") {
+		columns := splitTopLevel(result[len("TABLE(") : len(result)-1])
+		out := make([]string, 0, len(columns))
+		for _, column := range columns {
+			out = append(out, "OUT "+strings.TrimSpace(column))
+		}
+		if args != "" {
+			args += ", "
+		}
+		args += strings.Join(out, ", ")
+		result = "SETOF record"
+	}
+	var b strings.Builder
+	if f.Kind == 'p' {
+		b.WriteString("CREATE PROCEDURE pgowl_analysed(")
+		b.WriteString(args)
+		b.WriteString(") LANGUAGE plpgsql AS ")
+	} else {
+		if result == "" {
+			result = "void"
+		}
+		b.WriteString("CREATE FUNCTION pgowl_analysed(")
+		b.WriteString(args)
+		b.WriteString(") RETURNS ")
+		b.WriteString(result)
+		b.WriteString(" LANGUAGE plpgsql AS ")
+	}
+	b.WriteString(tag)
+	b.WriteString(f.Source)
+	b.WriteString(tag)
+	return b.String()
+}
+
+// splitTopLevel splits s at commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
+	var parts []string
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '(' || c == '[':
+			depth++
+		case c == ')' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// jsonNode is a JSON value that keeps the order of object keys.
+type jsonNode struct {
+	keys   []string
+	values []*jsonNode // object members or array elements (keys nil for arrays)
+	array  bool
+	text   string // strings
+	number float64
+	isNum  bool
+}
+
+func (n *jsonNode) get(key string) *jsonNode {
+	if n == nil {
+		return nil
+	}
+	for i, k := range n.keys {
+		if k == key {
+			return n.values[i]
+		}
+	}
+	return nil
+}
+
+// decodeOrdered reads JSON into jsonNodes.
+func decodeOrdered(text string) (*jsonNode, error) {
+	decoder := json.NewDecoder(strings.NewReader(text))
+	decoder.UseNumber()
+	node, err := decodeValue(decoder, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := decoder.Token(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return node, nil
+}
+
+func decodeValue(decoder *json.Decoder, depth int) (*jsonNode, error) {
+	if depth > maxJSONDepth*2 {
+		return nil, fmt.Errorf("JSON nested too deeply")
+	}
+	token, err := decoder.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := token.(type) {
+	case json.Delim:
+		node := &jsonNode{}
+		switch t {
+		case '{':
+			for decoder.More() {
+				keyToken, err := decoder.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := keyToken.(string)
+				if !ok {
+					return nil, fmt.Errorf("object key is not a string")
+				}
+				value, err := decodeValue(decoder, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				node.keys = append(node.keys, key)
+				node.values = append(node.values, value)
+			}
+		case '[':
+			node.array = true
+			for decoder.More() {
+				value, err := decodeValue(decoder, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				node.values = append(node.values, value)
+			}
+		default:
+			return nil, fmt.Errorf("unexpected %v", t)
+		}
+		if _, err := decoder.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		return node, nil
+	case string:
+		return &jsonNode{text: t}, nil
+	case json.Number:
+		f, err := t.Float64()
+		if err != nil {
+			return nil, err
+		}
+		return &jsonNode{number: f, isNum: true}, nil
+	default:
+		return &jsonNode{}, nil // booleans and null carry nothing the walker needs
+	}
+}
+
+// plWalker collects the statements a PL/pgSQL body runs and their verdicts.
+type plWalker struct {
+	a        *analysis
+	stmts    []*pg_query.Node
+	verdicts []verdict
+	tooDeep  bool
+}
+
+// dynamicStatements are the PL/pgSQL statements that run a string as SQL.
+var dynamicStatements = map[string]string{
+	"PLpgSQL_stmt_dynexecute": "EXECUTE of dynamic SQL",
+	"PLpgSQL_stmt_dynfors":    "FOR ... IN EXECUTE of dynamic SQL",
+}
+
+func (w *plWalker) walk(n *jsonNode, depth int) {
+	if n == nil || w.tooDeep {
+		return
+	}
+	if depth > maxJSONDepth {
+		w.tooDeep = true
+		return
+	}
+	for i, key := range n.keys {
+		value := n.values[i]
+		switch key {
+		case "PLpgSQL_expr":
+			w.expression(value)
+			continue
+		case "PLpgSQL_stmt_commit":
+			w.add(nil, write("COMMIT"))
+		case "PLpgSQL_stmt_rollback":
+			w.add(nil, write("ROLLBACK"))
+		case "PLpgSQL_stmt_return_query":
+			if value.get("dynquery") != nil {
+				w.add(nil, write("RETURN QUERY EXECUTE of dynamic SQL"))
+			}
+		case "PLpgSQL_stmt_open":
+			if value.get("dynquery") != nil {
+				w.add(nil, write("OPEN ... FOR EXECUTE of dynamic SQL"))
+			}
+		default:
+			if subject, ok := dynamicStatements[key]; ok {
+				w.add(nil, write(subject))
+			}
+		}
+		w.walk(value, depth+1)
+	}
+	if n.array {
+		for _, value := range n.values {
+			w.walk(value, depth+1)
+		}
+	}
+}
+
+func (w *plWalker) add(stmt *pg_query.Node, v verdict) {
+	if stmt == nil {
+		stmt = &pg_query.Node{}
+	}
+	w.stmts = append(w.stmts, stmt)
+	w.verdicts = append(w.verdicts, v)
+}
+
+// Parse modes of PLpgSQL_expr (PostgreSQL's RawParseMode).
+const (
+	parseDefault     = 0
+	parseTypeName    = 1
+	parseExpression  = 2
+	parseAssignFirst = 3
+	parseAssignLast  = 5
+)
+
+// expression classifies one PLpgSQL_expr by its parse mode: a whole statement, an expression, or an
+// assignment (target := expression).
+func (w *plWalker) expression(expr *jsonNode) {
+	query := expr.get("query")
+	if query == nil {
+		return
+	}
+	mode := 0
+	if m := expr.get("parseMode"); m != nil && m.isNum {
+		mode = int(m.number)
+	}
+	var texts []string
+	switch {
+	case mode == parseDefault:
+		texts = []string{query.text}
+	case mode == parseTypeName:
+		return
+	case mode == parseExpression:
+		texts = []string{"SELECT " + query.text}
+	case mode >= parseAssignFirst && mode <= parseAssignLast:
+		target, value, ok := splitAssignment(query.text)
+		if !ok {
+			w.add(nil, unknownEffect("PL/pgSQL assignment could not be read"))
+			return
+		}
+		texts = []string{"SELECT " + value}
+		for _, subscript := range subscripts(target) {
+			texts = append(texts, "SELECT "+subscript)
+		}
+	default:
+		w.add(nil, unknownEffect(fmt.Sprintf("PL/pgSQL expression of unknown kind %d", mode)))
+		return
+	}
+	for _, text := range texts {
+		tree, err := pg_query.Parse(text)
+		if err != nil {
+			w.add(nil, unknownEffect("PL/pgSQL statement could not be parsed"))
+			continue
+		}
+		for _, raw := range tree.GetStmts() {
+			w.add(raw.GetStmt(), w.a.statement(raw.GetStmt()))
+		}
+	}
+}
+
+// splitAssignment splits "target := value" (or "target = value") at the first assignment operator
+// outside quotes and brackets.
+func splitAssignment(text string) (target, value string, ok bool) {
+	depth := 0
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '[':
+			depth++
+		case c == ')' || c == ']':
+			depth--
+		case depth == 0 && c == ':' && i+1 < len(text) && text[i+1] == '=':
+			return text[:i], text[i+2:], strings.TrimSpace(text[i+2:]) != ""
+		case depth == 0 && c == '=':
+			return text[:i], text[i+1:], strings.TrimSpace(text[i+1:]) != ""
+		}
+	}
+	return "", "", false
+}
+
+// subscripts returns the expressions inside [...] of an assignment target, such as arr[f(1)].
+func subscripts(target string) []string {
+	var out []string
+	for len(out) < 16 {
+		open := strings.IndexByte(target, '[')
+		if open < 0 {
+			break
+		}
+		end := bytes.IndexByte([]byte(target[open:]), ']')
+		if end < 0 {
+			break
+		}
+		inner := target[open+1 : open+end]
+		for _, part := range strings.Split(inner, ":") {
+			if strings.TrimSpace(part) != "" {
+				out = append(out, part)
+			}
+		}
+		target = target[open+end+1:]
+	}
+	return out
+}
