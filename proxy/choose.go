@@ -52,19 +52,11 @@ func routeRequest(eff classify.Effects) route.Request {
 		req.Subject = describePin(eff.Session&pinningEffects) + " pins the session"
 		return req
 	}
-	switch eff.Reason {
-	case classify.ReasonReadOnly:
-		req.Reason = route.ReasonReadOnly
-	case classify.ReasonWrite:
-		req.Reason = route.ReasonWrite
-	case classify.ReasonRowLock:
-		req.Reason = route.ReasonRowLock
-	case classify.ReasonWritingFunction:
-		req.Reason = route.ReasonWritingFunction
-	default:
-		req.Access = route.AccessWrite
-		req.Reason = route.ReasonUnknownEffect
+	reason, ok := routeReason(eff.Reason)
+	if !ok {
+		req.Access, reason = route.AccessWrite, route.ReasonUnknownEffect
 	}
+	req.Reason = reason
 	return req
 }
 

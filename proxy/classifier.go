@@ -1,8 +1,34 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/classify/catalog"
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
 )
+
+// classifierState is what a session keeps for the classifier: the context its statements are
+// classified in (database, user, search_path as changed by the session's SETs), and whether a
+// statement that changes functions or views is waiting to have run.
+type classifierState struct {
+	ctx   classify.Context
+	ready bool
+	// setsSeen, pendingSeen and lastPending say which of the session's settings ctx reflects.
+	setsSeen, pendingSeen int
+	lastPending           string
+	// pendingChange: the session classified a statement that changes functions or views; once it
+	// has run and the session is idle, the database's catalogue is invalidated again.
+	pendingChange bool
+}
 
 // classify returns the effects of sql as the session would run it.
 // paramTypes are the parameter type OIDs a Parse message declared (nil for a
@@ -10,5 +36,170 @@ import (
 // that what the classifier needs to know of the session (its database, its
 // search_path) is gathered here.
 func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects {
-	return sess.srv.opts.Classifier.Classify(sql)
+	c := sess.srv.opts.Classifier
+	st := &sess.cls
+	st.refresh(sess, c)
+	if st.pendingChange && sess.last.valid && sess.last.effects.CatalogueChange && sess.idleForCatalogue() {
+		// The change has run (and is committed): whatever was loaded while it ran is outdated.
+		c.Invalidate(&st.ctx)
+		st.pendingChange = false
+	}
+	ctx := st.ctx
+	ctx.ParamTypes = paramTypes
+	eff := c.ClassifyIn(sql, &ctx)
+	if eff.CatalogueChange {
+		st.pendingChange = true
+	}
+	return eff
+}
+
+// idleForCatalogue reports whether the session is outside a transaction block.
+func (sess *session) idleForCatalogue() bool {
+	be := sess.held
+	return be == nil || (be.conn != nil && be.conn.TxStatus == 'I' && !be.openBatch)
+}
+
+// refresh brings the classification context up to date with the session's settings: the startup
+// search_path (or the database's default), then every session-level SET, RESET, DISCARD ALL or
+// set_config of search_path that succeeded, in order.
+func (st *classifierState) refresh(sess *session, c *classify.Classifier) {
+	pending := len(sess.pendingSets)
+	lastPending := ""
+	if pending > 0 {
+		lastPending = sess.pendingSets[pending-1]
+	}
+	if st.ready && st.setsSeen == len(sess.sets) && st.pendingSeen == pending && st.lastPending == lastPending {
+		return
+	}
+	st.ready = true
+	st.setsSeen, st.pendingSeen, st.lastPending = len(sess.sets), pending, lastPending
+	st.ctx.Database = sess.database
+	st.ctx.User = sess.user
+	startup := startupSearchPath(sess.login.Params)
+	path, unknown := startup, false
+	apply := func(sql string) {
+		change := c.Classify(sql).SearchPath
+		switch {
+		case change == nil:
+		case !change.Known:
+			path, unknown = nil, true
+		case change.Reset:
+			path, unknown = startup, false
+		default:
+			path, unknown = change.Schemas, false
+		}
+	}
+	for _, sql := range sess.sets {
+		apply(sql)
+	}
+	for _, sql := range sess.pendingSets {
+		apply(sql)
+	}
+	st.ctx.SearchPath, st.ctx.SearchPathUnknown = path, unknown
+}
+
+// startupSearchPath reads search_path from the startup parameters: the parameter itself, or
+// -c search_path=... in options. nil means the database's default.
+func startupSearchPath(params map[string]string) []string {
+	if value, ok := params["search_path"]; ok {
+		return nonNil(classify.SplitSearchPath(value))
+	}
+	options := params["options"]
+	for _, prefix := range []string{"-c search_path=", "--search_path=", "-csearch_path="} {
+		if at := strings.Index(options, prefix); at >= 0 {
+			rest := options[at+len(prefix):]
+			end := strings.Index(rest, " -")
+			if end >= 0 {
+				rest = rest[:end]
+			}
+			rest = strings.ReplaceAll(rest, `\ `, " ")
+			return nonNil(classify.SplitSearchPath(rest))
+		}
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// routeReason maps a classify.Reason to the route.Reason a request carries. ok is false for a
+// reason the router does not know, which must then be treated as UNKNOWN_EFFECT on the primary.
+// HINT and OVERRIDE come with classify.Read (a standby) or, HINT only, classify.Write (the primary);
+// NODE_LOCAL_STATS and NESTING_TOO_DEEP always come with classify.Write.
+func routeReason(r classify.Reason) (route.Reason, bool) {
+	switch r {
+	case classify.ReasonReadOnly:
+		return route.ReasonReadOnly, true
+	case classify.ReasonWrite:
+		return route.ReasonWrite, true
+	case classify.ReasonRowLock:
+		return route.ReasonRowLock, true
+	case classify.ReasonWritingFunction:
+		return route.ReasonWritingFunction, true
+	case classify.ReasonUnknownEffect:
+		return route.ReasonUnknownEffect, true
+	case classify.ReasonNodeLocalStats:
+		return route.ReasonNodeLocalStats, true
+	case classify.ReasonHint:
+		return route.ReasonHint, true
+	case classify.ReasonNestingTooDeep:
+		return route.ReasonNestingTooDeep, true
+	case classify.ReasonOverride:
+		return route.ReasonOverride, true
+	}
+	return route.ReasonUnknownEffect, false
+}
+
+// newClassifier builds the classifier from the configuration, with a function catalogue per
+// database read from the current primary (as the monitor user) when the node states are known.
+func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger) *classify.Classifier {
+	opts := classify.Options{CacheSize: cfg.Classify.CacheSize, MaxDepth: cfg.Classify.MaxDepth}
+	if cfg.Classify.CacheSize == 0 {
+		opts.CacheSize = -1 // classify.cache_size: 0 disables the cache
+	}
+	if nodes != nil {
+		opts.Catalogues = catalog.New(catalog.Options{
+			Connect:         primaryConnector(cfg, nodes),
+			Overrides:       catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
+			RefreshInterval: cfg.Classify.RefreshInterval,
+			Logger:          logger.With().Str("component", "catalog").Logger(),
+		})
+	}
+	return classify.New(opts)
+}
+
+// primaryConnector connects to a database on the current primary with the monitor's credentials.
+func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context, string) (*pgx.Conn, error) {
+	policy := PolicyFromConfig(cfg)
+	addrs := make(map[string]config.Node, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		addrs[n.Name] = n
+	}
+	return func(ctx context.Context, database string) (*pgx.Conn, error) {
+		snap := nodes.Snapshot()
+		index, err := route.Primary(snap, policy, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("catalog: no primary to read the function catalogue from: %w", err)
+		}
+		node, ok := addrs[snap.Nodes[index].Name]
+		if !ok {
+			return nil, fmt.Errorf("catalog: unknown node %q", snap.Nodes[index].Name)
+		}
+		var b strings.Builder
+		quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+		for _, kv := range [][2]string{{"host", node.Host}, {"port", strconv.Itoa(node.Port)}, {"user", cfg.Monitor.User},
+			{"password", cfg.Monitor.Password}, {"dbname", database}, {"application_name", "pgowl catalogue"},
+			{"sslmode", "prefer"}, {"connect_timeout", strconv.Itoa(max(1, int(cfg.Pool.DialTimeout.Seconds())))}} {
+			fmt.Fprintf(&b, "%s='%s' ", kv[0], quote.Replace(kv[1]))
+		}
+		connConfig, err := pgx.ParseConfig(b.String())
+		if err != nil {
+			return nil, err
+		}
+		return pgx.ConnectConfig(ctx, connConfig)
+	}
 }

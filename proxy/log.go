@@ -58,6 +58,13 @@ func (l *lastUnit) explain() string {
 	if dec.Node == "" {
 		return fmt.Sprintf("not routed: %s; effect=%s reason=%s subject=%q statement=%q", l.outcome, eff.Access, eff.Reason, eff.Subject, eff.Normalized)
 	}
-	return fmt.Sprintf("node=%s role=%s reason=%s lag_ms=%d subject=%q effect=%s outcome=%s statement=%q",
+	text := fmt.Sprintf("node=%s role=%s reason=%s lag_ms=%d subject=%q effect=%s outcome=%s statement=%q",
 		dec.Node, dec.Role, dec.Reason, dec.Lag.Milliseconds(), dec.Subject, eff.Access, l.outcome, eff.Normalized)
+	if chain := eff.ChainString(); chain != "" {
+		text += "\nchain: " + chain
+	}
+	for _, w := range eff.Warnings {
+		text += "\nwarning: " + w
+	}
+	return text
 }

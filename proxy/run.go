@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/pool"
@@ -78,7 +77,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		Config:     cfg,
 		Logger:     logger,
 		Nodes:      mon,
-		Classifier: classify.New(classify.Options{CacheSize: cfg.Classify.CacheSize}),
+		Classifier: newClassifier(cfg, mon, logger),
 		Pool:       backends,
 		Auth:       auth.NewStore(creds...),
 		TLS:        tlsConfig,

@@ -65,6 +65,8 @@ type session struct {
 	scratch []byte
 	// last describes the last routed unit, for SHOW pgowl.explain.
 	last lastUnit
+	// cls is the session's classification context (see classifier.go).
+	cls classifierState
 }
 
 // runningStatement says where a client's statement is running, for cancel requests.
