@@ -45,5 +45,6 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCommand(), newDemoCommand(), newVersionCommand())
+	root.AddCommand(newExplainCommand())
 	return root
 }
