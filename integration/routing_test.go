@@ -20,7 +20,7 @@ var execModes = []struct {
 	// nothing, so it gets no NOTICE (a NOTICE names where a statement ran).
 	{"cache_statement", pgx.QueryExecModeCacheStatement, 1},
 	{"describe_exec", pgx.QueryExecModeDescribeExec, 1},
-	{"exec", pgx.QueryExecModeExec, 1},                      // Parse/Bind/Describe/Execute/Sync
+	{"exec", pgx.QueryExecModeExec, 1}, // Parse/Bind/Describe/Execute/Sync
 }
 
 // TestRoutingEvidence runs a read and a write under each pgx protocol and
