@@ -518,11 +518,8 @@ func marker(prefix string) string {
 // resetStats clears pg_stat_statements on every node.
 func resetStats(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	for _, n := range c.Nodes {
-		if err := n.ResetStatementStats(ctx); err != nil {
-			t.Fatalf("reset pg_stat_statements on %s: %v", n.Name, err)
-		}
+	if err := c.ResetStatementStats(timeoutCtx(t, statementTimeout)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -541,14 +538,9 @@ func evidence(t *testing.T, c *cluster.Cluster, tag string) map[string]int64 {
 // evidenceLike returns, per node, pg_stat_statements calls of statements matching a LIKE pattern.
 func evidenceLike(t *testing.T, c *cluster.Cluster, like string) map[string]int64 {
 	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	out := map[string]int64{}
-	for _, n := range c.Nodes {
-		calls, err := n.StatementCalls(ctx, like)
-		if err != nil {
-			t.Fatalf("read pg_stat_statements on %s: %v", n.Name, err)
-		}
-		out[n.Name] = calls
+	out, err := c.StatementCalls(timeoutCtx(t, statementTimeout), like)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

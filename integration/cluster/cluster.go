@@ -366,3 +366,28 @@ func killProcessesMentioning(text string) (int, error) {
 	}
 	return len(victims), nil
 }
+
+// ResetStatementStats clears pg_stat_statements on every node.
+func (c *Cluster) ResetStatementStats(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		if err := n.ResetStatementStats(ctx); err != nil {
+			return fmt.Errorf("reset pg_stat_statements on %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// StatementCalls returns, per node name, how many times the node executed
+// statements whose text matches the LIKE pattern: the nodes' own evidence of
+// where statements ran.
+func (c *Cluster) StatementCalls(ctx context.Context, queryLike string) (map[string]int64, error) {
+	out := make(map[string]int64, len(c.Nodes))
+	for _, n := range c.Nodes {
+		calls, err := n.StatementCalls(ctx, queryLike)
+		if err != nil {
+			return nil, fmt.Errorf("read pg_stat_statements on %s: %w", n.Name, err)
+		}
+		out[n.Name] = calls
+	}
+	return out, nil
+}
