@@ -112,12 +112,16 @@ type Pool struct {
 	Mode string `yaml:"mode" mapstructure:"mode" help:"transaction | session"`
 	// MaxPerNode caps the server connections to one node; at least 1.
 	MaxPerNode int `yaml:"max_per_node" mapstructure:"max_per_node" help:"most server connections to one node"`
-	// MinIdle is the number of idle connections kept open per node; 0..MaxPerNode.
-	MinIdle int `yaml:"min_idle" mapstructure:"min_idle" help:"idle server connections kept open per node"`
+	// MinIdle is the number of idle connections kept open to a node for each login that has
+	// used the node (at most 64 logins per node are remembered); 0..MaxPerNode.
+	MinIdle int `yaml:"min_idle" mapstructure:"min_idle" help:"idle server connections kept open per node and login"`
 	// IdleTimeout closes connections idle for longer; zero keeps them.
 	IdleTimeout time.Duration `yaml:"idle_timeout" mapstructure:"idle_timeout" help:"close server connections idle for longer, 0 never"`
 	// MaxLifetime closes connections older than this once they are idle; zero means no limit.
 	MaxLifetime time.Duration `yaml:"max_lifetime" mapstructure:"max_lifetime" help:"close server connections older than this, 0 never"`
+	// HealthCheckAfter is how long a connection may sit idle before it is checked with an empty
+	// query when it is handed out; zero never checks.
+	HealthCheckAfter time.Duration `yaml:"health_check_after" mapstructure:"health_check_after" help:"check a server connection idle for longer before handing it out, 0 never"`
 	// AcquireTimeout bounds the wait for a free server connection; greater than zero.
 	AcquireTimeout time.Duration `yaml:"acquire_timeout" mapstructure:"acquire_timeout" help:"time limit to get a server connection from the pool"`
 	// DialTimeout bounds opening and authenticating a new server connection; greater than zero.
@@ -229,12 +233,13 @@ func Default() Config {
 			MaxClientConnections: 10000,
 		},
 		Pool: Pool{
-			Mode:           PoolTransaction,
-			MaxPerNode:     40,
-			IdleTimeout:    5 * time.Minute,
-			MaxLifetime:    time.Hour,
-			AcquireTimeout: 2 * time.Second,
-			DialTimeout:    5 * time.Second,
+			Mode:             PoolTransaction,
+			MaxPerNode:       40,
+			IdleTimeout:      5 * time.Minute,
+			MaxLifetime:      time.Hour,
+			HealthCheckAfter: 30 * time.Second,
+			AcquireTimeout:   2 * time.Second,
+			DialTimeout:      5 * time.Second,
 		},
 		Classify: Classify{
 			MaxDepth:        16,

@@ -177,6 +177,7 @@ func TestDefaults(t *testing.T) {
 		"pool.min_idle":                 "0",
 		"pool.idle_timeout":             "5m0s",
 		"pool.max_lifetime":             "1h0m0s",
+		"pool.health_check_after":       "30s",
 		"pool.acquire_timeout":          "2s",
 		"pool.dial_timeout":             "5s",
 		"classify.max_depth":            "16",

@@ -115,6 +115,7 @@ func TestDecodeRefusesWithKeyPath(t *testing.T) {
 		{"min_idle above max_per_node", `pool: {min_idle: 41}`, "pool.min_idle", "more than pool.max_per_node (40)"},
 		{"idle_timeout negative", `pool: {idle_timeout: -1s}`, "pool.idle_timeout", "must not be negative"},
 		{"max_lifetime negative", `pool: {max_lifetime: -1h}`, "pool.max_lifetime", "must not be negative"},
+		{"health_check_after negative", `pool: {health_check_after: -1s}`, "pool.health_check_after", "must not be negative"},
 		{"acquire_timeout zero", `pool: {acquire_timeout: 0s}`, "pool.acquire_timeout", "greater than 0"},
 		{"dial_timeout zero", `pool: {dial_timeout: 0s}`, "pool.dial_timeout", "greater than 0"},
 		{"max_depth zero", `classify: {max_depth: 0}`, "classify.max_depth", "less than 1"},

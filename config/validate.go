@@ -218,6 +218,7 @@ func (v *validator) pool(p Pool) {
 	}
 	v.notNegative("pool.idle_timeout", p.IdleTimeout)
 	v.notNegative("pool.max_lifetime", p.MaxLifetime)
+	v.notNegative("pool.health_check_after", p.HealthCheckAfter)
 	v.positive("pool.acquire_timeout", p.AcquireTimeout)
 	v.positive("pool.dial_timeout", p.DialTimeout)
 }

@@ -13,6 +13,29 @@
 // fails with DATABASE_BUSY. A node that refuses a connection with
 // too_many_connections is reported the same way.
 //
+// Once a login has acquired a connection to a node, the pool remembers it (at
+// most 64 logins per node) and keeps pool.min_idle idle connections open for
+// it there. A maintenance goroutine, started by New when pool.min_idle,
+// pool.idle_timeout or pool.max_lifetime is set and stopped by Close, runs
+// about twice a second. It closes idle connections idle for longer than
+// pool.idle_timeout, keeping the most recently used pool.min_idle of a
+// remembered login, and idle connections older than pool.max_lifetime,
+// whatever min_idle says. Then it dials in the background what each
+// remembered login lacks of min_idle, while the node is under its cap and no
+// Acquire waits for it, a few dials at a time. A background dial that fails
+// pauses the node's background dials for a few seconds, so that a node that
+// is down is not hammered; a login the node refuses (bad password, missing
+// database) is forgotten instead. A connection dialled before CloseNode is
+// closed rather than kept.
+//
+// An idle connection can die without the pool noticing (the node restarted,
+// pg_terminate_backend, a firewall dropped it). When Acquire takes one that
+// sat idle for longer than pool.health_check_after, it sends it an empty
+// query and waits for ReadyForQuery, for at most min(pool.dial_timeout, 2s).
+// A connection that fails the check is closed, and Acquire goes on to the
+// next idle connection of the login, or dials one in the dead one's slot. A
+// connection handed from Release straight to a waiting Acquire is not checked.
+//
 // The pool does not know the protocol state of a connection; the proxy
 // resets a connection (ROLLBACK and DISCARD ALL) before it releases it as
 // reusable, or releases it as broken so that the pool closes it.

@@ -13,9 +13,19 @@ type Options struct {
 	MaxPerNode     int
 	AcquireTimeout time.Duration
 	DialTimeout    time.Duration
-	IdleTimeout    time.Duration
-	MaxLifetime    time.Duration
-	MaxMessageSize int
+	// IdleTimeout closes connections idle for longer, but never the last
+	// MinIdle of a remembered login; zero keeps them.
+	IdleTimeout time.Duration
+	// MaxLifetime closes idle connections older than this; zero means no limit.
+	MaxLifetime time.Duration
+	// MinIdle is the number of idle connections kept open to a node for each
+	// login that acquired a connection there (at most maxRememberedLogins
+	// logins per node).
+	MinIdle int
+	// HealthCheckAfter is how long a connection may sit idle before Acquire
+	// checks it with an empty query; zero never checks.
+	HealthCheckAfter time.Duration
+	MaxMessageSize   int
 }
 
 // Pool keeps backend connections per node and per login.
@@ -24,13 +34,30 @@ type Pool struct {
 	mu    sync.Mutex
 	nodes map[string]*nodePool
 	done  bool
+
+	// refillBackoff is how long background dials to a node pause after one failed.
+	refillBackoff time.Duration
+	// stopMaintenance ends the maintenance goroutine and its dials; nil when
+	// no option needs one.
+	stopMaintenance context.CancelFunc
+	// maintenance counts the maintenance goroutine and its dials in flight.
+	maintenance sync.WaitGroup
 }
 
 type nodePool struct {
 	gen     uint64             // bumped by CloseNode: older connections are not reused
-	open    int                // connections counted against the cap, idle or in use
+	open    int                // connections counted against the cap, idle, in use or being dialled
 	idle    map[string][]*Conn // by login key, most recently used last
 	waiters []*waiter          // in arrival order
+
+	// For MinIdle: where the node was last reached, the logins that acquired
+	// a connection there, and the background dials in flight by login key
+	// (each holds a slot in open).
+	target      Target
+	logins      map[string]Login
+	refilling   map[string]int
+	refillAfter time.Time // no background dial before this, after one failed
+	refillDials int       // background dials started, for tests
 }
 
 // waiter is an Acquire waiting for a node at its cap. A released connection
@@ -60,13 +87,25 @@ func New(opts Options) *Pool {
 	if opts.MaxMessageSize <= 0 {
 		opts.MaxMessageSize = 64 << 20
 	}
-	return &Pool{opts: opts, nodes: make(map[string]*nodePool)}
+	opts.MinIdle = min(max(opts.MinIdle, 0), opts.MaxPerNode)
+	p := &Pool{opts: opts, nodes: make(map[string]*nodePool), refillBackoff: defaultRefillBackoff}
+	if opts.MinIdle > 0 || opts.IdleTimeout > 0 || opts.MaxLifetime > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stopMaintenance = cancel
+		p.maintenance.Add(1)
+		go p.maintain(ctx)
+	}
+	return p
 }
 
 func (p *Pool) node(name string) *nodePool {
 	np := p.nodes[name]
 	if np == nil {
-		np = &nodePool{idle: make(map[string][]*Conn)}
+		np = &nodePool{
+			idle:      make(map[string][]*Conn),
+			logins:    make(map[string]Login),
+			refilling: make(map[string]int),
+		}
 		p.nodes[name] = np
 	}
 	return np
@@ -77,8 +116,20 @@ func (p *Pool) node(name string) *nodePool {
 // timeout, or when the node itself refuses with too_many_connections; any
 // other dial error (wrong password, missing database, node down) is returned
 // as it is.
+//
+// An idle connection that sat idle for longer than HealthCheckAfter is
+// checked first; a dead one is closed and the next one tried, or a new one
+// dialled in its place.
 func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error) {
 	key := login.key()
+	c, err := p.acquire(ctx, t, login, key)
+	if err == nil && p.opts.MinIdle > 0 {
+		p.remember(t, login, key)
+	}
+	return c, err
+}
+
+func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (*Conn, error) {
 	p.mu.Lock()
 	if p.done {
 		p.mu.Unlock()
@@ -86,9 +137,9 @@ func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error
 	}
 	np := p.node(t.Node)
 	if len(np.waiters) == 0 {
-		if c := p.takeIdle(np, key); c != nil {
+		if c, idleFor := p.takeIdle(np, key); c != nil {
 			p.mu.Unlock()
-			return c, nil
+			return p.handOutIdle(ctx, t, login, c, idleFor)
 		}
 	}
 	if len(np.waiters) == 0 && (np.open < p.opts.MaxPerNode || p.evictOtherLogin(np, key)) {
@@ -160,29 +211,73 @@ func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, erro
 	return c, nil
 }
 
-// takeIdle returns a usable idle connection for key, closing expired ones.
-func (p *Pool) takeIdle(np *nodePool, key string) *Conn {
+// handOutIdle returns c, just taken idle after idleFor, once it is known to
+// be usable: a connection idle for longer than HealthCheckAfter is checked
+// first. A dead one is closed; its slot goes to the next idle connection of
+// the login or, when there is none, to a new connection.
+func (p *Pool) handOutIdle(ctx context.Context, t Target, login Login, c *Conn, idleFor time.Duration) (*Conn, error) {
+	key := c.loginKey
+	for {
+		if p.opts.HealthCheckAfter <= 0 || idleFor <= p.opts.HealthCheckAfter {
+			return c, nil
+		}
+		if err := p.checkAlive(c); err == nil {
+			return c, nil
+		}
+		c.Close()
+		p.mu.Lock()
+		np := p.node(t.Node)
+		if p.done {
+			p.freeSlot(np)
+			p.mu.Unlock()
+			return nil, errors.New("pool is closed")
+		}
+		var next *Conn
+		if len(np.waiters) == 0 {
+			next, idleFor = p.takeIdle(np, key)
+		}
+		if next == nil {
+			p.mu.Unlock()
+			return p.dialSlot(ctx, t, login) // in the dead connection's slot
+		}
+		p.freeSlot(np) // the next connection holds a slot of its own
+		p.mu.Unlock()
+		c = next
+	}
+}
+
+// takeIdle returns an idle connection for key and how long it was idle,
+// closing those past MaxLifetime. Connections idle for longer than
+// IdleTimeout are left to the maintenance goroutine, which keeps MinIdle of
+// them. The caller holds p.mu.
+func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration) {
 	list := np.idle[key]
 	now := time.Now()
 	for len(list) > 0 {
 		c := list[len(list)-1]
+		list[len(list)-1] = nil
 		list = list[:len(list)-1]
-		if p.expired(c, now) {
-			np.open--
+		if p.tooOld(c, now) {
+			p.freeSlot(np)
 			go c.Close()
 			continue
 		}
-		np.idle[key] = list
+		if len(list) == 0 {
+			delete(np.idle, key)
+		} else {
+			np.idle[key] = list
+		}
+		idleFor := now.Sub(c.lastUsed)
 		c.lastUsed = now
-		return c
+		return c, idleFor
 	}
 	delete(np.idle, key)
-	return nil
+	return nil, 0
 }
 
-func (p *Pool) expired(c *Conn, now time.Time) bool {
-	return (p.opts.MaxLifetime > 0 && now.Sub(c.created) > p.opts.MaxLifetime) ||
-		(p.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > p.opts.IdleTimeout)
+// tooOld reports whether c has outlived MaxLifetime.
+func (p *Pool) tooOld(c *Conn, now time.Time) bool {
+	return p.opts.MaxLifetime > 0 && now.Sub(c.created) > p.opts.MaxLifetime
 }
 
 // evictOtherLogin closes one idle connection of another login to make room.
@@ -205,13 +300,18 @@ func (p *Pool) evictOtherLogin(np *nodePool, key string) bool {
 // forget gives back a slot whose connection never came to be or was closed.
 func (p *Pool) forget(node string) {
 	p.mu.Lock()
-	np := p.node(node)
+	p.freeSlot(p.node(node))
+	p.mu.Unlock()
+}
+
+// freeSlot gives back a slot whose connection is gone: it passes to the
+// first waiter, if any. The caller holds p.mu.
+func (p *Pool) freeSlot(np *nodePool) {
 	if len(np.waiters) > 0 {
-		p.handOver(np, grant{}) // the slot passes to the first waiter
+		p.handOver(np, grant{})
 	} else {
 		np.open--
 	}
-	p.mu.Unlock()
 }
 
 // handOver gives g to the first waiter. The caller holds p.mu.
@@ -225,8 +325,13 @@ func (p *Pool) handOver(np *nodePool, g grant) {
 // in an unknown protocol state, or its node changed role) is closed.
 func (p *Pool) Release(c *Conn, reusable bool) {
 	p.mu.Lock()
+	p.releaseLocked(c, reusable)
+}
+
+// releaseLocked is Release for a caller that holds p.mu, which it unlocks.
+func (p *Pool) releaseLocked(c *Conn, reusable bool) {
 	np := p.node(c.Node)
-	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.expired(c, time.Now()) {
+	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.tooOld(c, time.Now()) {
 		c.Close()
 		if len(np.waiters) > 0 && !p.done {
 			p.handOver(np, grant{})
@@ -310,7 +415,8 @@ func (p *Pool) Saturated(node string) bool {
 	return true
 }
 
-// Stats reports the connections to node that are in use and idle.
+// Stats reports the connections to node that are in use and idle. Background
+// dials for MinIdle in flight count as neither.
 func (p *Pool) Stats(node string) (inUse, idle int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -321,12 +427,14 @@ func (p *Pool) Stats(node string) (inUse, idle int) {
 	for _, list := range np.idle {
 		idle += len(list)
 	}
-	return np.open - idle, idle
+	return np.open - idle - np.refillsInFlight(), idle
 }
 
-// Close closes every idle connection and refuses further acquires; in-use
-// connections are closed when they are released.
+// Close closes every idle connection, stops the maintenance goroutine and
+// refuses further acquires; in-use connections are closed when they are
+// released.
 func (p *Pool) Close() {
+	defer p.waitMaintenance()
 	p.mu.Lock()
 	p.done = true
 	var closing []*Conn

@@ -13,9 +13,17 @@ import (
 
 func startNode(t *testing.T) (Target, Login) {
 	t.Helper()
+	_, target, login := startPostgres(t)
+	return target, login
+}
+
+// startPostgres starts a one-node cluster with user app and returns the node,
+// for superuser queries, with the pool's target and login for it.
+func startPostgres(t *testing.T) (*cluster.Node, Target, Login) {
+	t.Helper()
 	c := cluster.StartForTest(t, cluster.Options{Users: []cluster.User{{Name: "app", Password: "secret"}}})
 	n := c.Nodes[0]
-	return Target{Node: n.Name, Host: n.Host, Port: n.Port}, Login{User: "app", Password: "secret", Database: "postgres"}
+	return n, Target{Node: n.Name, Host: n.Host, Port: n.Port}, Login{User: "app", Password: "secret", Database: "postgres"}
 }
 
 // TestAcquireWaitsInOrderWithinTheCap has more clients than the cap take and

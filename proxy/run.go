@@ -52,12 +52,14 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		nodes = append(nodes, monitor.NodeAddr{Name: n.Name, Host: n.Host, Port: n.Port})
 	}
 	backends := pool.New(pool.Options{
-		MaxPerNode:     cfg.Pool.MaxPerNode,
-		AcquireTimeout: cfg.Pool.AcquireTimeout,
-		DialTimeout:    cfg.Pool.DialTimeout,
-		IdleTimeout:    cfg.Pool.IdleTimeout,
-		MaxLifetime:    cfg.Pool.MaxLifetime,
-		MaxMessageSize: cfg.Limits.MaxMessageSize,
+		MaxPerNode:       cfg.Pool.MaxPerNode,
+		AcquireTimeout:   cfg.Pool.AcquireTimeout,
+		DialTimeout:      cfg.Pool.DialTimeout,
+		IdleTimeout:      cfg.Pool.IdleTimeout,
+		MaxLifetime:      cfg.Pool.MaxLifetime,
+		MinIdle:          cfg.Pool.MinIdle,
+		HealthCheckAfter: cfg.Pool.HealthCheckAfter,
+		MaxMessageSize:   cfg.Limits.MaxMessageSize,
 	})
 	mon := monitor.New(monitor.Options{
 		Nodes:        nodes,
@@ -83,6 +85,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		TLS:        tlsConfig,
 	})
 	if err != nil {
+		backends.Close() // stops its maintenance goroutine
 		return nil, err
 	}
 	return &Instance{Server: srv, Monitor: mon, Pool: backends, cfg: cfg, log: logger}, nil

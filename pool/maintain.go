@@ -1,0 +1,200 @@
+package pool
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"time"
+)
+
+const (
+	// maintenanceInterval is the time between two rounds of the maintenance goroutine.
+	maintenanceInterval = 500 * time.Millisecond
+	// maxRememberedLogins bounds the logins per node that MinIdle connections
+	// are kept for; logins beyond it get none.
+	maxRememberedLogins = 64
+	// maxRefillsPerNode bounds the background dials in flight to one node.
+	maxRefillsPerNode = 4
+	// defaultRefillBackoff is how long background dials to a node pause after
+	// one failed, so that a node that is down is not hammered.
+	defaultRefillBackoff = 5 * time.Second
+)
+
+// remember records that login acquired a connection to t, so that the
+// maintenance goroutine keeps MinIdle idle connections for it.
+func (p *Pool) remember(t Target, login Login, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	np := p.node(t.Node)
+	np.target = t
+	if _, known := np.logins[key]; known || len(np.logins) >= maxRememberedLogins {
+		return
+	}
+	login.Params = maps.Clone(login.Params) // the caller's map may change
+	np.logins[key] = login
+}
+
+// maintain runs until ctx ends: every maintenanceInterval it closes idle
+// connections that are past IdleTimeout or MaxLifetime and dials what the
+// remembered logins miss of MinIdle.
+func (p *Pool) maintain(ctx context.Context) {
+	defer p.maintenance.Done()
+	ticker := time.NewTicker(maintenanceInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			p.reapIdle(now)
+			p.refill(ctx, now)
+		}
+	}
+}
+
+// waitMaintenance stops the maintenance goroutine and waits for it and its dials.
+func (p *Pool) waitMaintenance() {
+	if p.stopMaintenance == nil {
+		return
+	}
+	p.stopMaintenance()
+	p.maintenance.Wait()
+}
+
+// reapIdle closes the idle connections older than MaxLifetime, and those idle
+// for longer than IdleTimeout except the last MinIdle of a remembered login.
+// The most recently used connections are the ones kept.
+func (p *Pool) reapIdle(now time.Time) {
+	if p.opts.IdleTimeout <= 0 && p.opts.MaxLifetime <= 0 {
+		return
+	}
+	var closing []*Conn
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	for _, np := range p.nodes {
+		for key, list := range np.idle {
+			keep := 0
+			if _, remembered := np.logins[key]; remembered {
+				keep = p.opts.MinIdle
+			}
+			left := len(list)
+			kept := list[:0]
+			for _, c := range list { // least recently used first
+				idleTooLong := p.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > p.opts.IdleTimeout && left > keep
+				if p.tooOld(c, now) || idleTooLong {
+					closing = append(closing, c)
+					left--
+					p.freeSlot(np)
+					continue
+				}
+				kept = append(kept, c)
+			}
+			clear(list[len(kept):])
+			if len(kept) == 0 {
+				delete(np.idle, key)
+			} else {
+				np.idle[key] = kept
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+}
+
+// refillDial is a background dial for MinIdle, whose slot is already counted in open.
+type refillDial struct {
+	np     *nodePool
+	target Target
+	login  Login
+	key    string
+	gen    uint64
+}
+
+// refill starts the background dials that bring every remembered login to
+// MinIdle idle connections, on nodes under their cap that nobody waits for
+// and that are not backing off after a failed dial.
+func (p *Pool) refill(ctx context.Context, now time.Time) {
+	if p.opts.MinIdle <= 0 {
+		return
+	}
+	var dials []refillDial
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	for _, np := range p.nodes {
+		if len(np.logins) == 0 || len(np.waiters) > 0 || now.Before(np.refillAfter) {
+			continue
+		}
+		inFlight := np.refillsInFlight()
+		for key, login := range np.logins {
+			missing := p.opts.MinIdle - len(np.idle[key]) - np.refilling[key]
+			for ; missing > 0 && inFlight < maxRefillsPerNode && np.open < p.opts.MaxPerNode; missing-- {
+				np.open++
+				np.refilling[key]++
+				np.refillDials++
+				inFlight++
+				dials = append(dials, refillDial{np: np, target: np.target, login: login, key: key, gen: np.gen})
+			}
+		}
+	}
+	p.maintenance.Add(len(dials)) // while the maintenance goroutine itself is counted
+	p.mu.Unlock()
+	for _, d := range dials {
+		go p.refillOne(ctx, d)
+	}
+}
+
+// refillOne dials one connection for MinIdle and puts it in the pool as
+// idle, or hands it to a waiter. After a failure the node is left alone for
+// refillBackoff; a login the node refuses is forgotten instead.
+func (p *Pool) refillOne(ctx context.Context, d refillDial) {
+	defer p.maintenance.Done()
+	c, err := dial(ctx, d.target, d.login, p.opts.DialTimeout, p.opts.MaxMessageSize)
+	if err != nil {
+		p.mu.Lock()
+		p.refillDone(d)
+		if loginRefused(err) {
+			delete(d.np.logins, d.key)
+		} else {
+			d.np.refillAfter = time.Now().Add(p.refillBackoff)
+		}
+		p.freeSlot(d.np)
+		p.mu.Unlock()
+		return
+	}
+	c.pool = p
+	c.gen = d.gen // a CloseNode since the dial began makes the release close it
+	p.mu.Lock()
+	p.refillDone(d)
+	p.releaseLocked(c, true)
+}
+
+// refillDone ends the count of d as in flight. The caller holds p.mu.
+func (p *Pool) refillDone(d refillDial) {
+	if d.np.refilling[d.key]--; d.np.refilling[d.key] <= 0 {
+		delete(d.np.refilling, d.key)
+	}
+}
+
+// refillsInFlight returns the number of background dials to the node in flight.
+func (np *nodePool) refillsInFlight() int {
+	n := 0
+	for _, count := range np.refilling {
+		n += count
+	}
+	return n
+}
+
+// loginRefused reports whether the node refused the login itself (bad
+// credentials, no such role or database) rather than being unavailable.
+func loginRefused(err error) bool {
+	pgErr := PgError(err)
+	return pgErr != nil && (strings.HasPrefix(pgErr.Code, "28") || strings.HasPrefix(pgErr.Code, "3D"))
+}
