@@ -158,6 +158,16 @@ func combine(stmts []*preparedStmt) classify.Effects {
 	return eff
 }
 
+// endsTransaction reports whether every statement of a batch ends a transaction.
+func endsTransaction(stmts []*preparedStmt) bool {
+	for _, st := range stmts {
+		if st.effects.Tx != classify.TxEnd {
+			return false
+		}
+	}
+	return len(stmts) > 0
+}
+
 // runBatch routes and runs the collected batch. synced says it ends with Sync.
 func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	b := &sess.batch
@@ -184,6 +194,20 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		u.effects.Access, u.effects.Reason = classify.Read, classify.ReasonReadOnly
 		u.effects.Subject = "prepare only: nothing executes"
 		u.anyNode = true
+	}
+	if d := sess.deferred; d != nil && d.aborted && !u.runsNothing {
+		if !endsTransaction(stmts) {
+			sess.send(toErrorResponse(abortedTransaction()))
+			if synced {
+				sess.sendReady()
+			} else {
+				sess.skipUntilSync = true
+			}
+			return nil
+		}
+		// Ending the failed transaction: no node has it, so the batch runs
+		// on its own and the session leaves the transaction.
+		sess.deferred = nil
 	}
 	if len(stmts) > 0 {
 		u.sql = stmts[0].sql

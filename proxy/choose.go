@@ -27,11 +27,13 @@ type unit struct {
 	committed bool   // the unit's last command tag was COMMIT
 
 	decision      route.Decision
-	routeErr      error // why no node could run the unit
-	noticePending bool  // the routing NOTICE is still to be sent
-	forwarded     bool  // some reply of the unit reached the client's buffer
-	runsNothing   bool  // only Parse/Describe/Close: no statement runs
-	anyNode       bool  // runs nothing and holds no backend: any up node may serve it
+	routeErr      error          // why no node could run the unit
+	noticePending bool           // the routing NOTICE is still to be sent
+	forwarded     bool           // some reply of the unit reached the client's buffer
+	runsNothing   bool           // only Parse/Describe/Close: no statement runs
+	anyNode       bool           // runs nothing and holds no backend: any up node may serve it
+	carriesBegin  bool           // the session's deferred BEGIN is sent ahead of the unit
+	beginDecision route.Decision // with carriesBegin: the decision as BEGIN reports it
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }
@@ -81,7 +83,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		}
 		return be, dec, nil
 	}
-	req := routeRequest(u.effects)
+	req := routeRequest(sess.routingEffects(u))
 	req.SessionMaxLag = sess.maxLag
 	sess.turn++
 	req.Turn = sess.turn

@@ -75,6 +75,12 @@ func (sess *session) relay(be *backend, u *unit) error {
 			be.expect.pop()
 			continue
 		}
+		if head := be.expect.front(); head.swallow && head.typ == 'Q' {
+			if err := sess.relayDeferredBegin(be, u); err != nil {
+				return err
+			}
+			continue
+		}
 		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
 			if err := sess.w.Flush(); err != nil {

@@ -59,6 +59,8 @@ type session struct {
 
 	batch         batch
 	skipUntilSync bool
+	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
+	deferred *deferredBegin
 
 	running atomic.Pointer[runningStatement]
 	turn    uint64
@@ -120,6 +122,12 @@ func (sess *session) fail(err error) {
 // sendReady ends a unit pgowl answered itself.
 func (sess *session) sendReady() {
 	status := byte('I')
+	if d := sess.deferred; d != nil && sess.held == nil {
+		status = 'T'
+		if d.aborted {
+			status = 'E'
+		}
+	}
 	if sess.held != nil {
 		status = sess.held.conn.TxStatus
 		if sess.held.skipping || status == 0 {
@@ -222,6 +230,14 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
+	if sess.deferred != nil {
+		if sess.answerInDeferred(eff) {
+			return nil
+		}
+	} else if sess.canDeferBegin(eff) {
+		sess.deferBegin(body, sql, eff)
+		return nil
+	}
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
 	if eff.Statements == 1 {
 		u.setSQL = sql
@@ -257,10 +273,16 @@ const maxAttempts = 3
 // reply reached the client is replaced and the unit sent again, unless the
 // session was inside a transaction there: then the client is told.
 func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backend)) error {
+	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !u.runsNothing
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		be, dec, err := sess.choose(ctx, u)
 		if err != nil {
+			if u.carriesBegin {
+				// The transaction's first statement found no node: the
+				// transaction fails, as it would have on a node.
+				sess.deferred.aborted = true
+			}
 			sess.send(toErrorResponse(err))
 			if u.expectsReady {
 				sess.sendReady()
@@ -271,12 +293,18 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.logUnit(u, dec, errorCode(err))
 			return nil
 		}
+		if u.carriesBegin {
+			dec = sess.startsTransaction(u, dec)
+		}
 		u.decision = dec
 		// The NOTICE says where a statement ran: a unit that runs nothing
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
 		err = sess.prepareBackend(be)
 		if err == nil {
+			if u.carriesBegin {
+				sess.writeDeferredBegin(be)
+			}
 			write(be)
 			sess.running.Store(&be.running)
 			err = be.conn.Writer.Flush()
@@ -286,6 +314,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.running.Store(nil)
 		}
 		if err == nil {
+			if u.carriesBegin {
+				sess.deferred = nil
+			}
 			sess.afterUnit(be, u)
 			sess.releaseIdle(be)
 			outcome := "ok"
@@ -320,6 +351,9 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
 	sess.dropBackend(be)
+	if u.carriesBegin {
+		sess.deferred = nil // the transaction is gone with the backend, as the hint says
+	}
 	sess.log.Warn().Err(cause).Str("node", be.node).Msg("backend connection lost")
 	sess.startReply(u)
 	sess.send(toErrorResponse(&clientError{SQLState: sqlstateConnectionFailure,

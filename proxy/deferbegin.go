@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// A deferred BEGIN is a lone BEGIN (or START TRANSACTION) that pgowl answers
+// itself in transaction pooling, and sends to a node only together with the
+// transaction's first statement, in the same write. The node is chosen for
+// that statement as it would have been for the BEGIN, so the transaction
+// lands where it would have landed, but no backend is held while the client
+// is between BEGIN and its first statement: a transaction of BEGIN, one
+// statement and COMMIT holds a backend for one client round trip instead of
+// two. BEGIN's NOTICE and log line name the node when it really runs there.
+type deferredBegin struct {
+	query   []byte // the Query message body, as the client sent it
+	sql     string
+	effects classify.Effects
+	start   time.Time
+	// aborted: the transaction's first statement could not be routed. As on
+	// a node, the transaction is then failed until ROLLBACK or COMMIT.
+	aborted bool
+}
+
+// canDeferBegin reports whether a simple Query with effects eff is a BEGIN
+// that pgowl may answer itself.
+func (sess *session) canDeferBegin(eff classify.Effects) bool {
+	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
+		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
+		eff.Session == 0 && eff.ParseError == ""
+}
+
+// deferBegin answers a BEGIN and keeps it for the transaction's first statement.
+func (sess *session) deferBegin(body []byte, sql string, eff classify.Effects) {
+	sess.deferred = &deferredBegin{query: append([]byte(nil), body...), sql: sql, effects: eff, start: time.Now()}
+	sess.send(&pgproto3.CommandComplete{CommandTag: []byte("BEGIN")})
+	sess.sendReady()
+}
+
+// endsEmptyTransaction reports whether eff is a lone COMMIT or ROLLBACK
+// (END, ABORT), which ends a deferred transaction that never ran anything.
+func endsEmptyTransaction(eff classify.Effects) bool {
+	return eff.Statements == 1 && eff.Tx == classify.TxEnd && (eff.Subject == "COMMIT" || eff.Subject == "ROLLBACK")
+}
+
+// answerInDeferred answers a simple Query of a deferred transaction that
+// needs no node: COMMIT or ROLLBACK of a transaction that ran nothing, and
+// any statement of a failed one. It reports whether it answered.
+func (sess *session) answerInDeferred(eff classify.Effects) bool {
+	d := sess.deferred
+	switch {
+	case endsEmptyTransaction(eff):
+		tag := eff.Subject
+		if d.aborted {
+			tag = "ROLLBACK" // as PostgreSQL answers COMMIT of a failed transaction
+		}
+		sess.deferred = nil
+		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+		sess.sendReady()
+		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")
+		return true
+	case d.aborted:
+		sess.send(toErrorResponse(abortedTransaction()))
+		sess.sendReady()
+		return true
+	}
+	return false
+}
+
+// abortedTransaction is PostgreSQL's error for a statement in a failed transaction.
+func abortedTransaction() error {
+	return &clientError{SQLState: "25P02",
+		Message: "current transaction is aborted, commands ignored until end of transaction block",
+		Hint:    "pgowl could not route the transaction's first statement, so the transaction never started on a node. End it with ROLLBACK and retry it."}
+}
+
+// routingEffects are the effects that choose a node for u: with a deferred
+// BEGIN, the node must suit the transaction as well as the statement. A
+// read-write transaction needs the primary even when it starts with a read;
+// a READ ONLY transaction goes where the BEGIN READ ONLY would have gone,
+// and a write in it fails there as it would have on that node.
+func (sess *session) routingEffects(u *unit) classify.Effects {
+	eff := u.effects
+	d := sess.deferred
+	if d == nil || !u.carriesBegin {
+		return eff
+	}
+	begin := d.effects
+	if begin.Tx == classify.TxBeginReadOnly || (begin.Access == classify.Write && eff.Access == classify.Read) {
+		eff.Access, eff.Reason, eff.Subject = begin.Access, begin.Reason, begin.Subject
+		eff.Session |= begin.Session
+	}
+	return eff
+}
+
+// writeDeferredBegin sends the deferred BEGIN ahead of the unit on be; its
+// replies are consumed by relayDeferredBegin.
+func (sess *session) writeDeferredBegin(be *backend) {
+	q := sess.deferred.query
+	w := be.conn.Writer
+	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(q)))
+	w.Write(q)
+	be.expect.push(expectation{typ: 'Q', swallow: true})
+}
+
+// relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
+// its ReadyForQuery. The client had its BEGIN reply already; it gets BEGIN's
+// NOTICE now, naming the node, and any error or warning the BEGIN raised.
+func (sess *session) relayDeferredBegin(be *backend, u *unit) error {
+	r := be.conn.Reader
+	noticed := false
+	for {
+		typ, body, err := r.ReadFrame()
+		if err != nil {
+			return err
+		}
+		if !noticed {
+			noticed = true
+			sess.writeNotice(u.beginDecision)
+		}
+		switch typ {
+		case 'Z':
+			if len(body) != 1 {
+				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
+			}
+			be.conn.TxStatus = body[0]
+			be.expect.pop()
+			sess.logBegin(u)
+			return nil
+		case 'E':
+			severity, code, message := errorSeverityFields(body)
+			if severity == "FATAL" || severity == "PANIC" {
+				return &backendClosing{node: be.node, code: code, message: message}
+			}
+			if u.errCode == "" {
+				u.errCode = code
+			}
+			u.forwarded = true
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
+				return err
+			}
+		case 'N':
+			u.forwarded = true
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'N', body)); err != nil {
+				return err
+			}
+		}
+		// CommandComplete BEGIN and ParameterStatus were the client's already.
+	}
+}
+
+// beginDecision is the routing decision as BEGIN's NOTICE and log tell it:
+// the node chosen for the transaction, with BEGIN's own reason unless a
+// fallback chose the node.
+func (sess *session) beginDecision(dec route.Decision) route.Decision {
+	if dec.FallbackRule == "" {
+		req := routeRequest(sess.deferred.effects)
+		dec.Reason, dec.Subject = req.Reason, req.Subject
+	}
+	return dec
+}
+
+// startsTransaction splits the decision of a unit that carries the deferred
+// BEGIN: BEGIN gets the decision (see beginDecision), and the unit's own
+// statement runs inside the transaction, like every statement after it.
+func (sess *session) startsTransaction(u *unit, dec route.Decision) route.Decision {
+	u.beginDecision = sess.beginDecision(dec)
+	dec.Reason, dec.Subject, dec.FallbackRule = route.ReasonInTransaction, u.effects.Subject, ""
+	return dec
+}
+
+// logBegin writes the routing-log line of a deferred BEGIN that ran.
+func (sess *session) logBegin(u *unit) {
+	d := sess.deferred
+	b := unit{start: d.start, effects: d.effects, sql: d.sql}
+	last := sess.last
+	sess.logUnit(&b, u.beginDecision, "ok")
+	sess.last = last
+}
