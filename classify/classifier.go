@@ -143,22 +143,26 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 	if effects, _, ok := c.cache.getBytes(key); ok {
 		return effects
 	}
-	// Statements that differ only in literals share a verdict (see shape.go).
-	// The exact text is cached too, so that a repeated statement costs no shaping.
-	shape, shaped := shapeOf(sql)
+	// Statements that differ only in literals share a verdict (see shape.go). A shape hit does
+	// not cache the exact text: statements with literals rarely repeat exactly (pgbench -S sends
+	// a new aid every time), and caching each would evict useful entries and allocate. The
+	// shape is built and looked up in stack buffers, so a shape hit allocates nothing.
+	var shapeStack [keyBufferSize]byte
+	shapeBytes, shaped := appendShape(shapeStack[:0], sql)
 	if shaped {
-		if effects, dependent, ok := c.cache.get(shape); ok {
+		if effects, dependent, ok := c.cache.getBytes(shapeBytes); ok {
 			if !dependent {
-				c.cache.add(sql, effects, false)
 				return effects
 			}
-			shapeKey := string(key[:prefixLen]) + shape
-			if effects, _, ok := c.cache.get(shapeKey); ok {
-				c.cache.add(sql, effects, true)
-				c.cache.add(string(key), effects, false)
+			var keyed [keyBufferSize]byte
+			if effects, _, ok := c.cache.getBytes(append(append(keyed[:0], key[:prefixLen]...), shapeBytes...)); ok {
 				return effects
 			}
 		}
+	}
+	shape := ""
+	if shaped {
+		shape = string(shapeBytes)
 	}
 	effects, dependent, used, cacheable := c.classifyUncached(sql, ctx, cat)
 	if !cacheable {

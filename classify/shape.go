@@ -27,12 +27,18 @@ const shapePrefix = "\x00"
 // shapeOf returns the cache key of sql's shape, or false when sql must not share a verdict
 // with other statements (or cannot be scanned with certainty).
 func shapeOf(sql string) (string, bool) {
+	shape, ok := appendShape(nil, sql)
+	return string(shape), ok
+}
+
+// appendShape appends the cache key of sql's shape to dst (see shapeOf). The hot path passes a
+// buffer on its stack, so that looking a shape up allocates nothing.
+func appendShape(dst []byte, sql string) ([]byte, bool) {
 	if !shapeEligible(sql) {
-		return "", false
+		return dst, false
 	}
-	var b strings.Builder
-	b.Grow(len(sql) + 1)
-	b.WriteString(shapePrefix)
+	b := dst
+	b = append(b, shapePrefix...)
 	prevIdent := false // the previous byte belongs to an identifier or keyword
 	replaced := false
 	// inByList is set after BY (ORDER BY, GROUP BY, PARTITION BY): an integer there may be a
@@ -47,23 +53,23 @@ func shapeOf(sql string) (string, bool) {
 			if end < 0 {
 				end = len(sql) - i
 			}
-			b.WriteString(sql[i : i+end])
+			b = append(b, sql[i : i+end]...)
 			i += end
 			prevIdent = false
 		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
 			end, ok := blockCommentEnd(sql, i)
 			if !ok {
-				return "", false
+				return dst, false
 			}
-			b.WriteString(sql[i:end])
+			b = append(b, sql[i:end]...)
 			i = end
 			prevIdent = false
 		case c == '"':
 			end, ok := quotedEnd(sql, i, '"', false)
 			if !ok {
-				return "", false
+				return dst, false
 			}
-			b.WriteString(sql[i:end])
+			b = append(b, sql[i:end]...)
 			i = end
 			prevIdent = true
 		case c == '\'':
@@ -80,12 +86,12 @@ func shapeOf(sql string) (string, bool) {
 			}
 			end, ok := quotedEnd(sql, i, '\'', escapes)
 			if !ok {
-				return "", false
+				return dst, false
 			}
 			if bits {
-				b.WriteString("?b")
+				b = append(b, "?b"...)
 			} else {
-				b.WriteString("?s")
+				b = append(b, "?s"...)
 			}
 			replaced = true
 			i = end
@@ -97,7 +103,7 @@ func shapeOf(sql string) (string, bool) {
 				for j < len(sql) && isDigit(sql[j]) {
 					j++
 				}
-				b.WriteString(sql[i:j])
+				b = append(b, sql[i:j]...)
 				i = j
 				prevIdent = true
 				continue
@@ -107,14 +113,14 @@ func shapeOf(sql string) (string, bool) {
 				tagEnd++
 			}
 			if tagEnd >= len(sql) || sql[tagEnd] != '$' || (tagEnd > i+1 && isDigit(sql[i+1])) {
-				return "", false // not a dollar quote we understand
+				return dst, false // not a dollar quote we understand
 			}
 			tag := sql[i : tagEnd+1]
 			close := strings.Index(sql[tagEnd+1:], tag)
 			if close < 0 {
-				return "", false
+				return dst, false
 			}
-			b.WriteString("?s")
+			b = append(b, "?s"...)
 			replaced = true
 			i = tagEnd + 1 + close + len(tag)
 			prevIdent = false
@@ -136,24 +142,24 @@ func shapeOf(sql string) (string, bool) {
 			}
 		done:
 			if j < len(sql) && isIdentByte(sql[j]) {
-				return "", false // 1abc, 0x1F: leave such text to the parser
+				return dst, false // 1abc, 0x1F: leave such text to the parser
 			}
 			if inByList && !decimal {
-				b.WriteString(sql[i:j])
+				b = append(b, sql[i:j]...)
 				i = j
 				prevIdent = false
 				continue
 			}
 			if decimal {
-				b.WriteString("?f")
+				b = append(b, "?f"...)
 			} else {
-				b.WriteString("?i")
+				b = append(b, "?i"...)
 			}
 			replaced = true
 			i = j
 			prevIdent = false
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 			ident := isIdentByte(c)
 			if ident && !prevIdent {
 				wordStart = i
@@ -169,9 +175,9 @@ func shapeOf(sql string) (string, bool) {
 		}
 	}
 	if !replaced {
-		return "", false // the exact text is its own key
+		return dst, false // the exact text is its own key
 	}
-	return b.String(), true
+	return b, true
 }
 
 // byListEnds are the keywords that end an ORDER BY / GROUP BY list.
@@ -180,8 +186,11 @@ var byListEnds = []string{"limit", "offset", "fetch", "for", "having", "window",
 
 // updateByList tracks whether the scanner is inside a BY list after the word w.
 func updateByList(inByList bool, w string) bool {
-	if strings.EqualFold(w, "by") {
+	if len(w) == 2 && w[0]|0x20 == 'b' && w[1]|0x20 == 'y' {
 		return true
+	}
+	if !inByList {
+		return false // only BY starts a list: no need to compare every word
 	}
 	for _, k := range byListEnds {
 		if strings.EqualFold(w, k) {

@@ -21,10 +21,23 @@ type Login struct {
 	// Params are the client's startup parameters (application_name,
 	// search_path, DateStyle, options, ...), forwarded to the node.
 	Params map[string]string
+
+	keyed string // the key, computed once by Keyed
+}
+
+// Keyed returns l with its pool key computed once, for a login that acquires
+// many times (a client session). Its fields must not change afterwards.
+func (l Login) Keyed() Login {
+	l.keyed = ""
+	l.keyed = l.key()
+	return l
 }
 
 // key identifies the logins whose connections are interchangeable.
 func (l Login) key() string {
+	if l.keyed != "" {
+		return l.keyed
+	}
 	k := l.User + "\x00" + l.Database
 	for _, name := range sortedKeys(l.Params) {
 		k += "\x00" + name + "=" + l.Params[name]

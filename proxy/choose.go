@@ -98,13 +98,11 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		dec, err := route.Decide(req, snap, pol, time.Now())
 		if err != nil && req.Access == route.AccessWrite && time.Now().Before(deadline) {
 			// No primary right now: a switchover may be under way. Wait for one.
-			wctx, cancel := context.WithDeadline(ctx, deadline)
-			sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
-				snap = s
+			req, pol := req, pol // copies for the closure: the fast path stays on the stack
+			snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
 				_, err := route.Decide(req, s, pol, time.Now())
 				return err == nil
 			})
-			cancel()
 			dec, err = route.Decide(req, snap, pol, time.Now())
 		}
 		if err != nil {
@@ -120,10 +118,8 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		// The chosen node did not answer although the monitor last saw it up:
 		// it may be dying. Wait for the monitor to see it down, or to choose
 		// another node, then decide again (bounded by routing.primary_wait).
-		failed := dec.Node
-		wctx, cancel := context.WithDeadline(ctx, deadline)
-		sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
-			snap = s
+		req, pol, failed := req, pol, dec.Node
+		snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
 			for _, n := range s.Nodes {
 				if n.Name == failed && !n.Up {
 					return true
@@ -132,11 +128,26 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 			d, err := route.Decide(req, s, pol, time.Now())
 			return err != nil || d.Node != failed
 		})
-		cancel()
 		if ctx.Err() != nil {
 			return nil, dec, ctx.Err()
 		}
 	}
+}
+
+// awaitSnapshot waits until deadline for a node snapshot that satisfies
+// cond and returns the last snapshot seen (snap if none came). It is kept
+// out of choose so that the closures' captures do not move choose's
+// variables to the heap on the path that never waits.
+//
+//go:noinline
+func (sess *session) awaitSnapshot(ctx context.Context, deadline time.Time, snap *route.Snapshot, cond func(*route.Snapshot) bool) *route.Snapshot {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	sess.srv.opts.Nodes.WaitFor(wctx, func(s *route.Snapshot) bool {
+		snap = s
+		return cond(s)
+	})
+	return snap
 }
 
 // spreadReads moves a read off a standby whose pool is exhausted to another
@@ -174,9 +185,8 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 	if !ok {
 		return nil, &clientError{SQLState: sqlstateInternalError, Message: "pgowl: unknown node " + node}
 	}
-	actx, cancel := context.WithTimeout(ctx, sess.srv.opts.Config.Pool.AcquireTimeout+sess.srv.opts.Config.Pool.DialTimeout)
-	defer cancel()
-	c, err := sess.srv.opts.Pool.Acquire(actx, target, sess.login)
+	// The pool bounds the wait (acquire_timeout) and the dial (dial_timeout) itself.
+	c, err := sess.srv.opts.Pool.Acquire(ctx, target, sess.login)
 	if err != nil {
 		if pool.PgError(err) == nil {
 			if _, busy := err.(*pool.BusyError); !busy {
@@ -186,11 +196,17 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		}
 		return nil, err
 	}
-	be := &backend{
+	be := sess.spare
+	if be == nil {
+		be = &backend{}
+	}
+	sess.spare = nil
+	*be = backend{
 		conn:    c,
 		node:    node,
 		role:    role,
 		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
+		expect:  expectQueue{items: be.expect.items[:0]},
 	}
 	if sess.backends == nil {
 		sess.backends = make(map[string]*backend)
@@ -218,6 +234,10 @@ func (sess *session) releaseIdle(be *backend) {
 		be.conn.Unnamed = 0
 	}
 	sess.srv.opts.Pool.Release(be.conn, true)
+	// In transaction pooling a session takes a backend for every unit: the
+	// next one reuses this struct and its expectation queue.
+	be.conn = nil
+	sess.spare = be
 }
 
 // maxPreparedPerConn bounds the pgowl-managed statements kept on one backend connection.

@@ -41,6 +41,8 @@ type session struct {
 	maxLag time.Duration
 
 	backends map[string]*backend
+	// spare is a released backend struct, reused by the next backendFor.
+	spare *backend
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend

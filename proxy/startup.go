@@ -211,7 +211,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		return false
 	}
 	password := sess.srv.credentialsFor(sess.user)
-	sess.login = pool.Login{User: sess.user, Password: password, Database: sess.database, Params: params}
+	sess.login = pool.Login{User: sess.user, Password: password, Database: sess.database, Params: params}.Keyed()
 
 	// Log in to a first node: it proves the database exists and gives the
 	// server parameters the client expects at startup.
