@@ -16,8 +16,9 @@ import (
 // batch collects an extended-protocol batch until Sync or Flush: the client's
 // frames as they came, and what the proxy needs to know about each.
 type batch struct {
-	buf  []byte
-	msgs []batchMsg
+	buf   []byte
+	msgs  []batchMsg
+	stmts []*preparedStmt // statements' result, reused
 }
 
 type batchMsg struct {
@@ -34,6 +35,8 @@ func (b *batch) reset() {
 	b.buf = b.buf[:0]
 	clear(b.msgs)
 	b.msgs = b.msgs[:0]
+	clear(b.stmts)
+	b.stmts = b.stmts[:0]
 	if cap(b.buf) > 4*maxBatchBytes {
 		b.buf = nil
 	}
@@ -94,12 +97,25 @@ func (b *batch) addSync() {
 
 // statements returns, in order, the statements the batch parses or runs.
 func (b *batch) statements(sess *session) []*preparedStmt {
-	var out []*preparedStmt
-	parsed := map[string]*preparedStmt(nil)
-	portals := map[string]*preparedStmt(nil)
-	lookup := func(name string) *preparedStmt {
-		if st, ok := parsed[name]; ok {
-			return st
+	out := b.stmts[:0]
+	// A statement the batch itself parses shadows the session's. Short
+	// batches look back through their own Parse messages; long pipelines
+	// use a map.
+	var parsed map[string]*preparedStmt
+	if len(b.msgs) > shortBatch {
+		parsed = make(map[string]*preparedStmt)
+	}
+	lookup := func(i int, name string) *preparedStmt {
+		if parsed != nil {
+			if st, ok := parsed[name]; ok {
+				return st
+			}
+		} else {
+			for j := i - 1; j >= 0; j-- {
+				if p := &b.msgs[j]; p.typ == 'P' && p.name == name {
+					return p.stmt
+				}
+			}
 		}
 		if name == "" {
 			return sess.unnamed
@@ -110,29 +126,29 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 		m := &b.msgs[i]
 		switch m.typ {
 		case 'P':
-			if parsed == nil {
-				parsed = make(map[string]*preparedStmt, 2)
+			if parsed != nil {
+				parsed[m.name] = m.stmt
 			}
-			parsed[m.name] = m.stmt
 			out = append(out, m.stmt)
 		case 'B':
-			if st := lookup(m.name); st != nil {
-				if portals == nil {
-					portals = make(map[string]*preparedStmt, 2)
-				}
-				portals[m.portal] = st
+			if st := lookup(i, m.name); st != nil {
 				out = append(out, st)
 			}
 		case 'D':
 			if m.kind == 'S' {
-				if st := lookup(m.name); st != nil {
+				if st := lookup(i, m.name); st != nil {
 					out = append(out, st)
 				}
 			}
 		}
 	}
+	b.stmts = out
 	return out
 }
+
+// shortBatch is the most messages a batch has for statements to find its
+// own Parse messages by looking back rather than with a map.
+const shortBatch = 32
 
 // combine merges the effects of a batch's statements: it reads only when
 // every statement reads, and the first writer gives the reason.
