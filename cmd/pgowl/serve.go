@@ -33,7 +33,9 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return &exitCode{code: 2, err: err}
 			}
-			logger, err := newLogger(cfg.Log, os.Stderr)
+			logOut := newBatchedLog(os.Stderr)
+			defer logOut.Close()
+			logger, err := newLogger(cfg.Log, logOut)
 			if err != nil {
 				return &exitCode{code: 2, err: err}
 			}
