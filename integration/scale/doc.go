@@ -35,8 +35,8 @@
 // before pgowl starts. C clients, each with its own connection and goroutine, start together and
 // run short transactions until -duration has passed: 80 % reads
 // (SELECT abalance FROM accounts WHERE aid = $1, extended protocol) and 20 % writes (BEGIN;
-// UPDATE accounts SET abalance = abalance + 1 WHERE aid = $1; COMMIT, three round trips, so the
-// transaction holds its backend across the client's turns). Successes and failures are counted,
+// UPDATE accounts SET abalance = abalance + 1 WHERE aid = $1; COMMIT, three round trips; pgowl
+// defers the BEGIN, so the transaction holds its backend from the UPDATE across one client turn). Successes and failures are counted,
 // failures by SQLSTATE (pgowl's DATABASE_BUSY, 53300, separately), with latency per
 // transaction. Every 500 ms a sampler counts user app's backends on each node through its own
 // superuser connection (so each node also carries that connection and pgowl's monitor

@@ -395,8 +395,9 @@ func (r *report) meaning(b *strings.Builder) {
 			w("**Latency is mostly queueing.** %d clients share at most %d backends per node, so most of a transaction's time is "+
 				"spent waiting for a backend (pgowl's pool serves waiters in arrival order) and for a CPU: by Little's law, %d clients "+
 				"completing %.0f transactions/s spend on average %s per transaction (the measured mean of the successful ones: %s). "+
-				"A read holds its backend only while the node runs it; a write transaction holds its backend on the primary from BEGIN to "+
-				"COMMIT, across the client's three round trips.\n\n",
+				"A read holds its backend only while the node runs it; a write transaction holds its backend on the primary from "+
+				"its UPDATE to COMMIT: pgowl answers BEGIN itself and sends it with the UPDATE (deferred BEGIN, docs/routing.md), "+
+				"so the client's three round trips hold a backend across one client turn.\n\n",
 				ld.clients, poolMaxPerNode, ld.connected, tps, ms(time.Duration(float64(time.Second)*float64(ld.connected)/tps)), ms(ld.all.mean))
 		}
 		if len(ld.readCalls) == len(r.nodes) {
@@ -455,7 +456,7 @@ func (r *report) meaning(b *strings.Builder) {
 				hold := ld.watch.meanInUse[0] / writeRate
 				w(" Here the primary was the bottleneck: all %d of its backends were inside transactions at the peak, %.1f on average "+
 					"were checked out of pgowl's pool, and %.0f write transactions committed per second, so each held its backend for "+
-					"about %s (BEGIN to COMMIT, three client round trips). The clients run in a closed loop, one write per %.0f reads, "+
+					"about %s (UPDATE to COMMIT: two round trips to the node and one client turn). The clients run in a closed loop, one write per %.0f reads, "+
 					"so they pile up where service is slowest, at the primary: the writes that succeeded took %s at p50 against a "+
 					"pool.acquire_timeout of %s, and those that would have waited longer timed out. How long the wait is without "+
 					"a timeout is what a variant with a longer pool.acquire_timeout measures.",
