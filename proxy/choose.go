@@ -34,6 +34,8 @@ type unit struct {
 	anyNode       bool           // runs nothing and holds no backend: any up node may serve it
 	carriesBegin  bool           // the session's deferred BEGIN is sent ahead of the unit
 	beginDecision route.Decision // with carriesBegin: the decision as BEGIN reports it
+	beginReported bool           // BEGIN's NOTICE was written
+	beginLogged   bool           // BEGIN's routing-log line was written
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }

@@ -115,14 +115,14 @@ func (sess *session) writeDeferredBegin(be *backend) {
 // NOTICE now, naming the node, and any error or warning the BEGIN raised.
 func (sess *session) relayDeferredBegin(be *backend, u *unit) error {
 	r := be.conn.Reader
-	noticed := false
 	for {
 		typ, body, err := r.ReadFrame()
 		if err != nil {
 			return err
 		}
-		if !noticed {
-			noticed = true
+		if !u.beginReported {
+			// Once per unit, even when a dead backend makes it run again.
+			u.beginReported = true
 			sess.writeNotice(u.beginDecision)
 		}
 		switch typ {
@@ -132,7 +132,10 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit) error {
 			}
 			be.conn.TxStatus = body[0]
 			be.expect.pop()
-			sess.logBegin(u)
+			if !u.beginLogged {
+				u.beginLogged = true
+				sess.logBegin(u)
+			}
 			return nil
 		case 'E':
 			severity, code, message := errorSeverityFields(body)
