@@ -202,7 +202,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	}
 	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced}
 	u.runsNothing = !b.executes()
-	if u.runsNothing && sess.held == nil {
+	if u.runsNothing && sess.held == nil && synced {
 		// Nothing runs: Parse, Describe and Close only prepare and describe,
 		// which any node can do. Such a batch must not wait for the primary:
 		// a client that prepares synchronously while its other connections
@@ -211,7 +211,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		u.effects.Subject = "prepare only: nothing executes"
 		u.anyNode = true
 	}
-	if d := sess.deferred; d != nil && d.aborted && !u.runsNothing {
+	if d := sess.deferred; d != nil && d.aborted {
 		if !endsTransaction(stmts) {
 			sess.send(toErrorResponse(abortedTransaction()))
 			if synced {
@@ -221,9 +221,11 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 			}
 			return nil
 		}
-		// Ending the failed transaction: no node has it, so the batch runs
-		// on its own and the session leaves the transaction.
-		sess.deferred = nil
+		// Ending the failed transaction, which no node has: the batch runs
+		// after a transaction is opened and failed on the node, so that the
+		// node answers it as it answers the end of a failed transaction
+		// (COMMIT reports ROLLBACK).
+		u.replaysFailure = true
 	}
 	if len(stmts) > 0 {
 		u.sql = stmts[0].sql
@@ -236,6 +238,9 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		sess.writeBatch(be, b)
 		if !synced {
+			// Without Sync the node keeps its replies buffered until a
+			// Flush: send one, whatever made pgowl run the batch now.
+			be.conn.Writer.Write([]byte{'H', 0, 0, 0, 4})
 			be.openBatch = true
 		}
 	})

@@ -36,6 +36,9 @@ type unit struct {
 	beginDecision route.Decision // with carriesBegin: the decision as BEGIN reports it
 	beginReported bool           // BEGIN's NOTICE was written
 	beginLogged   bool           // BEGIN's routing-log line was written
+	// replaysFailure: the unit ends a failed deferred transaction; a failed
+	// transaction is opened on the node first (see failedTransactionQuery).
+	replaysFailure bool
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }

@@ -113,12 +113,20 @@ func (sess *session) writeDeferredBegin(be *backend) {
 // relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
 // its ReadyForQuery. The client had its BEGIN reply already; it gets BEGIN's
 // NOTICE now, naming the node, and any error or warning the BEGIN raised.
-func (sess *session) relayDeferredBegin(be *backend, u *unit) error {
+func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error {
 	r := be.conn.Reader
 	for {
 		typ, body, err := r.ReadFrame()
 		if err != nil {
 			return err
+		}
+		if quiet && typ != 'Z' {
+			continue // failedTransactionQuery's own error
+		}
+		if quiet && len(body) == 1 {
+			be.conn.TxStatus = body[0]
+			be.expect.pop()
+			return nil
 		}
 		if !u.beginReported {
 			// Once per unit, even when a dead backend makes it run again.
@@ -186,4 +194,38 @@ func (sess *session) logBegin(u *unit) {
 	last := sess.last
 	sess.logUnit(&b, u.beginDecision, "ok")
 	sess.last = last
+}
+
+// clientTxStatus is the ReadyForQuery status the client gets for a unit the
+// node answered with status: the node's, except for a unit that ran outside
+// the session's deferred transaction (a synced batch that only prepares).
+// The client is inside that transaction, and an error fails it, as it would
+// have on a node.
+func (sess *session) clientTxStatus(u *unit, status byte) byte {
+	d := sess.deferred
+	if d == nil || u.carriesBegin || u.replaysFailure {
+		return status
+	}
+	if u.failed() {
+		d.aborted = true
+	}
+	if d.aborted {
+		return 'E'
+	}
+	return 'T'
+}
+
+// failedTransactionQuery opens a transaction and fails it, without effect.
+const failedTransactionQuery = "BEGIN; SELECT 1/0"
+
+// writeFailedTransaction prepares be for a batch that ends a failed deferred
+// transaction: the node gets a failed transaction to end, and answers the
+// batch as PostgreSQL answers COMMIT or ROLLBACK of one. The replies to the
+// injected query are not the client's.
+func (sess *session) writeFailedTransaction(be *backend) {
+	w := be.conn.Writer
+	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(failedTransactionQuery)+1))
+	w.WriteString(failedTransactionQuery)
+	w.WriteByte(0)
+	be.expect.push(expectation{typ: 'Q', swallow: true, quiet: true})
 }

@@ -9,6 +9,7 @@ import (
 type expectation struct {
 	typ     byte // the message: 'Q', 'F', 'P', 'B', 'D', 'E', 'C' or 'S' (Sync)
 	swallow bool // pgowl injected it: its reply is not the client's
+	quiet   bool // with swallow, for a Query: its errors and notices are not the client's either
 	// synthetic, when set, is the reply type pgowl sends itself in this
 	// message's turn: the message was not sent to the node.
 	synthetic byte
@@ -76,7 +77,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 			continue
 		}
 		if head := be.expect.front(); head.swallow && head.typ == 'Q' {
-			if err := sess.relayDeferredBegin(be, u); err != nil {
+			if err := sess.relayDeferredBegin(be, u, head.quiet); err != nil {
 				return err
 			}
 			continue
@@ -125,7 +126,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 				be.skipping = false
 			}
 			sess.startReply(u)
-			if err := sess.forwardFrame(wireReady(sess.scratch[:0], body[0])); err != nil {
+			if err := sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(u, body[0]))); err != nil {
 				return err
 			}
 		case 'E':

@@ -257,6 +257,11 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 
 // functionCall forwards a fastpath FunctionCall; its effect cannot be known.
 func (sess *session) functionCall(ctx context.Context, body []byte) error {
+	if d := sess.deferred; d != nil && d.aborted {
+		sess.send(toErrorResponse(abortedTransaction()))
+		sess.sendReady()
+		return nil
+	}
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
@@ -275,7 +280,10 @@ const maxAttempts = 3
 // reply reached the client is replaced and the unit sent again, unless the
 // session was inside a transaction there: then the client is told.
 func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backend)) error {
-	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !u.runsNothing
+	// A synced batch that only prepares runs outside the deferred transaction
+	// (on any node, without waiting: see runBatch); relay reports the
+	// transaction's status for it.
+	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		be, dec, err := sess.choose(ctx, u)
@@ -306,6 +314,8 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		if err == nil {
 			if u.carriesBegin {
 				sess.writeDeferredBegin(be)
+			} else if u.replaysFailure {
+				sess.writeFailedTransaction(be)
 			}
 			write(be)
 			sess.running.Store(&be.running)
@@ -316,7 +326,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.running.Store(nil)
 		}
 		if err == nil {
-			if u.carriesBegin {
+			if u.carriesBegin || u.replaysFailure {
 				sess.deferred = nil
 			}
 			sess.afterUnit(be, u)
@@ -353,7 +363,7 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
 	sess.dropBackend(be)
-	if u.carriesBegin {
+	if u.carriesBegin || u.replaysFailure {
 		sess.deferred = nil // the transaction is gone with the backend, as the hint says
 	}
 	sess.log.Warn().Err(cause).Str("node", be.node).Msg("backend connection lost")
