@@ -159,3 +159,23 @@ func TestCachedCatalogueHitDoesNotAllocate(t *testing.T) {
 		t.Errorf("with a search path that does not hold f_report: %v, want UNKNOWN_EFFECT (the verdict must not be shared across search paths)", got.Reason)
 	}
 }
+
+// TestShapeHitDoesNotAllocate: statements that differ only in literals (pgbench -M simple) find
+// their shape's verdict with the shape built in stack buffers, with and without a context. A shape
+// hit does not cache the exact text, so repeating one text exercises the shape path every time.
+func TestShapeHitDoesNotAllocate(t *testing.T) {
+	classifier := New(Options{Catalogues: staticSource{testCatalogue()}})
+	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
+	classifier.ClassifyIn("SELECT v FROM t WHERE id = 1", ctx)
+	classifier.Classify("SELECT abalance FROM pgbench_accounts WHERE aid = 1")
+	allocs := testing.AllocsPerRun(1000, func() {
+		classifier.ClassifyIn("SELECT v FROM t WHERE id = 7", ctx)
+		classifier.Classify("SELECT abalance FROM pgbench_accounts WHERE aid = 7")
+	})
+	if allocs != 0 {
+		t.Errorf("a shape hit allocates %.1f times per call", allocs)
+	}
+	if got, want := classifier.ClassifyIn("SELECT v FROM t WHERE id = 7", ctx), classifier.ClassifyIn("SELECT v FROM t WHERE id = 1", ctx); !reflect.DeepEqual(got, want) {
+		t.Errorf("shape hit %+v differs from the verdict of its first statement %+v", got, want)
+	}
+}
