@@ -53,7 +53,7 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 			if end < 0 {
 				end = len(sql) - i
 			}
-			b = append(b, sql[i : i+end]...)
+			b = append(b, sql[i:i+end]...)
 			i += end
 			prevIdent = false
 		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
