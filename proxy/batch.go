@@ -132,6 +132,13 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 			out = append(out, m.stmt)
 		case 'B':
 			if st := lookup(i, m.name); st != nil {
+				if !parsedHere(b.msgs[:i], m.name, parsed) {
+					// Prepared in an earlier batch: classify it again as it runs
+					// now. A function it calls may have changed since (the
+					// catalogue reloads), or the session's search_path; a hit in
+					// the classifier's cache costs a few hundred nanoseconds.
+					st.effects = sess.classify(st.sql, st.paramTypes)
+				}
 				out = append(out, st)
 			}
 		case 'D':
@@ -144,6 +151,21 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 	}
 	b.stmts = out
 	return out
+}
+
+// parsedHere reports whether the batch messages before a Bind parse the
+// statement name it binds (parsed is the batch's map, for long batches).
+func parsedHere(before []batchMsg, name string, parsed map[string]*preparedStmt) bool {
+	if parsed != nil {
+		_, ok := parsed[name]
+		return ok
+	}
+	for j := len(before) - 1; j >= 0; j-- {
+		if before[j].typ == 'P' && before[j].name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // shortBatch is the most messages a batch has for statements to find its
