@@ -138,6 +138,31 @@ func TestDeferredBegin(t *testing.T) {
 		}
 	})
 
+	t.Run("begin_a_standby_rejects_is_not_deferred", func(t *testing.T) {
+		catchUp(t, c)
+		a := o.connect(t, nil)
+		// The last isolation level wins, so this reads and goes to a standby,
+		// where PostgreSQL rejects SERIALIZABLE while processing the list. A
+		// failed BEGIN opens no transaction, so a statement sent with it would
+		// run on its own: pgowl sends such a BEGIN at once.
+		_, err := a.Exec(ctx, "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, ISOLATION LEVEL READ COMMITTED, READ ONLY")
+		wantSQLState(t, "BEGIN the standby rejects", err, "0A000")
+		if rs := a.routes(t); len(rs) != 1 || rs[0].Role != "standby" {
+			t.Errorf("NOTICEs %v, want one naming the standby that rejected BEGIN", rs)
+		}
+		if got := a.PgConn().TxStatus(); got != 'I' {
+			t.Errorf("after the failed BEGIN the status is %q, want I", got)
+		}
+		// A plain SERIALIZABLE BEGIN goes to the primary, at once, and works.
+		if _, err := a.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
+			t.Fatal(err)
+		}
+		wantRoute(t, "BEGIN ISOLATION LEVEL SERIALIZABLE", a.oneRoute(t, "serializable BEGIN"), "primary", "")
+		if _, err := a.Exec(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("read_only_transaction_goes_to_a_standby", func(t *testing.T) {
 		catchUp(t, c)
 		a := o.connect(t, nil)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -31,10 +32,27 @@ type deferredBegin struct {
 
 // canDeferBegin reports whether a simple Query with effects eff is a BEGIN
 // that pgowl may answer itself.
-func (sess *session) canDeferBegin(eff classify.Effects) bool {
+//
+// A BEGIN the node might reject is not deferred: if BEGIN fails on the node,
+// no transaction is open and the statement sent with it would run on its
+// own, outside the transaction the client believes it is in. The one such
+// BEGIN pgowl knows is SERIALIZABLE on a standby (PostgreSQL rejects it even
+// when a later option in the list changes the level), so a BEGIN naming
+// SERIALIZABLE is sent at once.
+func (sess *session) canDeferBegin(eff classify.Effects, sql string) bool {
 	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
 		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
-		eff.Session == 0 && eff.ParseError == ""
+		eff.Session == 0 && eff.ParseError == "" && !containsFold(sql, "serializable")
+}
+
+// containsFold reports whether s contains word in any case (ASCII).
+func containsFold(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(word)], word) {
+			return true
+		}
+	}
+	return false
 }
 
 // deferBegin answers a BEGIN and keeps it for the transaction's first statement.
@@ -153,12 +171,12 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			if u.errCode == "" {
 				u.errCode = code
 			}
-			u.forwarded = true
+			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
 				return err
 			}
 		case 'N':
-			u.forwarded = true
+			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'N', body)); err != nil {
 				return err
 			}

@@ -236,7 +236,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		if sess.answerInDeferred(eff) {
 			return nil
 		}
-	} else if sess.canDeferBegin(eff) {
+	} else if sess.canDeferBegin(eff, sql) {
 		sess.deferBegin(body, sql, eff)
 		return nil
 	}
