@@ -74,7 +74,7 @@ func TestDeferredBegin(t *testing.T) {
 			t.Errorf("after COMMIT the primary has %d of rows 1 and 2", got)
 		}
 		// The whole transaction ran in one backend session: xact start is shared.
-		lines := o.logs.entries(t)
+		lines := o.logs.Entries(t)
 		begins := 0
 		for _, e := range lines {
 			if e["message"] == "routed" && e["statement"] == "BEGIN" {

@@ -734,7 +734,7 @@ func TestFailoverStoppedStandby(t *testing.T) {
 		foWantCalls(t, "fallback read", foCalls(t, tag, primary), map[string]int64{primary.Name: 1})
 		var line map[string]any
 		foPoll(t, 5*time.Second, 20*time.Millisecond, "the fallback read's routing-log line", func() (bool, string) {
-			for _, e := range fb.logs.entries(t) {
+			for _, e := range fb.logs.Entries(t) {
 				if e[zerolog.MessageFieldName] == "routed" && e["application_name"] == app && e["reason"] == "FALLBACK_PRIMARY" {
 					line = e
 					return true, ""
@@ -1073,7 +1073,7 @@ func TestFailoverSplitBrain(t *testing.T) {
 
 	// The log should say loudly that the old primary is stale.
 	var loud []string
-	for _, e := range o.logs.entries(t) {
+	for _, e := range o.logs.Entries(t) {
 		level, _ := e[zerolog.LevelFieldName].(string)
 		if level != "warn" && level != "error" && level != "fatal" {
 			continue
@@ -1086,7 +1086,7 @@ func TestFailoverSplitBrain(t *testing.T) {
 	}
 	if len(loud) == 0 {
 		var monitorLines []string
-		for _, e := range o.logs.entries(t) {
+		for _, e := range o.logs.Entries(t) {
 			if e["component"] == "monitor" {
 				monitorLines = append(monitorLines, fmt.Sprintf("%v %v node=%v %v", e[zerolog.LevelFieldName], e[zerolog.MessageFieldName], e["node"], e["to"]))
 			}

@@ -1,14 +1,11 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,10 +18,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 	"github.com/pgowl/pgowl/proxy"
 	"github.com/pgowl/pgowl/route"
 )
@@ -40,7 +37,6 @@ const (
 const (
 	clusterStartTimeout = 2 * time.Minute
 	proxyReadyTimeout   = 20 * time.Second
-	proxyStopTimeout    = 15 * time.Second
 	catchUpTimeout      = 30 * time.Second
 	statementTimeout    = 30 * time.Second
 )
@@ -122,55 +118,8 @@ func timeoutCtx(t *testing.T, d time.Duration) context.Context {
 // ---------------------------------------------------------------------------
 // pgowl instances
 
-// logBuffer collects a pgowl instance's JSON log; it is safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends one log line.
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// tail returns at most the last n bytes logged.
-func (b *logBuffer) tail(n int) string {
-	s := b.String()
-	if len(s) > n {
-		return "...\n" + s[len(s)-n:]
-	}
-	return s
-}
-
-// entries parses every log line; a line that is not a JSON object fails t.
-func (b *logBuffer) entries(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	scanner := bufio.NewScanner(strings.NewReader(b.String()))
-	scanner.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for scanner.Scan() {
-		line := strings.TrimSpace(scanner.Text())
-		if line == "" {
-			continue
-		}
-		var entry map[string]any
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Errorf("log line is not a JSON object: %v: %s", err, line)
-			continue
-		}
-		out = append(out, entry)
-	}
-	return out
-}
+// logBuffer collects a pgowl instance's JSON log (see owltest.LogBuffer).
+type logBuffer = owltest.LogBuffer
 
 // owl is one running pgowl instance.
 type owl struct {
@@ -207,57 +156,15 @@ func startOwl(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *ow
 // startOwlNoWait is startOwl without waiting for the monitor.
 func startOwlNoWait(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *owl {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen on loopback: %v", err)
-	}
-	cfg := config.Default()
-	cfg.Listen = ln.Addr().String()
-	for _, n := range c.Nodes {
-		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
-	}
-	cfg.Users = []config.User{{Name: appUser, Password: appPassword, Auth: config.AuthSCRAM}}
-	cfg.Monitor.Interval = 100 * time.Millisecond
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		ln.Close()
-		t.Fatalf("pgowl configuration is invalid: %v", err)
-	}
-	logs := &logBuffer{}
-	logger := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	inst, err := proxy.Build(cfg, logger)
-	if err != nil {
-		ln.Close()
-		t.Fatalf("proxy.Build: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inst.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("pgowl Run returned an error after shutdown: %v", err)
-			}
-		case <-time.After(proxyStopTimeout):
-			t.Errorf("pgowl Run did not return within %s of cancelling its context", proxyStopTimeout)
-		}
-		if t.Failed() {
-			t.Logf("pgowl log (tail):\n%s", logs.tail(24<<10))
-		}
-	})
-	addr := ln.Addr().(*net.TCPAddr)
+	in := owltest.Start(t, c, appUser, appPassword, mutate)
 	return &owl{
-		addr:   ln.Addr().String(),
-		host:   addr.IP.String(),
-		port:   addr.Port,
-		cfg:    cfg,
-		inst:   inst,
-		states: inst.Monitor,
-		logs:   logs,
+		addr:   in.Addr.String(),
+		host:   in.Addr.IP.String(),
+		port:   in.Addr.Port,
+		cfg:    in.Config,
+		inst:   in.Instance,
+		states: in.Monitor,
+		logs:   in.Logs,
 		nodes:  c,
 	}
 }

@@ -53,7 +53,7 @@ func TestRoutingLog(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		lines = lines[:0]
-		for _, e := range o.logs.entries(t) {
+		for _, e := range o.logs.Entries(t) {
 			if e[zerolog.MessageFieldName] == "routed" && e["application_name"] == app {
 				lines = append(lines, e)
 			}

@@ -24,10 +24,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 	"github.com/pgowl/pgowl/proxy"
 	"github.com/pgowl/pgowl/route"
 )
@@ -43,7 +43,7 @@ const (
 const (
 	clusterStartTimeout = 2 * time.Minute
 	proxyReadyTimeout   = 20 * time.Second
-	proxyStopTimeout    = 15 * time.Second
+	proxyStopTimeout    = owltest.StopTimeout
 	catchUpTimeout      = 30 * time.Second
 	statementTimeout    = 30 * time.Second
 )
@@ -138,28 +138,8 @@ func timeoutCtx(t *testing.T, d time.Duration) context.Context {
 // ---------------------------------------------------------------------------
 // pgowl in the test process
 
-// logBuffer collects a pgowl instance's log; it is safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends to the log.
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// tail returns at most the last n bytes logged.
-func (b *logBuffer) tail(n int) string { return tailString(b.String(), n) }
+// logBuffer collects a pgowl instance's log or a process's output (see owltest.LogBuffer).
+type logBuffer = owltest.LogBuffer
 
 // endpoint is where a client reaches a pgowl instance.
 type endpoint struct {
@@ -208,49 +188,8 @@ type owl struct {
 // is printed.
 func startOwl(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *owl {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen on loopback: %v", err)
-	}
-	cfg := config.Default()
-	cfg.Listen = ln.Addr().String()
-	for _, n := range c.Nodes {
-		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
-	}
-	cfg.Users = []config.User{{Name: appUser, Password: appPassword, Auth: config.AuthSCRAM}}
-	cfg.Monitor.Interval = 100 * time.Millisecond
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		ln.Close()
-		t.Fatalf("pgowl configuration is invalid: %v", err)
-	}
-	logs := &logBuffer{}
-	logger := zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-	inst, err := proxy.Build(cfg, logger)
-	if err != nil {
-		ln.Close()
-		t.Fatalf("proxy.Build: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inst.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("pgowl Run returned an error after shutdown: %v", err)
-			}
-		case <-time.After(proxyStopTimeout):
-			t.Errorf("pgowl Run did not return within %s of cancelling its context", proxyStopTimeout)
-		}
-		if t.Failed() {
-			t.Logf("pgowl log (tail):\n%s", logs.tail(24<<10))
-		}
-	})
-	tcp := ln.Addr().(*net.TCPAddr)
+	in := owltest.Start(t, c, appUser, appPassword, mutate)
+	tcp, inst, logs := in.Addr, in.Instance, in.Logs
 	o := &owl{endpoint: endpoint{host: tcp.IP.String(), port: tcp.Port}, inst: inst, logs: logs}
 	o.waitReady(t, c)
 	return o
@@ -373,7 +312,7 @@ func startOwlProcess(t *testing.T, c *cluster.Cluster) *owlProcess {
 		}
 		p.stop(t)
 		if attempt == attempts || !strings.Contains(logs.String(), "address already in use") {
-			t.Fatalf("pgowl serve (pid %d) did not become ready: %v\nlog:\n%s", cmd.Process.Pid, err, logs.tail(8<<10))
+			t.Fatalf("pgowl serve (pid %d) did not become ready: %v\nlog:\n%s", cmd.Process.Pid, err, logs.Tail(8<<10))
 		}
 	}
 }
@@ -466,7 +405,7 @@ func (p *owlProcess) stop(t *testing.T) {
 		<-p.done
 	}
 	if t.Failed() {
-		t.Logf("pgowl serve log (tail):\n%s", p.logs.tail(16<<10))
+		t.Logf("pgowl serve log (tail):\n%s", p.logs.Tail(16<<10))
 	}
 }
 
@@ -774,21 +713,13 @@ func runCmd(t *testing.T, timeout time.Duration, dir string, env []string, name 
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, tailString(res.stdout, 8<<10), tailString(res.stderr, 8<<10))
+		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, owltest.TailString(res.stdout, 8<<10), owltest.TailString(res.stderr, 8<<10))
 	case errors.As(err, &exitErr):
 		res.exitCode = exitErr.ExitCode()
 	case err != nil:
 		t.Fatalf("run %s: %v", name, err)
 	}
 	return res
-}
-
-// tailString returns at most the last n bytes of s.
-func tailString(s string, n int) string {
-	if len(s) > n {
-		return "...\n" + s[len(s)-n:]
-	}
-	return s
 }
 
 // cleanEnv is the process environment without libpq, psql and pgowl settings.

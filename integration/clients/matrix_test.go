@@ -185,7 +185,7 @@ func (d *driver) stop(t *testing.T) {
 		t.Errorf("%s driver exited with status %d", d.name, code)
 	}
 	if t.Failed() {
-		t.Logf("%s driver stderr (tail):\n%s", d.name, d.stderr.tail(8<<10))
+		t.Logf("%s driver stderr (tail):\n%s", d.name, d.stderr.Tail(8<<10))
 	}
 }
 
@@ -206,14 +206,14 @@ func (d *driver) step(t *testing.T, timeout time.Duration, name string, args ...
 	}
 	if _, err := fmt.Fprintln(d.stdin, strings.Join(fields, "\t")); err != nil {
 		d.dead = fmt.Sprintf("writing to it failed: %v", err)
-		t.Fatalf("%s driver: send step %s: %v\nstderr:\n%s", d.name, name, err, d.stderr.tail(8<<10))
+		t.Fatalf("%s driver: send step %s: %v\nstderr:\n%s", d.name, name, err, d.stderr.Tail(8<<10))
 	}
 	select {
 	case reply, ok := <-d.replies:
 		if !ok || reply.err != nil {
 			d.dead = fmt.Sprintf("its output ended during step %s", name)
 			<-d.done
-			t.Fatalf("%s driver ended during step %s (%v)\nstderr:\n%s", d.name, name, d.cmd.ProcessState, d.stderr.tail(8<<10))
+			t.Fatalf("%s driver ended during step %s (%v)\nstderr:\n%s", d.name, name, d.cmd.ProcessState, d.stderr.Tail(8<<10))
 		}
 		var r stepResult
 		if err := json.Unmarshal(reply.line, &r); err != nil {
@@ -231,7 +231,7 @@ func (d *driver) step(t *testing.T, timeout time.Duration, name string, args ...
 	case <-time.After(timeout):
 		d.dead = fmt.Sprintf("step %s did not answer within %s", name, timeout)
 		d.cmd.Process.Kill()
-		t.Fatalf("%s driver: step %s did not answer within %s\nstderr:\n%s", d.name, name, timeout, d.stderr.tail(8<<10))
+		t.Fatalf("%s driver: step %s did not answer within %s\nstderr:\n%s", d.name, name, timeout, d.stderr.Tail(8<<10))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 var (
@@ -37,7 +38,7 @@ func TestPgbench64(t *testing.T) {
 
 	res := runCmd(t, 2*time.Minute, "", env, pgbench, "-i", "-s", "1", "--quiet")
 	if res.exitCode != 0 {
-		t.Fatalf("pgbench -i exited with %d\nstdout:\n%s\nstderr:\n%s", res.exitCode, res.stdout, tailString(res.stderr, 8<<10))
+		t.Fatalf("pgbench -i exited with %d\nstdout:\n%s\nstderr:\n%s", res.exitCode, res.stdout, owltest.TailString(res.stderr, 8<<10))
 	}
 	if got := primaryInt(t, c, "SELECT count(*) FROM pgbench_accounts"); got != 100000 {
 		t.Fatalf("after pgbench -i the primary has %d accounts, want 100000", got)
@@ -56,17 +57,17 @@ func TestPgbench64(t *testing.T) {
 				res := runCmd(t, 2*time.Minute, "", env, pgbench, args...)
 				t.Logf("pgbench %s: %s", strings.Join(args, " "), time.Since(began).Round(time.Millisecond))
 				if res.exitCode != 0 {
-					t.Fatalf("pgbench %v exited with %d\nstdout:\n%s\nstderr:\n%s", args, res.exitCode, res.stdout, tailString(res.stderr, 8<<10))
+					t.Fatalf("pgbench %v exited with %d\nstdout:\n%s\nstderr:\n%s", args, res.exitCode, res.stdout, owltest.TailString(res.stderr, 8<<10))
 				}
 				m := pgbenchProcessed.FindStringSubmatch(res.stdout)
 				if m == nil || m[1] != strconv.Itoa(total) || m[2] != strconv.Itoa(total) {
-					t.Errorf("pgbench %v did not process %d/%d transactions\nstdout:\n%s\nstderr:\n%s", args, total, total, res.stdout, tailString(res.stderr, 8<<10))
+					t.Errorf("pgbench %v did not process %d/%d transactions\nstdout:\n%s\nstderr:\n%s", args, total, total, res.stdout, owltest.TailString(res.stderr, 8<<10))
 				}
 				if f := pgbenchFailed.FindStringSubmatch(res.stdout); f != nil && f[1] != "0" {
 					t.Errorf("pgbench %v reports %s failed transactions\nstdout:\n%s", args, f[1], res.stdout)
 				}
 				if strings.Contains(res.stderr, "aborted") || strings.Contains(res.stderr, "ERROR") {
-					t.Errorf("pgbench %v reported errors:\n%s", args, tailString(res.stderr, 8<<10))
+					t.Errorf("pgbench %v reported errors:\n%s", args, owltest.TailString(res.stderr, 8<<10))
 				}
 				selects := evidenceLike(t, c, "SELECT abalance FROM pgbench_accounts WHERE aid = %")
 				if script.name == "select_only" {
