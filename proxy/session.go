@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -527,14 +528,22 @@ func (sess *session) writeNotice(dec route.Decision) {
 	if !sess.notice {
 		return
 	}
-	sess.send(&pgproto3.NoticeResponse{
-		Severity:            "NOTICE",
-		SeverityUnlocalized: "NOTICE",
-		Code:                "00000",
-		Message:             dec.NoticeMessage(sess.effectiveMaxLag()),
-		Detail:              dec.NoticeDetail(),
-	})
+	// The frame is built in the session's scratch buffer: a NoticeResponse
+	// with severity NOTICE, code 00000, the message and the detail.
+	buf := append(sess.scratch[:0], 'N', 0, 0, 0, 0)
+	buf = append(buf, noticeFieldsHead...)
+	buf = dec.AppendNoticeMessage(buf, sess.effectiveMaxLag())
+	buf = append(buf, 0, 'D')
+	buf = dec.AppendNoticeDetail(buf)
+	buf = append(buf, 0, 0)
+	binary.BigEndian.PutUint32(buf[1:5], uint32(len(buf)-1))
+	sess.scratch = buf[:0]
+	sess.w.Write(buf)
 }
+
+// noticeFieldsHead is the start of a routing NOTICE's fields, up to the
+// message's field type.
+const noticeFieldsHead = "SNOTICE\x00VNOTICE\x00C00000\x00M"
 
 func (sess *session) effectiveMaxLag() time.Duration {
 	lag := sess.srv.policy.MaxReplicaLag

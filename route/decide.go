@@ -342,9 +342,14 @@ func noStandbyError(code Code, snap *Snapshot, pol Policy, now time.Time, maxLag
 // formatDuration renders d for people: whole milliseconds below a second
 // ("40ms"), seconds with up to three decimals above ("5s", "7.25s").
 func formatDuration(d time.Duration) string {
+	return string(appendDuration(nil, d))
+}
+
+// appendDuration appends formatDuration's text for d to dst.
+func appendDuration(dst []byte, d time.Duration) []byte {
 	ms := d.Milliseconds()
 	if ms < 1000 && ms > -1000 {
-		return strconv.FormatInt(ms, 10) + "ms"
+		return append(strconv.AppendInt(dst, ms, 10), "ms"...)
 	}
-	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + "s"
+	return append(strconv.AppendFloat(dst, float64(ms)/1000, 'f', -1, 64), 's')
 }

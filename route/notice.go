@@ -2,7 +2,6 @@ package route
 
 import (
 	"strconv"
-	"strings"
 	"time"
 	"unicode"
 )
@@ -12,7 +11,13 @@ import (
 // the decision was checked against (see EffectiveMaxLag); it only appears in
 // the READ_ONLY and FALLBACK_PRIMARY wordings and is left out when not positive.
 func (d Decision) NoticeMessage(maxLag time.Duration) string {
-	var b strings.Builder
+	return string(d.AppendNoticeMessage(nil, maxLag))
+}
+
+// AppendNoticeMessage appends NoticeMessage's text to dst, so that a session
+// can render it into a buffer it reuses.
+func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
+	b := noticeText(dst)
 	b.WriteString("pgowl: ")
 	b.WriteString(d.Node)
 	b.WriteString(" (")
@@ -25,10 +30,10 @@ func (d Decision) NoticeMessage(maxLag time.Duration) string {
 			b.WriteString(", and ")
 			b.WriteString(d.Node)
 			b.WriteString("'s lag ")
-			b.WriteString(formatDuration(d.Lag))
+			b.writeDuration(d.Lag)
 			if maxLag > 0 {
 				b.WriteString(" is within ")
-				b.WriteString(formatDuration(maxLag))
+				b.writeDuration(maxLag)
 			}
 		}
 	case ReasonWrite:
@@ -65,7 +70,7 @@ func (d Decision) NoticeMessage(maxLag time.Duration) string {
 		case codeNames[ReplicaLagExceeded]:
 			b.WriteString("no standby's lag is within ")
 			if maxLag > 0 {
-				b.WriteString(formatDuration(maxLag))
+				b.writeDuration(maxLag)
 			} else {
 				b.WriteString("the limit")
 			}
@@ -119,25 +124,25 @@ func (d Decision) NoticeMessage(maxLag time.Duration) string {
 		b.WriteString("reason ")
 		b.WriteString(d.Reason.String())
 	}
-	return b.String()
+	return b
 }
 
 // writeLag adds a standby's lag, as in the READ_ONLY wording.
-func writeLag(b *strings.Builder, d Decision, maxLag time.Duration) {
+func writeLag(b *noticeText, d Decision, maxLag time.Duration) {
 	if d.Role != RoleStandby || !d.LagKnown {
 		return
 	}
 	b.WriteString(", and ")
 	b.WriteString(d.Node)
 	b.WriteString("'s lag ")
-	b.WriteString(formatDuration(d.Lag))
+	b.writeDuration(d.Lag)
 	if maxLag > 0 {
 		b.WriteString(" is within ")
-		b.WriteString(formatDuration(maxLag))
+		b.writeDuration(maxLag)
 	}
 }
 
-func writeSubject(b *strings.Builder, subject string) {
+func writeSubject(b *noticeText, subject string) {
 	if subject == "" {
 		return
 	}
@@ -152,7 +157,12 @@ func writeSubject(b *strings.Builder, subject string) {
 // " fallback=<CODE>" and " subject=<subject>"; a subject containing spaces,
 // quotes, '=' or non-printing characters is quoted Go-style.
 func (d Decision) NoticeDetail() string {
-	var b strings.Builder
+	return string(d.AppendNoticeDetail(nil))
+}
+
+// AppendNoticeDetail appends NoticeDetail's text to dst.
+func (d Decision) AppendNoticeDetail(dst []byte) []byte {
+	b := noticeText(dst)
 	b.WriteString("node=")
 	b.WriteString(d.Node)
 	b.WriteString(" role=")
@@ -166,7 +176,7 @@ func (d Decision) NoticeDetail() string {
 	case !d.LagKnown:
 		b.WriteString("-1")
 	default:
-		b.WriteString(strconv.FormatInt(d.Lag.Milliseconds(), 10))
+		b = strconv.AppendInt(b, d.Lag.Milliseconds(), 10)
 	}
 	if d.FallbackRule != "" {
 		b.WriteString(" fallback=")
@@ -175,13 +185,21 @@ func (d Decision) NoticeDetail() string {
 	if d.Subject != "" {
 		b.WriteString(" subject=")
 		if needsQuoting(d.Subject) {
-			b.WriteString(strconv.Quote(d.Subject))
+			b = strconv.AppendQuote(b, d.Subject)
 		} else {
 			b.WriteString(d.Subject)
 		}
 	}
-	return b.String()
+	return b
 }
+
+// noticeText is a NOTICE's text under construction, appended in place.
+type noticeText []byte
+
+func (b *noticeText) WriteString(s string) { *b = append(*b, s...) }
+
+// writeDuration appends d as formatDuration renders it.
+func (b *noticeText) writeDuration(d time.Duration) { *b = appendDuration(*b, d) }
 
 func needsQuoting(s string) bool {
 	for _, r := range s {
