@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,11 +215,27 @@ func (p pgbenchRunner) run(ctx context.Context, host string, port int, timeout t
 	var out bytes.Buffer
 	errOut := &noticeFilter{}
 	cmd.Stdout = &out
-	cmd.Stderr = errOut
+	// pgbench's stderr goes to a file, read after the run: with routing
+	// notices on, libpq prints one notice per statement there, and a pipe
+	// would make this process wake up to read it on the CPUs pgbench and the
+	// proxies share while the run is measured.
+	errFile, err := os.CreateTemp("", "pgowl-bench-stderr-*")
+	if err != nil {
+		return pgbenchOutput{}, err
+	}
+	defer os.Remove(errFile.Name())
+	defer errFile.Close()
+	cmd.Stderr = errFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	err = cmd.Run()
+	if _, serr := errFile.Seek(0, io.SeekStart); serr != nil {
+		return pgbenchOutput{}, serr
+	}
+	if _, cerr := io.Copy(errOut, errFile); cerr != nil {
+		return pgbenchOutput{}, cerr
+	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("pgbench did not finish within %s", timeout)
