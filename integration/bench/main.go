@@ -490,9 +490,18 @@ func (b *bench) runOne(ctx context.Context, w workload, t *target) (runResult, e
 		if r.detail == "" {
 			r.detail = strings.TrimSpace(stdout)
 		}
+		if t.proc != nil {
+			// The proxy's own account of the failure (pgowl logs at warn: node state changes and errors).
+			if tail := t.proc.logTail(failedRunLogLines); tail != "" {
+				r.detail = t.label() + "'s log, last lines:\n" + tail + "\n\n" + r.detail
+			}
+		}
 	}
 	return r, nil
 }
+
+// failedRunLogLines is how much of a proxy's log a failed run's details show.
+const failedRunLogLines = 12
 
 // warmUpDurations are the pgbench -T of a target's unmeasured warm-up attempts: a longer one
 // follows when the clients needed the whole run to connect.

@@ -618,8 +618,8 @@ func (r *report) failureSection() string {
 			}
 			detail := s.firstDetail
 			lines := strings.Split(detail, "\n")
-			if len(lines) > 6 {
-				lines = append(lines[:6], fmt.Sprintf("... (%d more lines)", len(lines)-6))
+			if len(lines) > failureDetailLines {
+				lines = append(lines[:failureDetailLines], fmt.Sprintf("... (%d more lines)", len(lines)-failureDetailLines))
 			}
 			fmt.Fprintf(&b, "- **%s**, %s: %d of %d rounds failed. First error: `%s`\n", t.label(), w.title, s.runs-s.ok, s.runs, oneLine(s.firstErr))
 			if t.name == targetPgBouncer && strings.Contains(s.firstDetail, "prepared statement") {
@@ -714,3 +714,7 @@ func settingsList() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// failureDetailLines is how many lines of a failed run's details the report shows: the proxy's
+// log tail (failedRunLogLines and a heading) and the start of pgbench's stderr.
+const failureDetailLines = failedRunLogLines + 8
