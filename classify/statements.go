@@ -504,8 +504,11 @@ func transactionSerializable(options []*pg_query.Node) bool {
 		if def == nil || def.GetDefname() != "transaction_isolation" {
 			continue
 		}
+		// Any serializable level counts, even one a later option replaces:
+		// PostgreSQL applies the options in order, and a standby refuses the
+		// serializable one before it reaches the next.
 		level, ok := constText(def.GetArg().GetAConst())
-		serializable = !ok || strings.EqualFold(level, "serializable")
+		serializable = serializable || !ok || strings.EqualFold(level, "serializable")
 	}
 	return serializable
 }
