@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,26 +139,99 @@ func TestDeferredBegin(t *testing.T) {
 		}
 	})
 
-	t.Run("begin_a_standby_rejects_is_not_deferred", func(t *testing.T) {
+	t.Run("serializable_begin_goes_to_the_primary_at_once", func(t *testing.T) {
 		catchUp(t, c)
 		a := o.connect(t, nil)
-		// The last isolation level wins, so this reads and goes to a standby,
-		// where PostgreSQL rejects SERIALIZABLE while processing the list. A
-		// failed BEGIN opens no transaction, so a statement sent with it would
-		// run on its own: pgowl sends such a BEGIN at once.
-		_, err := a.Exec(ctx, "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, ISOLATION LEVEL READ COMMITTED, READ ONLY")
-		wantSQLState(t, "BEGIN the standby rejects", err, "0A000")
-		if rs := a.routes(t); len(rs) != 1 || rs[0].Role != "standby" {
-			t.Errorf("NOTICEs %v, want one naming the standby that rejected BEGIN", rs)
+		// PostgreSQL applies the options in order, and a standby refuses
+		// SERIALIZABLE before it reaches READ COMMITTED: the transaction
+		// needs the primary although the last level wins there. A BEGIN the
+		// node might reject is not deferred (a failed BEGIN opens no
+		// transaction, so a statement sent with it would run on its own), so
+		// it runs at once, and its NOTICE comes with its reply.
+		if _, err := a.Exec(ctx, "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, ISOLATION LEVEL READ COMMITTED, READ ONLY"); err != nil {
+			t.Fatal(err)
 		}
-		if got := a.PgConn().TxStatus(); got != 'I' {
-			t.Errorf("after the failed BEGIN the status is %q, want I", got)
+		wantRoute(t, "serializable-then-read-committed BEGIN", a.oneRoute(t, "START TRANSACTION"), "primary", "WRITE")
+		if got := a.PgConn().TxStatus(); got != 'T' {
+			t.Errorf("after BEGIN the status is %q, want T", got)
+		}
+		var level string
+		if err := a.QueryRow(ctx, "SHOW transaction_isolation").Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+		if level != "read committed" {
+			t.Errorf("transaction_isolation %q, want read committed (the last level wins)", level)
+		}
+		a.routes(t)
+		if _, err := a.Exec(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
 		}
 		// A plain SERIALIZABLE BEGIN goes to the primary, at once, and works.
+		a.routes(t)
 		if _, err := a.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
 			t.Fatal(err)
 		}
 		wantRoute(t, "BEGIN ISOLATION LEVEL SERIALIZABLE", a.oneRoute(t, "serializable BEGIN"), "primary", "")
+		if _, err := a.Exec(ctx, "COMMIT"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("read_only_transaction_follows_a_first_statement_that_needs_the_primary", func(t *testing.T) {
+		catchUp(t, c)
+		a := o.connect(t, nil)
+		// SET TRANSACTION ISOLATION LEVEL SERIALIZABLE is allowed as a
+		// transaction's first statement and refused by a standby: the
+		// deferred BEGIN READ ONLY goes with it to the primary.
+		if _, err := a.Exec(ctx, "BEGIN READ ONLY"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"); err != nil {
+			t.Fatalf("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE in a read-only transaction: %v", err)
+		}
+		rs := a.routes(t)
+		if len(rs) != 2 {
+			t.Fatalf("NOTICEs %v, want BEGIN READ ONLY's and SET TRANSACTION's", rs)
+		}
+		wantRoute(t, "BEGIN READ ONLY before a serializable SET TRANSACTION", rs[0], "primary", "WRITE")
+		if !strings.Contains(rs[0].Raw.Message, "the transaction's first statement") {
+			t.Errorf("BEGIN's NOTICE %q does not say that the first statement chose the node", rs[0].Raw.Message)
+		}
+		wantRoute(t, "serializable SET TRANSACTION", rs[1], "primary", "WRITE")
+		var level, readOnly string
+		if err := a.QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')").Scan(&level, &readOnly); err != nil {
+			t.Fatal(err)
+		}
+		if level != "serializable" || readOnly != "on" {
+			t.Errorf("transaction is %s, read_only=%s; want serializable, read_only=on", level, readOnly)
+		}
+		wantRoute(t, "read in the transaction", a.oneRoute(t, "read"), "primary", "IN_TRANSACTION")
+		// Still a read-only transaction: a write fails on the primary too.
+		_, err := a.Exec(ctx, "INSERT INTO t_defer_items VALUES (11, 'x')")
+		wantSQLState(t, "write inside BEGIN READ ONLY on the primary", err, "25006")
+		if _, err := a.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		a.routes(t)
+
+		// Node-local statistics are read on the primary, in a read-only
+		// transaction as outside one.
+		if _, err := a.Exec(ctx, "BEGIN READ ONLY"); err != nil {
+			t.Fatal(err)
+		}
+		var inRecovery bool
+		if err := a.QueryRow(ctx, "SELECT pg_is_in_recovery() FROM pg_stat_database WHERE datname = current_database()").Scan(&inRecovery); err != nil {
+			t.Fatal(err)
+		}
+		if inRecovery {
+			t.Errorf("pg_stat_database was read on a standby")
+		}
+		rs = a.routes(t)
+		if len(rs) != 2 {
+			t.Fatalf("NOTICEs %v, want BEGIN READ ONLY's and the statistics read's", rs)
+		}
+		wantRoute(t, "BEGIN READ ONLY before a statistics read", rs[0], "primary", "NODE_LOCAL_STATS")
+		wantRoute(t, "statistics read", rs[1], "primary", "NODE_LOCAL_STATS")
 		if _, err := a.Exec(ctx, "COMMIT"); err != nil {
 			t.Fatal(err)
 		}

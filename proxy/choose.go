@@ -36,6 +36,10 @@ type unit struct {
 	beginDecision route.Decision // with carriesBegin: the decision as BEGIN reports it
 	beginReported bool           // BEGIN's NOTICE was written
 	beginLogged   bool           // BEGIN's routing-log line was written
+	// beginFollowsStatement: with carriesBegin, a READ ONLY transaction went
+	// where its first statement had to run (the primary), not where BEGIN
+	// READ ONLY alone would have gone.
+	beginFollowsStatement bool
 	// replaysFailure: the unit ends a failed deferred transaction; a failed
 	// transaction is opened on the node first (see failedTransactionQuery).
 	replaysFailure bool
