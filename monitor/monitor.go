@@ -304,6 +304,7 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			result = standbyLag(&m.nodes[primary].history, t.sample.lsn, t.sentAt, m.opts.Interval)
 		}
 		state.LagKnown, state.Lag, state.LagBytes = result.known, result.lag, result.lagBytes
+		state.LagUnknownReason = result.whyUnknown
 		whyUnknown[i] = result.whyUnknown
 	}
 	return snap, whyUnknown

@@ -329,6 +329,9 @@ func noStandbyError(code Code, snap *Snapshot, pol Policy, now time.Time, maxLag
 			return why
 		}
 		if !n.LagKnown {
+			if n.LagUnknownReason != "" {
+				return "lag unknown: " + n.LagUnknownReason
+			}
 			return "lag unknown"
 		}
 		if lag := n.Lag + sampleAge(n, now); lag > maxLag {

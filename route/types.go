@@ -20,6 +20,9 @@ type NodeState struct {
 	// LagKnown is true when Lag and LagBytes were measured; for a standby that
 	// needs a primary and an answer from the standby.
 	LagKnown bool
+	// LagUnknownReason says why a standby's lag is not known ("no primary",
+	// "standby's last poll failed", ...), for error messages; may be empty.
+	LagUnknownReason string
 	// Lag is how stale a standby's data was at SampledAt, measured from WAL
 	// positions; zero for a primary.
 	Lag time.Duration
