@@ -143,14 +143,14 @@ func TestSelectWorkloads(t *testing.T) {
 func TestNoticeFilterCountsAndDropsNotices(t *testing.T) {
 	f := &noticeFilter{}
 	input := "NOTICE:  pgowl: pg2 (standby) ran this statement\nDETAIL:  node=pg2 role=standby reason=READ_ONLY lag_ms=0\n" +
-		"pgbench: error: client 0 aborted\nNOTICE:  again\nDETAIL:  node=pg3\nlast line without newline"
+		"pgbench: error: client 0 aborted\nDETAIL:  pg1: primary up\nNOTICE:  again\nDETAIL:  node=pg3\nlast line without newline"
 	// Write in awkward pieces, as a pipe may deliver them.
 	for i := 0; i < len(input); i += 7 {
 		if _, err := f.Write([]byte(input[i:min(i+7, len(input))])); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, want := f.String(), "pgbench: error: client 0 aborted\nlast line without newline\n"; got != want {
+	if got, want := f.String(), "pgbench: error: client 0 aborted\nDETAIL:  pg1: primary up\nlast line without newline\n"; got != want {
 		t.Errorf("kept %q, want %q", got, want)
 	}
 	if f.notices != 2 {

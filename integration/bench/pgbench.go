@@ -256,6 +256,8 @@ type noticeFilter struct {
 	kept    bytes.Buffer
 	partial []byte
 	notices int64
+	// inNotice: the last line kept or dropped belonged to a notice.
+	inNotice bool
 }
 
 // Write splits p into lines and keeps those that are not part of a notice.
@@ -272,13 +274,16 @@ func (f *noticeFilter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// line handles one complete line.
+// line handles one complete line. DETAIL and HINT lines are dropped only
+// after a NOTICE: an error's DETAIL (pgowl's per-node state) is kept.
 func (f *noticeFilter) line(line []byte) {
 	switch {
 	case bytes.HasPrefix(line, []byte("NOTICE:")):
 		f.notices++
-	case bytes.HasPrefix(line, []byte("DETAIL:")), bytes.HasPrefix(line, []byte("HINT:")):
+		f.inNotice = true
+	case f.inNotice && (bytes.HasPrefix(line, []byte("DETAIL:")) || bytes.HasPrefix(line, []byte("HINT:"))):
 	default:
+		f.inNotice = false
 		if f.kept.Len() < maxStderr {
 			f.kept.Write(line)
 		}
