@@ -41,9 +41,18 @@
 //     even the oldest sample in the history is beyond R, the lag is at least
 //     the history's age, and that is what is reported.
 //
-// LagBytes is the latest primary position minus R. Lag is unknown (LagKnown
-// false) when there is no unambiguous primary (route.Primary), when the
-// standby's last poll failed, or when no primary sample precedes it.
+// LagBytes is the latest primary position minus R. When no primary is
+// available because the one node that was primary stopped answering (down,
+// or its last sample older than down-after), its last samples still bound the
+// standbys' staleness: a standby that replayed the position of the primary's
+// last sample lacks at most what was written since that sample was sent, so
+// its lag is the sample's age and grows until the lag limit refuses it.
+// Writes made since, on that primary or on one promoted after it, are no older
+// than the sample. Lag is unknown (LagKnown false) when there is no such
+// primary (none was ever sampled, two nodes claim primary, or a node reports
+// a newer timeline than the last primary's, as a standby following a promoted
+// node does), when the standby's last poll failed, or when no primary sample
+// precedes it. NodeState.LagUnknownReason says which.
 //
 // # Ordering and its bound
 //

@@ -285,6 +285,22 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		snap.Nodes[i] = state
 	}
 	primary, err := route.Primary(snap, route.Policy{DownAfter: m.opts.DownAfter}, now)
+	history := (*walHistory)(nil)
+	switch {
+	case err == nil:
+		history = &m.nodes[primary].history
+	default:
+		if last := lastPrimary(m.nodes, snap); last >= 0 {
+			// The primary stopped answering (or answers too slowly to
+			// count): its last samples still bound the standbys' staleness.
+			// A standby that had replayed the WAL of the primary's last
+			// sample lacks at most what was written since that sample was
+			// taken, so its lag is that sample's age, which grows until the
+			// lag limit refuses the standby. Writes made after that sample,
+			// on this primary or on one promoted since, are no older than it.
+			history = &m.nodes[last].history
+		}
+	}
 	for i, t := range m.nodes {
 		state := &snap.Nodes[i]
 		if state.Role != route.RoleStandby {
@@ -292,7 +308,7 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		}
 		var result lagResult
 		switch {
-		case err != nil:
+		case history == nil:
 			result.whyUnknown = "no primary"
 		case !state.Up:
 			result.whyUnknown = "standby is down"
@@ -301,13 +317,43 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		case !t.sample.lsnValid:
 			result.whyUnknown = "standby's replay position is unknown"
 		default:
-			result = standbyLag(&m.nodes[primary].history, t.sample.lsn, t.sentAt, m.opts.Interval)
+			result = standbyLag(history, t.sample.lsn, t.sentAt, m.opts.Interval)
 		}
 		state.LagKnown, state.Lag, state.LagBytes = result.known, result.lag, result.lagBytes
 		state.LagUnknownReason = result.whyUnknown
 		whyUnknown[i] = result.whyUnknown
 	}
 	return snap, whyUnknown
+}
+
+// lastPrimary returns the index of the node whose samples can still bound the
+// standbys' lag when route.Primary finds no available primary: the one node
+// whose last sample said primary, if it has samples and no node reports a
+// newer timeline. It returns -1 with two or more nodes claiming primary (a
+// split brain: which history applies is not known) and when another node is
+// on a newer timeline (a standby following a promoted node: its positions are
+// on a timeline that forked from this primary's, so comparing them with this
+// primary's samples says nothing about what it lacks).
+func lastPrimary(nodes []*tracker, snap *route.Snapshot) int {
+	found := -1
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Role != route.RolePrimary {
+			continue
+		}
+		if found >= 0 {
+			return -1
+		}
+		found = i
+	}
+	if found < 0 || nodes[found].history.len() == 0 {
+		return -1
+	}
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Timeline > snap.Nodes[found].Timeline {
+			return -1
+		}
+	}
+	return found
 }
 
 // publish builds and publishes a snapshot, logs state changes and wakes WaitFor callers.

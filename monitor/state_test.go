@@ -118,20 +118,28 @@ func TestSnapshotAssembly(t *testing.T) {
 		t.Errorf("pg2 last error %q", snap.Nodes[1].LastError)
 	}
 
-	// Later: the primary stops answering. Past down-after it is down, and
-	// with no primary every standby's lag is unknown.
+	// Later: the primary stops answering. Past down-after it is down; its
+	// last sample (sent at 200, position 1000) still bounds the standbys'
+	// staleness: both have replayed 1000, so each lacks at most what was
+	// written since 200, and its lag is that sample's age at its own poll.
 	m.apply(failedResult(0), 4)
 	m.apply(standbyResult(1, 1000, 650), 4)
 	m.apply(standbyResult(2, 1000, 650), 4)
 	checkNodes(t, publishAt(m, at(702)), map[string]nodeWant{
 		"pg1": {up: false, role: route.RolePrimary, lagKnown: true},
-		"pg2": {up: true, role: route.RoleStandby, lagKnown: false},
-		"pg3": {up: true, role: route.RoleStandby, lagKnown: false},
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 450},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 450},
+	})
+	// A standby behind the primary's last samples: lag since the oldest
+	// sample beyond its position (sent at 0, position 1000), 650 bytes.
+	m.apply(standbyResult(2, 350, 750), 5)
+	checkNodes(t, publishAt(m, at(760)), map[string]nodeWant{
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 750, bytes: 650},
 	})
 
 	// pg2 is promoted (timeline 2) and pg3 follows it.
-	m.apply(primaryResult(1, 2, 5000, 800), 5)
-	m.apply(standbyResult(2, 5000, 805), 5)
+	m.apply(primaryResult(1, 2, 5000, 800), 6)
+	m.apply(standbyResult(2, 5000, 805), 6)
 	snap = publishAt(m, at(810))
 	checkNodes(t, snap, map[string]nodeWant{
 		"pg2": {up: true, role: route.RolePrimary, lagKnown: true},
@@ -143,9 +151,9 @@ func TestSnapshotAssembly(t *testing.T) {
 
 	// The old primary comes back as a primary on timeline 2 as well: split
 	// brain with equal timelines, so no primary and no standby lag.
-	m.apply(primaryResult(0, 2, 4000, 900), 6)
-	m.apply(primaryResult(1, 2, 5000, 900), 6)
-	m.apply(standbyResult(2, 5000, 905), 6)
+	m.apply(primaryResult(0, 2, 4000, 900), 7)
+	m.apply(primaryResult(1, 2, 5000, 900), 7)
+	m.apply(standbyResult(2, 5000, 905), 7)
 	checkNodes(t, publishAt(m, at(910)), map[string]nodeWant{
 		"pg1": {up: true, role: route.RolePrimary, lagKnown: true},
 		"pg2": {up: true, role: route.RolePrimary, lagKnown: true},
@@ -219,5 +227,42 @@ func TestConnStringQuoting(t *testing.T) {
 	}
 	if c.RuntimeParams["application_name"] != applicationName {
 		t.Errorf("application_name %q", c.RuntimeParams["application_name"])
+	}
+}
+
+// TestStoppedPrimaryBoundsLagOnlyOnItsTimeline checks when the samples of a
+// primary that stopped answering still bound the standbys' lag: not once a
+// node reports a newer timeline (it follows a promoted node, whose WAL forked
+// from the old primary's), and not when that primary was never sampled.
+func TestStoppedPrimaryBoundsLagOnlyOnItsTimeline(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+	m.apply(primaryResult(0, 1, 1000, 0), 1)
+	m.apply(standbyResult(1, 1000, 5), 1)
+	m.apply(standbyResult(2, 1000, 5), 1)
+	m.apply(failedResult(0), 2)
+	m.apply(standbyResult(1, 1200, 600), 2)
+	m.apply(standbyResult(2, 1000, 600), 2)
+	snap := publishAt(m, at(610))
+	if p := snap.Nodes[0]; p.Up {
+		t.Fatalf("pg1 should be down 610ms after its last answer: %+v", p)
+	}
+	checkNodes(t, snap, map[string]nodeWant{
+		"pg2": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 600},
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: true, lagMS: 600},
+	})
+
+	// pg2 is promoted: until the monitor sees it as primary it is a standby
+	// on timeline 2, and pg3's position says nothing about what it lacks.
+	promoted := standbyResult(1, 1300, 700)
+	promoted.sample.timeline = 2
+	m.apply(promoted, 3)
+	m.apply(standbyResult(2, 1000, 700), 3)
+	snap = publishAt(m, at(710))
+	checkNodes(t, snap, map[string]nodeWant{
+		"pg3": {up: true, role: route.RoleStandby, lagKnown: false},
+	})
+	if why := snap.Nodes[2].LagUnknownReason; why != "no primary" {
+		t.Errorf("pg3's lag is unknown because %q, want %q", why, "no primary")
 	}
 }
