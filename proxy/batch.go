@@ -388,8 +388,9 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 // pgowl-managed name derived from its text and parameter types, so that any
 // backend connection, whichever client prepared it there, can run it.
 func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
-	sess.srv.stmtSeq.Add(1)
-	st := &preparedStmt{id: sess.srv.stmtSeq.Load(), name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
+	// The id Add returns is this statement's alone; a Load after it could
+	// see another session's increment and share its id.
+	st := &preparedStmt{id: sess.srv.stmtSeq.Add(1), name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
 	st.effects = sess.classify(pm.query, pm.paramTypes)
 	if pm.name == "" {
 		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), 'P', body)
