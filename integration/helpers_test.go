@@ -1,15 +1,11 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
-	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,31 +31,24 @@ const (
 
 // Bounds used throughout the suite.
 const (
-	clusterStartTimeout = 2 * time.Minute
-	proxyReadyTimeout   = 20 * time.Second
-	catchUpTimeout      = 30 * time.Second
-	statementTimeout    = 30 * time.Second
+	proxyReadyTimeout = 20 * time.Second
+	statementTimeout  = owltest.StatementTimeout
 )
 
 // maxLagMS is the default routing.max_replica_lag in milliseconds; a routed
 // standby's lag_ms must never exceed it.
 var maxLagMS = config.Default().Routing.MaxReplicaLag.Milliseconds()
 
-var (
-	sharedOnce    sync.Once
-	sharedCluster *cluster.Cluster
-	sharedErr     error
-)
+// shared is the cluster of the non-destructive tests (see sharedClusterFor).
+var shared owltest.SharedCluster
 
 // TestMain closes the shared cluster after every test has run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedCluster != nil {
-		if err := sharedCluster.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "close shared cluster: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
+	if err := shared.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close shared cluster: %v\n", err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	os.Exit(code)
@@ -67,16 +56,7 @@ func TestMain(m *testing.M) {
 
 // clusterOptions are the options of every cluster the suite starts.
 func clusterOptions(standbys int) cluster.Options {
-	opts := cluster.Options{
-		Standbys: standbys,
-		Users:    []cluster.User{{Name: appUser, Password: appPassword}},
-	}
-	if testing.Verbose() {
-		opts.Logf = func(format string, args ...any) {
-			fmt.Fprintf(os.Stderr, format+"\n", args...)
-		}
-	}
-	return opts
+	return owltest.ClusterOptions(standbys, appUser, appPassword)
 }
 
 // sharedClusterFor returns the cluster shared by the non-destructive tests:
@@ -84,19 +64,11 @@ func clusterOptions(standbys int) cluster.Options {
 // TestMain. Tests that use it must not stop, kill or promote its nodes.
 func sharedClusterFor(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	opts := clusterOptions(2)
-	if err := cluster.CheckBinaries(opts); err != nil {
-		t.Skipf("skipping: PostgreSQL binaries not available: %v", err)
+	c, err := shared.Get(t, clusterOptions(2))
+	if err != nil {
+		t.Fatalf("start shared cluster: %v", err)
 	}
-	sharedOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
-		defer cancel()
-		sharedCluster, sharedErr = cluster.Start(ctx, opts)
-	})
-	if sharedErr != nil {
-		t.Fatalf("start shared cluster: %v", sharedErr)
-	}
-	return sharedCluster
+	return c
 }
 
 // ownCluster starts a cluster for t alone, for tests that stop or kill nodes.
@@ -108,12 +80,7 @@ func ownCluster(t *testing.T, standbys int) *cluster.Cluster {
 }
 
 // timeoutCtx returns a context that ends after d or when t ends.
-func timeoutCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var timeoutCtx = owltest.TimeoutCtx
 
 // ---------------------------------------------------------------------------
 // pgowl instances
@@ -322,15 +289,12 @@ func withParams(params map[string]string) func(*pgx.ConnConfig) {
 // Routing NOTICEs
 
 // detailPattern is the exact start the routing NOTICE's DETAIL must have.
-var detailPattern = regexp.MustCompile(`^node=([A-Za-z0-9_-]+) role=(primary|standby) reason=([A-Z_]+) lag_ms=(-?[0-9]+)(?: |$)`)
+var detailPattern = owltest.RouteDetailPattern
 
 // routeNotice is a parsed routing NOTICE.
 type routeNotice struct {
-	Node   string
-	Role   string
-	Reason string
-	LagMS  int64
-	Raw    *pgconn.Notice
+	owltest.Route
+	Raw *pgconn.Notice
 }
 
 func (r routeNotice) String() string {
@@ -338,9 +302,7 @@ func (r routeNotice) String() string {
 }
 
 // isRouteNotice reports whether a NOTICE comes from pgowl rather than from a node.
-func isRouteNotice(n *pgconn.Notice) bool {
-	return strings.HasPrefix(n.Message, "pgowl: ")
-}
+func isRouteNotice(n *pgconn.Notice) bool { return owltest.IsRouteNotice(n.Message) }
 
 // parseRouteNotice checks a pgowl NOTICE's shape and parses its DETAIL.
 func parseRouteNotice(t *testing.T, n *pgconn.Notice) routeNotice {
@@ -351,15 +313,10 @@ func parseRouteNotice(t *testing.T, n *pgconn.Notice) routeNotice {
 	if n.Code != "00000" {
 		t.Errorf("pgowl NOTICE %q has SQLSTATE %q, want 00000", n.Message, n.Code)
 	}
-	m := detailPattern.FindStringSubmatch(n.Detail)
-	if m == nil {
-		t.Errorf("pgowl NOTICE %q has DETAIL %q, which does not start with node=<name> role=<primary|standby> reason=<CODE> lag_ms=<n>", n.Message, n.Detail)
-		return routeNotice{Raw: n}
-	}
-	lag, _ := strconv.ParseInt(m[4], 10, 64)
-	r := routeNotice{Node: m[1], Role: m[2], Reason: m[3], LagMS: lag, Raw: n}
-	if want := "pgowl: " + r.Node + " (" + r.Role + ")"; !strings.HasPrefix(n.Message, want) {
-		t.Errorf("pgowl NOTICE message %q does not start with %q (from its DETAIL)", n.Message, want)
+	route, ok := owltest.ParseRoute(t, n.Message, n.Detail)
+	r := routeNotice{Route: route, Raw: n}
+	if !ok {
+		return r
 	}
 	switch r.Role {
 	case "primary":
@@ -403,89 +360,29 @@ func (c *client) oneRoute(t *testing.T, what string) routeNotice {
 func wantRoute(t *testing.T, what string, r routeNotice, role, reason string) {
 	t.Helper()
 	if r.Role != role || (reason != "" && r.Reason != reason) {
-		t.Errorf("%s: NOTICE %v, want role=%s reason=%s", what, r, role, orAny(reason))
+		t.Errorf("%s: NOTICE %v, want role=%s reason=%s", what, r, role, owltest.OrAny(reason))
 	}
-}
-
-func orAny(s string) string {
-	if s == "" {
-		return "<any>"
-	}
-	return s
 }
 
 // ---------------------------------------------------------------------------
 // Evidence from the nodes
 
-// marker returns a unique tag to put in a statement's comment.
-func marker(prefix string) string {
-	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
-}
-
-// resetStats clears pg_stat_statements on every node.
-func resetStats(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	if err := c.ResetStatementStats(timeoutCtx(t, statementTimeout)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// evidence returns, per node, how many times the node executed statements whose text contains tag.
-//
-// pg_stat_statements keys its entries on the statement's shape, which ignores
-// comments and constant values, and keeps the text of the first statement of
-// that shape. A tag in a comment is therefore only seen if no statement of the
-// same shape ran on the node since the last resetStats: reset right before
-// running the statement under test.
-func evidence(t *testing.T, c *cluster.Cluster, tag string) map[string]int64 {
-	t.Helper()
-	return evidenceLike(t, c, "%"+tag+"%")
-}
-
-// evidenceLike returns, per node, pg_stat_statements calls of statements matching a LIKE pattern.
-func evidenceLike(t *testing.T, c *cluster.Cluster, like string) map[string]int64 {
-	t.Helper()
-	out, err := c.StatementCalls(timeoutCtx(t, statementTimeout), like)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+// The evidence helpers are shared with the clients package (see owltest).
+var (
+	marker       = owltest.Marker
+	resetStats   = owltest.ResetStats
+	evidence     = owltest.Evidence
+	evidenceLike = owltest.EvidenceLike
+)
 
 // primaryName is the shared cluster's primary; tests on it never fail over.
 func primaryName(c *cluster.Cluster) string { return c.Nodes[0].Name }
 
 // requireOnPrimary checks that the primary ran a statement want times and no standby ran it.
-func requireOnPrimary(t *testing.T, c *cluster.Cluster, what string, ev map[string]int64, want int64) {
-	t.Helper()
-	for name, calls := range ev {
-		expected := int64(0)
-		if name == primaryName(c) {
-			expected = want
-		}
-		if calls != expected {
-			t.Errorf("%s: pg_stat_statements says it ran %d time(s) on %s, want %d (per node: %v)", what, calls, name, expected, ev)
-		}
-	}
-}
+var requireOnPrimary = owltest.RequireOnPrimary
 
 // requireOnStandbys checks that standbys ran a statement want times in all and the primary never did.
-func requireOnStandbys(t *testing.T, c *cluster.Cluster, what string, ev map[string]int64, want int64) {
-	t.Helper()
-	var sum int64
-	for name, calls := range ev {
-		if name == primaryName(c) {
-			if calls != 0 {
-				t.Errorf("%s: pg_stat_statements says it ran %d time(s) on the primary %s, want 0 (per node: %v)", what, calls, name, ev)
-			}
-			continue
-		}
-		sum += calls
-	}
-	if sum != want {
-		t.Errorf("%s: pg_stat_statements says the standbys ran it %d time(s), want %d (per node: %v)", what, sum, want, ev)
-	}
-}
+var requireOnStandbys = owltest.RequireOnStandbys
 
 // requireOnOneStandby checks that exactly one standby ran a statement, exactly once, and returns its name.
 func requireOnOneStandby(t *testing.T, c *cluster.Cluster, what string, ev map[string]int64) string {
@@ -508,15 +405,7 @@ func requireOnOneStandby(t *testing.T, c *cluster.Cluster, what string, ev map[s
 }
 
 // catchUp waits until every standby has replayed everything the primary wrote so far.
-func catchUp(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	ctx := timeoutCtx(t, catchUpTimeout)
-	for _, n := range c.Nodes[1:] {
-		if err := n.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
-			t.Fatalf("wait for %s to catch up: %v", n.Name, err)
-		}
-	}
-}
+var catchUp = owltest.CatchUp
 
 // createTable runs ddl as the app user directly on the primary after dropping
 // the table, so the table is owned by app, then waits for the standbys.
@@ -531,15 +420,7 @@ func createTable(t *testing.T, c *cluster.Cluster, name, ddl string) {
 }
 
 // primaryInt runs a one-value integer query as the superuser on the primary.
-func primaryInt(t *testing.T, c *cluster.Cluster, sql string, args ...any) int64 {
-	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	var v int64
-	if err := c.Nodes[0].QueryRow(ctx, sql, args...).Scan(&v); err != nil {
-		t.Fatalf("query the primary: %s: %v", sql, err)
-	}
-	return v
-}
+var primaryInt = owltest.PrimaryInt
 
 // ---------------------------------------------------------------------------
 // Errors and commands
@@ -570,18 +451,7 @@ func wantSQLState(t *testing.T, what string, err error, code string) *pgconn.PgE
 }
 
 // pgBinary returns the path of a PostgreSQL client program, or skips t.
-func pgBinary(t *testing.T, name string) string {
-	t.Helper()
-	candidate := cluster.Options{}.ResolvedBinDir() + "/" + name
-	if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
-		return candidate
-	}
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	t.Skipf("skipping: %s not found in %s or on PATH", name, cluster.Options{}.ResolvedBinDir())
-	return ""
-}
+var pgBinary = owltest.PGBinary
 
 // cmdResult is what a finished command produced.
 type cmdResult struct {
@@ -592,38 +462,11 @@ type cmdResult struct {
 // runCmd runs a program with a time limit and extra environment variables.
 func runCmd(t *testing.T, timeout time.Duration, env []string, name string, args ...string) cmdResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exitErr *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, res.stdout, res.stderr)
-	case errors.As(err, &exitErr):
-		res.exitCode = exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", name, err)
+	res := owltest.RunCmd(t, timeout, "", env, name, args...)
+	if res.TimedOut {
+		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, res.Stdout, res.Stderr)
 	}
-	return res
-}
-
-// cleanEnv is the process environment without libpq and psql settings, so
-// that only what a test sets reaches the client programs.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "PSQL") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
+	return cmdResult{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode}
 }
 
 // clientEnv is the environment that points libpq programs at the instance as the app user.

@@ -2,19 +2,15 @@ package clients
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,11 +37,9 @@ const (
 
 // Bounds used throughout the package.
 const (
-	clusterStartTimeout = 2 * time.Minute
-	proxyReadyTimeout   = 20 * time.Second
-	proxyStopTimeout    = owltest.StopTimeout
-	catchUpTimeout      = 30 * time.Second
-	statementTimeout    = 30 * time.Second
+	proxyReadyTimeout = 20 * time.Second
+	proxyStopTimeout  = owltest.StopTimeout
+	statementTimeout  = owltest.StatementTimeout
 )
 
 // The large result every client streams: largeRows rows of largeWidth bytes
@@ -66,11 +60,10 @@ var largeSQL = fmt.Sprintf("SELECT g AS id, repeat('x', %d) AS v FROM generate_s
 // maxLagMS is the default routing.max_replica_lag in milliseconds.
 var maxLagMS = config.Default().Routing.MaxReplicaLag.Milliseconds()
 
-var (
-	sharedOnce    sync.Once
-	sharedCluster *cluster.Cluster
-	sharedErr     error
+// shared is the package's one cluster (see sharedClusterFor).
+var shared owltest.SharedCluster
 
+var (
 	binaryOnce sync.Once
 	binaryDir  string
 	binaryPath string
@@ -81,12 +74,10 @@ var (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if sharedCluster != nil {
-		if err := sharedCluster.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "close the cluster: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
+	if err := shared.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close the cluster: %v\n", err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	if binaryDir != "" {
@@ -97,14 +88,7 @@ func TestMain(m *testing.M) {
 
 // clusterOptions are the options of the package's cluster: pg1 primary, pg2 and pg3 standbys.
 func clusterOptions() cluster.Options {
-	opts := cluster.Options{
-		Standbys: 2,
-		Users:    []cluster.User{{Name: appUser, Password: appPassword}},
-	}
-	if testing.Verbose() {
-		opts.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	}
-	return opts
+	return owltest.ClusterOptions(2, appUser, appPassword)
 }
 
 // sharedClusterFor returns the package's cluster, starting it on first use;
@@ -112,28 +96,15 @@ func clusterOptions() cluster.Options {
 // No test may stop, kill or promote its nodes.
 func sharedClusterFor(t *testing.T) *cluster.Cluster {
 	t.Helper()
-	opts := clusterOptions()
-	if err := cluster.CheckBinaries(opts); err != nil {
-		t.Skipf("skipping: PostgreSQL binaries not available: %v", err)
+	c, err := shared.Get(t, clusterOptions())
+	if err != nil {
+		t.Fatalf("start the cluster: %v", err)
 	}
-	sharedOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
-		defer cancel()
-		sharedCluster, sharedErr = cluster.Start(ctx, opts)
-	})
-	if sharedErr != nil {
-		t.Fatalf("start the cluster: %v", sharedErr)
-	}
-	return sharedCluster
+	return c
 }
 
 // timeoutCtx returns a context that ends after d or when t ends.
-func timeoutCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+var timeoutCtx = owltest.TimeoutCtx
 
 // ---------------------------------------------------------------------------
 // pgowl in the test process
@@ -476,14 +447,10 @@ func fromPgconn(conn string, n *pgconn.Notice) notice {
 	return notice{Conn: conn, Severity: n.Severity, Code: n.Code, Message: n.Message, Detail: n.Detail}
 }
 
-// detailPattern is the documented start of the routing NOTICE's DETAIL.
-var detailPattern = regexp.MustCompile(`^node=([A-Za-z0-9_-]+) role=(primary|standby) reason=([A-Z_]+) lag_ms=(-?[0-9]+)(?: |$)`)
-
 // routeNotice is a parsed routing NOTICE.
 type routeNotice struct {
-	Node, Role, Reason string
-	LagMS              int64
-	Conn               string
+	owltest.Route
+	Conn string
 }
 
 func (r routeNotice) String() string {
@@ -496,7 +463,7 @@ func routesOf(t *testing.T, ns []notice, conn string) []routeNotice {
 	t.Helper()
 	var out []routeNotice
 	for _, n := range ns {
-		if !strings.HasPrefix(n.Message, "pgowl: ") || (conn != "" && n.Conn != conn) {
+		if !owltest.IsRouteNotice(n.Message) || (conn != "" && n.Conn != conn) {
 			continue
 		}
 		if n.Severity != "" && n.Severity != "NOTICE" {
@@ -505,16 +472,11 @@ func routesOf(t *testing.T, ns []notice, conn string) []routeNotice {
 		if n.Code != "" && n.Code != "00000" {
 			t.Errorf("pgowl NOTICE %q has SQLSTATE %q, want 00000", n.Message, n.Code)
 		}
-		m := detailPattern.FindStringSubmatch(n.Detail)
-		if m == nil {
-			t.Errorf("pgowl NOTICE %q has DETAIL %q, which does not start with node=<name> role=<primary|standby> reason=<CODE> lag_ms=<n>", n.Message, n.Detail)
+		route, ok := owltest.ParseRoute(t, n.Message, n.Detail)
+		if !ok {
 			continue
 		}
-		lag, _ := strconv.ParseInt(m[4], 10, 64)
-		r := routeNotice{Node: m[1], Role: m[2], Reason: m[3], LagMS: lag, Conn: n.Conn}
-		if want := "pgowl: " + r.Node + " (" + r.Role + ")"; !strings.HasPrefix(n.Message, want) {
-			t.Errorf("pgowl NOTICE message %q does not start with %q (from its DETAIL)", n.Message, want)
-		}
+		r := routeNotice{Route: route, Conn: n.Conn}
 		if r.Role == "primary" && r.LagMS != 0 {
 			t.Errorf("NOTICE %v: a primary's lag_ms must be 0", r)
 		}
@@ -540,92 +502,34 @@ func wantRoutes(t *testing.T, what string, ns []notice, conn string, count int, 
 	}
 	for _, r := range rs {
 		if r.Role != role || (reason != "" && r.Reason != reason) {
-			t.Errorf("%s: NOTICE %v, want role=%s reason=%s", what, r, role, orAny(reason))
+			t.Errorf("%s: NOTICE %v, want role=%s reason=%s", what, r, role, owltest.OrAny(reason))
 		}
 	}
 	return rs
 }
 
-func orAny(s string) string {
-	if s == "" {
-		return "<any>"
-	}
-	return s
-}
-
 // ---------------------------------------------------------------------------
 // Evidence from the nodes
 
-// marker returns a unique tag to put in a statement's comment.
-func marker(prefix string) string {
-	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
-}
-
-// resetStats clears pg_stat_statements on every node.
-func resetStats(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	if err := c.ResetStatementStats(timeoutCtx(t, statementTimeout)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// evidence returns, per node, how many times it executed statements whose text holds tag.
-// Reset the statistics right before the statements under test: pg_stat_statements keeps
-// the text of the first statement of each shape.
-func evidence(t *testing.T, c *cluster.Cluster, tag string) map[string]int64 {
-	t.Helper()
-	return evidenceLike(t, c, "%"+tag+"%")
-}
-
-// evidenceLike returns, per node, pg_stat_statements calls of statements matching a LIKE pattern.
-func evidenceLike(t *testing.T, c *cluster.Cluster, like string) map[string]int64 {
-	t.Helper()
-	out, err := c.StatementCalls(timeoutCtx(t, statementTimeout), like)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+// The evidence helpers are shared with the integration package (see owltest).
+var (
+	marker       = owltest.Marker
+	resetStats   = owltest.ResetStats
+	evidence     = owltest.Evidence
+	evidenceLike = owltest.EvidenceLike
+)
 
 // onPrimary requires that the primary ran tagged statements want times and no standby ran any.
 func onPrimary(t *testing.T, c *cluster.Cluster, what, tag string, want int64) {
 	t.Helper()
-	ev := evidence(t, c, tag)
-	for name, calls := range ev {
-		expected := int64(0)
-		if name == c.Nodes[0].Name {
-			expected = want
-		}
-		if calls != expected {
-			t.Errorf("%s: pg_stat_statements says it ran %d time(s) on %s, want %d (per node: %v)", what, calls, name, expected, ev)
-		}
-	}
+	owltest.RequireOnPrimary(t, c, what, evidence(t, c, tag), want)
 }
 
 // onStandbys requires that the standbys ran tagged statements want times in all and the
 // primary never; it returns the standbys that ran any.
 func onStandbys(t *testing.T, c *cluster.Cluster, what, tag string, want int64) []string {
 	t.Helper()
-	ev := evidence(t, c, tag)
-	var sum int64
-	var ran []string
-	for _, n := range c.Nodes {
-		calls := ev[n.Name]
-		if n == c.Nodes[0] {
-			if calls != 0 {
-				t.Errorf("%s: pg_stat_statements says it ran %d time(s) on the primary %s, want 0 (per node: %v)", what, calls, n.Name, ev)
-			}
-			continue
-		}
-		sum += calls
-		if calls > 0 {
-			ran = append(ran, n.Name)
-		}
-	}
-	if sum != want {
-		t.Errorf("%s: pg_stat_statements says the standbys ran it %d time(s), want %d (per node: %v)", what, sum, want, ev)
-	}
-	return ran
+	return owltest.RequireOnStandbys(t, c, what, evidence(t, c, tag), want)
 }
 
 // onOneStandby requires that exactly one standby ran the tagged statement, once,
@@ -639,15 +543,7 @@ func onOneStandby(t *testing.T, c *cluster.Cluster, what, tag string, notices []
 }
 
 // catchUp waits until every standby has replayed everything the primary wrote so far.
-func catchUp(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	ctx := timeoutCtx(t, catchUpTimeout)
-	for _, n := range c.Nodes[1:] {
-		if err := n.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
-			t.Fatalf("wait for %s to catch up: %v", n.Name, err)
-		}
-	}
-}
+var catchUp = owltest.CatchUp
 
 // clientTables are the tables one client's test works on; the app user owns them.
 type clientTables struct {
@@ -678,15 +574,7 @@ CREATE TABLE %[3]s (id int PRIMARY KEY, v text NOT NULL)`, appUser, tb.items, tb
 }
 
 // primaryInt runs a one-value integer query as the superuser on the primary.
-func primaryInt(t *testing.T, c *cluster.Cluster, sql string, args ...any) int64 {
-	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	var v int64
-	if err := c.Nodes[0].QueryRow(ctx, sql, args...).Scan(&v); err != nil {
-		t.Fatalf("query the primary: %s: %v", sql, err)
-	}
-	return v
-}
+var primaryInt = owltest.PrimaryInt
 
 // ---------------------------------------------------------------------------
 // Programs
@@ -700,53 +588,18 @@ type cmdResult struct {
 // runCmd runs a program in dir (empty: the current directory) with a time limit and extra environment variables.
 func runCmd(t *testing.T, timeout time.Duration, dir string, env []string, name string, args ...string) cmdResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), env...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := cmdResult{stdout: stdout.String(), stderr: stderr.String()}
-	var exitErr *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, owltest.TailString(res.stdout, 8<<10), owltest.TailString(res.stderr, 8<<10))
-	case errors.As(err, &exitErr):
-		res.exitCode = exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", name, err)
+	res := owltest.RunCmd(t, timeout, dir, env, name, args...)
+	if res.TimedOut {
+		t.Fatalf("%s %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), timeout, owltest.TailString(res.Stdout, 8<<10), owltest.TailString(res.Stderr, 8<<10))
 	}
-	return res
+	return cmdResult{stdout: res.Stdout, stderr: res.Stderr, exitCode: res.ExitCode}
 }
 
 // cleanEnv is the process environment without libpq, psql and pgowl settings.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "PSQL") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
+var cleanEnv = owltest.CleanEnv
 
 // pgBinary returns the path of a PostgreSQL client program, or skips t.
-func pgBinary(t *testing.T, name string) string {
-	t.Helper()
-	candidate := filepath.Join(cluster.Options{}.ResolvedBinDir(), name)
-	if info, err := os.Stat(candidate); err == nil && !info.IsDir() {
-		return candidate
-	}
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	t.Skipf("skipping: %s not found in %s or on PATH", name, cluster.Options{}.ResolvedBinDir())
-	return ""
-}
+var pgBinary = owltest.PGBinary
 
 // lines splits text into its non-empty lines.
 func lines(text string) []string {

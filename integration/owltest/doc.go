@@ -1,7 +1,10 @@
-// Package owltest runs pgowl in the test process, in front of a cluster
-// started by integration/cluster, for the integration test packages
-// (integration and integration/clients): it builds the configuration, serves
-// on a loopback port, collects the log, and stops the instance when the test
-// ends. What each package checks on top (routing NOTICEs, client drivers)
-// stays in that package.
+// Package owltest holds what the integration test packages (integration and
+// integration/clients) share: it runs pgowl in the test process, in front of
+// a cluster started by integration/cluster (building the configuration,
+// serving on a loopback port, collecting the log, stopping the instance when
+// the test ends), shares one cluster among a package's tests, parses the
+// routing NOTICE's DETAIL, reads the nodes' evidence of where statements ran
+// and runs client programs. How each package drives its clients (pgx
+// connections, other drivers) and how it receives NOTICEs stays in that
+// package.
 package owltest
