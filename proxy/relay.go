@@ -147,10 +147,10 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if head.typ != 'Q' && head.typ != 'S' && head.typ != 'F' {
 				// An extended message failed: the node skips the rest of
 				// the batch up to Sync, so those replies never come.
-				be.undo(sess, head)
+				be.undo(sess, head, true)
 				be.expect.pop()
 				for be.expect.len() > 0 && be.expect.front().typ != 'S' {
-					be.undo(sess, be.expect.front())
+					be.undo(sess, be.expect.front(), false)
 					be.expect.pop()
 				}
 				if be.expect.len() == 0 {
@@ -168,8 +168,14 @@ func (sess *session) relay(be *backend, u *unit) error {
 				if err != nil {
 					return err
 				}
-				tag := commandTag(body)
-				u.committed = bytes.Equal(tag, []byte("COMMIT"))
+				// The transaction's settings took effect if a COMMIT ended it,
+				// even one followed by more statements in the same string.
+				switch tag := commandTag(body); {
+				case bytes.Equal(tag, []byte("COMMIT")):
+					u.committed = true
+				case bytes.Equal(tag, []byte("ROLLBACK")):
+					u.committed = false
+				}
 				if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'C', body)); err != nil {
 					return err
 				}
@@ -236,12 +242,19 @@ func (sess *session) forwardFrame(frame []byte) error {
 }
 
 // undo reverts what an expected message would have changed, because the node
-// never ran it.
-func (be *backend) undo(sess *session, e *expectation) {
+// skipped it, or ran it and failed (failed). An unnamed Parse that failed
+// still dropped the connection's unnamed statement: PostgreSQL releases the
+// previous one before it parses, so neither the node nor the client has one.
+func (be *backend) undo(sess *session, e *expectation, failed bool) {
 	if e.typ != 'P' {
 		return
 	}
 	switch {
+	case e.unnamed && failed:
+		be.conn.Unnamed = 0
+		if e.clientOwn && sess.unnamed == e.stmt {
+			sess.unnamed = nil
+		}
 	case e.unnamed:
 		be.conn.Unnamed = e.prevUnnamed
 		if e.clientOwn && sess.unnamed == e.stmt {
