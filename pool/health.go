@@ -25,6 +25,8 @@ func (p *Pool) checkAlive(c *Conn) error {
 		return fmt.Errorf("health check: set the deadline: %w", err)
 	}
 	defer c.netConn.SetDeadline(time.Time{})
+	// Even an empty simple Query drops the connection's unnamed statement.
+	c.Unnamed = 0
 	if _, err := c.Writer.Write(emptyQuery); err != nil {
 		return fmt.Errorf("health check: send the empty query: %w", err)
 	}

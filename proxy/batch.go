@@ -363,7 +363,18 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 	c := be.conn
 	if name == "" {
 		st := sess.unnamed
-		if st == nil || c.Unnamed == st.id {
+		if st == nil {
+			if c.Unnamed != 0 {
+				// The connection holds another session's unnamed statement:
+				// close it, so that this Bind or Describe fails as it would
+				// on the client's own connection instead of using it.
+				c.Writer.Write(closeUnnamedStatement)
+				be.expect.push(expectation{typ: 'C', swallow: true})
+				c.Unnamed = 0
+			}
+			return nil
+		}
+		if c.Unnamed == st.id {
 			return st
 		}
 		c.Writer.Write(st.frame)
@@ -383,6 +394,9 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 	c.Prepared[st.serverName] = struct{}{}
 	return st
 }
+
+// closeUnnamedStatement is a Close message for the unnamed prepared statement.
+var closeUnnamedStatement = []byte{'C', 0, 0, 0, 6, 'S', 0}
 
 // newStatement records a client's Parse. A named statement gets a
 // pgowl-managed name derived from its text and parameter types, so that any

@@ -289,6 +289,9 @@ func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err e
 	buf := wire.AppendHeader(sess.scratch[:0], 'Q', len(sql)+1)
 	buf = append(append(buf, sql...), 0)
 	sess.scratch = buf[:0]
+	// A simple Query drops the node's unnamed statement; the client's own
+	// stays the client's, and is parsed again where it runs next.
+	be.conn.Unnamed = 0
 	if _, err := be.conn.Writer.Write(buf); err != nil {
 		return "", err
 	}

@@ -133,6 +133,7 @@ func (sess *session) writeDeferredBegin(be *backend) {
 	w := be.conn.Writer
 	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(q)))
 	w.Write(q)
+	be.conn.Unnamed = 0 // a simple Query drops the node's unnamed statement
 	be.expect.push(expectation{typ: 'Q', swallow: true})
 }
 
@@ -260,5 +261,6 @@ func (sess *session) writeFailedTransaction(be *backend) {
 	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(failedTransactionQuery)+1))
 	w.WriteString(failedTransactionQuery)
 	w.WriteByte(0)
+	be.conn.Unnamed = 0 // a simple Query drops the node's unnamed statement
 	be.expect.push(expectation{typ: 'Q', swallow: true, quiet: true})
 }
