@@ -24,7 +24,7 @@ type unit struct {
 	expectsReady bool
 
 	errCode   string // SQLSTATE of the first error the node returned
-	committed bool   // the unit's last command tag was COMMIT
+	committed bool   // a COMMIT in the unit ended the transaction (and no ROLLBACK after it)
 
 	decision      route.Decision
 	routeErr      error          // why no node could run the unit
@@ -233,6 +233,18 @@ func (sess *session) releaseIdle(be *backend) {
 		return
 	}
 	delete(sess.backends, be.node)
+	if be.dirty {
+		// What the connection holds is not known: start it afresh.
+		code, err := sess.runQuietly(be, "DISCARD ALL")
+		if err != nil || code != "" || be.conn.TxStatus != 'I' {
+			sess.srv.opts.Pool.Release(be.conn, false)
+			be.conn = nil
+			return
+		}
+		clear(be.conn.Prepared)
+		be.conn.Unnamed = 0
+		be.conn.Settings = ""
+	}
 	if len(be.conn.Prepared) > maxPreparedPerConn {
 		// Bound what a long-lived connection accumulates.
 		if _, err := sess.runQuietly(be, "DEALLOCATE ALL"); err != nil {
@@ -341,7 +353,7 @@ func (sess *session) closeBackends() {
 				code, err := sess.runQuietly(be, "ROLLBACK")
 				reusable = err == nil && code == ""
 			}
-			if reusable && (sess.pinBits != 0 || !sess.srv.transactionPooling) {
+			if reusable && (sess.pinBits != 0 || !sess.srv.transactionPooling || be.dirty) {
 				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
 				reusable = err == nil && code == ""

@@ -93,6 +93,11 @@ type backend struct {
 	openBatch bool // an extended batch was sent without its Sync
 	skipping  bool // the node discards messages until Sync after an error
 	broken    bool
+	// dirty: a unit may have discarded or deallocated state on the
+	// connection that pgowl could not follow (DISCARD or DEALLOCATE in a
+	// multi-statement string). The connection is reset with DISCARD ALL or
+	// closed before another session gets it.
+	dirty bool
 }
 
 // preparedStmt is a statement the client prepared with Parse.
@@ -386,14 +391,26 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // afterUnit updates the session from what the unit did.
 func (sess *session) afterUnit(be *backend, u *unit) {
 	status := be.conn.TxStatus
-	if !u.failed() && u.effects.Session != 0 {
-		sess.trackSessionEffects(be, u)
-	}
+	// Settings of a transaction that committed first: the unit's own
+	// effects may then mark the connection's settings unknown.
 	if len(sess.pendingSets) > 0 && status == 'I' {
 		if u.committed {
 			sess.applySets(be, sess.pendingSets)
 		}
 		sess.pendingSets = sess.pendingSets[:0]
+	}
+	if u.effects.Session != 0 {
+		switch {
+		case u.failed() && u.effects.Statements == 1:
+			// A statement that failed changed nothing.
+		case u.failed() || u.effects.Statements != 1 || u.setSQL == "":
+			// Part of a multi-statement string may have taken effect (it
+			// may COMMIT before a later statement fails), and pgowl follows
+			// settings and releases only for single statements.
+			sess.trackUncertainEffects(be, u)
+		default:
+			sess.trackSessionEffects(be, u)
+		}
 	}
 	if sess.pinBits != 0 || be.openBatch || status != 'I' {
 		sess.held = be
@@ -411,30 +428,34 @@ const pinningEffects = classify.SessionListen | classify.SessionTempTable | clas
 func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	eff := u.effects
 	sql := u.setSQL
+	words := withoutComments(sql) // for recognising the statement; sql is what is replayed
 	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
 		sess.pinBits |= bits
 		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
 	}
 	released := classify.SessionEffect(0)
 	switch {
-	case eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "all"):
+	case eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "all"):
 		released = sess.pinBits
 		sess.sets, sess.pendingSets = nil, nil
 		sess.updateSettingsKey()
 		sess.forgetStatements(be)
 		be.conn.Settings = ""
-	case eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "temp"),
-		eff.Session&classify.SessionDiscard != 0 && hasWords(sql, "discard", "temporary"):
+	case eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "temp"),
+		eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "temporary"):
 		released = classify.SessionTempTable
-	case eff.Session&classify.SessionUnlisten != 0 && strings.Contains(sql, "*"):
+	case eff.Session&classify.SessionUnlisten != 0 && strings.Contains(words, "*"):
 		released = classify.SessionListen
-	case eff.Session&classify.SessionDeallocate != 0 && hasWords(sql, "deallocate", "all"),
-		eff.Session&classify.SessionDeallocate != 0 && hasWords(sql, "deallocate", "prepare", "all"):
+	case eff.Session&classify.SessionDeallocate != 0 && hasWords(words, "deallocate", "all"),
+		eff.Session&classify.SessionDeallocate != 0 && hasWords(words, "deallocate", "prepare", "all"):
 		released = classify.SessionPrepare
 		sess.forgetStatements(be)
-	case strings.Contains(strings.ToLower(sql), "pg_advisory_unlock_all"):
+	case strings.Contains(strings.ToLower(words), "pg_advisory_unlock_all"):
 		released = classify.SessionAdvisoryLock
 	}
+	// A statement that takes a pin of the kind it releases
+	// (pg_advisory_unlock_all(), pg_advisory_lock(1)) may end up holding it.
+	released &^= eff.Session & pinningEffects
 	if released&sess.pinBits != 0 {
 		sess.pinBits &^= released
 		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
@@ -451,6 +472,32 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		}
 	}
 }
+
+// trackUncertainEffects follows a unit whose session effects pgowl cannot
+// follow statement by statement, so that nothing it left on the connection
+// reaches another session: every pin it may have taken is taken (and none
+// released), settings it may have changed make the connection's settings
+// unknown (the next unit on it starts with RESET ALL), and a DISCARD or
+// DEALLOCATE makes its statements unknown (it is reset or closed before
+// another session gets it).
+func (sess *session) trackUncertainEffects(be *backend, u *unit) {
+	eff := u.effects
+	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
+		sess.pinBits |= bits
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
+	}
+	if eff.Session&(classify.SessionSet|classify.SessionDiscard) != 0 {
+		sess.log.Warn().Msg("a session setting changed inside a multi-statement string or with parameters; it is not carried to the session's other nodes")
+		be.conn.Settings = unknownSettings
+	}
+	if eff.Session&(classify.SessionDiscard|classify.SessionDeallocate) != 0 {
+		be.dirty = true
+	}
+}
+
+// unknownSettings marks a connection whose settings pgowl does not know: it
+// matches no session's settings key, so the next unit resets them first.
+const unknownSettings = "\x00unknown"
 
 // applySets records settings changes that took effect on be.
 func (sess *session) applySets(be *backend, sets []string) {
@@ -476,6 +523,57 @@ func (sess *session) updateSettingsKey() {
 		h.Write([]byte{0})
 	}
 	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// withoutComments returns sql with its -- and /* */ comments replaced by
+// spaces, outside quoted strings and identifiers; it is for recognising a
+// statement by its words, not for running it.
+func withoutComments(sql string) string {
+	if !strings.Contains(sql, "--") && !strings.Contains(sql, "/*") {
+		return sql
+	}
+	var b strings.Builder
+	b.Grow(len(sql))
+	for i := 0; i < len(sql); {
+		switch c := sql[i]; {
+		case c == '\'' || c == '"':
+			end := strings.IndexByte(sql[i+1:], c)
+			if end < 0 {
+				b.WriteString(sql[i:])
+				return b.String()
+			}
+			b.WriteString(sql[i : i+end+2])
+			i += end + 2
+		case strings.HasPrefix(sql[i:], "--"):
+			end := strings.IndexByte(sql[i:], '\n')
+			if end < 0 {
+				return b.String()
+			}
+			b.WriteByte(' ')
+			i += end
+		case strings.HasPrefix(sql[i:], "/*"):
+			depth := 0
+			for i < len(sql) {
+				if strings.HasPrefix(sql[i:], "/*") {
+					depth++
+					i += 2
+				} else if strings.HasPrefix(sql[i:], "*/") {
+					depth--
+					i += 2
+					if depth == 0 {
+						break
+					}
+				} else {
+					i++
+				}
+			}
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	return b.String()
 }
 
 // hasWords reports whether sql consists of exactly these words (any case,

@@ -36,3 +36,29 @@ func TestStatementIDsAreUniqueAcrossSessions(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutComments(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"DISCARD ALL", "DISCARD ALL"},
+		{"/* pool reset */ DEALLOCATE ALL", "  DEALLOCATE ALL"},
+		{"DISCARD ALL -- pool reset", "DISCARD ALL "},
+		{"DISCARD -- x\nALL", "DISCARD  \nALL"},
+		{"/* a /* nested */ b */DISCARD ALL", " DISCARD ALL"},
+		{"SET x = '--not a comment'", "SET x = '--not a comment'"},
+		{`SET "odd--name" = 1 /* c */`, `SET "odd--name" = 1  `},
+	} {
+		if got := withoutComments(tc.in); got != tc.want {
+			t.Errorf("withoutComments(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestCommentedResetIsRecognised: a pool's reset statement with a comment is
+// still the statement it is.
+func TestCommentedResetIsRecognised(t *testing.T) {
+	for _, sql := range []string{"DISCARD ALL -- pool reset", "/* reset */ discard all;", "DISCARD\n-- x\nALL"} {
+		if !hasWords(withoutComments(sql), "discard", "all") {
+			t.Errorf("%q is not recognised as DISCARD ALL", sql)
+		}
+	}
+}
