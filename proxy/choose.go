@@ -254,11 +254,20 @@ func (sess *session) releaseIdle(be *backend) {
 		clear(be.conn.Prepared)
 		be.conn.Unnamed = 0
 	}
+	sess.waitForCancel()
 	sess.srv.opts.Pool.Release(be.conn, true)
 	// In transaction pooling a session takes a backend for every unit: the
 	// next one reuses this struct and its expectation queue.
 	be.conn = nil
 	sess.spare = be
+}
+
+// waitForCancel returns once no cancel request of the session is being passed
+// on. PostgreSQL ignores a cancel that reaches a backend between statements,
+// so a backend the node has already been told to cancel is safe to hand on.
+func (sess *session) waitForCancel() {
+	sess.cancelling.Lock()
+	sess.cancelling.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 }
 
 // maxPreparedPerConn bounds the pgowl-managed statements kept on one backend connection.
@@ -364,6 +373,7 @@ func (sess *session) closeBackends() {
 			reusable = reusable && be.conn.TxStatus == 'I'
 			be.conn.NetConn().SetDeadline(time.Time{})
 		}
+		sess.waitForCancel()
 		sess.srv.opts.Pool.Release(be.conn, reusable)
 	}
 	sess.backends = nil

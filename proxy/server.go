@@ -191,6 +191,12 @@ func (s *Server) cancel(k cancelKey) {
 	if sess == nil {
 		return
 	}
+	// Until the node has taken the request, the session keeps the backend
+	// from the pool: a cancel that arrives after the statement finished
+	// reaches an idle backend, which ignores it, never the next session's
+	// statement on that backend.
+	sess.cancelling.Lock()
+	defer sess.cancelling.Unlock()
 	run := sess.running.Load()
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,8 +67,12 @@ type session struct {
 	deferred *deferredBegin
 
 	running atomic.Pointer[runningStatement]
-	turn    uint64
-	scratch []byte
+	// cancelling is held while a cancel request is passed on to the node
+	// running the session's statement. A backend goes back to the pool only
+	// when no cancel is in flight (see waitForCancel).
+	cancelling sync.Mutex
+	turn       uint64
+	scratch    []byte
 	// last describes the last routed unit, for SHOW pgowl.explain.
 	last lastUnit
 	// cls is the session's classification context (see classifier.go).
