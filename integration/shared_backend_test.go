@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/route"
@@ -391,4 +392,58 @@ func TestSharedBackendAdvisoryUnlockAllReleasesPinWithLockHeld(t *testing.T) {
 		t.Errorf("session B released session A's advisory lock (pg_advisory_unlock returned %s)", got)
 	}
 	a.Exec(ctx, "SELECT pg_advisory_unlock_all()").ReadAll()
+}
+
+// TestSharedBackendSkippedCloseKeepsUnnamedStatement: after an error in an
+// extended batch the node skips the rest up to Sync, Close included, so the
+// unnamed statement it was to close is still on the connection. pgowl must
+// still know it is there: a session with no unnamed statement of its own
+// that binds one must get 26000, not the statement the other left.
+func TestSharedBackendSkippedCloseKeepsUnnamedStatement(t *testing.T) {
+	o := rvStartOneBackend(t, nil)
+	ctx := timeoutCtx(t, statementTimeout)
+	a := o.connect(t, nil).PgConn()
+	b := o.connect(t, nil).PgConn()
+	if _, err := a.Prepare(ctx, "", "SELECT 'a-secret'::text", nil); err != nil {
+		t.Fatalf("A prepares the unnamed statement: %v", err)
+	}
+	// Execute of a portal that does not exist fails (34000); the Close after
+	// it is skipped by the node.
+	fe := a.Frontend()
+	fe.Send(&pgproto3.Execute{Portal: "no_such_portal"})
+	fe.Send(&pgproto3.Close{ObjectType: 'S', Name: ""})
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var sawError bool
+	for {
+		msg, err := a.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("A's batch: %v", err)
+		}
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			sawError = e.Code == "34000"
+		}
+		if _, ok := msg.(*pgproto3.CloseComplete); ok {
+			t.Errorf("the node skips a Close after an error, but A got CloseComplete")
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if !sawError {
+		t.Fatalf("A's Execute of a missing portal did not fail with 34000")
+	}
+	got, err := rvExecPrepared(ctx, b, "")
+	if err == nil {
+		t.Fatalf("B, which never parsed an unnamed statement, bound one and got %q (A's statement); PostgreSQL answers 26000", got)
+	}
+	if rvSQLState(err) != "26000" {
+		t.Errorf("B's Bind of a missing unnamed statement: %v, want SQLSTATE 26000", err)
+	}
+	// A's statement survived its skipped Close, as on PostgreSQL.
+	if got, err := rvExecPrepared(ctx, a, ""); err != nil || got != "a-secret" {
+		t.Errorf("A's unnamed statement after its skipped Close: %q, %v; want a-secret", got, err)
+	}
 }

@@ -313,15 +313,23 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 			if m.kind == 'S' && m.name != "" {
 				// The node's statement may serve other clients: only the
 				// client's name goes. pgowl answers in the node's turn.
-				delete(sess.stmts, m.name)
-				be.expect.push(expectation{typ: 'C', synthetic: '3'})
+				// (If an earlier error makes the node skip it, undo brings
+				// the statement back, as the node would have kept it.)
+				if st := sess.stmts[m.name]; st != nil {
+					delete(sess.stmts, m.name)
+					be.expect.push(expectation{typ: 'C', synthetic: '3', stmt: st})
+				} else {
+					be.expect.push(expectation{typ: 'C', synthetic: '3'})
+				}
 				continue
 			}
 			if m.kind == 'S' {
+				be.expect.push(expectation{typ: 'C', unnamed: true, prevUnnamed: be.conn.Unnamed, clientPrev: sess.unnamed})
 				be.conn.Unnamed = 0
 				sess.unnamed = nil
+			} else {
+				be.expect.push(expectation{typ: 'C'})
 			}
-			be.expect.push(expectation{typ: 'C'})
 			w.Write(frame)
 		case 'S':
 			be.expect.push(expectation{typ: 'S'})

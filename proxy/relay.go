@@ -14,7 +14,9 @@ type expectation struct {
 	// message's turn: the message was not sent to the node.
 	synthetic byte
 	// For Parse: what it changed on the connection, undone if the node never
-	// ran it, and the client's statement it replaced.
+	// ran it, and the client's statement it replaced. For Close of a
+	// statement: the unnamed statement (unnamed, prevUnnamed, clientPrev) or
+	// the named one (stmt) it closed, brought back if the node skipped it.
 	serverName  string
 	unnamed     bool
 	prevUnnamed uint64
@@ -246,6 +248,21 @@ func (sess *session) forwardFrame(frame []byte) error {
 // still dropped the connection's unnamed statement: PostgreSQL releases the
 // previous one before it parses, so neither the node nor the client has one.
 func (be *backend) undo(sess *session, e *expectation, failed bool) {
+	if e.typ == 'C' && !failed {
+		// A skipped Close closed nothing.
+		switch {
+		case e.unnamed:
+			be.conn.Unnamed = e.prevUnnamed
+			if sess.unnamed == nil {
+				sess.unnamed = e.clientPrev
+			}
+		case e.stmt != nil:
+			if sess.stmts[e.stmt.name] == nil {
+				sess.stmts[e.stmt.name] = e.stmt
+			}
+		}
+		return
+	}
 	if e.typ != 'P' {
 		return
 	}
