@@ -123,8 +123,10 @@ func (sess *session) relay(be *backend, u *unit) error {
 				return fmt.Errorf("protocol out of step with %s: ReadyForQuery while a %q reply was due", be.node, head.typ)
 			}
 			be.expect.pop()
+			// Any ReadyForQuery ends an unsynced batch: a simple Query after
+			// it runs in the batch's implicit transaction and ends it.
+			be.openBatch = false
 			if head.typ == 'S' {
-				be.openBatch = false
 				be.skipping = false
 			}
 			sess.startReply(u)

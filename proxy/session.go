@@ -59,7 +59,12 @@ type session struct {
 	// settingsKey identifies sets ("" when there are none).
 	sets        []string
 	pendingSets []string
-	settingsKey string
+	// pendingUncertain: a ROLLBACK TO SAVEPOINT (or a multi-statement unit
+	// ending or chaining transactions) may have undone some pendingSets;
+	// pgowl does not follow savepoints, so when the transaction ends the
+	// backend's settings count as unknown and the pending SETs are dropped.
+	pendingUncertain bool
+	settingsKey      string
 
 	batch         batch
 	skipUntilSync bool
@@ -398,12 +403,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	status := be.conn.TxStatus
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
-	if len(sess.pendingSets) > 0 && status == 'I' {
-		if u.committed {
-			sess.applySets(be, sess.pendingSets)
-		}
-		sess.pendingSets = sess.pendingSets[:0]
-	}
+	sess.settlePendingSets(be, u, status)
 	if u.effects.Session != 0 {
 		switch {
 		case u.failed() && u.effects.Statements == 1:
@@ -422,6 +422,50 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	} else {
 		sess.held = nil
 	}
+}
+
+// settlePendingSets decides the fate of SETs made inside a transaction once
+// the unit that ends it (or chains it, or rolls back to a savepoint) has run:
+// they join the session's settings when the transaction committed, and are
+// dropped when it rolled back. When pgowl cannot tell which of them survived,
+// the backend's settings count as unknown (RESET ALL before its next unit)
+// and the SETs are dropped.
+func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
+	if len(sess.pendingSets) == 0 {
+		sess.pendingUncertain = false
+		return
+	}
+	if status != 'I' {
+		if u.failed() {
+			return // the transaction is failed: its end decides
+		}
+		if u.effects.Statements != 1 {
+			if u.effects.Tx != classify.TxNone {
+				sess.pendingUncertain = true
+			}
+			return
+		}
+		switch u.effects.Subject {
+		case "ROLLBACK TO SAVEPOINT":
+			sess.pendingUncertain = true
+			return
+		case "COMMIT AND CHAIN":
+			// Committed; the chained transaction starts without pending SETs.
+		case "ROLLBACK AND CHAIN":
+			u.committed = false
+		default:
+			return
+		}
+	}
+	switch {
+	case sess.pendingUncertain:
+		be.conn.Settings = unknownSettings
+		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
+	case u.committed:
+		sess.applySets(be, sess.pendingSets)
+	}
+	sess.pendingSets = sess.pendingSets[:0]
+	sess.pendingUncertain = false
 }
 
 // pinningEffects are the session effects whose state cannot move between nodes.
