@@ -396,8 +396,24 @@ type argEvidence struct {
 const (
 	oidBool    = 16
 	oidInt4    = 23
+	oidInt8    = 20
 	oidNumeric = 1700
 )
+
+// isInt64Literal reports whether a numeric literal's text is an integer that
+// fits in bigint (digits only: a sign is a separate operator to the parser).
+func isInt64Literal(text string) bool {
+	if text == "" {
+		return false
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] < '0' || text[i] > '9' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(text, 10, 64)
+	return err == nil
+}
 
 // polymorphic reports whether a parameter type accepts any argument type.
 func polymorphic(oid uint32) bool {
@@ -484,6 +500,11 @@ func (a *analysis) evidence(arg *pg_query.Node) argEvidence {
 		case *pg_query.A_Const_Ival:
 			return argEvidence{oid: oidInt4, literal: true}
 		case *pg_query.A_Const_Fval:
+			// An integer too large for integer is still an integer to
+			// PostgreSQL: bigint when it fits (make_const), numeric beyond.
+			if v := n.AConst.GetFval().GetFval(); isInt64Literal(v) {
+				return argEvidence{oid: oidInt8, literal: true}
+			}
 			return argEvidence{oid: oidNumeric, literal: true}
 		case *pg_query.A_Const_Boolval:
 			return argEvidence{oid: oidBool, exact: true}
@@ -559,9 +580,31 @@ func (a *analysis) functionEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: reason, detail: extensionDetail(f.Name, effect)}
 	}
-	if f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's') {
+	nonVolatile := f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's')
+	if nonVolatile && f.Language != "sql" && f.Language != "plpgsql" {
+		// PostgreSQL refuses data-modifying statements in a STABLE or
+		// IMMUTABLE function; a body pgowl cannot read is taken at its word.
 		return fnResult{access: Read}
 	}
+	if nonVolatile {
+		// The declaration does not cover everything that matters: a STABLE
+		// function may call nextval() or read node-local statistics. Its
+		// body decides; an effect the analysis cannot know (a call into a
+		// function of another language) falls back to the declaration.
+		if r := a.functionBodyEffect(f); r.access == Write && r.reason != ReasonUnknownEffect {
+			return r
+		} else if r.access == Write {
+			return fnResult{access: Read, height: r.height}
+		} else {
+			return r
+		}
+	}
+	return a.functionBodyEffect(f)
+}
+
+// functionBodyEffect analyses the body of a SQL or PL/pgSQL function (or an
+// aggregate's support functions); any other body has an unknown effect.
+func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	bodyEnv := a.env.session
 	if path, ok := f.searchPathSetting(); ok {
 		bodyEnv = a.env.withPath(path)
@@ -821,7 +864,13 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 			if v, ok := cat.views[qualified{s, name}]; ok {
 				return fromFn(v.display(), a.viewEffect(v))
 			}
-			if _, ok := cat.rels[qualified{s, name}]; ok {
+			if kind, ok := cat.rels[qualified{s, name}]; ok {
+				if kind == 'S' {
+					// A standby's copy of a sequence is the value WAL-logged
+					// ahead of use (up to 32 past the primary's last_value):
+					// reading it there gives a different answer.
+					return callResult{access: Write, reason: ReasonNodeLocalStats, subject: quoteIdent(s) + "." + quoteIdent(name)}
+				}
 				return callResult{access: Read}
 			}
 		}

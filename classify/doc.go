@@ -43,7 +43,8 @@
 // primary and keeps them current). Names resolve along the session's search_path, pg_catalog first
 // unless the path places it elsewhere. A function's effect is analysed, not guessed from its
 // volatility (analysis.go): an assertion (pgowl:readonly / pgowl:writes in its comment or in
-// configuration) decides first; STABLE and IMMUTABLE are trusted reads; VOLATILE SQL bodies are
+// configuration) decides first; STABLE and IMMUTABLE functions in other languages than SQL and
+// PL/pgSQL are trusted reads; SQL bodies (whatever their volatility) are
 // parsed statement by statement and PL/pgSQL bodies with pg_query's PL/pgSQL parser (plpgsql.go),
 // where EXECUTE of dynamic SQL, CALL, COPY, LOCK, NOTIFY, GRANT, REVOKE, maintenance and labelling
 // statements count as writes; other languages are UNKNOWN_EFFECT. Effects carry through calls with

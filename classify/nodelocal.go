@@ -16,6 +16,8 @@ var nodeLocalRelations = map[string]bool{
 	"pg_prepared_xacts":            true,
 	"pg_shmem_allocations":         true,
 	"pg_replication_origin_status": true,
+	// A standby's copy of a sequence runs ahead of the primary's.
+	"pg_sequences": true,
 }
 
 // nodeLocalRelation reports whether a pg_catalog relation is node-local: pg_stat_* (not pg_stats,
@@ -39,6 +41,7 @@ var nodeLocalFunctions = map[string]bool{
 	"pg_prepared_xact":               true,
 	"pg_get_shmem_allocations":       true,
 	"pg_stat_have_stats":             true,
+	"pg_sequence_last_value":         true,
 }
 
 // nodeLocalFunction reports whether a pg_catalog function reads node-local statistics.
