@@ -233,7 +233,12 @@ func (a *analysis) full(sql string) Effects {
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
 	for _, raw := range tree.Stmts {
-		verdicts = append(verdicts, a.statement(raw.GetStmt()))
+		v := a.statement(raw.GetStmt())
+		verdicts = append(verdicts, v)
+		if v.searchPath != nil && len(tree.Stmts) > 1 {
+			// The statements after it in the string resolve names with the new path.
+			a.followSearchPath(v.searchPath)
+		}
 	}
 	effects := combine(verdicts)
 	if len(a.run.warnings) > 0 {

@@ -172,6 +172,24 @@ func (e *env) setPath(schemas []string, user string) {
 	}
 }
 
+// followSearchPath makes the analysis resolve names as after change, for the
+// statements that follow a SET search_path in the same string, and for the
+// function bodies they call that have no search_path of their own. A path
+// that cannot be read, or a RESET to a startup value the classifier does not
+// know, leaves only pg_catalog: user functions then resolve to nothing and
+// stay on the primary.
+func (a *analysis) followSearchPath(change *SearchPathChange) {
+	schemas := []string{"pg_catalog"}
+	if change.Known && !change.Reset {
+		schemas = change.Schemas
+	}
+	e := &env{database: a.env.database, user: a.env.user, params: a.env.params}
+	e.setPath(schemas, e.user)
+	e.session = &env{database: e.database, user: e.user, path: e.path, pathKey: e.pathKey}
+	e.session.session = e.session
+	a.env = e
+}
+
 // withPath returns a copy of e that resolves names in schemas (a function's own search_path setting).
 func (e *env) withPath(schemas []string) *env {
 	copied := &env{database: e.database, user: e.user, session: e.session}

@@ -199,7 +199,6 @@ func TestReviewRoutingNestedFunctionInheritsSearchPath(t *testing.T) {
 // what the next statement's unqualified name means; pgowl classifies every statement of the
 // string with the path from before the string.
 func TestReviewRoutingMultiStatementSetSearchPath(t *testing.T) {
-	t.Skip(`known bug, not fixed yet: a SET search_path earlier in a multi-statement string does not change how later statements in it resolve names`)
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := rvWalSenders(t, c)
