@@ -607,10 +607,13 @@ func (a *analysis) functionEffect(f *Function) fnResult {
 func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	bodyEnv := a.env.session
 	if path, ok := f.searchPathSetting(); ok {
-		bodyEnv = a.env.withPath(path)
+		// A function's SET search_path holds while it runs, for the
+		// functions it calls as well.
+		bodyEnv = a.env.withSessionPath(path)
 	}
 	// The body resolves names with bodyEnv, and the functions it calls without a search_path
-	// setting of their own resolve theirs with the session's: the result depends on both.
+	// setting of their own resolve theirs with the path in force: the session's, or that of the
+	// nearest caller with a setting. The key holds both.
 	key := memoKey{kind: 'f', oid: f.OID, path: bodyEnv.pathKey + "\x01" + a.env.session.pathKey}
 	return a.memoised(key, bodyEnv, true, func(child *analysis) fnResult {
 		switch {

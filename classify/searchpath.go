@@ -98,8 +98,9 @@ type env struct {
 	path    []string
 	params  []uint32
 	pathKey string
-	// session resolves names as the session does, without parameters: function bodies without
-	// a search_path setting of their own use it, wherever they are called from (a view included).
+	// session resolves names with the path in force, without parameters: the session's, or
+	// that of the nearest calling function with a SET search_path clause (which holds while the
+	// function runs). Function bodies without a setting of their own use it, from a view too.
 	session *env
 }
 
@@ -188,6 +189,16 @@ func (a *analysis) followSearchPath(change *SearchPathChange) {
 	e.session = &env{database: e.database, user: e.user, path: e.path, pathKey: e.pathKey}
 	e.session.session = e.session
 	a.env = e
+}
+
+// withSessionPath returns an env that resolves names in schemas and makes
+// them the path in force for everything called from it, as a function's SET
+// search_path clause does while the function runs.
+func (e *env) withSessionPath(schemas []string) *env {
+	copied := &env{database: e.database, user: e.user}
+	copied.setPath(schemas, e.user)
+	copied.session = copied
+	return copied
 }
 
 // withPath returns a copy of e that resolves names in schemas (a function's own search_path setting).

@@ -189,7 +189,6 @@ func TestReviewRoutingStableFunctionReadsNodeLocalStats(t *testing.T) {
 // calls rv_inner(), whose unqualified rv_report() PostgreSQL resolves with rv_outer's path
 // (rv_stats.rv_report, node-local); pgowl resolves it with the session's (public.rv_report).
 func TestReviewRoutingNestedFunctionInheritsSearchPath(t *testing.T) {
-	t.Skip(`known bug, not fixed yet: a function's SET search_path also applies to the functions it calls; the classifier resolves their names with the session's path`)
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	rvNodeLocal(t, conn, "SELECT public.rv_outer()", rvWalSenders(t, c))
