@@ -580,6 +580,14 @@ func (a *analysis) functionEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: reason, detail: extensionDetail(f.Name, effect)}
 	}
+	if f.DefaultExprs != "" {
+		// PostgreSQL evaluates the default of an omitted argument in the caller,
+		// whatever the function's own volatility. (Counted whether or not the
+		// call omits it: a default with an effect is rare, and safer counted.)
+		if r := a.defaultsEffect(f); r.access == Write {
+			return r
+		}
+	}
 	nonVolatile := f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's')
 	if nonVolatile && f.Language != "sql" && f.Language != "plpgsql" {
 		// PostgreSQL refuses data-modifying statements in a STABLE or
@@ -894,6 +902,21 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 
 func nodeLocalResult(name string) callResult {
 	return callResult{access: Write, reason: ReasonNodeLocalStats, subject: quoteIdent(name)}
+}
+
+// defaultsEffect analyses a function's parameter default expressions, memoised per catalogue. They
+// are read with search_path = pg_catalog, so every other name in them is qualified.
+func (a *analysis) defaultsEffect(f *Function) fnResult {
+	e := a.env.withPath([]string{"pg_catalog"})
+	return a.memoised(memoKey{kind: 'd', oid: f.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+		sql := "SELECT " + f.DefaultExprs
+		tree, err := pg_query.Parse(sql)
+		if err != nil || len(tree.GetStmts()) != 1 {
+			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "parameter defaults of " + f.Signature() + " could not be parsed"}
+		}
+		stmt := tree.GetStmts()[0].GetStmt()
+		return combineBody([]*pg_query.Node{stmt}, []verdict{child.statement(stmt)}, func(r Reason) Reason { return r })
+	})
 }
 
 // viewEffect analyses a view's definition, memoised per catalogue. Definitions are read with

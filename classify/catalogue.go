@@ -35,6 +35,9 @@ type Function struct {
 	ArgTypeNames []string
 	// Defaults is pronargdefaults: how many trailing input arguments may be omitted.
 	Defaults int
+	// DefaultExprs is pg_get_expr(proargdefaults) read with search_path = pg_catalog: the default
+	// expressions, comma-separated and qualified, which PostgreSQL evaluates in the caller; "" if none.
+	DefaultExprs string
 	// Variadic is true when the last input argument is VARIADIC.
 	Variadic bool
 	// Arguments is pg_get_function_arguments: the argument list with names, modes and defaults, used to
@@ -315,6 +318,7 @@ func checksum(d *CatalogueData) string {
 			write(strconv.FormatUint(uint64(t), 10))
 		}
 		write(strconv.Itoa(f.Defaults))
+		write(f.DefaultExprs)
 		write(strconv.FormatBool(f.Variadic))
 		write(f.Arguments)
 		write(f.Result)

@@ -238,7 +238,6 @@ func TestReviewRoutingOperatorFunction(t *testing.T) {
 // TestReviewRoutingParameterDefault: an omitted argument evaluates the parameter's DEFAULT in the
 // caller; rv_defarg's default calls rv_volatile_repl() (node-local).
 func TestReviewRoutingParameterDefault(t *testing.T) {
-	t.Skip(`known gap, not fixed yet: parameter DEFAULT expressions, evaluated in the caller, are not analysed`)
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	rvNodeLocal(t, conn, "SELECT public.rv_defarg()", rvWalSenders(t, c))
@@ -326,7 +325,6 @@ func TestReviewRoutingStableFunctionCallsNextval(t *testing.T) {
 // TestReviewRoutingParameterDefaultWrites: the omitted argument's DEFAULT nextval(...) runs in the
 // caller; the IMMUTABLE function's body reads, so pgowl sends the call to a standby.
 func TestReviewRoutingParameterDefaultWrites(t *testing.T) {
-	t.Skip(`known gap, not fixed yet: parameter DEFAULT expressions, evaluated in the caller, are not analysed`)
 	_, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	rvMustRun(t, conn, "SELECT public.rv_defarg_write()")
