@@ -78,6 +78,31 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 	return nil
 }
 
+// leavesNoPortal reports whether the batch ends with an Execute that ran its
+// portal to completion and binds no named portal: nothing of it is left on
+// the node for a later part of the same pipeline to use.
+func (b *batch) leavesNoPortal() bool {
+	if len(b.msgs) == 0 || b.msgs[len(b.msgs)-1].typ != 'E' {
+		return false
+	}
+	for i := range b.msgs {
+		m := &b.msgs[i]
+		switch m.typ {
+		case 'B':
+			if m.portal != "" {
+				return false
+			}
+		case 'E':
+			// The body is the portal's name and the row limit; 0 runs it to completion.
+			body := b.buf[m.off+wire.HeaderSize : m.end]
+			if len(body) < len(m.portal)+1+4 || binary.BigEndian.Uint32(body[len(m.portal)+1:]) != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // executes reports whether the batch runs anything (Execute).
 func (b *batch) executes() bool {
 	for i := range b.msgs {
@@ -263,6 +288,9 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 			// Without Sync the node keeps its replies buffered until a
 			// Flush: send one, whatever made pgowl run the batch now.
 			be.conn.Writer.Write([]byte{'H', 0, 0, 0, 4})
+			plainRead := u.effects.Access == classify.Read && u.effects.Tx == classify.TxNone && u.effects.Session == 0 &&
+				b.leavesNoPortal()
+			be.openReadOnly = plainRead && (!be.openBatch || be.openReadOnly)
 			be.openBatch = true
 		}
 	})

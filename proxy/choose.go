@@ -74,6 +74,9 @@ func routeRequest(eff classify.Effects) route.Request {
 // choose decides where a unit runs and returns the session's backend there.
 func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decision, error) {
 	snap := sess.srv.opts.Nodes.Snapshot()
+	if be := sess.held; be != nil && sess.canLeaveReadOnlyBatch(be, u) {
+		sess.leaveReadOnlyBatch(be)
+	}
 	if be := sess.held; be != nil {
 		dec := route.Decision{Node: be.node, Role: be.role, Reason: route.ReasonInTransaction, Subject: u.effects.Subject, NodeIndex: -1}
 		if sess.pinBits != 0 {
@@ -260,6 +263,43 @@ func (sess *session) releaseIdle(be *backend) {
 	// next one reuses this struct and its expectation queue.
 	be.conn = nil
 	sess.spare = be
+}
+
+// canLeaveReadOnlyBatch reports whether the next part of a batch, which
+// needs the primary, may leave the standby that ran the batch's first,
+// unsynced part: that part only read, outside a transaction block, without
+// an error (after one the node skips up to Sync, and so must the rest), and
+// nothing else holds the session there. At PostgreSQL's default READ
+// COMMITTED each statement of an implicit transaction takes its own snapshot,
+// so the reads having run on a standby (within the lag limit) is what any
+// read through pgowl is.
+func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
+	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
+		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == 'I' && be.expect.len() == 0 &&
+		routeRequest(u.effects).Access == route.AccessWrite
+}
+
+// leaveReadOnlyBatch ends the batch's implicit read-only transaction on be with
+// a Sync whose reply the client does not see, and hands be back, so that the
+// rest of the batch is routed on its own. A backend that fails here is dropped.
+func (sess *session) leaveReadOnlyBatch(be *backend) {
+	sess.held = nil
+	c := be.conn
+	if _, err := c.Writer.Write([]byte{'S', 0, 0, 0, 4}); err == nil {
+		err = c.Writer.Flush()
+		for err == nil {
+			var typ byte
+			var body []byte
+			if typ, body, err = c.Reader.ReadFrame(); err == nil && typ == 'Z' && len(body) == 1 {
+				c.TxStatus = body[0]
+				be.openBatch, be.openReadOnly = false, false
+				sess.log.Debug().Str("node", be.node).Msg("batch leaves the standby: its first part only read, the rest needs the primary")
+				sess.releaseIdle(be)
+				return
+			}
+		}
+	}
+	sess.dropBackend(be)
 }
 
 // waitForCancel returns once no cancel request of the session is being passed

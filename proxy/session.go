@@ -103,6 +103,9 @@ type backend struct {
 	openBatch bool // an extended batch was sent without its Sync
 	skipping  bool // the node discards messages until Sync after an error
 	broken    bool
+	// openReadOnly: with openBatch, everything sent since the last Sync only
+	// read, outside any transaction block (see leaveReadOnlyBatch).
+	openReadOnly bool
 	// dirty: a unit may have discarded or deallocated state on the
 	// connection that pgowl could not follow (DISCARD or DEALLOCATE in a
 	// multi-statement string). The connection is reset with DISCARD ALL or
