@@ -276,7 +276,20 @@ func (sess *session) releaseIdle(be *backend) {
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
 		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == 'I' && be.expect.len() == 0 &&
-		routeRequest(u.effects).Access == route.AccessWrite
+		routeRequest(u.effects).Access == route.AccessWrite && !sess.setsIsolation()
+}
+
+// setsIsolation reports whether the session set a default isolation level:
+// above READ COMMITTED an implicit transaction's statements share one
+// snapshot, which a split across nodes would not keep. (A default set for
+// the role or database is not seen here.)
+func (sess *session) setsIsolation() bool {
+	for _, s := range sess.sets {
+		if strings.Contains(strings.ToLower(s), "isolation") {
+			return true
+		}
+	}
+	return false
 }
 
 // leaveReadOnlyBatch ends the batch's implicit read-only transaction on be with
