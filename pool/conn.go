@@ -87,6 +87,26 @@ type Conn struct {
 	pool     *Pool
 }
 
+// WriteQuery buffers a simple Query message with the given query text on c,
+// and forgets c's unnamed statement: PostgreSQL drops it at every simple
+// Query, whoever sends it.
+func (c *Conn) WriteQuery(sql string) {
+	var header [wire.HeaderSize]byte
+	c.Writer.Write(wire.AppendHeader(header[:0], 'Q', len(sql)+1))
+	c.Writer.WriteString(sql)
+	c.Writer.WriteByte(0)
+	c.Unnamed = 0
+}
+
+// WriteQueryBody is WriteQuery for a Query message body as a client sent it
+// (the query text and its terminating NUL).
+func (c *Conn) WriteQueryBody(body []byte) {
+	var header [wire.HeaderSize]byte
+	c.Writer.Write(wire.AppendHeader(header[:0], 'Q', len(body)))
+	c.Writer.Write(body)
+	c.Unnamed = 0
+}
+
 // NetConn exposes the socket, for deadlines.
 func (c *Conn) NetConn() net.Conn { return c.netConn }
 

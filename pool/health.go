@@ -11,10 +11,6 @@ import (
 // maxHealthCheckTimeout bounds a health check, even with a long DialTimeout.
 const maxHealthCheckTimeout = 2 * time.Second
 
-// emptyQuery is a simple Query message with an empty query string: the node
-// answers EmptyQueryResponse and ReadyForQuery without running anything.
-var emptyQuery = []byte{'Q', 0, 0, 0, 5, 0}
-
 // checkAlive sends an empty query on c, which the caller owns, and reads the
 // replies up to ReadyForQuery, within min(DialTimeout, 2s). It fails when the
 // node closed the connection, answers with an error, or leaves the
@@ -25,11 +21,7 @@ func (p *Pool) checkAlive(c *Conn) error {
 		return fmt.Errorf("health check: set the deadline: %w", err)
 	}
 	defer c.netConn.SetDeadline(time.Time{})
-	// Even an empty simple Query drops the connection's unnamed statement.
-	c.Unnamed = 0
-	if _, err := c.Writer.Write(emptyQuery); err != nil {
-		return fmt.Errorf("health check: send the empty query: %w", err)
-	}
+	c.WriteQuery("") // an empty query: the node runs nothing
 	if err := c.Writer.Flush(); err != nil {
 		return fmt.Errorf("health check: send the empty query: %w", err)
 	}

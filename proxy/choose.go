@@ -10,7 +10,6 @@ import (
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/route"
-	"github.com/pgowl/pgowl/wire"
 )
 
 // unit is one routed unit: a simple Query or an extended batch.
@@ -360,15 +359,9 @@ func (sess *session) prepareBackend(be *backend) error {
 // reply. It returns the SQLSTATE of the first error the node reported, and an
 // error only when the connection failed.
 func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err error) {
-	buf := wire.AppendHeader(sess.scratch[:0], 'Q', len(sql)+1)
-	buf = append(append(buf, sql...), 0)
-	sess.scratch = buf[:0]
-	// A simple Query drops the node's unnamed statement; the client's own
-	// stays the client's, and is parsed again where it runs next.
-	be.conn.Unnamed = 0
-	if _, err := be.conn.Writer.Write(buf); err != nil {
-		return "", err
-	}
+	// The client's unnamed statement stays the client's: it is parsed again
+	// where it runs next.
+	be.conn.WriteQuery(sql)
 	if err := be.conn.Writer.Flush(); err != nil {
 		return "", err
 	}

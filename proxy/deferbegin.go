@@ -9,7 +9,6 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
-	"github.com/pgowl/pgowl/wire"
 )
 
 // A deferred BEGIN is a lone BEGIN (or START TRANSACTION) that pgowl answers
@@ -129,11 +128,7 @@ func (sess *session) routingEffects(u *unit) classify.Effects {
 // writeDeferredBegin sends the deferred BEGIN ahead of the unit on be; its
 // replies are consumed by relayDeferredBegin.
 func (sess *session) writeDeferredBegin(be *backend) {
-	q := sess.deferred.query
-	w := be.conn.Writer
-	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(q)))
-	w.Write(q)
-	be.conn.Unnamed = 0 // a simple Query drops the node's unnamed statement
+	be.conn.WriteQueryBody(sess.deferred.query)
 	be.expect.push(expectation{typ: 'Q', swallow: true})
 }
 
@@ -257,10 +252,6 @@ const failedTransactionQuery = "BEGIN; SELECT 1/0"
 // batch as PostgreSQL answers COMMIT or ROLLBACK of one. The replies to the
 // injected query are not the client's.
 func (sess *session) writeFailedTransaction(be *backend) {
-	w := be.conn.Writer
-	w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(failedTransactionQuery)+1))
-	w.WriteString(failedTransactionQuery)
-	w.WriteByte(0)
-	be.conn.Unnamed = 0 // a simple Query drops the node's unnamed statement
+	be.conn.WriteQuery(failedTransactionQuery)
 	be.expect.push(expectation{typ: 'Q', swallow: true, quiet: true})
 }

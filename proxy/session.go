@@ -264,12 +264,9 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		u.setSQL = sql
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
-		w := be.conn.Writer
-		w.Write(wire.AppendHeader(sess.scratch[:0], 'Q', len(body)))
-		w.Write(body)
+		be.conn.WriteQueryBody(body)
 		be.expect.push(expectation{typ: 'Q'})
-		// A simple Query replaces the unnamed statement, on the node and for the client.
-		be.conn.Unnamed = 0
+		// A simple Query replaces the unnamed statement, for the client too.
 		sess.unnamed = nil
 	})
 }
