@@ -151,15 +151,21 @@ func appendEffectivePath(buf []byte, schemas []string, user string) []byte {
 
 // newEnv resolves ctx against cat (which may be nil).
 func newEnv(ctx *Context, cat *Catalogue) *env {
-	e := &env{}
+	var database string
+	var params []uint32
 	if ctx != nil {
-		e.database = ctx.Database
-		e.params = ctx.ParamTypes
+		database, params = ctx.Database, ctx.ParamTypes
 	}
 	schemas, user := contextSchemas(ctx, cat)
-	e.user = user
+	return pathEnv(database, user, params, schemas)
+}
+
+// pathEnv returns an env that resolves names in schemas, with them as the
+// path in force (its session, which has no parameters).
+func pathEnv(database, user string, params []uint32, schemas []string) *env {
+	e := &env{database: database, user: user, params: params}
 	e.setPath(schemas, user)
-	e.session = &env{database: e.database, user: user, path: e.path, pathKey: e.pathKey}
+	e.session = &env{database: database, user: user, path: e.path, pathKey: e.pathKey}
 	e.session.session = e.session
 	return e
 }
@@ -184,21 +190,14 @@ func (a *analysis) followSearchPath(change *SearchPathChange) {
 	if change.Known && !change.Reset {
 		schemas = change.Schemas
 	}
-	e := &env{database: a.env.database, user: a.env.user, params: a.env.params}
-	e.setPath(schemas, e.user)
-	e.session = &env{database: e.database, user: e.user, path: e.path, pathKey: e.pathKey}
-	e.session.session = e.session
-	a.env = e
+	a.env = pathEnv(a.env.database, a.env.user, a.env.params, schemas)
 }
 
 // withSessionPath returns an env that resolves names in schemas and makes
 // them the path in force for everything called from it, as a function's SET
 // search_path clause does while the function runs.
 func (e *env) withSessionPath(schemas []string) *env {
-	copied := &env{database: e.database, user: e.user}
-	copied.setPath(schemas, e.user)
-	copied.session = copied
-	return copied
+	return pathEnv(e.database, e.user, nil, schemas).session
 }
 
 // withPath returns a copy of e that resolves names in schemas (a function's own search_path setting).
