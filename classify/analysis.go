@@ -300,6 +300,10 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 	if effect.configSetter {
 		res.session, res.searchPath = setConfigEffect(call)
 	}
+	if effect.settingReader && readsNodeLocalSetting(call) {
+		res.access = Write
+		effect.nodeLocal = true
+	}
 	if res.access == Write {
 		res.reason = ReasonWritingFunction
 		if effect.nodeLocal {

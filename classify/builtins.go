@@ -34,6 +34,9 @@ type builtinEffect struct {
 	session SessionEffect
 	// configSetter marks set_config, whose session effect depends on its third argument.
 	configSetter bool
+	// settingReader marks current_setting, which is node-local when it asks for a setting that
+	// says which kind of server answered (nodeLocalSetting).
+	settingReader bool
 	// nodeLocal marks functions that read statistics each node keeps for itself (NODE_LOCAL_STATS).
 	nodeLocal bool
 	// extension marks functions of extensions, which match in any schema.
@@ -190,6 +193,8 @@ func writingBuiltins() map[string]builtinEffect {
 		// hold as well as the primary, so it is a read; with is_local false it is a session-level
 		// change (SessionSet), with is_local true it lasts only until the transaction ends.
 		"set_config": {access: Read, configSetter: true},
+		// current_setting('transaction_read_only') on a standby says on: see nodeLocalSettings.
+		"current_setting": {access: Read, settingReader: true},
 	}
 }
 

@@ -5,6 +5,11 @@ import "strings"
 // Each PostgreSQL server keeps its cumulative statistics, locks, backends, prepared transactions and
 // replication state for itself; a standby's copy describes the standby, not the primary where the
 // application's writes happen. Reading them therefore goes to the primary with NODE_LOCAL_STATS.
+// So do the questions a client asks to learn what kind of server it reached (pg_is_in_recovery(),
+// SHOW transaction_read_only, in_hot_standby): pgowl presents itself as a read-write server (its
+// startup ParameterStatus says in_hot_standby off), and a standby's answer would contradict that,
+// so that pgx with target_session_attrs=read-write, or any health check that asks whether writes
+// are possible, would refuse pgowl.
 // Catalog tables and the planner statistics pg_stats / pg_statistic are replicated like any table
 // and are read on a standby.
 
@@ -18,6 +23,12 @@ var nodeLocalRelations = map[string]bool{
 	"pg_replication_origin_status": true,
 	// A standby's copy of a sequence runs ahead of the primary's.
 	"pg_sequences": true,
+	// Settings and configuration files as this node loaded them; a standby reports
+	// transaction_read_only and in_hot_standby on.
+	"pg_settings":            true,
+	"pg_file_settings":       true,
+	"pg_hba_file_rules":      true,
+	"pg_ident_file_mappings": true,
 }
 
 // nodeLocalRelation reports whether a pg_catalog relation is node-local: pg_stat_* (not pg_stats,
@@ -42,9 +53,55 @@ var nodeLocalFunctions = map[string]bool{
 	"pg_get_shmem_allocations":       true,
 	"pg_stat_have_stats":             true,
 	"pg_sequence_last_value":         true,
+	// Which server this is, and how far its recovery has come.
+	"pg_is_in_recovery":             true,
+	"pg_last_wal_receive_lsn":       true,
+	"pg_last_wal_replay_lsn":        true,
+	"pg_last_xact_replay_timestamp": true,
+	"pg_is_wal_replay_paused":       true,
+	"pg_get_wal_replay_pause_state": true,
+	"inet_server_addr":              true,
+	"inet_server_port":              true,
+	"pg_postmaster_start_time":      true,
+	"pg_conf_load_time":             true,
+	"pg_control_checkpoint":         true,
+	"pg_control_recovery":           true,
+	"pg_control_system":             true,
+	"pg_control_init":               true,
+	// The functions behind pg_settings, pg_file_settings and pg_hba_file_rules.
+	"pg_show_all_settings":      true,
+	"pg_show_all_file_settings": true,
+	"pg_hba_file_rules":         true,
+	// The node's own files.
+	"pg_current_logfile":      true,
+	"pg_ls_dir":               true,
+	"pg_ls_logdir":            true,
+	"pg_ls_waldir":            true,
+	"pg_ls_tmpdir":            true,
+	"pg_ls_archive_statusdir": true,
+	"pg_ls_logicalmapdir":     true,
+	"pg_ls_logicalsnapdir":    true,
+	"pg_ls_replslotdir":       true,
+	"pg_read_file":            true,
+	"pg_read_binary_file":     true,
+	"pg_stat_file":            true,
 }
 
 // nodeLocalFunction reports whether a pg_catalog function reads node-local statistics.
 func nodeLocalFunction(name string) bool {
 	return strings.HasPrefix(name, "pg_stat_get_") || nodeLocalFunctions[name]
+}
+
+// nodeLocalSettings are the run-time settings whose value says which kind of server answered: on a
+// standby both are on, on the primary (outside a read-only transaction) both are off.
+var nodeLocalSettings = map[string]bool{
+	"transaction_read_only": true,
+	"in_hot_standby":        true,
+}
+
+// nodeLocalSetting reports whether SHOW name or current_setting(name) describes the node that
+// answers it; SHOW ALL includes such settings.
+func nodeLocalSetting(name string) bool {
+	name = strings.ToLower(name)
+	return name == "all" || nodeLocalSettings[name]
 }

@@ -299,6 +299,13 @@ func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange)
 	return SessionSet, nil
 }
 
+// readsNodeLocalSetting reports whether a current_setting call may read a setting whose value
+// depends on the kind of server (nodeLocalSetting); a name that is not a constant may be one.
+func readsNodeLocalSetting(call *pg_query.FuncCall) bool {
+	name, ok := constText(functionArgument(call, 0).GetAConst())
+	return !ok || nodeLocalSetting(name)
+}
+
 // functionArgument returns the positional argument at position, or nil. Named arguments are not
 // matched: set_config does not accept them, and a nil argument makes callers assume the worst.
 func functionArgument(call *pg_query.FuncCall, position int) *pg_query.Node {

@@ -11,9 +11,9 @@ import (
 // each paying for a full parse.
 //
 // Sharing is only sound where literals cannot change the verdict. They can in
-// EXPLAIN options ((ANALYZE 'off')), in set_config's arguments, in SET and
+// EXPLAIN options ((ANALYZE 'off')), in set_config's and current_setting's arguments, in SET and
 // transaction-mode statements, and in pgowl commands, so only statements that
-// start with one of shapeKeywords and never mention set_config are shaped, and
+// start with one of shapeKeywords and never mention set_config or current_setting are shaped, and
 // only verdicts without session effects are shared. Literal kinds stay apart
 // (integer, decimal, string, bit string) because they are the argument types a
 // function's overload is resolved by.
@@ -217,7 +217,7 @@ func shapeEligible(sql string) bool {
 			break
 		}
 	}
-	return ok && !containsFold(sql, "set_config")
+	return ok && !containsFold(sql, "set_config") && !containsFold(sql, "current_setting")
 }
 
 // shareable reports whether a verdict may be shared by every statement of its shape.

@@ -28,6 +28,7 @@ func TestShapeOf(t *testing.T) {
 		{"explain (analyze 'off') delete from t where a = 1", "", false},
 		{"set work_mem = '64MB'", "", false},
 		{"select set_config('work_mem', '1MB', false)", "", false},
+		{"select current_setting('transaction_read_only')", "", false},
 		{"begin isolation level serializable", "", false},
 		// Text the scanner does not understand with certainty.
 		{"select 'unterminated", "", false},

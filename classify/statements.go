@@ -645,6 +645,9 @@ func show(name string) verdict {
 		v.pgowl = &PgowlCommand{Kind: PgowlShow, Name: setting}
 		return v
 	}
+	if nodeLocalSetting(name) {
+		return verdict{access: Write, reason: ReasonNodeLocalStats, subject: "SHOW " + strings.ToLower(name)}
+	}
 	return read("SHOW")
 }
 

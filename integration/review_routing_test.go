@@ -228,21 +228,35 @@ func TestReviewRoutingSequenceLastValue(t *testing.T) {
 	}
 }
 
-// TestReviewRoutingIsInRecovery: pg_is_in_recovery() (listed as a read built-in) runs on a standby
-// and says true, where the database the client thinks it talks to is the primary.
+// TestReviewRoutingIsInRecovery: the questions a client asks to learn which kind of server it
+// reached (pg_is_in_recovery(), SHOW transaction_read_only, in_hot_standby, pg_settings) were
+// answered by a standby, which said "standby" although pgowl's writes reach the primary and its
+// startup ParameterStatus says in_hot_standby off. The primary answers them now, with
+// NODE_LOCAL_STATS.
 func TestReviewRoutingIsInRecovery(t *testing.T) {
-	t.Skip(`design choice, open: node-identity built-ins (pg_is_in_recovery, pg_last_wal_replay_lsn, ...) are reads and run on a standby; the golden tables say so`)
 	_, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	ctx := timeoutCtx(t, statementTimeout)
-	var got bool
-	err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&got)
-	r := conn.oneRoute(t, "pg_is_in_recovery")
-	if err != nil {
-		t.Fatalf("pg_is_in_recovery: %v", err)
-	}
-	if got {
-		t.Errorf("SELECT pg_is_in_recovery(): answered true on %v (the primary answers false)", r)
+	for _, probe := range []struct{ sql, want string }{
+		{"SELECT pg_is_in_recovery()::text", "false"},
+		{"SHOW transaction_read_only", "off"},
+		{"SHOW in_hot_standby", "off"},
+		{"SELECT current_setting('transaction_read_only')", "off"},
+		{"SELECT setting FROM pg_settings WHERE name = 'in_hot_standby'", "off"},
+		{"SELECT (pg_last_wal_replay_lsn() IS NULL)::text", "true"},
+	} {
+		for i := range 3 { // a standby would be chosen every time, whichever it is
+			var got string
+			err := conn.QueryRow(ctx, probe.sql).Scan(&got)
+			r := conn.oneRoute(t, probe.sql)
+			if err != nil {
+				t.Fatalf("%s: %v", probe.sql, err)
+			}
+			if got != probe.want {
+				t.Errorf("%s (attempt %d): answered %s on %v; the primary answers %s", probe.sql, i+1, got, r, probe.want)
+			}
+			wantRoute(t, probe.sql, r, "primary", "NODE_LOCAL_STATS")
+		}
 	}
 }
 

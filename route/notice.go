@@ -90,7 +90,7 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 		b.WriteString(d.Node)
 		writeSubject(&b, d.Subject)
 	case ReasonNodeLocalStats:
-		b.WriteString("it reads statistics that each node keeps for itself")
+		b.WriteString("it reads statistics or state that each node keeps for itself")
 		writeSubject(&b, d.Subject)
 		b.WriteString(", so it ran on the primary")
 	case ReasonHint:

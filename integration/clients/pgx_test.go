@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,6 +374,41 @@ func TestPgx(t *testing.T) {
 	t.Run("pipeline", func(t *testing.T) { pgxPipeline(t, c, p) })
 	t.Run("copy_from_binary", func(t *testing.T) { pgxCopyFrom(t, c, p) })
 	t.Run("listen_under_load", func(t *testing.T) { pgxListenUnderLoad(t, p) })
+	t.Run("target_session_attrs", func(t *testing.T) { pgxTargetSessionAttrs(t, p) })
+}
+
+// pgxTargetSessionAttrs connects with each of pgx's target_session_attrs. pgx
+// checks them with "show transaction_read_only" or "select pg_is_in_recovery()"
+// after login; pgowl is a read-write server (its writes reach the primary), so
+// read-write and primary must connect and read-only and standby must be refused,
+// whichever node answers reads. Each check runs several times: the answer must not
+// depend on which standby the probe would have reached.
+func pgxTargetSessionAttrs(t *testing.T, p *pgxClient) {
+	ctx := timeoutCtx(t, time.Minute)
+	for _, attrs := range []struct {
+		value   string
+		connect bool
+	}{
+		{"read-write", true}, {"primary", true}, {"prefer-standby", true}, {"any", true},
+		{"read-only", false}, {"standby", false},
+	} {
+		for i := range 3 {
+			cfg, err := pgconn.ParseConfig(p.ep.dsn(appPassword, url.Values{"target_session_attrs": {attrs.value}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgconn.ConnectConfig(ctx, cfg)
+			if err == nil {
+				conn.Close(ctx)
+			}
+			if attrs.connect && err != nil {
+				t.Errorf("target_session_attrs=%s, attempt %d: %v", attrs.value, i+1, err)
+			}
+			if !attrs.connect && err == nil {
+				t.Errorf("target_session_attrs=%s, attempt %d: connected to pgowl, which presents a read-write server", attrs.value, i+1)
+			}
+		}
+	}
 }
 
 // pgxExecModes reads and writes once in every query exec mode, on a connection of its own.
