@@ -402,6 +402,7 @@ const (
 	oidInt4    = 23
 	oidInt8    = 20
 	oidNumeric = 1700
+	oidRecord  = 2249
 )
 
 // isInt64Literal reports whether a numeric literal's text is an integer that

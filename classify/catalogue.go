@@ -155,6 +155,21 @@ type Type struct {
 	Schema, Name string
 }
 
+// Operator is an operator outside pg_catalog and the function it runs (pg_operator.oprcode).
+type Operator struct {
+	Schema, Name string
+	// Function is the OID of the function the operator runs. BuiltinFunction is its name when it
+	// is a pg_catalog function (judged by the built-in tables), else "".
+	Function        uint32
+	BuiltinFunction string
+}
+
+// Cast is a cast that runs a function outside pg_catalog (pg_cast.castfunc).
+type Cast struct {
+	Source, Target uint32
+	Function       uint32
+}
+
 // CatalogueData is what a catalogue is built from.
 type CatalogueData struct {
 	// Database is the database the data was read from.
@@ -168,6 +183,11 @@ type CatalogueData struct {
 	Relations []Relation
 	// Types are the types of every schema, for casts.
 	Types []Type
+	// Operators are the operators outside pg_catalog, whose functions an expression runs without
+	// naming them.
+	Operators []Operator
+	// Casts are the casts that run a function outside pg_catalog.
+	Casts []Cast
 	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
 	// keyed by role name, with "" for roles without a role-specific setting.
 	DefaultSearchPath map[string][]string
@@ -187,7 +207,14 @@ type Catalogue struct {
 	views    map[qualified]*View
 	rels     map[qualified]byte
 	types    map[qualified]uint32
-	memo     sync.Map // memoKey -> fnResult
+	// operators indexes Operators by schema and name.
+	operators map[qualified][]*Operator
+	// castsTo lists the casts to a type (by target OID).
+	castsTo map[uint32][]Cast
+	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
+	// when f takes one argument of a row type (or of a polymorphic or record type).
+	rowFunctions map[string][]*Function
+	memo         sync.Map // memoKey -> fnResult
 	missMu   sync.Mutex
 	misses   map[string]bool // names looked up in vain since this catalogue was loaded
 	checksum string
@@ -222,8 +249,30 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 	for _, r := range c.data.Relations {
 		c.rels[qualified{r.Schema, r.Name}] = r.Kind
 	}
+	rowTypes := make(map[uint32]bool)
 	for _, t := range c.data.Types {
 		c.types[qualified{t.Schema, t.Name}] = t.OID
+		if _, ok := c.rels[qualified{t.Schema, t.Name}]; ok {
+			rowTypes[t.OID] = true // a relation's row type has the relation's name
+		}
+	}
+	c.operators = make(map[qualified][]*Operator, len(c.data.Operators))
+	for i := range c.data.Operators {
+		o := &c.data.Operators[i]
+		key := qualified{o.Schema, o.Name}
+		c.operators[key] = append(c.operators[key], o)
+	}
+	c.castsTo = make(map[uint32][]Cast, len(c.data.Casts))
+	for _, cast := range c.data.Casts {
+		c.castsTo[cast.Target] = append(c.castsTo[cast.Target], cast)
+	}
+	c.rowFunctions = make(map[string][]*Function)
+	for i := range c.data.Functions {
+		f := &c.data.Functions[i]
+		if f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
+			(rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0])) {
+			c.rowFunctions[f.Name] = append(c.rowFunctions[f.Name], f)
+		}
 	}
 	c.checksum = checksum(&c.data)
 	return c
@@ -354,6 +403,30 @@ func checksum(d *CatalogueData) string {
 		write(strconv.FormatUint(uint64(t.OID), 10))
 		write(t.Schema)
 		write(t.Name)
+	}
+	operators := append([]Operator(nil), d.Operators...)
+	sort.Slice(operators, func(i, j int) bool {
+		if operators[i].Function != operators[j].Function {
+			return operators[i].Function < operators[j].Function
+		}
+		return operators[i].Schema+"\x00"+operators[i].Name < operators[j].Schema+"\x00"+operators[j].Name
+	})
+	for _, o := range operators {
+		write(o.Schema)
+		write(o.Name)
+		write(strconv.FormatUint(uint64(o.Function), 10))
+		write(o.BuiltinFunction)
+	}
+	casts := append([]Cast(nil), d.Casts...)
+	sort.Slice(casts, func(i, j int) bool {
+		if casts[i].Source != casts[j].Source {
+			return casts[i].Source < casts[j].Source
+		}
+		return casts[i].Target < casts[j].Target
+	})
+	for _, c := range casts {
+		write(strconv.FormatUint(uint64(c.Source), 10) + ">" + strconv.FormatUint(uint64(c.Target), 10) + ":" +
+			strconv.FormatUint(uint64(c.Function), 10))
 	}
 	roles := make([]string, 0, len(d.DefaultSearchPath))
 	for role := range d.DefaultSearchPath {

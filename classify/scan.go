@@ -199,6 +199,31 @@ func (s *scanner) visit(message any) {
 		s.record(ReasonWrite, "MERGE")
 	case *pg_query.RangeVar:
 		s.relations = append(s.relations, node)
+	// Expressions that run a function without naming it (see implicit.go).
+	case *pg_query.A_Expr:
+		for _, name := range expressionOperators(node) {
+			s.apply(s.a.resolveOperator(name))
+		}
+	case *pg_query.SubLink:
+		if name := node.GetOperName(); len(name) > 0 {
+			s.apply(s.a.resolveOperator(name))
+		}
+	case *pg_query.SortBy:
+		if name := node.GetUseOp(); len(name) > 0 {
+			s.apply(s.a.resolveOperator(name))
+		}
+	case *pg_query.TypeCast:
+		s.apply(s.a.resolveCast(node))
+	case *pg_query.ColumnRef:
+		if display, field, ok := attributeField(node); ok {
+			s.apply(s.a.resolveAttribute(display, field))
+		}
+	case *pg_query.A_Indirection:
+		for _, step := range node.GetIndirection() {
+			if field, ok := step.GetNode().(*pg_query.Node_String_); ok {
+				s.apply(s.a.resolveAttribute("(...)."+field.String_.GetSval(), field.String_.GetSval()))
+			}
+		}
 	}
 	if cte, ok := message.(*pg_query.CommonTableExpr); ok && cte.GetCtename() != "" {
 		if s.ctes == nil {
@@ -230,7 +255,11 @@ func lockSubject(clause *pg_query.LockingClause) string {
 
 // functionCall records the effect of one call.
 func (s *scanner) functionCall(call *pg_query.FuncCall) {
-	r := s.a.resolveCall(call)
+	s.apply(s.a.resolveCall(call))
+}
+
+// apply records the effect of a call, named or implicit.
+func (s *scanner) apply(r callResult) {
 	s.found.session |= r.session
 	if r.searchPath != nil {
 		s.found.searchPath = r.searchPath

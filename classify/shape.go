@@ -217,7 +217,7 @@ func shapeEligible(sql string) bool {
 			break
 		}
 	}
-	return ok && !containsFold(sql, "set_config") && !containsFold(sql, "current_setting")
+	return ok && !mentionsSettingCall(sql)
 }
 
 // shareable reports whether a verdict may be shared by every statement of its shape.
@@ -266,12 +266,22 @@ func isIdentByte(c byte) bool {
 	return c == '_' || c == '$' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
 }
 
-func containsFold(s, substr string) bool {
-	n := len(substr)
-	for i := 0; i+n <= len(s); i++ {
-		if strings.EqualFold(s[i:i+n], substr) {
+// mentionsSettingCall reports whether sql mentions set_config or current_setting, in any case,
+// whose literal arguments decide their effect. Both names contain '_', so only the underscores in
+// sql are checked.
+func mentionsSettingCall(sql string) bool {
+	for from := 0; ; {
+		i := strings.IndexByte(sql[from:], '_')
+		if i < 0 {
+			return false
+		}
+		p := from + i
+		if p >= 3 && p+7 <= len(sql) && strings.EqualFold(sql[p-3:p+7], "set_config") {
 			return true
 		}
+		if p >= 7 && p+8 <= len(sql) && strings.EqualFold(sql[p-7:p+8], "current_setting") {
+			return true
+		}
+		from = p + 1
 	}
-	return false
 }

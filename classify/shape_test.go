@@ -86,3 +86,22 @@ func BenchmarkClassifyShapeHit(b *testing.B) {
 		c.Classify(sqls[i%len(sqls)])
 	}
 }
+
+func TestMentionsSettingCall(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"select set_config('a', 'b', false)":              true,
+		"SELECT SET_CONFIG('a', 'b', false)":              true,
+		"select current_setting('transaction_read_only')": true,
+		"select x from t where y = Current_Setting('a')":  true,
+		"select a_b from set_configx":                     true, // conservative: the name is there
+		"select abalance from pgbench_accounts":           false,
+		"select _config, setting_ from t":                 false,
+		"set_config":                                      true,
+		"current_setting":                                 true,
+		"_":                                               false,
+	} {
+		if got := mentionsSettingCall(sql); got != want {
+			t.Errorf("mentionsSettingCall(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

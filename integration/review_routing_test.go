@@ -358,10 +358,10 @@ func TestReviewRoutingNodeLocalCalls(t *testing.T) {
 		{name: "NestedFunctionInheritsSearchPath", sql: "SELECT public.rv_outer()"},
 		// r.rv_repl_of is PostgreSQL's functional notation for
 		// rv_repl_of(r); the parse tree holds a column reference, not a function call.
-		{name: "AttributeNotationCall", sql: "SELECT r.rv_repl_of FROM public.rv_one_row r", skip: `known gap, not fixed yet: a function called in attribute notation (r.f for f(r)) is not looked up`},
+		{name: "AttributeNotationCall", sql: "SELECT r.rv_repl_of FROM public.rv_one_row r"},
 		// a user-defined operator runs its function; the parse tree
 		// holds an A_Expr, not a function call.
-		{name: "OperatorFunction", sql: "SELECT 1 ### 2", skip: `known gap, not fixed yet: the functions behind user-defined operators (and casts) are not looked up`},
+		{name: "OperatorFunction", sql: "SELECT 1 ### 2"},
 		// an omitted argument evaluates the parameter's DEFAULT in the
 		// caller; rv_defarg's default calls rv_volatile_repl() (node-local).
 		{name: "ParameterDefault", sql: "SELECT public.rv_defarg()"},

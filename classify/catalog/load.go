@@ -71,6 +71,12 @@ func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overri
 	if err := loadTypes(ctx, tx, &data); err != nil {
 		return nil, err
 	}
+	if err := loadOperators(ctx, tx, &data); err != nil {
+		return nil, err
+	}
+	if err := loadCasts(ctx, tx, &data); err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("catalog: commit: %w", err)
 	}
@@ -254,6 +260,60 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 	}
 	for role, l := range best {
 		data.DefaultSearchPath[role] = classify.SplitSearchPath(l.value)
+	}
+	return nil
+}
+
+// loadOperators reads the operators outside pg_catalog: an expression such as a ### b runs the
+// operator's function without naming it.
+func loadOperators(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
+	rows, err := tx.Query(ctx, `
+SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END
+FROM pg_operator o
+JOIN pg_namespace n ON n.oid = o.oprnamespace
+JOIN pg_proc p ON p.oid = o.oprcode
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE n.nspname <> 'pg_catalog'
+ORDER BY o.oid`)
+	if err != nil {
+		return fmt.Errorf("catalog: read pg_operator: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o classify.Operator
+		if err := rows.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction); err != nil {
+			return fmt.Errorf("catalog: read pg_operator row: %w", err)
+		}
+		data.Operators = append(data.Operators, o)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: read pg_operator: %w", err)
+	}
+	return nil
+}
+
+// loadCasts reads the casts whose function is outside pg_catalog: x::t runs it without naming it.
+func loadCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
+	rows, err := tx.Query(ctx, `
+SELECT c.castsource::oid, c.casttarget::oid, c.castfunc::oid
+FROM pg_cast c
+JOIN pg_proc p ON p.oid = c.castfunc
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE pn.nspname <> 'pg_catalog'
+ORDER BY c.oid`)
+	if err != nil {
+		return fmt.Errorf("catalog: read pg_cast: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c classify.Cast
+		if err := rows.Scan(&c.Source, &c.Target, &c.Function); err != nil {
+			return fmt.Errorf("catalog: read pg_cast row: %w", err)
+		}
+		data.Casts = append(data.Casts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: read pg_cast: %w", err)
 	}
 	return nil
 }

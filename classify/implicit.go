@@ -1,0 +1,201 @@
+package classify
+
+import (
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// Some expressions run a function without naming it: an operator runs its pg_operator.oprcode, a
+// cast runs its pg_cast.castfunc, and attribute notation r.f runs f(r). The raw parse tree holds an
+// A_Expr, a TypeCast or a ColumnRef, not a FuncCall, so these are looked up here. Argument types
+// are not resolved (that needs the types of columns), so every candidate counts: when they agree
+// the statement has their effect, when they differ its effect is unknown. Only operators, casts and
+// functions outside pg_catalog are candidates; the built-in ones only read.
+
+// implicitCandidate is one function an expression may run, with how the statement shows it.
+type implicitCandidate struct {
+	display string
+	fn      *Function
+	builtin string // a pg_catalog function, judged by the built-in tables
+}
+
+// resolveImplicit combines the effects of the functions an expression may run. what names the
+// expression for messages: "operator ###", "cast to mytype", "r.f".
+func (a *analysis) resolveImplicit(what string, cands []implicitCandidate) callResult {
+	results := make([]callResult, len(cands))
+	for i, c := range cands {
+		if c.fn == nil {
+			effect, ok := a.c.functions.builtin(c.builtin)
+			if !ok {
+				effect = builtinEffect{access: Read}
+			}
+			results[i] = a.builtinResult(&pg_query.FuncCall{}, c.builtin, c.builtin, effect)
+			if results[i].access == Write {
+				results[i].subject = what + " → " + results[i].subject
+			}
+			continue
+		}
+		results[i] = fromFn(what+" → "+c.display, a.functionEffect(c.fn))
+	}
+	if agree(results) {
+		return merge(results)
+	}
+	var list []string
+	for i, c := range cands {
+		effect := "reads"
+		if results[i].access == Write {
+			effect = results[i].reason.String()
+		}
+		list = append(list, c.display+" "+effect)
+	}
+	detail := "the functions it may run differ in effect and the argument types are not resolved: " + strings.Join(list, ", ")
+	a.warn(what + ": " + detail)
+	res := callResult{access: Write, reason: ReasonUnknownEffect, chain: []string{what}, detail: detail,
+		subject: what + " (effect unknown: the functions it may run differ in effect)"}
+	for _, r := range results {
+		res.session |= r.session
+	}
+	return res
+}
+
+// resolveOperator finds the operators outside pg_catalog named by name (a qualified name list, as in
+// OPERATOR(schema.op)) along the search path. Without such operators the expression only reads.
+func (a *analysis) resolveOperator(name []*pg_query.Node) callResult {
+	cat := a.run.cat
+	if cat == nil || len(name) == 0 || len(name) > 2 {
+		return callResult{access: Read}
+	}
+	a.run.dependent = true // an operator created later changes the verdict
+	if len(cat.operators) == 0 {
+		return callResult{access: Read}
+	}
+	op := name[len(name)-1].GetString_().GetSval()
+	schemas := a.env.path
+	if len(name) == 2 {
+		schemas = []string{name[0].GetString_().GetSval()}
+	}
+	var cands []implicitCandidate
+	for _, schema := range schemas {
+		for _, o := range cat.operators[qualified{schema, op}] {
+			c := implicitCandidate{builtin: o.BuiltinFunction, display: o.BuiltinFunction + "()"}
+			if o.BuiltinFunction == "" {
+				f, ok := cat.byOID[o.Function]
+				if !ok {
+					continue
+				}
+				c = implicitCandidate{fn: f, display: f.Signature()}
+			}
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return callResult{access: Read}
+	}
+	return a.resolveImplicit("operator "+op, cands)
+}
+
+// expressionOperators returns the operator names an A_Expr applies: its own name, or for BETWEEN
+// the comparisons it expands to.
+func expressionOperators(expr *pg_query.A_Expr) [][]*pg_query.Node {
+	switch expr.GetKind() {
+	case pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN,
+		pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
+		return [][]*pg_query.Node{{pg_query.MakeStrNode(">=")}, {pg_query.MakeStrNode("<=")}}
+	}
+	return [][]*pg_query.Node{expr.GetName()}
+}
+
+// resolveCast finds the casts to the target type that run a function outside pg_catalog. When the
+// argument's type is evident only the casts from it count; a string literal is read by the type's
+// input function and ROW(...) is built as a row, neither by a cast.
+func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
+	cat := a.run.cat
+	if cat == nil {
+		return callResult{access: Read}
+	}
+	a.run.dependent = true
+	if len(cat.castsTo) == 0 {
+		return callResult{access: Read}
+	}
+	if cast.GetArg().GetRowExpr() != nil {
+		return callResult{access: Read} // ROW(...)::t builds a row: no cast function runs
+	}
+	if constant := cast.GetArg().GetAConst(); constant != nil {
+		if _, isString := constant.GetVal().(*pg_query.A_Const_Sval); isString || constant.GetIsnull() {
+			return callResult{access: Read}
+		}
+	}
+	target := a.typeOID(cast.GetTypeName())
+	if target == 0 {
+		return callResult{access: Read} // not a type the catalogue knows: no user cast to it either
+	}
+	source := a.evidence(cast.GetArg())
+	var cands []implicitCandidate
+	for _, c := range cat.castsTo[target] {
+		if (source.exact || source.literal) && source.oid != 0 && c.Source != source.oid {
+			continue
+		}
+		if f, ok := cat.byOID[c.Function]; ok {
+			cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
+		}
+	}
+	if len(cands) == 0 {
+		return callResult{access: Read}
+	}
+	return a.resolveImplicit("cast to "+typeDisplay(cast.GetTypeName()), cands)
+}
+
+// typeDisplay renders a type name as written.
+func typeDisplay(tn *pg_query.TypeName) string {
+	var parts []string
+	for _, n := range tn.GetNames() {
+		parts = append(parts, quoteIdent(n.GetString_().GetSval()))
+	}
+	return strings.Join(parts, ".")
+}
+
+// resolveAttribute finds what r.f may run: f(r) for a function f that takes one row argument, on
+// the search path. PostgreSQL takes a column named f first; the column types are not known here,
+// so a matching function counts even where a column of that name exists.
+func (a *analysis) resolveAttribute(display, field string) callResult {
+	cat := a.run.cat
+	if cat == nil {
+		return callResult{access: Read}
+	}
+	a.run.dependent = true
+	fns := cat.rowFunctions[field]
+	if len(fns) == 0 {
+		return callResult{access: Read}
+	}
+	var cands []implicitCandidate
+	for _, schema := range a.env.path {
+		for _, f := range fns {
+			if f.Schema == schema {
+				cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return callResult{access: Read}
+	}
+	return a.resolveImplicit(display, cands)
+}
+
+// attributeField returns the last name of a column reference with at least two names (r.f,
+// s.r.f), which attribute notation may turn into f(r).
+func attributeField(ref *pg_query.ColumnRef) (display, field string, ok bool) {
+	fields := ref.GetFields()
+	if len(fields) < 2 {
+		return "", "", false
+	}
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		s, isString := f.GetNode().(*pg_query.Node_String_)
+		if !isString {
+			return "", "", false // r.*
+		}
+		parts = append(parts, s.String_.GetSval())
+	}
+	return strings.Join(parts, "."), parts[len(parts)-1], true
+}
