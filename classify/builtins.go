@@ -79,6 +79,7 @@ func (t *functionTable) builtin(name string) (builtinEffect, bool) {
 func writingBuiltins() map[string]builtinEffect {
 	needsPrimary := builtinEffect{access: Write} // must run on the primary, leaves no session state
 	sessionAdvisory := builtinEffect{access: Write, session: SessionAdvisoryLock}
+	advisoryUnlock := builtinEffect{access: Write, session: SessionRelease}
 	return map[string]builtinEffect{
 		// Sequences. nextval and setval write the sequence. currval and lastval only have a value
 		// after nextval in the same session, which ran on the primary, so they must follow it there.
@@ -121,9 +122,10 @@ func writingBuiltins() map[string]builtinEffect {
 		"pg_advisory_lock_shared":     sessionAdvisory,
 		"pg_try_advisory_lock":        sessionAdvisory,
 		"pg_try_advisory_lock_shared": sessionAdvisory,
-		"pg_advisory_unlock":          sessionAdvisory,
-		"pg_advisory_unlock_shared":   sessionAdvisory,
-		"pg_advisory_unlock_all":      sessionAdvisory,
+		// Unlocking takes no lock; it may release the last one, which pgowl checks on the node.
+		"pg_advisory_unlock":        advisoryUnlock,
+		"pg_advisory_unlock_shared": advisoryUnlock,
+		"pg_advisory_unlock_all":    advisoryUnlock,
 		// Advisory locks, transaction level: the primary for the same reason, but released at
 		// transaction end, so no session state remains.
 		"pg_advisory_xact_lock":            needsPrimary,

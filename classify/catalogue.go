@@ -200,13 +200,13 @@ type CatalogueData struct {
 // Catalogue is an immutable view of one database's functions, views and relations, with the
 // function analyses done so far (memoised per function and search path). Build one with NewCatalogue.
 type Catalogue struct {
-	data     CatalogueData
-	version  uint64
-	funcs    map[qualified][]*Function
-	byOID    map[uint32]*Function
-	views    map[qualified]*View
-	rels     map[qualified]byte
-	types    map[qualified]uint32
+	data    CatalogueData
+	version uint64
+	funcs   map[qualified][]*Function
+	byOID   map[uint32]*Function
+	views   map[qualified]*View
+	rels    map[qualified]byte
+	types   map[qualified]uint32
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
@@ -215,9 +215,9 @@ type Catalogue struct {
 	// when f takes one argument of a row type (or of a polymorphic or record type).
 	rowFunctions map[string][]*Function
 	memo         sync.Map // memoKey -> fnResult
-	missMu   sync.Mutex
-	misses   map[string]bool // names looked up in vain since this catalogue was loaded
-	checksum string
+	missMu       sync.Mutex
+	misses       map[string]bool // names looked up in vain since this catalogue was loaded
+	checksum     string
 }
 
 type qualified struct{ schema, name string }

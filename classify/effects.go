@@ -197,6 +197,14 @@ const (
 	// accepts the SET but then refuses every later statement of the session ("cannot use serializable
 	// mode in a hot standby"), so such a session can only be served by the primary.
 	SessionSerializableDefault
+	// SessionRelease marks a statement that may end state that pins a session: UNLISTEN, DISCARD,
+	// DEALLOCATE, CLOSE, DROP (of a temporary table) and the advisory unlock functions. Whether it
+	// did depends on what else the session holds, so pgowl asks the node afterwards.
+	SessionRelease
+	// SessionDiscardAll is DISCARD ALL, which ends every kind of session state.
+	SessionDiscardAll
+	// SessionDeallocateAll is DEALLOCATE ALL, which also drops protocol-level prepared statements.
+	SessionDeallocateAll
 )
 
 // sessionNames lists the bits in declaration order with their codes.
@@ -215,6 +223,9 @@ var sessionNames = [...]struct {
 	{SessionAdvisoryLock, "ADVISORY_LOCK"},
 	{SessionSetRole, "SET_ROLE"},
 	{SessionSerializableDefault, "SERIALIZABLE_DEFAULT"},
+	{SessionRelease, "RELEASE"},
+	{SessionDiscardAll, "DISCARD_ALL"},
+	{SessionDeallocateAll, "DEALLOCATE_ALL"},
 }
 
 // Has reports whether every bit of other is set in s.

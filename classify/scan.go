@@ -312,7 +312,7 @@ func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange)
 	}
 	name = strings.ToLower(name)
 	if roleSetting(name) {
-		return SessionSetRole, nil
+		return SessionSetRole | SessionRelease, nil
 	}
 	value, ok := constText(functionArgument(call, 1).GetAConst())
 	if name == "search_path" {

@@ -51,6 +51,12 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 	if changesCatalogue(node) {
 		v.catalogueChange = true
 	}
+	if drop, ok := node.GetNode().(*pg_query.Node_DropStmt); ok {
+		switch drop.DropStmt.GetRemoveType() {
+		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE:
+			v.session |= SessionRelease // it may drop the last temporary table, view or sequence
+		}
+	}
 	return v
 }
 
@@ -104,7 +110,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		}
 		return read("FETCH")
 	case *pg_query.Node_ClosePortalStmt:
-		return read("CLOSE")
+		v := read("CLOSE")
+		v.session = SessionRelease // it may close the last WITH HOLD cursor
+		return v
 	case *pg_query.Node_PrepareStmt:
 		// PREPARE runs nothing; its verdict is its query's so that a writing statement is prepared
 		// where it will be executed. Session effects of the query happen only at EXECUTE.
@@ -119,7 +127,10 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return unknownEffect("EXECUTE of SQL-prepared statement")
 	case *pg_query.Node_DeallocateStmt:
 		v := read("DEALLOCATE")
-		v.session = SessionDeallocate
+		v.session = SessionDeallocate | SessionRelease
+		if stmt.DeallocateStmt.GetName() == "" {
+			v.session |= SessionDeallocateAll
+		}
 		return v
 	case *pg_query.Node_TransactionStmt:
 		return transaction(stmt.TransactionStmt)
@@ -133,8 +144,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return v
 	case *pg_query.Node_DiscardStmt:
 		v := read("DISCARD")
-		v.session = SessionDiscard
+		v.session = SessionDiscard | SessionRelease
 		if stmt.DiscardStmt.GetTarget() == pg_query.DiscardMode_DISCARD_ALL {
+			v.session |= SessionDiscardAll
 			v.searchPath = &SearchPathChange{Reset: true, Known: true}
 		}
 		return v
@@ -146,7 +158,7 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return v
 	case *pg_query.Node_UnlistenStmt:
 		v := read("UNLISTEN")
-		v.session = SessionUnlisten
+		v.session = SessionUnlisten | SessionRelease
 		return v
 	case *pg_query.Node_NotifyStmt:
 		return write("NOTIFY")
@@ -602,7 +614,8 @@ func serializableDefault(name string, values []settingValue) bool {
 func sessionSetting(verb, name string) verdict {
 	if roleSetting(name) {
 		v := read(verb + " " + strings.ToUpper(strings.ReplaceAll(name, "_", " ")))
-		v.session = SessionSetRole
+		// It may also go back to the login's role, which ends the pin (the node is asked).
+		v.session = SessionSetRole | SessionRelease
 		return v
 	}
 	v := read(verb)

@@ -359,6 +359,14 @@ func (sess *session) prepareBackend(be *backend) error {
 // reply. It returns the SQLSTATE of the first error the node reported, and an
 // error only when the connection failed.
 func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err error) {
+	return sess.runOnBackend(be, sql, nil)
+}
+
+// runOnBackend runs sql, pgowl's own, on be as a simple Query and passes each
+// DataRow body to onRow (if not nil). Its results and notices do not reach the
+// client; a notification that arrives meanwhile does. It returns the first
+// error's SQLSTATE ("" when none) or the I/O error that broke the connection.
+func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byte)) (sqlstate string, err error) {
 	// The client's unnamed statement stays the client's: it is parsed again
 	// where it runs next.
 	be.conn.WriteQuery(sql)
@@ -371,6 +379,12 @@ func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err e
 			return sqlstate, err
 		}
 		switch typ {
+		case 'D':
+			if onRow != nil {
+				onRow(body)
+			}
+		case 'A':
+			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case 'E':
 			code, msg := errorFields(body)
 			if sqlstate == "" {

@@ -50,6 +50,9 @@ type session struct {
 	held *backend
 	// pinBits are the session state that ties the session to held, if any.
 	pinBits classify.SessionEffect
+	// pinsToCheck: a statement may have ended state behind a pin; the node is
+	// asked what remains once the session is between transactions (pins.go).
+	pinsToCheck bool
 
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
@@ -417,6 +420,15 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.trackSessionEffects(be, u)
 		}
 	}
+	if u.effects.Session&classify.SessionRelease != 0 && sess.pinBits&checkablePins != 0 {
+		sess.pinsToCheck = true
+	}
+	if sess.pinsToCheck {
+		sess.recheckPins(be)
+		if be.broken {
+			return
+		}
+	}
 	if sess.pinBits != 0 || be.openBatch || status != 'I' {
 		sess.held = be
 	} else {
@@ -477,37 +489,22 @@ const pinningEffects = classify.SessionListen | classify.SessionTempTable | clas
 func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	eff := u.effects
 	sql := u.setSQL
-	words := withoutComments(sql) // for recognising the statement; sql is what is replayed
 	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
 		sess.pinBits |= bits
 		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
 	}
-	released := classify.SessionEffect(0)
 	switch {
-	case eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "all"):
-		released = sess.pinBits
+	case eff.Session&classify.SessionDiscardAll != 0:
+		if sess.pinBits != 0 {
+			sess.log.Info().Str("node", be.node).Str("released", describePin(sess.pinBits)).Msg("session pin released")
+		}
+		sess.pinBits = 0
 		sess.sets, sess.pendingSets = nil, nil
 		sess.updateSettingsKey()
 		sess.forgetStatements(be)
 		be.conn.Settings = ""
-	case eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "temp"),
-		eff.Session&classify.SessionDiscard != 0 && hasWords(words, "discard", "temporary"):
-		released = classify.SessionTempTable
-	case eff.Session&classify.SessionUnlisten != 0 && strings.Contains(words, "*"):
-		released = classify.SessionListen
-	case eff.Session&classify.SessionDeallocate != 0 && hasWords(words, "deallocate", "all"),
-		eff.Session&classify.SessionDeallocate != 0 && hasWords(words, "deallocate", "prepare", "all"):
-		released = classify.SessionPrepare
+	case eff.Session&classify.SessionDeallocateAll != 0:
 		sess.forgetStatements(be)
-	case strings.Contains(strings.ToLower(words), "pg_advisory_unlock_all"):
-		released = classify.SessionAdvisoryLock
-	}
-	// A statement that takes a pin of the kind it releases
-	// (pg_advisory_unlock_all(), pg_advisory_lock(1)) may end up holding it.
-	released &^= eff.Session & pinningEffects
-	if released&sess.pinBits != 0 {
-		sess.pinBits &^= released
-		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
 	}
 	if eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0 {
 		if eff.Statements != 1 || sql == "" {
@@ -551,7 +548,7 @@ const unknownSettings = "\x00unknown"
 // applySets records settings changes that took effect on be.
 func (sess *session) applySets(be *backend, sets []string) {
 	for _, s := range sets {
-		if hasWords(s, "reset", "all") {
+		if hasWords(withoutComments(s), "reset", "all") {
 			sess.sets = sess.sets[:0]
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/pool"
 )
 
 // TestStatementIDsAreUniqueAcrossSessions: a backend connection remembers
@@ -53,12 +54,38 @@ func TestWithoutComments(t *testing.T) {
 	}
 }
 
-// TestCommentedResetIsRecognised: a pool's reset statement with a comment is
-// still the statement it is.
+// TestCommentedResetIsRecognised: a RESET ALL with a comment is still the
+// statement it is, and empties the settings a session carries.
 func TestCommentedResetIsRecognised(t *testing.T) {
-	for _, sql := range []string{"DISCARD ALL -- pool reset", "/* reset */ discard all;", "DISCARD\n-- x\nALL"} {
-		if !hasWords(withoutComments(sql), "discard", "all") {
-			t.Errorf("%q is not recognised as DISCARD ALL", sql)
+	for _, sql := range []string{"RESET ALL -- pool reset", "/* reset */ reset all;", "RESET\n-- x\nALL"} {
+		sess := &session{sets: []string{"SET work_mem = '8MB'"}}
+		sess.applySets(&backend{conn: &pool.Conn{}}, []string{sql})
+		if len(sess.sets) != 0 {
+			t.Errorf("%q is not recognised as RESET ALL: the session carries %q", sql, sess.sets)
 		}
+	}
+}
+
+func TestQuoteLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		"app":     `E'app'`,
+		"o'brien": `E'o''brien'`,
+		`a\b`:     `E'a\\b'`,
+	} {
+		if got := quoteLiteral(in); got != want {
+			t.Errorf("quoteLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestRowValues(t *testing.T) {
+	// Two columns: "t" and NULL.
+	body := []byte{0, 2, 0, 0, 0, 1, 't', 0xff, 0xff, 0xff, 0xff}
+	values, ok := rowValues(body)
+	if !ok || len(values) != 2 || values[0] != "t" || values[1] != "" {
+		t.Fatalf("rowValues = %q, %v", values, ok)
+	}
+	if _, ok := rowValues(body[:5]); ok {
+		t.Fatal("a truncated row was accepted")
 	}
 }

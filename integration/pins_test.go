@@ -1,0 +1,122 @@
+package integration
+
+import (
+	"testing"
+)
+
+// TestPinEndsWhenStateIsGone: a pin lasts while the state behind it does, and
+// no longer. State nests (advisory locks are counted, a session may hold
+// several temporary tables or channels), so only the statement that ends the
+// last of it ends the pin; pgowl asks the node what remains. After each step a
+// read must report SESSION_PINNED while state remains and run on a standby
+// (READ_ONLY) once it is gone.
+func TestPinEndsWhenStateIsGone(t *testing.T) {
+	c := sharedClusterFor(t)
+	setup := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(setup, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pin_role') THEN CREATE ROLE pin_role; END IF;
+	END $$; GRANT pin_role TO `+appUser); err != nil {
+		t.Fatalf("create pin_role: %v", err)
+	}
+	catchUp(t, c)
+	o := startOwl(t, c, nil)
+	type step struct {
+		sql    string
+		pinned bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"AdvisoryLockNested", []step{
+			{"SELECT pg_advisory_lock(7301)", true},
+			{"SELECT pg_advisory_lock(7301)", true},
+			{"SELECT pg_advisory_unlock(7301)", true}, // still held once
+			{"SELECT pg_advisory_unlock(7301)", false},
+		}},
+		{"AdvisoryUnlockAll", []step{
+			{"SELECT pg_advisory_lock(7302), pg_advisory_lock_shared(7303)", true},
+			{"SELECT pg_advisory_unlock_all()", false},
+		}},
+		{"AdvisoryUnlockInTransaction", []step{
+			{"SELECT pg_advisory_lock(7304)", true},
+			{"BEGIN", true},
+			{"SELECT pg_advisory_unlock(7304)", true}, // the transaction holds the session
+			{"COMMIT", false},
+		}},
+		{"TempTables", []step{
+			{"CREATE TEMP TABLE pin_a (id int)", true},
+			{"CREATE TEMP TABLE pin_b (id int)", true},
+			{"DROP TABLE pin_a", true},
+			{"DROP TABLE pin_b", false},
+		}},
+		{"DiscardTemp", []step{
+			{"CREATE TEMP TABLE pin_c (id int)", true},
+			{"DISCARD TEMP", false},
+		}},
+		{"HoldCursor", []step{
+			{"DECLARE pin_cur CURSOR WITH HOLD FOR SELECT 1", true},
+			{"CLOSE pin_cur", false},
+		}},
+		{"Listen", []step{
+			{"LISTEN pin_one", true},
+			{"LISTEN pin_two", true},
+			{"UNLISTEN pin_one", true},
+			{"UNLISTEN pin_two", false},
+		}},
+		{"SQLPrepare", []step{
+			{"PREPARE pin_p AS SELECT 1", true},
+			{"DEALLOCATE pin_p", false},
+		}},
+		{"SetRole", []step{
+			{"SET ROLE pin_role", true},
+			{"RESET ROLE", false},
+		}},
+		{"SetRoleBackToLogin", []step{
+			{"SET ROLE pin_role", true},
+			{"SET ROLE " + appUser, false}, // the login's role again: nothing to carry
+		}},
+		{"TwoKinds", []step{
+			{"LISTEN pin_three", true},
+			{"SELECT pg_advisory_lock(7305)", true},
+			{"UNLISTEN *", true}, // the lock remains
+			{"SELECT pg_advisory_unlock(7305)", false},
+		}},
+		{"UnlockThenLockInOneStatement", []step{
+			{"SELECT pg_advisory_lock(7306)", true},
+			{"SELECT pg_advisory_unlock_all(), pg_advisory_lock(7307)", true},
+			{"SELECT pg_advisory_unlock(7307)", false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := o.connect(t, nil)
+			ctx := timeoutCtx(t, statementTimeout)
+			inTransaction := false
+			for i, s := range tc.steps {
+				if _, err := conn.Exec(ctx, s.sql); err != nil {
+					t.Fatalf("step %d %q: %v", i+1, s.sql, err)
+				}
+				switch s.sql {
+				case "BEGIN":
+					inTransaction = true
+				case "COMMIT":
+					inTransaction = false
+				}
+				conn.routes(t)
+				if inTransaction {
+					continue // inside a transaction every statement reports IN_TRANSACTION
+				}
+				if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+					t.Fatalf("read after step %d: %v", i+1, err)
+				}
+				r := conn.oneRoute(t, "read after "+s.sql)
+				if s.pinned && r.Reason != "SESSION_PINNED" {
+					t.Errorf("after %q the session holds state but the read reports %v", s.sql, r)
+				}
+				if !s.pinned {
+					wantRoute(t, "read after "+s.sql+" (nothing left to pin the session)", r, "standby", "READ_ONLY")
+				}
+			}
+		})
+	}
+}
