@@ -135,78 +135,45 @@ func loadFunctions(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData,
 	return nil
 }
 
-func loadViews(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
-	rows, err := tx.Query(ctx, `
+func loadViews(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.Views, err = readAll(ctx, tx, "views", `
 SELECT c.oid, n.nspname, c.relname, coalesce(pg_get_viewdef(c.oid), '')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-ORDER BY c.oid`)
-	if err != nil {
-		return fmt.Errorf("catalog: read views: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var v classify.View
-		if err := rows.Scan(&v.OID, &v.Schema, &v.Name, &v.Definition); err != nil {
-			return fmt.Errorf("catalog: read view row: %w", err)
-		}
-		data.Views = append(data.Views, v)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read views: %w", err)
-	}
-	return nil
+ORDER BY c.oid`, func(row pgx.CollectableRow, v *classify.View) error {
+		return row.Scan(&v.OID, &v.Schema, &v.Name, &v.Definition)
+	})
+	return err
 }
 
-func loadRelations(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
-	rows, err := tx.Query(ctx, `
+func loadRelations(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.Relations, err = readAll(ctx, tx, "relations", `
 SELECT n.nspname, c.relname, c.relkind::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
-ORDER BY 1, 2`)
-	if err != nil {
-		return fmt.Errorf("catalog: read relations: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r classify.Relation
+ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
-		if err := rows.Scan(&r.Schema, &r.Name, &kind); err != nil {
-			return fmt.Errorf("catalog: read relation row: %w", err)
+		if err := row.Scan(&r.Schema, &r.Name, &kind); err != nil {
+			return err
 		}
 		if kind != "" {
 			r.Kind = kind[0]
 		}
-		data.Relations = append(data.Relations, r)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read relations: %w", err)
-	}
-	return nil
+		return nil
+	})
+	return err
 }
 
-func loadTypes(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
-	rows, err := tx.Query(ctx, `
+func loadTypes(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.Types, err = readAll(ctx, tx, "types", `
 SELECT t.oid, n.nspname, t.typname
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
-ORDER BY t.oid`)
-	if err != nil {
-		return fmt.Errorf("catalog: read types: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var t classify.Type
-		if err := rows.Scan(&t.OID, &t.Schema, &t.Name); err != nil {
-			return fmt.Errorf("catalog: read type row: %w", err)
-		}
-		data.Types = append(data.Types, t)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read types: %w", err)
-	}
-	return nil
+ORDER BY t.oid`, func(row pgx.CollectableRow, t *classify.Type) error {
+		return row.Scan(&t.OID, &t.Schema, &t.Name)
+	})
+	return err
 }
 
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
@@ -266,54 +233,47 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 
 // loadOperators reads the operators outside pg_catalog: an expression such as a ### b runs the
 // operator's function without naming it.
-func loadOperators(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
-	rows, err := tx.Query(ctx, `
+func loadOperators(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.Operators, err = readAll(ctx, tx, "pg_operator", `
 SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END
 FROM pg_operator o
 JOIN pg_namespace n ON n.oid = o.oprnamespace
 JOIN pg_proc p ON p.oid = o.oprcode
 JOIN pg_namespace pn ON pn.oid = p.pronamespace
 WHERE n.nspname <> 'pg_catalog'
-ORDER BY o.oid`)
-	if err != nil {
-		return fmt.Errorf("catalog: read pg_operator: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var o classify.Operator
-		if err := rows.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction); err != nil {
-			return fmt.Errorf("catalog: read pg_operator row: %w", err)
-		}
-		data.Operators = append(data.Operators, o)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read pg_operator: %w", err)
-	}
-	return nil
+ORDER BY o.oid`, func(row pgx.CollectableRow, o *classify.Operator) error {
+		return row.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction)
+	})
+	return err
 }
 
 // loadCasts reads the casts whose function is outside pg_catalog: x::t runs it without naming it.
-func loadCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
-	rows, err := tx.Query(ctx, `
+func loadCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.Casts, err = readAll(ctx, tx, "pg_cast", `
 SELECT c.castsource::oid, c.casttarget::oid, c.castfunc::oid
 FROM pg_cast c
 JOIN pg_proc p ON p.oid = c.castfunc
 JOIN pg_namespace pn ON pn.oid = p.pronamespace
 WHERE pn.nspname <> 'pg_catalog'
-ORDER BY c.oid`)
+ORDER BY c.oid`, func(row pgx.CollectableRow, c *classify.Cast) error {
+		return row.Scan(&c.Source, &c.Target, &c.Function)
+	})
+	return err
+}
+
+// readAll runs query in tx and scans each row into a new T; what names the rows in errors.
+func readAll[T any](ctx context.Context, tx pgx.Tx, what, query string, scan func(pgx.CollectableRow, *T) error) ([]T, error) {
+	rows, err := tx.Query(ctx, query)
 	if err != nil {
-		return fmt.Errorf("catalog: read pg_cast: %w", err)
+		return nil, fmt.Errorf("catalog: read %s: %w", what, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var c classify.Cast
-		if err := rows.Scan(&c.Source, &c.Target, &c.Function); err != nil {
-			return fmt.Errorf("catalog: read pg_cast row: %w", err)
-		}
-		data.Casts = append(data.Casts, c)
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		var v T
+		err := scan(row, &v)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read %s: %w", what, err)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read pg_cast: %w", err)
-	}
-	return nil
+	return list, nil
 }
