@@ -205,6 +205,9 @@ const (
 	SessionDiscardAll
 	// SessionDeallocateAll is DEALLOCATE ALL, which also drops protocol-level prepared statements.
 	SessionDeallocateAll
+	// SessionUnknown marks a statement that may change session state the classifier cannot see:
+	// DO, EXECUTE of an SQL prepared statement, CALL of a procedure whose body is not analysed.
+	SessionUnknown
 )
 
 // sessionNames lists the bits in declaration order with their codes.
@@ -226,6 +229,7 @@ var sessionNames = [...]struct {
 	{SessionRelease, "RELEASE"},
 	{SessionDiscardAll, "DISCARD_ALL"},
 	{SessionDeallocateAll, "DEALLOCATE_ALL"},
+	{SessionUnknown, "UNKNOWN"},
 }
 
 // Has reports whether every bit of other is set in s.

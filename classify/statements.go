@@ -51,6 +51,12 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 	if changesCatalogue(node) {
 		v.catalogueChange = true
 	}
+	if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok {
+		if names := fn.CreateFunctionStmt.GetFuncname(); len(names) > 1 &&
+			strings.HasPrefix(strings.ToLower(names[0].GetString_().GetSval()), "pg_temp") {
+			v.session |= SessionTempTable // a function in the temporary schema lives as long as the session
+		}
+	}
 	if drop, ok := node.GetNode().(*pg_query.Node_DropStmt); ok {
 		switch drop.DropStmt.GetRemoveType() {
 		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE:
@@ -88,9 +94,15 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 	case *pg_query.Node_MergeStmt:
 		return a.executed(node, write("MERGE"))
 	case *pg_query.Node_CallStmt:
-		return a.executed(node, write("CALL"))
+		v := a.executed(node, write("CALL"))
+		if v.reason == ReasonUnknownEffect {
+			v.session |= SessionUnknown
+		}
+		return v
 	case *pg_query.Node_DoStmt:
-		return write("DO")
+		v := write("DO")
+		v.session = SessionUnknown
+		return v
 	case *pg_query.Node_ExplainStmt:
 		return a.explain(stmt.ExplainStmt)
 	case *pg_query.Node_CopyStmt:
@@ -124,7 +136,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		v.session = SessionPrepare
 		return v
 	case *pg_query.Node_ExecuteStmt:
-		return unknownEffect("EXECUTE of SQL-prepared statement")
+		v := unknownEffect("EXECUTE of SQL-prepared statement")
+		v.session = SessionUnknown
+		return v
 	case *pg_query.Node_DeallocateStmt:
 		v := read("DEALLOCATE")
 		v.session = SessionDeallocate | SessionRelease
@@ -672,9 +686,10 @@ func pgowlSetting(name string) (string, bool) {
 	return strings.ToLower(name[len(pgowlPrefix):]), true
 }
 
-// isTemp reports whether a relation is created TEMP/TEMPORARY.
+// isTemp reports whether a relation is created TEMP/TEMPORARY, or in the
+// session's temporary schema by name (pg_temp.x).
 func isTemp(rel *pg_query.RangeVar) bool {
-	return rel.GetRelpersistence() == "t"
+	return rel.GetRelpersistence() == "t" || strings.HasPrefix(strings.ToLower(rel.GetSchemaname()), "pg_temp")
 }
 
 // nodeTypeName names a node's type for messages, for example "AlterTableStmt".

@@ -17,19 +17,23 @@ import (
 // transaction, and ends the pins whose state is gone.
 
 // pinChecks are the questions, one per kind of pin, each a boolean expression
-// that is true while state of that kind remains on the connection.
+// that is true while state of that kind remains on the connection. Every name
+// and operator is qualified: the session's search_path is in force.
 var pinChecks = [...]struct {
 	bit  classify.SessionEffect
 	expr string
 }{
 	{classify.SessionListen, "EXISTS (SELECT FROM pg_catalog.pg_listening_channels())"},
-	{classify.SessionTempTable, "EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema())"},
+	{classify.SessionTempTable, "EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())" +
+		" OR EXISTS (SELECT FROM pg_catalog.pg_proc WHERE pronamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())" +
+		" OR EXISTS (SELECT FROM pg_catalog.pg_type WHERE typnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())"},
 	{classify.SessionHoldCursor, "EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE is_holdable)"},
-	{classify.SessionAdvisoryLock, "EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid())"},
+	{classify.SessionAdvisoryLock, "EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype OPERATOR(pg_catalog.=) 'advisory'" +
+		" AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())"},
 	{classify.SessionPrepare, "EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql)"},
 	// SET ROLE or SET SESSION AUTHORIZATION is in force unless both users are
 	// the login's again (the login is appended as a literal).
-	{classify.SessionSetRole, "NOT (current_user = session_user AND session_user = "},
+	{classify.SessionSetRole, "NOT (current_user OPERATOR(pg_catalog.=) session_user AND session_user OPERATOR(pg_catalog.=) "},
 }
 
 // checkablePins are the pins pinChecks can end.
@@ -41,46 +45,62 @@ var checkablePins = func() classify.SessionEffect {
 	return bits
 }()
 
-// recheckPins asks be's node which of the session's pins still hold state, if
-// a statement may have released some since the last check, and ends the
-// others. It runs only between transactions; an unusable connection is dropped
-// (closing it releases everything it held).
+// stateMayHaveChanged reports whether the unit may have left or ended state
+// that pins the session in a way its classification cannot tell: a statement
+// that may release pinned state while the session is pinned; one whose
+// session effects are unknown (DO, EXECUTE of an SQL prepared statement); one
+// that failed after it may have taken state (a session-level advisory lock
+// survives the error); a transaction that rolled back while the session was
+// pinned (temporary tables, LISTEN and cursors made in it are gone).
+func (sess *session) stateMayHaveChanged(u *unit, status byte) bool {
+	eff := u.effects
+	switch {
+	case u.runsNothing:
+		return false
+	case eff.Session&classify.SessionUnknown != 0:
+		return true
+	case eff.Session&classify.SessionRelease != 0 && sess.pinBits&checkablePins != 0:
+		return true
+	case u.failed() && eff.Session&pinningEffects != 0:
+		return true
+	case status == 'I' && eff.Tx != classify.TxNone && !u.committed && sess.pinBits&checkablePins != 0:
+		return true
+	}
+	return false
+}
+
+// recheckPins asks be's node which kinds of pinning state the connection
+// holds, if a unit may have changed that since the last check, and pins the
+// session for exactly those. It runs only between transactions; an unusable
+// connection is dropped (closing it releases everything it held).
 func (sess *session) recheckPins(be *backend) {
 	if !sess.pinsToCheck || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
 		return
 	}
 	sess.pinsToCheck = false
-	asked := sess.pinBits & checkablePins
-	if asked == 0 {
-		return
-	}
 	var sql strings.Builder
 	sql.WriteString("SELECT ")
-	var bits []classify.SessionEffect
-	for _, c := range pinChecks {
-		if asked&c.bit != 0 {
-			if len(bits) > 0 {
-				sql.WriteString(", ")
-			}
-			sql.WriteString(c.expr)
-			if c.bit == classify.SessionSetRole {
-				sql.WriteString(quoteLiteral(sess.user))
-				sql.WriteString(")")
-			}
-			bits = append(bits, c.bit)
+	for i, c := range pinChecks {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString(c.expr)
+		if c.bit == classify.SessionSetRole {
+			sql.WriteString(quoteLiteral(sess.user))
+			sql.WriteString(")")
 		}
 	}
 	var remaining classify.SessionEffect
 	answered := false
 	code, err := sess.runOnBackend(be, sql.String(), func(row []byte) {
 		values, ok := rowValues(row)
-		if !ok || len(values) != len(bits) {
+		if !ok || len(values) != len(pinChecks) {
 			return
 		}
 		answered = true
 		for i, v := range values {
 			if v != "f" {
-				remaining |= bits[i]
+				remaining |= pinChecks[i].bit
 			}
 		}
 	})
@@ -92,9 +112,18 @@ func (sess *session) recheckPins(be *backend) {
 	if code != "" || !answered || be.conn.TxStatus != 'I' {
 		return // keep every pin: nothing is known
 	}
-	if released := asked &^ remaining; released != 0 {
+	if added := remaining &^ sess.pinBits; added != 0 {
+		sess.pinBits |= added
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(added)).Msg("session pinned to node")
+	}
+	if released := sess.pinBits & checkablePins &^ remaining; released != 0 {
 		sess.pinBits &^= released
 		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
+		if released&classify.SessionPrepare != 0 {
+			// An SQL prepared statement may have been executed to change
+			// settings (set_config) that pgowl did not see.
+			be.conn.Settings = unknownSettings
+		}
 	}
 }
 

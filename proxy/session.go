@@ -407,7 +407,9 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)
-	if u.effects.Session != 0 {
+	if u.effects.Session != 0 && !u.runsNothing {
+		// A unit that only prepared and described ran nothing: the effects
+		// are those of statements that may run later, and count then.
 		switch {
 		case u.failed() && u.effects.Statements == 1:
 			// A statement that failed changed nothing.
@@ -420,7 +422,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.trackSessionEffects(be, u)
 		}
 	}
-	if u.effects.Session&classify.SessionRelease != 0 && sess.pinBits&checkablePins != 0 {
+	if sess.stateMayHaveChanged(u, status) {
 		sess.pinsToCheck = true
 	}
 	if sess.pinsToCheck {
