@@ -120,3 +120,16 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 		})
 	}
 }
+
+// TestDoBlockSettingsDoNotReachAnotherSession: a DO block may call
+// set_config(..., false), which pgowl cannot see. The backend's settings then
+// count as unknown, so the next session on it starts from a reset.
+func TestDoBlockSettingsDoNotReachAnotherSession(t *testing.T) {
+	r3pSetup(t)
+	o := rvStartOneBackend(t, nil)
+	ctx := timeoutCtx(t, statementTimeout)
+	a := o.connect(t, nil).PgConn()
+	b := o.connect(t, nil).PgConn()
+	r3pExecAll(t, ctx, a, `DO $$ BEGIN PERFORM set_config('search_path', 'pg_catalog', false); END $$`)
+	r3pCheckB(t, b, "after a DO block that set search_path")
+}

@@ -422,6 +422,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.trackSessionEffects(be, u)
 		}
 	}
+	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && sess.pinBits&classify.SessionPrepare == 0 {
+		// A DO block or a procedure pgowl cannot read may have called
+		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
+		// session; the settings count as unknown when that pin ends.)
+		be.conn.Settings = unknownSettings
+	}
 	if sess.stateMayHaveChanged(u, status) {
 		sess.pinsToCheck = true
 	}
