@@ -545,7 +545,7 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 		}
 		parts = append(parts, s.String_.GetSval())
 	}
-	if len(parts) == 0 || len(parts) > 2 || tn.GetSetof() || tn.GetPctType() {
+	if len(parts) == 0 || len(parts) > 3 || tn.GetSetof() || tn.GetPctType() {
 		return 0
 	}
 	name := parts[len(parts)-1]
@@ -553,8 +553,8 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 		name = "_" + name
 	}
 	schemas := a.env.path
-	if len(parts) == 2 {
-		schemas = []string{parts[0]}
+	if len(parts) >= 2 {
+		schemas = []string{parts[len(parts)-2]} // schema.type, or database.schema.type
 	}
 	if cat := a.run.cat; cat != nil {
 		for _, schema := range schemas {
@@ -947,7 +947,7 @@ func (a *analysis) viewEffect(v *View) fnResult {
 }
 
 // changesCatalogue reports whether a statement changes what the function catalogue holds: functions,
-// procedures, aggregates, views, comments on functions, schemas, extensions, rules, renames and
+// procedures, aggregates, views, casts, operators, types, comments on functions, schemas, extensions, rules, renames and
 // moves, and role or database defaults of search_path. DROP of tables, indexes, sequences and the
 // like does not: it leaves functions and views as they were.
 func changesCatalogue(node *pg_query.Node) bool {
@@ -956,14 +956,18 @@ func changesCatalogue(node *pg_query.Node) bool {
 		*pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
 		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
 		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
-		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt:
+		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
+		// Casts, operators and types decide which function an expression runs.
+		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
+		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt:
 		return true
 	case *pg_query.Node_DropStmt:
 		switch stmt.DropStmt.GetRemoveType() {
 		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
 			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
 			pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
-			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN:
+			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
+			pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR:
 			return true
 		}
 	case *pg_query.Node_CommentStmt:

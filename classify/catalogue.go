@@ -153,6 +153,11 @@ type Relation struct {
 type Type struct {
 	OID          uint32
 	Schema, Name string
+	// Kind is typtype: 'b' base, 'c' composite (a table's row type too), 'd' domain, 'e' enum,
+	// 'p' pseudo, 'r' range, 'm' multirange.
+	Kind byte
+	// Base is a domain's base type (typbasetype), else 0.
+	Base uint32
 }
 
 // Operator is an operator outside pg_catalog and the function it runs (pg_operator.oprcode).
@@ -162,12 +167,21 @@ type Operator struct {
 	// is a pg_catalog function (judged by the built-in tables), else "".
 	Function        uint32
 	BuiltinFunction string
+	// Negator and Commutator are the functions of the operator's negator and commutator when they
+	// are outside pg_catalog, else 0: the planner may run them instead (NOT (a = b) becomes a <> b).
+	Negator, Commutator uint32
 }
 
 // Cast is a cast that runs a function outside pg_catalog (pg_cast.castfunc).
 type Cast struct {
 	Source, Target uint32
 	Function       uint32
+}
+
+// FieldCast says that a composite type has a field whose type is the target of a Cast: ROW(...)::t
+// may run that cast to convert the field.
+type FieldCast struct {
+	Composite, Target uint32
 }
 
 // CatalogueData is what a catalogue is built from.
@@ -188,6 +202,8 @@ type CatalogueData struct {
 	Operators []Operator
 	// Casts are the casts that run a function outside pg_catalog.
 	Casts []Cast
+	// FieldCasts are the composite types with a field of a type that Casts convert to.
+	FieldCasts []FieldCast
 	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
 	// keyed by role name, with "" for roles without a role-specific setting.
 	DefaultSearchPath map[string][]string
@@ -211,6 +227,10 @@ type Catalogue struct {
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
 	castsTo map[uint32][]Cast
+	// domainBase maps a domain to its base type: casts to and from a domain are those of its base.
+	domainBase map[uint32]uint32
+	// fieldCastTargets lists, per composite type, the types of its fields that Casts convert to.
+	fieldCastTargets map[uint32][]uint32
 	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
 	// when f takes one argument of a row type (or of a polymorphic or record type).
 	rowFunctions map[string][]*Function
@@ -250,10 +270,14 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 		c.rels[qualified{r.Schema, r.Name}] = r.Kind
 	}
 	rowTypes := make(map[uint32]bool)
+	c.domainBase = make(map[uint32]uint32)
 	for _, t := range c.data.Types {
 		c.types[qualified{t.Schema, t.Name}] = t.OID
-		if _, ok := c.rels[qualified{t.Schema, t.Name}]; ok {
-			rowTypes[t.OID] = true // a relation's row type has the relation's name
+		switch t.Kind {
+		case 'c':
+			rowTypes[t.OID] = true
+		case 'd':
+			c.domainBase[t.OID] = t.Base
 		}
 	}
 	c.operators = make(map[qualified][]*Operator, len(c.data.Operators))
@@ -261,6 +285,10 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 		o := &c.data.Operators[i]
 		key := qualified{o.Schema, o.Name}
 		c.operators[key] = append(c.operators[key], o)
+	}
+	c.fieldCastTargets = make(map[uint32][]uint32, len(c.data.FieldCasts))
+	for _, fc := range c.data.FieldCasts {
+		c.fieldCastTargets[fc.Composite] = append(c.fieldCastTargets[fc.Composite], fc.Target)
 	}
 	c.castsTo = make(map[uint32][]Cast, len(c.data.Casts))
 	for _, cast := range c.data.Casts {
@@ -403,6 +431,7 @@ func checksum(d *CatalogueData) string {
 		write(strconv.FormatUint(uint64(t.OID), 10))
 		write(t.Schema)
 		write(t.Name)
+		write(string([]byte{t.Kind}) + strconv.FormatUint(uint64(t.Base), 10))
 	}
 	operators := append([]Operator(nil), d.Operators...)
 	sort.Slice(operators, func(i, j int) bool {
@@ -416,6 +445,7 @@ func checksum(d *CatalogueData) string {
 		write(o.Name)
 		write(strconv.FormatUint(uint64(o.Function), 10))
 		write(o.BuiltinFunction)
+		write(strconv.FormatUint(uint64(o.Negator), 10) + "/" + strconv.FormatUint(uint64(o.Commutator), 10))
 	}
 	casts := append([]Cast(nil), d.Casts...)
 	sort.Slice(casts, func(i, j int) bool {
@@ -427,6 +457,16 @@ func checksum(d *CatalogueData) string {
 	for _, c := range casts {
 		write(strconv.FormatUint(uint64(c.Source), 10) + ">" + strconv.FormatUint(uint64(c.Target), 10) + ":" +
 			strconv.FormatUint(uint64(c.Function), 10))
+	}
+	fieldCasts := append([]FieldCast(nil), d.FieldCasts...)
+	sort.Slice(fieldCasts, func(i, j int) bool {
+		if fieldCasts[i].Composite != fieldCasts[j].Composite {
+			return fieldCasts[i].Composite < fieldCasts[j].Composite
+		}
+		return fieldCasts[i].Target < fieldCasts[j].Target
+	})
+	for _, fc := range fieldCasts {
+		write(strconv.FormatUint(uint64(fc.Composite), 10) + "." + strconv.FormatUint(uint64(fc.Target), 10))
 	}
 	roles := make([]string, 0, len(d.DefaultSearchPath))
 	for role := range d.DefaultSearchPath {

@@ -63,7 +63,7 @@ func (a *analysis) resolveImplicit(what string, cands []implicitCandidate) callR
 // OPERATOR(schema.op)) along the search path. Without such operators the expression only reads.
 func (a *analysis) resolveOperator(name []*pg_query.Node) callResult {
 	cat := a.run.cat
-	if cat == nil || len(name) == 0 || len(name) > 2 {
+	if cat == nil || len(name) == 0 || len(name) > 3 {
 		return callResult{access: Read}
 	}
 	a.run.dependent = true // an operator created later changes the verdict
@@ -72,21 +72,26 @@ func (a *analysis) resolveOperator(name []*pg_query.Node) callResult {
 	}
 	op := name[len(name)-1].GetString_().GetSval()
 	schemas := a.env.path
-	if len(name) == 2 {
-		schemas = []string{name[0].GetString_().GetSval()}
+	if len(name) >= 2 {
+		// OPERATOR(schema.op), or database.schema.op of the current database.
+		schemas = []string{name[len(name)-2].GetString_().GetSval()}
 	}
 	var cands []implicitCandidate
+	addFunction := func(oid uint32) {
+		if f, ok := cat.byOID[oid]; ok {
+			cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
+		}
+	}
 	for _, schema := range schemas {
 		for _, o := range cat.operators[qualified{schema, op}] {
-			c := implicitCandidate{builtin: o.BuiltinFunction, display: o.BuiltinFunction + "()"}
-			if o.BuiltinFunction == "" {
-				f, ok := cat.byOID[o.Function]
-				if !ok {
-					continue
-				}
-				c = implicitCandidate{fn: f, display: f.Signature()}
+			if o.BuiltinFunction != "" {
+				cands = append(cands, implicitCandidate{builtin: o.BuiltinFunction, display: o.BuiltinFunction + "()"})
+			} else {
+				addFunction(o.Function)
 			}
-			cands = append(cands, c)
+			// The planner may run the negator (NOT (a op b)) or the commutator instead.
+			addFunction(o.Negator)
+			addFunction(o.Commutator)
 		}
 	}
 	if len(cands) == 0 {
@@ -108,7 +113,8 @@ func expressionOperators(expr *pg_query.A_Expr) [][]*pg_query.Node {
 
 // resolveCast finds the casts to the target type that run a function outside pg_catalog. When the
 // argument's type is evident only the casts from it count; a string literal is read by the type's
-// input function and ROW(...) is built as a row, neither by a cast.
+// input function, not by a cast. Casts to and from a domain are its base type's, a cast to an
+// array type casts each element, and ROW(...)::t casts each field to the type of t's field.
 func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
 	cat := a.run.cat
 	if cat == nil {
@@ -118,26 +124,42 @@ func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
 	if len(cat.castsTo) == 0 {
 		return callResult{access: Read}
 	}
-	if cast.GetArg().GetRowExpr() != nil {
-		return callResult{access: Read} // ROW(...)::t builds a row: no cast function runs
-	}
 	if constant := cast.GetArg().GetAConst(); constant != nil {
 		if _, isString := constant.GetVal().(*pg_query.A_Const_Sval); isString || constant.GetIsnull() {
 			return callResult{access: Read}
 		}
 	}
-	target := a.typeOID(cast.GetTypeName())
-	if target == 0 {
-		return callResult{access: Read} // not a type the catalogue knows: no user cast to it either
-	}
-	source := a.evidence(cast.GetArg())
 	var cands []implicitCandidate
-	for _, c := range cat.castsTo[target] {
-		if (source.exact || source.literal) && source.oid != 0 && c.Source != source.oid {
-			continue
-		}
+	add := func(c Cast) {
 		if f, ok := cat.byOID[c.Function]; ok {
 			cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
+		}
+	}
+	if cast.GetArg().GetRowExpr() != nil {
+		// ROW(...)::t converts each field to the type of t's field: every cast to the
+		// type of one of t's fields counts (the row's own field types are not known here).
+		for _, target := range cat.fieldCastTargets[cat.baseType(a.typeOID(cast.GetTypeName()))] {
+			for _, c := range cat.castsTo[target] {
+				add(c)
+			}
+		}
+	} else {
+		// An array cast converts each element; a domain casts as its base type.
+		element := cast.GetTypeName()
+		if len(element.GetArrayBounds()) > 0 {
+			element = &pg_query.TypeName{Names: element.GetNames()}
+		}
+		target := cat.baseType(a.typeOID(element))
+		if target == 0 {
+			return callResult{access: Read} // not a type the catalogue knows: no user cast to it either
+		}
+		source := a.evidence(cast.GetArg())
+		source.oid = cat.baseType(source.oid)
+		for _, c := range cat.castsTo[target] {
+			if (source.exact || source.literal) && source.oid != 0 && c.Source != source.oid {
+				continue
+			}
+			add(c)
 		}
 	}
 	if len(cands) == 0 {
@@ -198,4 +220,16 @@ func attributeField(ref *pg_query.ColumnRef) (display, field string, ok bool) {
 		parts = append(parts, s.String_.GetSval())
 	}
 	return strings.Join(parts, "."), parts[len(parts)-1], true
+}
+
+// baseType is a domain's base type (domains over domains followed), or oid itself.
+func (c *Catalogue) baseType(oid uint32) uint32 {
+	for range 8 {
+		base, ok := c.domainBase[oid]
+		if !ok || base == 0 {
+			return oid
+		}
+		oid = base
+	}
+	return oid
 }

@@ -214,6 +214,11 @@ func (s *scanner) visit(message any) {
 		}
 	case *pg_query.TypeCast:
 		s.apply(s.a.resolveCast(node))
+	case *pg_query.CaseExpr:
+		if node.GetArg() != nil {
+			// CASE x WHEN y compares with x = y.
+			s.apply(s.a.resolveOperator([]*pg_query.Node{pg_query.MakeStrNode("=")}))
+		}
 	case *pg_query.ColumnRef:
 		if display, field, ok := attributeField(node); ok {
 			s.apply(s.a.resolveAttribute(display, field))

@@ -1,6 +1,8 @@
 package classify
 
 import (
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -15,8 +17,29 @@ import (
 // transaction-mode statements, and in pgowl commands, so only statements that
 // start with one of shapeKeywords and never mention set_config or current_setting are shaped, and
 // only verdicts without session effects are shared. Literal kinds stay apart
-// (integer, decimal, string, bit string) because they are the argument types a
-// function's overload is resolved by.
+// (integer, bigint, numeric, decimal, string, bit string) because they are the
+// argument types a function's overload or a cast is resolved by.
+
+// integerKind is the shape marker of an integer literal: PostgreSQL types it
+// integer when it fits, else bigint, else numeric, and the type decides which
+// overload or cast runs. Underscores (not integers to PostgreSQL 15) are left
+// to the parser.
+func integerKind(text string) (string, bool) {
+	if strings.IndexByte(text, '_') >= 0 {
+		return "", false
+	}
+	if len(text) <= 9 {
+		return "?i", true
+	}
+	v, err := strconv.ParseInt(text, 10, 64)
+	switch {
+	case err != nil:
+		return "?n", true
+	case v <= math.MaxInt32:
+		return "?i", true
+	}
+	return "?l", true
+}
 
 // shapeKeywords are the statement starts whose verdict never depends on a literal's value.
 var shapeKeywords = []string{"select", "with", "insert", "update", "delete", "values", "table", "merge"}
@@ -153,7 +176,11 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 			if decimal {
 				b = append(b, "?f"...)
 			} else {
-				b = append(b, "?i"...)
+				kind, ok := integerKind(sql[i:j])
+				if !ok {
+					return dst, false
+				}
+				b = append(b, kind...)
 			}
 			replaced = true
 			i = j
@@ -217,7 +244,9 @@ func shapeEligible(sql string) bool {
 			break
 		}
 	}
-	return ok && !mentionsSettingCall(sql)
+	// An identifier written with Unicode escapes (U&"current\005fsetting")
+	// could hide a name mentionsSettingCall looks for.
+	return ok && !mentionsSettingCall(sql) && !strings.Contains(sql, "&\"")
 }
 
 // shareable reports whether a verdict may be shared by every statement of its shape.

@@ -20,6 +20,7 @@ func TestShapeOf(t *testing.T) {
 		{"select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = 7", "select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = ?i", true},
 		{"select /* 42 /* nested */ 'x' */ 1", "select /* 42 /* nested */ 'x' */ ?i", true},
 		{"insert into t values (1, 'a')", "insert into t values (?i, ?s)", true},
+		{"select f(2147483647), f(2147483648), f(9223372036854775808), f(0000000000005)", "select f(?i), f(?l), f(?n), f(?i)", true},
 		{"(select 1)", "(select ?i)", true},
 		{"select a, count(*) from t where b > 5 group by 1 order by 2 desc, 1 limit 10", "select a, count(*) from t where b > ?i group by 1 order by 2 desc, 1 limit ?i", true},
 		// Nothing to replace: the text is its own key.
@@ -29,6 +30,7 @@ func TestShapeOf(t *testing.T) {
 		{"set work_mem = '64MB'", "", false},
 		{"select set_config('work_mem', '1MB', false)", "", false},
 		{"select current_setting('transaction_read_only')", "", false},
+		{`select U&"current\005fsetting"('work_mem')`, "", false},
 		{"begin isolation level serializable", "", false},
 		// Text the scanner does not understand with certainty.
 		{"select 'unterminated", "", false},

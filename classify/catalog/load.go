@@ -77,6 +77,9 @@ func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overri
 	if err := loadCasts(ctx, tx, &data); err != nil {
 		return nil, err
 	}
+	if err := loadFieldCasts(ctx, tx, &data); err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("catalog: commit: %w", err)
 	}
@@ -167,11 +170,18 @@ ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 
 func loadTypes(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
 	data.Types, err = readAll(ctx, tx, "types", `
-SELECT t.oid, n.nspname, t.typname
+SELECT t.oid, n.nspname, t.typname, t.typtype::text, t.typbasetype::oid
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
 ORDER BY t.oid`, func(row pgx.CollectableRow, t *classify.Type) error {
-		return row.Scan(&t.OID, &t.Schema, &t.Name)
+		var kind string
+		if err := row.Scan(&t.OID, &t.Schema, &t.Name, &kind, &t.Base); err != nil {
+			return err
+		}
+		if kind != "" {
+			t.Kind = kind[0]
+		}
+		return nil
 	})
 	return err
 }
@@ -235,14 +245,28 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 // operator's function without naming it.
 func loadOperators(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
 	data.Operators, err = readAll(ctx, tx, "pg_operator", `
-SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END
+SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END,
+       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
+         WHERE x.oid = o.oprnegate AND xp.pronamespace <> 'pg_catalog'::regnamespace),
+       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
+         WHERE x.oid = o.oprcom AND xp.pronamespace <> 'pg_catalog'::regnamespace)
 FROM pg_operator o
 JOIN pg_namespace n ON n.oid = o.oprnamespace
 JOIN pg_proc p ON p.oid = o.oprcode
 JOIN pg_namespace pn ON pn.oid = p.pronamespace
 WHERE n.nspname <> 'pg_catalog'
 ORDER BY o.oid`, func(row pgx.CollectableRow, o *classify.Operator) error {
-		return row.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction)
+		var negator, commutator *uint32
+		if err := row.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction, &negator, &commutator); err != nil {
+			return err
+		}
+		if negator != nil {
+			o.Negator = *negator
+		}
+		if commutator != nil {
+			o.Commutator = *commutator
+		}
+		return nil
 	})
 	return err
 }
@@ -257,6 +281,22 @@ JOIN pg_namespace pn ON pn.oid = p.pronamespace
 WHERE pn.nspname <> 'pg_catalog'
 ORDER BY c.oid`, func(row pgx.CollectableRow, c *classify.Cast) error {
 		return row.Scan(&c.Source, &c.Target, &c.Function)
+	})
+	return err
+}
+
+// loadFieldCasts reads which composite types have a field of a type that a cast of loadCasts
+// converts to: ROW(...)::t may run that cast for the field.
+func loadFieldCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
+	data.FieldCasts, err = readAll(ctx, tx, "composite fields", `
+SELECT DISTINCT t.oid, a.atttypid
+FROM pg_type t
+JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE t.typtype = 'c' AND a.atttypid IN (
+  SELECT c.casttarget FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
+  WHERE p.pronamespace <> 'pg_catalog'::regnamespace)
+ORDER BY 1, 2`, func(row pgx.CollectableRow, fc *classify.FieldCast) error {
+		return row.Scan(&fc.Composite, &fc.Target)
 	})
 	return err
 }
