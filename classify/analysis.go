@@ -16,6 +16,17 @@ type analysis struct {
 	depth int
 	// body is set while analysing a function body, where COPY and transaction control are writes.
 	body bool
+	// planTime is set while analysing what planning a statement runs (EXPLAIN without ANALYZE):
+	// only calls of IMMUTABLE and STABLE user functions, which the planner may evaluate with
+	// constant arguments, in the statement and the views it reads. The bodies of such functions
+	// are analysed in full.
+	planTime bool
+}
+
+// skippedAtPlanTime reports whether planning cannot run a call candidate: a built-in (those
+// that act are VOLATILE, which the planner never evaluates) or a VOLATILE user function.
+func (a *analysis) skippedAtPlanTime(fn *Function) bool {
+	return a.planTime && (fn == nil || fn.Volatility == 'v' || fn.Kind != 'f')
 }
 
 // run is the state shared by one classification and everything it analyses.
@@ -321,7 +332,9 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 func (a *analysis) choose(call *pg_query.FuncCall, display, name string, cands []candidate) callResult {
 	results := make([]callResult, len(cands))
 	for i, c := range cands {
-		if c.fn == nil {
+		if a.skippedAtPlanTime(c.fn) {
+			results[i] = callResult{access: Read}
+		} else if c.fn == nil {
 			results[i] = a.builtinResult(call, name, display, c.builtin)
 		} else {
 			results[i] = fromFn(c.fn.Signature(), a.functionEffect(c.fn))
@@ -881,6 +894,10 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 				return fromFn(v.display(), a.viewEffect(v))
 			}
 			if kind, ok := cat.rels[qualified{s, name}]; ok {
+				if cat.unlogged[qualified{s, name}] {
+					// Its data stays on the primary: a standby refuses to read (or plan) it.
+					return callResult{access: Write, reason: ReasonNodeLocalStats, subject: "unlogged " + quoteIdent(s) + "." + quoteIdent(name)}
+				}
 				if kind == 'S' {
 					// A standby's copy of a sequence is the value WAL-logged
 					// ahead of use (up to 32 past the primary's last_value):
@@ -929,7 +946,13 @@ func (a *analysis) defaultsEffect(f *Function) fnResult {
 func (a *analysis) viewEffect(v *View) fnResult {
 	e := a.env.withPath([]string{"pg_catalog"})
 	// The definition's own names are qualified; functions it calls resolve theirs with the session's path.
-	return a.memoised(memoKey{kind: 'v', oid: v.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+	// Planning a statement plans the views it reads as part of it (kept apart in the memo).
+	kind := byte('v')
+	if a.planTime {
+		kind = 'V'
+	}
+	return a.memoised(memoKey{kind: kind, oid: v.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+		child.planTime = a.planTime
 		tree, err := pg_query.Parse(v.Definition)
 		if err != nil {
 			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "view definition could not be parsed"}
@@ -959,7 +982,9 @@ func changesCatalogue(node *pg_query.Node) bool {
 		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
 		// Casts, operators and types decide which function an expression runs.
 		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
-		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt:
+		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt,
+		// A DO block is how migrations often run DDL; what it runs is not analysed.
+		*pg_query.Node_DoStmt:
 		return true
 	case *pg_query.Node_DropStmt:
 		switch stmt.DropStmt.GetRemoveType() {

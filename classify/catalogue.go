@@ -147,6 +147,8 @@ func (v *View) display() string {
 type Relation struct {
 	Schema, Name string
 	Kind         byte
+	// Unlogged is relpersistence 'u': its data is not replicated, and a standby refuses to read it.
+	Unlogged bool
 }
 
 // Type is one pg_type row, for resolving casts when overloads are chosen.
@@ -223,6 +225,8 @@ type Catalogue struct {
 	views   map[qualified]*View
 	rels    map[qualified]byte
 	types   map[qualified]uint32
+	// unlogged holds the unlogged relations.
+	unlogged map[qualified]bool
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
@@ -266,8 +270,12 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 		v := &c.data.Views[i]
 		c.views[qualified{v.Schema, v.Name}] = v
 	}
+	c.unlogged = make(map[qualified]bool)
 	for _, r := range c.data.Relations {
 		c.rels[qualified{r.Schema, r.Name}] = r.Kind
+		if r.Unlogged {
+			c.unlogged[qualified{r.Schema, r.Name}] = true
+		}
 	}
 	rowTypes := make(map[uint32]bool)
 	c.domainBase = make(map[uint32]uint32)
@@ -423,7 +431,7 @@ func checksum(d *CatalogueData) string {
 	for _, r := range rels {
 		write(r.Schema)
 		write(r.Name)
-		write(string([]byte{r.Kind}))
+		write(string([]byte{r.Kind}) + strconv.FormatBool(r.Unlogged))
 	}
 	types := append([]Type(nil), d.Types...)
 	sort.Slice(types, func(i, j int) bool { return types[i].OID < types[j].OID })

@@ -48,9 +48,9 @@ func testCatalogue() *Catalogue {
 			{OID: 302, Schema: "public", Name: "v_of_v", Definition: "SELECT v_seq.n FROM public.v_seq"},
 		},
 		Relations: []Relation{
-			{"public", "t", 'r'}, {"public", "audit", 'r'}, {"public", "v_seq", 'v'}, {"public", "v_plain", 'v'},
-			{"public", "v_of_v", 'v'}, {"pg_catalog", "pg_class", 'r'}, {"pg_catalog", "pg_stat_activity", 'v'},
-			{"public", "s", 'S'},
+			{Schema: "public", Name: "t", Kind: 'r'}, {Schema: "public", Name: "audit", Kind: 'r'}, {Schema: "public", Name: "v_seq", Kind: 'v'}, {Schema: "public", Name: "v_plain", Kind: 'v'},
+			{Schema: "public", Name: "v_of_v", Kind: 'v'}, {Schema: "pg_catalog", Name: "pg_class", Kind: 'r'}, {Schema: "pg_catalog", Name: "pg_stat_activity", Kind: 'v'},
+			{Schema: "public", Name: "s", Kind: 'S'},
 		},
 	})
 }

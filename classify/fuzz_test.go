@@ -56,7 +56,7 @@ func FuzzFunctionBody(f *testing.F) {
 				OID: 1, Schema: "public", Name: "fz", Language: language, Volatility: 'v', Kind: 'f',
 				Result: "integer", Source: body, ArgTypes: []uint32{23}, ArgTypeNames: []string{"integer"},
 				Arguments: "n integer", Defaults: 1,
-			}}, Relations: []Relation{{"public", "t", 'r'}, {"public", "audit", 'r'}}})
+			}}, Relations: []Relation{{Schema: "public", Name: "t", Kind: 'r'}, {Schema: "public", Name: "audit", Kind: 'r'}}})
 			ctx := &Context{Database: "fuzz"}
 			effects := New(Options{CacheSize: -1}).ClassifyWith("SELECT fz()", ctx, cat)
 			if strings.HasPrefix(effects.Subject, "internal error") {

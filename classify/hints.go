@@ -11,8 +11,9 @@ import "strings"
 // directive (white space aside). /*pgowl:primary*/ always applies: the primary can run anything.
 // /*pgowl:readonly*/ replaces only the verdicts that analysis cannot be sure of: an unknown effect,
 // nesting too deep, node-local statistics, or a user function found to write. It never turns a
-// statement that itself writes or locks rows into a read, never applies to transaction control or
-// unparseable input, and a standby refuses any write it lets through.
+// statement that itself writes or locks rows into a read, never applies to transaction control,
+// unparseable input or a string of several statements, and a standby refuses any write it lets
+// through.
 
 type hint uint8
 
@@ -88,6 +89,10 @@ func applyHint(h hint, e *Effects) {
 		switch {
 		case e.Access == Read:
 			e.Warnings = appendWarning(e.Warnings, "the /*pgowl:readonly*/ hint was not needed: the statement only reads")
+		case e.Statements > 1:
+			// Only one statement's finding is kept for a string of several: the
+			// others may write or lock rows themselves.
+			e.Warnings = appendWarning(e.Warnings, "the /*pgowl:readonly*/ hint was ignored: it applies to a single statement, and this string has several")
 		case e.Tx != TxNone || !hintOverridable(e):
 			e.Warnings = appendWarning(e.Warnings, "the /*pgowl:readonly*/ hint was ignored: "+e.Reason.String()+" ("+e.Subject+") cannot run on a standby")
 		default:

@@ -25,6 +25,10 @@ type implicitCandidate struct {
 func (a *analysis) resolveImplicit(what string, cands []implicitCandidate) callResult {
 	results := make([]callResult, len(cands))
 	for i, c := range cands {
+		if a.skippedAtPlanTime(c.fn) {
+			results[i] = callResult{access: Read}
+			continue
+		}
 		if c.fn == nil {
 			effect, ok := a.c.functions.builtin(c.builtin)
 			if !ok {

@@ -72,6 +72,14 @@ var nodeLocalFunctions = map[string]bool{
 	"pg_show_all_settings":      true,
 	"pg_show_all_file_settings": true,
 	"pg_hba_file_rules":         true,
+	// The sizes of the node's files: an unlogged relation has no data on a standby, and the
+	// free space and visibility maps are not kept in step.
+	"pg_relation_size":       true,
+	"pg_total_relation_size": true,
+	"pg_table_size":          true,
+	"pg_indexes_size":        true,
+	"pg_database_size":       true,
+	"pg_tablespace_size":     true,
 	// The node's own files.
 	"pg_current_logfile":      true,
 	"pg_ls_dir":               true,

@@ -120,6 +120,13 @@ func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
 	return s.found
 }
 
+// recordWrite records a data-modifying statement, which planning alone does not run.
+func (s *scanner) recordWrite(subject string) {
+	if !s.a.planTime {
+		s.record(ReasonWrite, subject)
+	}
+}
+
 func (s *scanner) record(reason Reason, subject string) {
 	s.recordChain(reason, subject, nil, "")
 }
@@ -172,6 +179,9 @@ func (s *scanner) visit(message any) {
 	case *pg_query.FuncCall:
 		s.functionCall(node)
 	case *pg_query.SelectStmt:
+		if s.a.planTime {
+			break // planning takes no row locks and creates nothing
+		}
 		if locks := node.GetLockingClause(); len(locks) > 0 {
 			s.record(ReasonRowLock, lockSubject(locks[0].GetLockingClause()))
 		}
@@ -186,17 +196,17 @@ func (s *scanner) visit(message any) {
 			}
 		}
 	case *pg_query.CommonTableExpr:
-		if isDataModifying(node.GetCtequery()) {
+		if isDataModifying(node.GetCtequery()) && !s.a.planTime {
 			s.record(ReasonWrite, "data-modifying WITH")
 		}
 	case *pg_query.InsertStmt:
-		s.record(ReasonWrite, "INSERT")
+		s.recordWrite("INSERT")
 	case *pg_query.UpdateStmt:
-		s.record(ReasonWrite, "UPDATE")
+		s.recordWrite("UPDATE")
 	case *pg_query.DeleteStmt:
-		s.record(ReasonWrite, "DELETE")
+		s.recordWrite("DELETE")
 	case *pg_query.MergeStmt:
-		s.record(ReasonWrite, "MERGE")
+		s.recordWrite("MERGE")
 	case *pg_query.RangeVar:
 		s.relations = append(s.relations, node)
 	// Expressions that run a function without naming it (see implicit.go).

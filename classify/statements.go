@@ -265,11 +265,17 @@ func selectSubject(stmt *pg_query.SelectStmt) string {
 	return "SELECT"
 }
 
-// explain classifies EXPLAIN: without ANALYZE nothing runs, so it is a read whatever it explains;
-// with ANALYZE it has the effect of the explained statement.
+// explain classifies EXPLAIN: with ANALYZE it has the effect of the explained statement. Without
+// ANALYZE the statement does not run, but planning it does run IMMUTABLE and STABLE functions with
+// constant arguments (it folds them), and needs access to the relations (an unlogged table cannot
+// be planned on a standby): those effects count, writes and row locks of the statement do not.
 func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 	if !explainAnalyzes(stmt.GetOptions()) {
-		return read("EXPLAIN")
+		plan := *a
+		plan.planTime = true
+		v := plan.executed(stmt.GetQuery(), read("EXPLAIN"))
+		v.tx, v.pgowl = TxNone, nil
+		return v
 	}
 	v := a.statement(stmt.GetQuery())
 	if v.access == Read {
@@ -379,6 +385,14 @@ func (a *analysis) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
 		return write("COPY TO PROGRAM")
 	case stmt.GetFilename() != "":
 		return write("COPY TO server file")
+	}
+	if rel := stmt.GetRelation(); rel != nil && stmt.GetQuery() == nil {
+		// COPY table TO STDOUT reads the table: an unlogged one only on the primary.
+		v := read("COPY TO STDOUT")
+		if r := a.resolveRelation(rel, nil); r.access == Write {
+			v.access, v.reason, v.subject, v.chain, v.detail = Write, r.reason, r.subject, r.chain, r.detail
+		}
+		return v
 	}
 	return a.executed(stmt.GetQuery(), read("COPY TO STDOUT"))
 }

@@ -213,6 +213,7 @@ func combine(stmts []*preparedStmt) classify.Effects {
 			eff.Access, eff.Reason, eff.Subject = e.Access, e.Reason, e.Subject
 		}
 		eff.Session |= e.Session
+		eff.CatalogueChange = eff.CatalogueChange || e.CatalogueChange
 		if eff.Tx == classify.TxNone {
 			eff.Tx = e.Tx
 		}

@@ -25,9 +25,10 @@ type classifierState struct {
 	// setsSeen, pendingSeen and lastPending say which of the session's settings ctx reflects.
 	setsSeen, pendingSeen int
 	lastPending           string
-	// pendingChange: the session classified a statement that changes functions or views; once it
-	// has run and the session is idle, the database's catalogue is invalidated again.
-	pendingChange bool
+	// changeRan: a unit that changes functions, views, casts, operators or types has run; once
+	// the session is outside a transaction block (the change is committed, or rolled back), the
+	// database's catalogue is invalidated again, so that what was loaded meanwhile is not kept.
+	changeRan bool
 }
 
 // classify returns the effects of sql as the session would run it.
@@ -39,18 +40,15 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	c := sess.srv.opts.Classifier
 	st := &sess.cls
 	st.refresh(sess, c)
-	if st.pendingChange && sess.last.valid && sess.last.effects.CatalogueChange && sess.idleForCatalogue() {
-		// The change has run (and is committed): whatever was loaded while it ran is outdated.
+	if st.changeRan && sess.idleForCatalogue() {
+		// The change has run and its transaction ended: whatever was loaded while it ran
+		// (before it was committed) is outdated.
 		c.Invalidate(&st.ctx)
-		st.pendingChange = false
+		st.changeRan = false
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
-	eff := c.ClassifyIn(sql, &ctx)
-	if eff.CatalogueChange {
-		st.pendingChange = true
-	}
-	return eff
+	return c.ClassifyIn(sql, &ctx)
 }
 
 // idleForCatalogue reports whether the session is outside a transaction block.

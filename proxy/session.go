@@ -404,6 +404,9 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // afterUnit updates the session from what the unit did.
 func (sess *session) afterUnit(be *backend, u *unit) {
 	status := be.conn.TxStatus
+	if u.effects.CatalogueChange && !u.runsNothing {
+		sess.cls.changeRan = true
+	}
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)

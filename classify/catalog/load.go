@@ -151,13 +151,13 @@ ORDER BY c.oid`, func(row pgx.CollectableRow, v *classify.View) error {
 
 func loadRelations(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
 	data.Relations, err = readAll(ctx, tx, "relations", `
-SELECT n.nspname, c.relname, c.relkind::text
+SELECT n.nspname, c.relname, c.relkind::text, c.relpersistence = 'u'
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
 ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
-		if err := row.Scan(&r.Schema, &r.Name, &kind); err != nil {
+		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged); err != nil {
 			return err
 		}
 		if kind != "" {
