@@ -278,9 +278,9 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if len(stmts) > 0 {
 		u.sql = stmts[0].sql
 		if len(stmts) == 1 || (len(stmts) == 2 && stmts[0] == stmts[1]) {
-			if len(stmts[0].paramTypes) == 0 {
-				u.setSQL = stmts[0].sql
-			}
+			// settingReplay decides what of it can be replayed (not a
+			// statement with parameters as text).
+			u.setSQL = stmts[0].sql
 		}
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"strings"
@@ -331,7 +332,9 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings == sess.settingsKey {
+	if c.Settings == sess.settingsKey || be.openBatch || c.TxStatus != 'I' {
+		// Settings are applied between transactions and batches only: a
+		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
 	var q strings.Builder
@@ -343,11 +346,32 @@ func (sess *session) prepareBackend(be *backend) error {
 		q.WriteString(";\n")
 	}
 	code, err := sess.runQuietly(be, q.String())
-	if err != nil {
+	if err != nil || code == "" {
+		if err == nil {
+			c.Settings = sess.settingsKey
+		}
 		return err
 	}
-	if code != "" {
-		// The settings did not take: make the next use try again.
+	// One statement failed, and the string ran as one transaction: its
+	// RESET ALL is undone too, so whatever the connection carried is still
+	// in force. Start from the defaults alone, then apply what applies.
+	if code, err := sess.runQuietly(be, "RESET ALL"); err != nil || code != "" {
+		if err == nil {
+			err = fmt.Errorf("RESET ALL failed on %s (%s)", be.node, code)
+		}
+		return err
+	}
+	c.Settings = ""
+	failed := false
+	for _, s := range sess.sets {
+		code, err := sess.runQuietly(be, s)
+		if err != nil {
+			return err
+		}
+		failed = failed || code != ""
+	}
+	if failed {
+		// Make the next use try again.
 		c.Settings = "\x00failed"
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,10 +417,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		switch {
 		case u.failed() && u.effects.Statements == 1:
 			// A statement that failed changed nothing.
-		case u.failed() || u.effects.Statements != 1 || u.setSQL == "":
+		case u.failed() || u.effects.Statements != 1 || u.setSQL == "" || be.openBatch:
 			// Part of a multi-statement string may have taken effect (it
 			// may COMMIT before a later statement fails), and pgowl follows
-			// settings and releases only for single statements.
+			// settings and releases only for single statements. A part of
+			// an extended batch sent at a Flush is not settled either: an
+			// error before Sync undoes it with the implicit transaction.
 			sess.trackUncertainEffects(be, u)
 		default:
 			sess.trackSessionEffects(be, u)
@@ -518,14 +521,29 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		sess.forgetStatements(be)
 	}
 	if eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0 {
-		if eff.Statements != 1 || sql == "" {
-			sess.log.Warn().Msg("a session setting changed inside a multi-statement string or with parameters; it is not carried to the session's other nodes")
-			return
+		replay, name := "", ""
+		if eff.Statements == 1 && sql != "" {
+			replay, name = settingReplay(sql)
 		}
-		if be.conn.TxStatus == 'I' {
-			sess.applySets(be, []string{sql})
-		} else {
-			sess.pendingSets = append(sess.pendingSets, sql)
+		if name != "" && be.conn.TxStatus == 'I' {
+			// set_config with a parameter: carry the value it set.
+			value, ok, err := sess.readSetting(be, name)
+			if err != nil {
+				sess.dropBackend(be)
+				return
+			}
+			if ok {
+				replay = setConfigReplay(name, value)
+			}
+		}
+		switch {
+		case replay == "":
+			sess.log.Warn().Msg("a session setting changed in a way pgowl cannot replay (inside a function, with a computed value or a parameter, or in a multi-statement string); it holds on this connection only, which is reset before its next use")
+			be.conn.Settings = unknownSettings
+		case be.conn.TxStatus == 'I':
+			sess.applySets(be, []string{replay})
+		default:
+			sess.pendingSets = append(sess.pendingSets, replay)
 		}
 	}
 }
@@ -556,17 +574,69 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 // matches no session's settings key, so the next unit resets them first.
 const unknownSettings = "\x00unknown"
 
-// applySets records settings changes that took effect on be.
+// applySets records settings changes that took effect on be. A SET or RESET
+// of a setting replaces what the session recorded for it before, so that a
+// value set again and again is replayed once.
 func (sess *session) applySets(be *backend, sets []string) {
 	for _, s := range sets {
-		if hasWords(withoutComments(s), "reset", "all") {
+		words := withoutComments(s)
+		if hasWords(words, "reset", "all") {
 			sess.sets = sess.sets[:0]
 			continue
+		}
+		if name, reset, ok := recordedSettingName(s); ok {
+			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
+				other, _, ok := recordedSettingName(earlier)
+				return ok && other == name
+			})
+			if reset {
+				continue // the replay starts from RESET ALL: the default is what RESET gives
+			}
 		}
 		sess.sets = append(sess.sets, s)
 	}
 	sess.updateSettingsKey()
 	be.conn.Settings = sess.settingsKey
+}
+
+// settingName reads the setting a plain SET [SESSION] name {TO|=} ... or
+// RESET name changes, in lower case (quoted names as written); ok is false
+// for any other statement, including SET ROLE, SET TIME ZONE and set_config.
+func settingName(sql string) (name string, reset, ok bool) {
+	fields := strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
+	if len(fields) < 2 {
+		return "", false, false
+	}
+	verb := strings.ToLower(fields[0])
+	rest := fields[1:]
+	switch verb {
+	case "reset":
+		if len(rest) != 1 {
+			return "", false, false
+		}
+		reset = true
+	case "set":
+		if strings.EqualFold(rest[0], "session") && len(rest) > 1 {
+			rest = rest[1:]
+		}
+		if len(rest) < 3 || !(rest[1] == "=" || strings.EqualFold(rest[1], "to")) {
+			return "", false, false
+		}
+	default:
+		return "", false, false
+	}
+	name = rest[0]
+	if strings.ContainsAny(name, "=();'") {
+		return "", false, false
+	}
+	if !strings.Contains(name, `"`) {
+		name = strings.ToLower(name)
+	}
+	switch name {
+	case "role", "session", "local", "all", "transaction", "time", "names", "schema":
+		return "", false, false
+	}
+	return name, reset, true
 }
 
 func (sess *session) updateSettingsKey() {

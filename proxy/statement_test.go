@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -87,5 +89,63 @@ func TestRowValues(t *testing.T) {
 	}
 	if _, ok := rowValues(body[:5]); ok {
 		t.Fatal("a truncated row was accepted")
+	}
+}
+
+func TestSettingName(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SET work_mem = '4MB'":               "work_mem",
+		"set SESSION Work_Mem TO 4096":       "work_mem",
+		"SET app.tenant = 'x';":              "app.tenant",
+		`SET "Odd.Name" = 1`:                 `"Odd.Name"`,
+		"RESET work_mem":                     "work_mem",
+		"SET ROLE r":                         "",
+		"SET TIME ZONE 'UTC'":                "",
+		"RESET ALL":                          "",
+		"SELECT set_config('a', 'b', false)": "",
+		"SET LOCAL work_mem = 1":             "",
+		"SET x=5":                            "",
+	} {
+		name, _, ok := settingName(sql)
+		if (want == "") == ok || name != want {
+			t.Errorf("settingName(%q) = %q, %v; want %q", sql, name, ok, want)
+		}
+	}
+}
+
+// TestRepeatedSetIsRecordedOnce: a value set for every request is replayed
+// once, not once per request.
+func TestRepeatedSetIsRecordedOnce(t *testing.T) {
+	sess := &session{}
+	be := &backend{conn: &pool.Conn{}}
+	for i := range 100 {
+		sess.applySets(be, []string{"SET work_mem = '" + strconv.Itoa(i+1) + "MB'", "SET app.tenant = 't'"})
+	}
+	sess.applySets(be, []string{"SET statement_timeout = 5", "RESET app.tenant"})
+	want := []string{"SET work_mem = '100MB'", "SET statement_timeout = 5"}
+	if !slices.Equal(sess.sets, want) {
+		t.Fatalf("recorded %q, want %q", sess.sets, want)
+	}
+}
+
+func TestSettingReplay(t *testing.T) {
+	for _, tc := range []struct{ sql, replay, name string }{
+		{"SET work_mem = '4MB'", "SET work_mem = '4MB'", ""},
+		{"/* c */ RESET work_mem", "/* c */ RESET work_mem", ""},
+		{"SELECT set_config('app.tenant', 'x', false)", "SELECT set_config('app.tenant', 'x', false)", ""},
+		{"select pg_catalog.set_config('app.tenant', $1, false)", "", "app.tenant"},
+		{"SELECT set_config('app.tenant', $1::text, false);", "", "app.tenant"},
+		{"SELECT set_config('r.req', gen_random_uuid()::text, false)", "", ""},
+		{"SELECT login('x')", "", ""},
+		{"SELECT set_config('a', 'b', false), nextval('s')", "", ""},
+	} {
+		replay, name := settingReplay(tc.sql)
+		if replay != tc.replay || name != tc.name {
+			t.Errorf("settingReplay(%q) = %q, %q; want %q, %q", tc.sql, replay, name, tc.replay, tc.name)
+		}
+	}
+	r := setConfigReplay("app.tenant", `it's \ here`)
+	if name, _, ok := recordedSettingName(r); !ok || name != "app.tenant" {
+		t.Errorf("recordedSettingName(%q) = %q, %v", r, name, ok)
 	}
 }
