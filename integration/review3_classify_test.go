@@ -153,14 +153,7 @@ CREATE OPERATOR r3eq.= (LEFTARG = r3eq.r3_color, RIGHTARG = r3eq.r3_color, FUNCT
 // long catalogue refresh interval (so that only DDL through pgowl reloads it during a test).
 func r3Setup(t *testing.T) (*cluster.Cluster, *owl) {
 	t.Helper()
-	c := sharedClusterFor(t)
-	ctx := timeoutCtx(t, statementTimeout)
-	if err := c.Nodes[0].Exec(ctx, r3SetupSQL); err != nil {
-		t.Fatalf("set up review 3 objects: %v", err)
-	}
-	catchUp(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
-	return c, o
+	return setupAndStart(t, "review 3 objects", r3SetupSQL, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
 }
 
 // r3Value runs a one-value query and renders the value as text.

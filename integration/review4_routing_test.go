@@ -75,14 +75,7 @@ GRANT SELECT, UPDATE ON public.r4r_lock_view TO PUBLIC;
 // r4rSetup creates the review objects, waits for the standbys and starts pgowl.
 func r4rSetup(t *testing.T) (*cluster.Cluster, *owl) {
 	t.Helper()
-	c := sharedClusterFor(t)
-	ctx := timeoutCtx(t, statementTimeout)
-	if err := c.Nodes[0].Exec(ctx, r4rSetupSQL); err != nil {
-		t.Fatalf("set up review 4 objects: %v", err)
-	}
-	catchUp(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
-	return c, o
+	return setupAndStart(t, "review 4 objects", r4rSetupSQL, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
 }
 
 // r4rRows runs sql on conn and renders every row's first column, one per line.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
 )
 
@@ -114,14 +115,20 @@ CREATE FUNCTION public.rv_big(n numeric) RETURNS bigint LANGUAGE sql VOLATILE
 // rvSetup creates the review objects on the primary, waits for the standbys and starts pgowl.
 func rvSetup(t *testing.T) (*cluster.Cluster, *owl) {
 	t.Helper()
+	return setupAndStart(t, "review objects", rvSetupSQL, nil)
+}
+
+// setupAndStart runs setup SQL on the shared cluster's primary, waits for the
+// standbys to replay it and starts pgowl (configured by mutate, if not nil).
+func setupAndStart(t *testing.T, what, setupSQL string, mutate func(*config.Config)) (*cluster.Cluster, *owl) {
+	t.Helper()
 	c := sharedClusterFor(t)
 	ctx := timeoutCtx(t, statementTimeout)
-	if err := c.Nodes[0].Exec(ctx, rvSetupSQL); err != nil {
-		t.Fatalf("set up review objects: %v", err)
+	if err := c.Nodes[0].Exec(ctx, setupSQL); err != nil {
+		t.Fatalf("set up %s: %v", what, err)
 	}
 	catchUp(t, c)
-	o := startOwl(t, c, nil)
-	return c, o
+	return c, startOwl(t, c, mutate)
 }
 
 // rvConnect opens a simple-protocol connection: one routed unit per query.
