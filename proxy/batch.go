@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"strconv"
 	"time"
 
 	"github.com/pgowl/pgowl/wire"
@@ -248,7 +249,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if handled, err := sess.answerPgowlBatch(stmts, synced); handled {
 		return err
 	}
-	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced}
+	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
 	if u.runsNothing && sess.held == nil && synced {
 		// Nothing runs: Parse, Describe and Close only prepare and describe,
@@ -384,12 +385,17 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	}
 	prev := sess.stmts[m.name]
 	sess.stmts[m.name] = st
-	if _, ok := c.Prepared[st.serverName]; ok {
-		be.expect.push(expectation{typ: 'P', synthetic: '1', clientOwn: true, clientPrev: prev, stmt: st})
-		return
+	_, reparsed := c.Prepared[st.serverName]
+	if reparsed {
+		// The connection holds the statement, prepared by this or another
+		// session, perhaps before a table it reads changed ("cached plan must
+		// not change result type"). A client's Parse plans afresh, as it does
+		// on the client's own connection: close the old one first.
+		c.Writer.Write(appendTargetedFrame(sess.scratch[:0], 'C', 'S', st.serverName))
+		be.expect.push(expectation{typ: 'C', swallow: true})
 	}
 	c.Prepared[st.serverName] = struct{}{}
-	be.expect.push(expectation{typ: 'P', serverName: st.serverName, clientOwn: true, clientPrev: prev, stmt: st})
+	be.expect.push(expectation{typ: 'P', serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
 }
 
@@ -447,6 +453,23 @@ func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
 		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), 'P', body)
 		return st
 	}
+	st.serverName, st.generationKey = sess.serverStatementName(pm)
+	rest := body[len(pm.name)+1:] // query, parameter count and types, as the client sent them
+	n := len(st.serverName) + 1 + len(rest)
+	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), 'P', n)
+	st.frame = append(append(append(st.frame, st.serverName...), 0), rest...)
+	return st
+}
+
+// serverStatementName names a client's named statement on backend connections,
+// where it stays for every session that prepares the same statement. The same
+// text means the same statement only under the same search_path (a table name
+// may resolve to another table), so the session's search_path is part of the
+// name; a session whose search_path is unknown shares with no one. After a node
+// refused the statement (0A000, "cached plan must not change result type", when
+// a table changed under it) the name moves on to a new generation, so that the
+// client's re-prepare gets a fresh statement on every backend.
+func (sess *session) serverStatementName(pm parseMessage) (name, generationKey string) {
 	h := sha256.New()
 	h.Write([]byte(pm.query))
 	var oid [4]byte
@@ -454,12 +477,39 @@ func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
 		binary.BigEndian.PutUint32(oid[:], t)
 		h.Write(oid[:])
 	}
-	st.serverName = "pgowl_" + hex.EncodeToString(h.Sum(nil)[:16])
-	rest := body[len(pm.name)+1:] // query, parameter count and types, as the client sent them
-	n := len(st.serverName) + 1 + len(rest)
-	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), 'P', n)
-	st.frame = append(append(append(st.frame, st.serverName...), 0), rest...)
-	return st
+	h.Write([]byte{0})
+	ctx := &sess.cls.ctx
+	if ctx.SearchPathUnknown {
+		var id [8]byte
+		binary.BigEndian.PutUint64(id[:], sess.id)
+		h.Write([]byte("\x00session"))
+		h.Write(id[:])
+	} else {
+		for _, schema := range ctx.SearchPath {
+			h.Write([]byte(schema))
+			h.Write([]byte{0})
+		}
+	}
+	base := hex.EncodeToString(h.Sum(nil)[:16])
+	if gen, ok := sess.srv.statementGenerations.Load(base); ok {
+		return "pgowl_" + base[:24] + "_" + strconv.FormatUint(uint64(gen.(uint32)), 10), base
+	}
+	return "pgowl_" + base, base
+}
+
+// retireStatementName makes later prepares of st's statement use a new name
+// (see serverStatementName).
+func (sess *session) retireStatementName(st *preparedStmt) {
+	if st.generationKey == "" {
+		return
+	}
+	gens := &sess.srv.statementGenerations
+	for {
+		cur, loaded := gens.LoadOrStore(st.generationKey, uint32(1))
+		if !loaded || gens.CompareAndSwap(st.generationKey, cur, cur.(uint32)+1) {
+			return
+		}
+	}
 }
 
 // writeFrameParts writes a frame whose body is two C strings and a tail.

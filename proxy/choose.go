@@ -20,6 +20,8 @@ type unit struct {
 	sql     string // for the log's ai marker; never logged raw
 	// setSQL is the statement to replay on other nodes when the unit changed a setting.
 	setSQL string
+	// stmts are the prepared statements of an extended batch (nil for a simple Query).
+	stmts []*preparedStmt
 	// expectsReady says the unit ends with ReadyForQuery (Query or Sync).
 	expectsReady bool
 

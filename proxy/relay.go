@@ -17,7 +17,11 @@ type expectation struct {
 	// ran it, and the client's statement it replaced. For Close of a
 	// statement: the unnamed statement (unnamed, prevUnnamed, clientPrev) or
 	// the named one (stmt) it closed, brought back if the node skipped it.
-	serverName  string
+	serverName string
+	// reparsed: the Parse follows a Close of the same server statement (a
+	// client's Parse prepares afresh). Skipped, both were: the old
+	// statement is still there. Failed, the Close ran: nothing is.
+	reparsed    bool
 	unnamed     bool
 	prevUnnamed uint64
 	stmt        *preparedStmt
@@ -279,6 +283,8 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 		if e.clientOwn && sess.unnamed == e.stmt {
 			sess.unnamed = e.clientPrev
 		}
+	case e.serverName != "" && e.reparsed && !failed:
+		// The Close before it was skipped too: the old statement stays.
 	case e.serverName != "":
 		delete(be.conn.Prepared, e.serverName)
 	}

@@ -50,6 +50,9 @@ type Server struct {
 	nextConnID atomic.Uint64
 	clients    atomic.Int64
 	stmtSeq    atomic.Uint64
+	// statementGenerations counts, per statement (generationKey), how often a node refused
+	// its managed prepared statement (0A000): the server-side name changes each time.
+	statementGenerations sync.Map
 	// transactionPooling gives backends back to the pool after every unit
 	// that leaves nothing on them (pool.mode: transaction).
 	transactionPooling bool

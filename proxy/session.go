@@ -122,10 +122,13 @@ type preparedStmt struct {
 	id         uint64 // unique in the process
 	name       string // the client's name
 	serverName string // the name on backend connections (named statements only)
-	sql        string
-	paramTypes []uint32
-	frame      []byte // the Parse frame sent to a backend, to prepare it anywhere
-	effects    classify.Effects
+	// generationKey identifies the statement (text, parameter types, search_path) across
+	// generations of serverName (see serverStatementName).
+	generationKey string
+	sql           string
+	paramTypes    []uint32
+	frame         []byte // the Parse frame sent to a backend, to prepare it anywhere
+	effects       classify.Effects
 }
 
 func (sess *session) send(msg pgproto3.BackendMessage) error {
@@ -405,6 +408,14 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // afterUnit updates the session from what the unit did.
 func (sess *session) afterUnit(be *backend, u *unit) {
 	status := be.conn.TxStatus
+	if u.errCode == sqlstateCachedPlanChanged {
+		// A table changed under a managed statement: sessions that prepare
+		// it again get a fresh one (the client's current one fails on, as
+		// it would on its own connection, until the client prepares again).
+		for _, st := range u.stmts {
+			sess.retireStatementName(st)
+		}
+	}
 	if u.effects.CatalogueChange && !u.runsNothing {
 		sess.cls.changeRan = true
 	}
@@ -569,6 +580,10 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 		be.dirty = true
 	}
 }
+
+// sqlstateCachedPlanChanged is feature_not_supported, which PostgreSQL reports
+// for "cached plan must not change result type".
+const sqlstateCachedPlanChanged = "0A000"
 
 // unknownSettings marks a connection whose settings pgowl does not know: it
 // matches no session's settings key, so the next unit resets them first.
