@@ -339,24 +339,29 @@ func (sess *session) prepareBackend(be *backend) error {
 		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
-	var q strings.Builder
-	if c.Settings != "" {
-		q.WriteString("RESET ALL;\n")
-	}
-	for _, s := range sess.sets {
-		q.WriteString(s)
-		q.WriteString(";\n")
-	}
-	code, err := sess.runQuietly(be, q.String())
-	if err != nil || code == "" {
-		if err == nil {
-			c.Settings = sess.settingsKey
+	if !sess.setsChangeLexing() {
+		var q strings.Builder
+		if c.Settings != "" {
+			q.WriteString("RESET ALL;\n")
 		}
-		return err
+		for _, s := range sess.sets {
+			q.WriteString(s)
+			q.WriteString(";\n")
+		}
+		code, err := sess.runQuietly(be, q.String())
+		if err != nil || code == "" {
+			if err == nil {
+				c.Settings = sess.settingsKey
+			}
+			return err
+		}
 	}
-	// One statement failed, and the string ran as one transaction: its
-	// RESET ALL is undone too, so whatever the connection carried is still
-	// in force. Start from the defaults alone, then apply what applies.
+	// Statement by statement: after a failure (one statement failed, and the
+	// string ran as one transaction: its RESET ALL is undone too, so whatever
+	// the connection carried is still in force), or when a recorded SET
+	// changes how later statements are read (standard_conforming_strings,
+	// client_encoding): a string is read whole before any of it runs.
+	// Start from the defaults alone, then apply what applies.
 	if code, err := sess.runQuietly(be, "RESET ALL"); err != nil || code != "" {
 		if err == nil {
 			err = fmt.Errorf("RESET ALL failed on %s (%s)", be.node, code)
@@ -379,6 +384,17 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	c.Settings = sess.settingsKey
 	return nil
+}
+
+// setsChangeLexing reports whether the session's recorded settings include one
+// that changes how the statements after it are read.
+func (sess *session) setsChangeLexing() bool {
+	for _, s := range sess.sets {
+		if name, _, ok := recordedSettingName(s); ok && lexerSettings[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // runQuietly runs a statement the client does not see and consumes its

@@ -599,7 +599,7 @@ func (sess *session) applySets(be *backend, sets []string) {
 			sess.sets = sess.sets[:0]
 			continue
 		}
-		if name, reset, ok := recordedSettingName(s); ok {
+		if name, reset, ok := recordedSettingName(s); ok && !lexerSettings[name] {
 			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
 				other, _, ok := recordedSettingName(earlier)
 				return ok && other == name
@@ -614,44 +614,78 @@ func (sess *session) applySets(be *backend, sets []string) {
 	be.conn.Settings = sess.settingsKey
 }
 
-// settingName reads the setting a plain SET [SESSION] name {TO|=} ... or
-// RESET name changes, in lower case (quoted names as written); ok is false
-// for any other statement, including SET ROLE, SET TIME ZONE and set_config.
+// lexerSettings change how later statements' text is read (string escapes,
+// the client's bytes): an entry for one is never moved or dropped, so that
+// every recorded statement after it is replayed as it was read.
+var lexerSettings = map[string]bool{
+	"standard_conforming_strings": true,
+	"client_encoding":             true,
+	"backslash_quote":             true,
+	"escape_string_warning":       true,
+}
+
+// settingName reads the setting a session-level SET or RESET changes: SET
+// [SESSION] name {TO|=} value (also without spaces around =), SET TIME ZONE,
+// SET SCHEMA, SET NAMES, RESET name. Setting names are case-insensitive, quoted
+// or not, so the name is returned in lower case without quotes. ok is false for
+// any other statement, including SET ROLE, SET SESSION AUTHORIZATION, SET LOCAL
+// and set_config.
 func settingName(sql string) (name string, reset, ok bool) {
-	fields := strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
-	if len(fields) < 2 {
-		return "", false, false
-	}
-	verb := strings.ToLower(fields[0])
-	rest := fields[1:]
-	switch verb {
+	text := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
+	verb, rest := cutWord(text)
+	switch strings.ToLower(verb) {
 	case "reset":
-		if len(rest) != 1 {
-			return "", false, false
-		}
 		reset = true
 	case "set":
-		if strings.EqualFold(rest[0], "session") && len(rest) > 1 {
-			rest = rest[1:]
+		if word, after := cutWord(rest); strings.EqualFold(word, "session") && !strings.HasPrefix(strings.ToLower(after), "authorization") {
+			rest = after
 		}
-		if len(rest) < 3 || !(rest[1] == "=" || strings.EqualFold(rest[1], "to")) {
+		word, after := cutWord(rest)
+		switch strings.ToLower(word) {
+		case "time":
+			if zone, _ := cutWord(after); strings.EqualFold(zone, "zone") {
+				return "timezone", false, true
+			}
 			return "", false, false
+		case "schema":
+			return "search_path", false, true
+		case "names":
+			return "client_encoding", false, true
 		}
 	default:
 		return "", false, false
 	}
-	name = rest[0]
-	if strings.ContainsAny(name, "=();'") {
-		return "", false, false
+	// The name runs to white space or '='; quotes only protect its case.
+	end := strings.IndexAny(rest, " \t\r\n=")
+	if end < 0 {
+		end = len(rest)
 	}
-	if !strings.Contains(name, `"`) {
-		name = strings.ToLower(name)
+	raw, after := rest[:end], strings.TrimSpace(rest[end:])
+	name = strings.ToLower(strings.ReplaceAll(raw, `"`, ""))
+	if name == "" || strings.ContainsAny(name, "();'") {
+		return "", false, false
 	}
 	switch name {
-	case "role", "session", "local", "all", "transaction", "time", "names", "schema":
+	case "role", "session", "local", "all", "transaction", "session_authorization":
 		return "", false, false
 	}
-	return name, reset, true
+	if reset {
+		return name, true, after == ""
+	}
+	if word, _ := cutWord(after); !strings.HasPrefix(after, "=") && !strings.EqualFold(word, "to") {
+		return "", false, false
+	}
+	return name, false, true
+}
+
+// cutWord splits text at its first run of white space.
+func cutWord(text string) (word, rest string) {
+	text = strings.TrimLeft(text, " \t\r\n")
+	end := strings.IndexAny(text, " \t\r\n")
+	if end < 0 {
+		return text, ""
+	}
+	return text[:end], strings.TrimLeft(text[end:], " \t\r\n")
 }
 
 func (sess *session) updateSettingsKey() {

@@ -52,11 +52,7 @@ func recordedSettingName(recorded string) (name string, reset, ok bool) {
 		return name, reset, true
 	}
 	if m := setConfigCall.FindStringSubmatch(words); m != nil {
-		name := strings.ReplaceAll(m[1], "''", "'")
-		if !strings.Contains(name, `"`) {
-			name = strings.ToLower(name)
-		}
-		return name, false, true
+		return strings.ToLower(strings.ReplaceAll(m[1], "''", "'")), false, true
 	}
 	return "", false, false
 }

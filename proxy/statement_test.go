@@ -97,14 +97,19 @@ func TestSettingName(t *testing.T) {
 		"SET work_mem = '4MB'":               "work_mem",
 		"set SESSION Work_Mem TO 4096":       "work_mem",
 		"SET app.tenant = 'x';":              "app.tenant",
-		`SET "Odd.Name" = 1`:                 `"Odd.Name"`,
+		`SET "Odd.Name" = 1`:                 "odd.name",
 		"RESET work_mem":                     "work_mem",
+		`RESET "R6.q"`:                       "r6.q",
 		"SET ROLE r":                         "",
-		"SET TIME ZONE 'UTC'":                "",
+		"SET SESSION AUTHORIZATION bob":      "",
+		"SET TIME ZONE 'UTC'":                "timezone",
+		"SET SCHEMA 'app'":                   "search_path",
+		"SET NAMES 'UTF8'":                   "client_encoding",
 		"RESET ALL":                          "",
 		"SELECT set_config('a', 'b', false)": "",
 		"SET LOCAL work_mem = 1":             "",
-		"SET x=5":                            "",
+		"SET x=5":                            "x",
+		"SET x TO DEFAULT":                   "x",
 	} {
 		name, _, ok := settingName(sql)
 		if (want == "") == ok || name != want {
