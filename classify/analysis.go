@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -24,9 +25,13 @@ type analysis struct {
 }
 
 // skippedAtPlanTime reports whether planning cannot run a call candidate: a built-in (those
-// that act are VOLATILE, which the planner never evaluates) or a VOLATILE user function.
+// that act are VOLATILE, which the planner never evaluates) or a VOLATILE user function that
+// cannot be inlined and has no default arguments.
 func (a *analysis) skippedAtPlanTime(fn *Function) bool {
-	return a.planTime && (fn == nil || fn.Volatility == 'v' || fn.Kind != 'f')
+	// A VOLATILE SQL function may be inlined (and what it calls folded), and
+	// default arguments are filled in while planning: those count.
+	return a.planTime && (fn == nil || fn.Kind != 'f' ||
+		(fn.Volatility == 'v' && fn.Language != "sql" && fn.DefaultExprs == ""))
 }
 
 // run is the state shared by one classification and everything it analyses.
@@ -421,11 +426,12 @@ const (
 // isInt64Literal reports whether a numeric literal's text is an integer that
 // fits in bigint (digits only: a sign is a separate operator to the parser).
 func isInt64Literal(text string) bool {
-	if text == "" {
+	digits := strings.TrimPrefix(text, "-") // the parser folds a unary minus into the constant
+	if digits == "" {
 		return false
 	}
-	for i := 0; i < len(text); i++ {
-		if text[i] < '0' || text[i] > '9' {
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
 			return false
 		}
 	}
@@ -521,6 +527,11 @@ func (a *analysis) evidence(arg *pg_query.Node) argEvidence {
 			// An integer too large for integer is still an integer to
 			// PostgreSQL: bigint when it fits (make_const), numeric beyond.
 			if v := n.AConst.GetFval().GetFval(); isInt64Literal(v) {
+				// make_const: integer when it fits (-2147483648 does, after the
+				// parser folded the minus in), bigint otherwise.
+				if i, _ := strconv.ParseInt(v, 10, 64); i >= math.MinInt32 && i <= math.MaxInt32 {
+					return argEvidence{oid: oidInt4, literal: true}
+				}
 				return argEvidence{oid: oidInt8, literal: true}
 			}
 			return argEvidence{oid: oidNumeric, literal: true}
@@ -986,6 +997,16 @@ func changesCatalogue(node *pg_query.Node) bool {
 		// A DO block is how migrations often run DDL; what it runs is not analysed.
 		*pg_query.Node_DoStmt:
 		return true
+	case *pg_query.Node_AlterTableStmt:
+		// Persistence and partitions/inheritance decide whether a read needs the primary.
+		for _, cmd := range stmt.AlterTableStmt.GetCmds() {
+			switch cmd.GetAlterTableCmd().GetSubtype() {
+			case pg_query.AlterTableType_AT_SetLogged, pg_query.AlterTableType_AT_SetUnLogged,
+				pg_query.AlterTableType_AT_AttachPartition, pg_query.AlterTableType_AT_DetachPartition,
+				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit:
+				return true
+			}
+		}
 	case *pg_query.Node_DropStmt:
 		switch stmt.DropStmt.GetRemoveType() {
 		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,

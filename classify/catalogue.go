@@ -147,7 +147,8 @@ func (v *View) display() string {
 type Relation struct {
 	Schema, Name string
 	Kind         byte
-	// Unlogged is relpersistence 'u': its data is not replicated, and a standby refuses to read it.
+	// Unlogged is relpersistence 'u', or a partition or inheritance child that is: its data is not
+	// replicated, and a standby refuses to read it.
 	Unlogged bool
 }
 

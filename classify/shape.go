@@ -31,6 +31,12 @@ func integerKind(text string) (string, bool) {
 	if len(text) <= 9 {
 		return "?i", true
 	}
+	switch strings.TrimLeft(text, "0") {
+	case "2147483648", "9223372036854775808":
+		// With a unary minus (folded into the constant) these fit the smaller
+		// type; the shape cannot tell a unary minus from a binary one.
+		return "", false
+	}
 	v, err := strconv.ParseInt(text, 10, 64)
 	switch {
 	case err != nil:

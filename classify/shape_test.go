@@ -20,7 +20,10 @@ func TestShapeOf(t *testing.T) {
 		{"select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = 7", "select \"col 1\", t2.c3 from t2 where a = $1 -- 42\n and b = ?i", true},
 		{"select /* 42 /* nested */ 'x' */ 1", "select /* 42 /* nested */ 'x' */ ?i", true},
 		{"insert into t values (1, 'a')", "insert into t values (?i, ?s)", true},
-		{"select f(2147483647), f(2147483648), f(9223372036854775808), f(0000000000005)", "select f(?i), f(?l), f(?n), f(?i)", true},
+		{"select f(2147483647), f(2147483649), f(9223372036854775809), f(0000000000005)", "select f(?i), f(?l), f(?n), f(?i)", true},
+		// -2147483648 is an integer and 2147483648 a bigint: a unary minus decides, which a shape cannot see.
+		{"select f(-2147483648)", "", false},
+		{"select f(-9223372036854775808)", "", false},
 		{"(select 1)", "(select ?i)", true},
 		{"select a, count(*) from t where b > 5 group by 1 order by 2 desc, 1 limit 10", "select a, count(*) from t where b > ?i group by 1 order by 2 desc, 1 limit ?i", true},
 		// Nothing to replace: the text is its own key.

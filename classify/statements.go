@@ -268,9 +268,17 @@ func selectSubject(stmt *pg_query.SelectStmt) string {
 // explain classifies EXPLAIN: with ANALYZE it has the effect of the explained statement. Without
 // ANALYZE the statement does not run, but planning it does run IMMUTABLE and STABLE functions with
 // constant arguments (it folds them), and needs access to the relations (an unlogged table cannot
-// be planned on a standby): those effects count, writes and row locks of the statement do not.
+// be planned on a standby): those effects count, row locks of the statement do not. Planning a
+// write plans the column defaults and rules the rewriter adds, which are not analysed: unknown.
 func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 	if !explainAnalyzes(stmt.GetOptions()) {
+		if full := a.statement(stmt.GetQuery()); full.access == Write && full.reason == ReasonWrite {
+			// Planning a write also plans what the rewriter adds: column
+			// defaults and rules, which pgowl does not analyse.
+			v := unknownEffect("EXPLAIN of a write (effect unknown: planning runs column defaults and rules)")
+			v.chain, v.detail = []string{"EXPLAIN of a write"}, "planning runs column defaults and rules, which are not analysed"
+			return v
+		}
 		plan := *a
 		plan.planTime = true
 		v := plan.executed(stmt.GetQuery(), read("EXPLAIN"))

@@ -151,7 +151,12 @@ ORDER BY c.oid`, func(row pgx.CollectableRow, v *classify.View) error {
 
 func loadRelations(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
 	data.Relations, err = readAll(ctx, tx, "relations", `
-SELECT n.nspname, c.relname, c.relkind::text, c.relpersistence = 'u'
+SELECT n.nspname, c.relname, c.relkind::text,
+       c.relpersistence = 'u' OR (c.relhassubclass AND EXISTS (
+         WITH RECURSIVE d(oid) AS (
+           SELECT inhrelid FROM pg_inherits WHERE inhparent = c.oid
+           UNION SELECT i.inhrelid FROM pg_inherits i JOIN d ON i.inhparent = d.oid)
+         SELECT FROM d JOIN pg_class x ON x.oid = d.oid WHERE x.relpersistence = 'u'))
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
