@@ -32,7 +32,7 @@ func r6Moved(t *testing.T, ctx context.Context, a, b *pgconn.PgConn, query strin
 // TestReview6QuotedSetThenResetResurrects:
 // Steps: A: SET "r6.q" = 'one'; RESET r6.q; B: SELECT 1; A: current_setting('r6.q').
 // Observed (expected failure): A sees 'one' again after B used the backend.
-// Should: '' — RESET r6.q reset the setting on PostgreSQL (GUC names are
+// Should: ” — RESET r6.q reset the setting on PostgreSQL (GUC names are
 // case-insensitive and "r6.q" and r6.q are the same setting).
 // Cause: proxy/session.go settingName keeps a quoted name with its quotes
 // (`"r6.q"`) and lower-cases an unquoted one (`r6.q`), so applySets does not
@@ -58,7 +58,7 @@ func TestReview6QuotedSetThenResetResurrects(t *testing.T) {
 // Steps: A: SET r6.ns='one' (no spaces around =); RESET r6.ns; B: SELECT 1;
 // A: current_setting('r6.ns').
 // Observed (expected failure): 'one' again.
-// Should: ''.
+// Should: ”.
 // Cause: proxy/session.go settingName splits on white space and needs
 // "name = value" as three fields; SET r6.ns='one' is one field after SET, so
 // it is recorded without a name, RESET r6.ns cannot replace it, and every
