@@ -357,25 +357,36 @@ func (a *analysis) choose(call *pg_query.FuncCall, display, name string, cands [
 			return merge(picked)
 		}
 	}
-	var list []string
+	signatures := make([]string, len(cands))
 	for i, c := range cands {
-		signature := display + "() (built-in)"
+		signatures[i] = display + "() (built-in)"
 		if c.fn != nil {
-			signature = c.fn.Signature()
+			signatures[i] = c.fn.Signature()
 		}
-		effect := "reads"
-		if results[i].access == Write {
-			effect = results[i].reason.String()
-		}
-		list = append(list, signature+" "+effect)
 	}
-	detail := "overloads differ in effect and the call does not say which runs: " + strings.Join(list, ", ")
-	a.warn(display + "(): " + detail)
-	res := callResult{access: Write, reason: ReasonUnknownEffect, chain: []string{display + "()"}, detail: detail}
+	return a.differingEffects(display+"()", "overloads differ in effect and the call does not say which runs",
+		"overloads differ in effect", signatures, results)
+}
+
+// differingEffects is the effect of a call or expression that may run one of several functions
+// whose effects differ, when nothing says which: unknown, with every candidate and its effect in
+// the detail. label names the call ("f()", "operator ###"), why and short say why it is unknown.
+func (a *analysis) differingEffects(label, why, short string, signatures []string, results []callResult) callResult {
+	list := make([]string, len(results))
+	for i, r := range results {
+		effect := "reads"
+		if r.access == Write {
+			effect = r.reason.String()
+		}
+		list[i] = signatures[i] + " " + effect
+	}
+	detail := why + ": " + strings.Join(list, ", ")
+	a.warn(label + ": " + detail)
+	res := callResult{access: Write, reason: ReasonUnknownEffect, chain: []string{label}, detail: detail,
+		subject: label + " (effect unknown: " + short + ")"}
 	for _, r := range results {
 		res.session |= r.session
 	}
-	res.subject = display + "() (effect unknown: overloads differ in effect)"
 	return res
 }
 

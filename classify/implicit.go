@@ -45,22 +45,12 @@ func (a *analysis) resolveImplicit(what string, cands []implicitCandidate) callR
 	if agree(results) {
 		return merge(results)
 	}
-	var list []string
+	signatures := make([]string, len(cands))
 	for i, c := range cands {
-		effect := "reads"
-		if results[i].access == Write {
-			effect = results[i].reason.String()
-		}
-		list = append(list, c.display+" "+effect)
+		signatures[i] = c.display
 	}
-	detail := "the functions it may run differ in effect and the argument types are not resolved: " + strings.Join(list, ", ")
-	a.warn(what + ": " + detail)
-	res := callResult{access: Write, reason: ReasonUnknownEffect, chain: []string{what}, detail: detail,
-		subject: what + " (effect unknown: the functions it may run differ in effect)"}
-	for _, r := range results {
-		res.session |= r.session
-	}
-	return res
+	return a.differingEffects(what, "the functions it may run differ in effect and the argument types are not resolved",
+		"the functions it may run differ in effect", signatures, results)
 }
 
 // resolveOperator finds the operators outside pg_catalog named by name (a qualified name list, as in
