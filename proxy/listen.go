@@ -22,8 +22,10 @@ type idleRelay struct {
 // is idle, and returns nil when there is nothing to watch.
 func (sess *session) startIdleRelay() *idleRelay {
 	be := sess.held
+	// Notifications already read into the connection's buffer (behind the
+	// last reply, or behind a query pgowl ran itself) are relayed first.
 	if be == nil || sess.pinBits&classify.SessionListen == 0 || be.conn.TxStatus != 'I' ||
-		be.expect.len() > 0 || be.openBatch || be.conn.Reader.Buffered() > 0 || sess.w.Buffered() > 0 {
+		be.expect.len() > 0 || be.openBatch || sess.w.Buffered() > 0 {
 		return nil
 	}
 	ir := &idleRelay{be: be, done: make(chan struct{})}
