@@ -788,6 +788,9 @@ func combineBody(stmts []*pg_query.Node, verdicts []verdict, outer func(Reason) 
 	result := fnResult{access: Read}
 	for i, v := range verdicts {
 		result.session |= v.session
+		if v.catalogueChange {
+			result.session |= sessionCatalogueChange
+		}
 		if v.access == Read {
 			if v.reason == ReasonOverride && result.override == "" {
 				result.override = v.subject

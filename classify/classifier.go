@@ -278,8 +278,8 @@ func combine(verdicts []verdict) Effects {
 	effects.Subject = verdicts[0].subject
 	effects.Tx = verdicts[0].tx
 	for _, v := range verdicts {
-		effects.Session |= v.session
-		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange
+		effects.Session |= v.session &^ sessionCatalogueChange
+		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange || v.session&sessionCatalogueChange != 0
 		switch {
 		case v.access == Write && effects.Access == Read:
 			effects.Access, effects.Reason, effects.Subject = Write, v.reason, v.subject

@@ -418,4 +418,15 @@ CREATE FUNCTION report() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM 
 	// Hints and node-local statistics.
 	expect("/*pgowl:primary*/ SELECT report() IS NULL FROM (SELECT 1) x", "primary", "HINT")
 	expect("SELECT count(*) FROM pg_stat_user_tables", "primary", "NODE_LOCAL_STATS")
+
+	// A migration run as a procedure: the function it replaces is judged by its new body at once,
+	// not at the next periodic reload (30 s).
+	expect("CREATE FUNCTION tally() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$", "primary", "WRITE")
+	expect(`CREATE PROCEDURE migrate_tally() LANGUAGE plpgsql AS $p$ BEGIN
+CREATE OR REPLACE FUNCTION tally() RETURNS bigint LANGUAGE sql AS $$ INSERT INTO audit VALUES ('t'); SELECT count(*) FROM audit $$;
+END $p$`, "primary", "WRITE")
+	catchUp(t, c)
+	expect("SELECT tally()", "standby", "READ_ONLY")
+	expect("CALL migrate_tally()", "primary", "WRITE")
+	expect("SELECT tally()", "primary", "WRITING_FUNCTION")
 }
