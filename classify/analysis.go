@@ -929,6 +929,16 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 					// reading it there gives a different answer.
 					return callResult{access: Write, reason: ReasonNodeLocalStats, subject: quoteIdent(s) + "." + quoteIdent(name)}
 				}
+				if rel := cat.readPolicies[qualified{s, name}]; rel != nil {
+					// Row security adds the policies' expressions to the query: their
+					// functions run for every row read (for the owner only with FORCE
+					// ROW LEVEL SECURITY; counted for every user).
+					display := quoteIdent(s) + "." + quoteIdent(name)
+					if s == "public" {
+						display = quoteIdent(name)
+					}
+					return fromFn("row security policy on "+display, a.policyEffect(rel))
+				}
 				return callResult{access: Read}
 			}
 		}
@@ -966,21 +976,31 @@ func (a *analysis) defaultsEffect(f *Function) fnResult {
 	})
 }
 
-// viewEffect analyses a view's definition, memoised per catalogue. Definitions are read with
-// search_path = pg_catalog, so every other name in them is qualified.
+// viewEffect analyses a view's definition, memoised per catalogue.
 func (a *analysis) viewEffect(v *View) fnResult {
+	return a.definitionEffect('v', v.OID, v.Definition, "view definition")
+}
+
+// policyEffect analyses what the row security policies of a table run when it is read.
+func (a *analysis) policyEffect(r *Relation) fnResult {
+	return a.definitionEffect('p', r.OID, "SELECT "+r.ReadPolicy, "row security policy")
+}
+
+// definitionEffect analyses SQL the server stored for an object (a view's query, a table's policy
+// expressions), memoised per catalogue under kind and oid. Definitions are read with search_path =
+// pg_catalog, so every other name in them is qualified; functions they call resolve theirs with the
+// session's path. Planning a statement plans these as part of it (kept apart in the memo, under the
+// kind in upper case).
+func (a *analysis) definitionEffect(kind byte, oid uint32, sql, what string) fnResult {
 	e := a.env.withPath([]string{"pg_catalog"})
-	// The definition's own names are qualified; functions it calls resolve theirs with the session's path.
-	// Planning a statement plans the views it reads as part of it (kept apart in the memo).
-	kind := byte('v')
 	if a.planTime {
-		kind = 'V'
+		kind -= 'a' - 'A'
 	}
-	return a.memoised(memoKey{kind: kind, oid: v.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+	return a.memoised(memoKey{kind: kind, oid: oid, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
 		child.planTime = a.planTime
-		tree, err := pg_query.Parse(v.Definition)
+		tree, err := pg_query.Parse(sql)
 		if err != nil {
-			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "view definition could not be parsed"}
+			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: what + " could not be parsed"}
 		}
 		stmts := make([]*pg_query.Node, 0, len(tree.GetStmts()))
 		verdicts := make([]verdict, 0, len(tree.GetStmts()))
@@ -988,14 +1008,14 @@ func (a *analysis) viewEffect(v *View) fnResult {
 			stmts = append(stmts, raw.GetStmt())
 			verdicts = append(verdicts, child.statement(raw.GetStmt()))
 		}
-		// A view runs no statement of its own: what its query does (a row lock, a writing
-		// function, node-local statistics) is what reading it does.
+		// A view or a policy runs no statement of its own: what its query does (a row lock, a
+		// writing function, node-local statistics) is what reading the relation does.
 		return combineBody(stmts, verdicts, func(r Reason) Reason { return r })
 	})
 }
 
 // changesCatalogue reports whether a statement changes what the function catalogue holds: functions,
-// procedures, aggregates, views, casts, operators, types, comments on functions, schemas, extensions, rules, renames and
+// procedures, aggregates, views, casts, operators, types, comments on functions, row security policies, schemas, extensions, rules, renames and
 // moves, and role or database defaults of search_path. DROP of tables, indexes, sequences and the
 // like does not: it leaves functions and views as they were.
 func changesCatalogue(node *pg_query.Node) bool {
@@ -1008,6 +1028,8 @@ func changesCatalogue(node *pg_query.Node) bool {
 		// Casts, operators and types decide which function an expression runs.
 		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
 		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt,
+		// Row security policies run when their table is read.
+		*pg_query.Node_CreatePolicyStmt, *pg_query.Node_AlterPolicyStmt,
 		// A DO block is how migrations often run DDL; what it runs is not analysed.
 		*pg_query.Node_DoStmt:
 		return true
@@ -1017,7 +1039,8 @@ func changesCatalogue(node *pg_query.Node) bool {
 			switch cmd.GetAlterTableCmd().GetSubtype() {
 			case pg_query.AlterTableType_AT_SetLogged, pg_query.AlterTableType_AT_SetUnLogged,
 				pg_query.AlterTableType_AT_AttachPartition, pg_query.AlterTableType_AT_DetachPartition,
-				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit:
+				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit,
+				pg_query.AlterTableType_AT_EnableRowSecurity, pg_query.AlterTableType_AT_DisableRowSecurity:
 				return true
 			}
 		}
@@ -1027,7 +1050,7 @@ func changesCatalogue(node *pg_query.Node) bool {
 			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
 			pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
 			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
-			pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR:
+			pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR, pg_query.ObjectType_OBJECT_POLICY:
 			return true
 		}
 	case *pg_query.Node_CommentStmt:

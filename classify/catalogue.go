@@ -150,6 +150,13 @@ type Relation struct {
 	// Unlogged is relpersistence 'u', or a partition or inheritance child that is: its data is not
 	// replicated, and a standby refuses to read it.
 	Unlogged bool
+	// OID is pg_class.oid.
+	OID uint32
+	// ReadPolicy lists, comma-separated and each in parentheses, the USING expressions of the
+	// row security policies that reading the table runs (FOR SELECT and FOR ALL), when row
+	// security is enabled on it; empty otherwise. Read with search_path = pg_catalog, so every
+	// other name in them is qualified.
+	ReadPolicy string
 }
 
 // Type is one pg_type row, for resolving casts when overloads are chosen.
@@ -228,6 +235,8 @@ type Catalogue struct {
 	types   map[qualified]uint32
 	// unlogged holds the unlogged relations.
 	unlogged map[qualified]bool
+	// readPolicies holds the tables whose row security policies run when they are read.
+	readPolicies map[qualified]*Relation
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
@@ -272,10 +281,15 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 		c.views[qualified{v.Schema, v.Name}] = v
 	}
 	c.unlogged = make(map[qualified]bool)
-	for _, r := range c.data.Relations {
+	c.readPolicies = make(map[qualified]*Relation)
+	for i := range c.data.Relations {
+		r := &c.data.Relations[i]
 		c.rels[qualified{r.Schema, r.Name}] = r.Kind
 		if r.Unlogged {
 			c.unlogged[qualified{r.Schema, r.Name}] = true
+		}
+		if r.ReadPolicy != "" {
+			c.readPolicies[qualified{r.Schema, r.Name}] = r
 		}
 	}
 	rowTypes := make(map[uint32]bool)
@@ -433,6 +447,7 @@ func checksum(d *CatalogueData) string {
 		write(r.Schema)
 		write(r.Name)
 		write(string([]byte{r.Kind}) + strconv.FormatBool(r.Unlogged))
+		write(r.ReadPolicy)
 	}
 	types := append([]Type(nil), d.Types...)
 	sort.Slice(types, func(i, j int) bool { return types[i].OID < types[j].OID })

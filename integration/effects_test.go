@@ -429,4 +429,19 @@ END $p$`, "primary", "WRITE")
 	expect("SELECT tally()", "standby", "READ_ONLY")
 	expect("CALL migrate_tally()", "primary", "WRITE")
 	expect("SELECT tally()", "primary", "WRITING_FUNCTION")
+
+	// Row security: a policy's expression runs for every row read, so a policy that writes
+	// makes every read of its table a write (a standby refuses it with 25006).
+	expect("CREATE TABLE guarded (v int)", "primary", "WRITE")
+	expect("INSERT INTO guarded VALUES (1), (2)", "primary", "WRITE")
+	expect("CREATE FUNCTION note_read() RETURNS boolean LANGUAGE sql AS $$ INSERT INTO audit VALUES ('read'); SELECT true $$", "primary", "WRITE")
+	catchUp(t, c)
+	expect("SELECT count(*) FROM guarded", "standby", "READ_ONLY")
+	expect("ALTER TABLE guarded ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY", "primary", "WRITE")
+	expect("CREATE POLICY guarded_read ON guarded FOR SELECT USING (note_read())", "primary", "WRITE")
+	catchUp(t, c)
+	expect("SELECT count(*) FROM guarded", "primary", "WRITING_FUNCTION")
+	expect("DROP POLICY guarded_read ON guarded", "primary", "WRITE")
+	catchUp(t, c)
+	expect("SELECT count(*) FROM guarded", "standby", "READ_ONLY")
 }

@@ -156,13 +156,18 @@ SELECT n.nspname, c.relname, c.relkind::text,
          WITH RECURSIVE d(oid) AS (
            SELECT inhrelid FROM pg_inherits WHERE inhparent = c.oid
            UNION SELECT i.inhrelid FROM pg_inherits i JOIN d ON i.inhparent = d.oid)
-         SELECT FROM d JOIN pg_class x ON x.oid = d.oid WHERE x.relpersistence = 'u'))
+         SELECT FROM d JOIN pg_class x ON x.oid = d.oid WHERE x.relpersistence = 'u')),
+       c.oid,
+       CASE WHEN c.relrowsecurity THEN coalesce((
+         SELECT string_agg('(' || pg_get_expr(p.polqual, p.polrelid) || ')', ', ' ORDER BY p.polname)
+         FROM pg_policy p WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL), '')
+       ELSE '' END
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
 ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
-		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged); err != nil {
+		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy); err != nil {
 			return err
 		}
 		if kind != "" {
