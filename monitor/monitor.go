@@ -48,6 +48,18 @@ type tracker struct {
 	lastError      string
 	// history holds this node's samples while it is a primary.
 	history walHistory
+	// divergedFrom is the index of a primary that, in a sample taken after
+	// this standby answered, was behind the standby's replay position
+	// divergedAt; -1 if none. A standby that follows a primary cannot have
+	// replayed more than the primary has inserted at any later moment, so
+	// this one has WAL the primary never wrote (it replayed the old
+	// primary's WAL past the point where a promoted standby's timeline
+	// forked off): comparing positions says nothing, and it will not follow
+	// that primary. The mark stays while the standby's position stays where
+	// it was (a diverged standby stops replaying), since the primary's later
+	// writes pass that position without the standby having them.
+	divergedFrom int
+	divergedAt   uint64
 
 	// logged is the state last reported in the log.
 	logged loggedState
@@ -73,9 +85,10 @@ func New(opts Options) *Monitor {
 	}
 	for i, n := range opts.Nodes {
 		t := &tracker{
-			addr:     n,
-			hostPort: net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
-			history:  newWALHistory(opts.HistorySize),
+			addr:         n,
+			hostPort:     net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
+			history:      newWALHistory(opts.HistorySize),
+			divergedFrom: -1,
 		}
 		p, err := newPoller(i, n, opts)
 		if err != nil {
@@ -235,10 +248,14 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 	t.lastError = ""
 	t.sample = r.sample
 	t.sentAt, t.doneAt = r.sentAt, r.doneAt
+	if t.divergedFrom >= 0 && (!r.sample.inRecovery || r.sample.lsn != t.divergedAt) {
+		t.divergedFrom = -1 // it moved (or was promoted): measure it again
+	}
 	if r.sample.inRecovery || !r.sample.lsnValid {
 		t.history.reset()
 		return t.triggeredRound == round
 	}
+	m.markDiverged(r)
 	if last, ok := t.history.latest(); !wasPrimary || (ok && r.sample.lsn < last.lsn) {
 		// A new primary, or one whose WAL went backwards: older samples do not apply.
 		t.history.reset()
@@ -308,6 +325,8 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		}
 		var result lagResult
 		switch {
+		case history != nil && t.divergedFrom >= 0 && history == &m.nodes[t.divergedFrom].history:
+			result.whyUnknown = "standby has replayed WAL the primary does not have (it diverged from the primary's timeline)"
 		case history == nil:
 			result.whyUnknown = "no primary"
 		case !state.Up:
@@ -324,6 +343,19 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		whyUnknown[i] = result.whyUnknown
 	}
 	return snap, whyUnknown
+}
+
+// markDiverged marks the standbys whose last replay position is beyond the
+// primary sample r, taken after they answered (see tracker.divergedFrom).
+func (m *Monitor) markDiverged(r pollResult) {
+	for _, s := range m.nodes {
+		if !s.hasSample || !s.sample.inRecovery || !s.sample.lsnValid || s.lastPollFailed {
+			continue
+		}
+		if r.sentAt.After(s.doneAt) && r.sample.lsn < s.sample.lsn {
+			s.divergedFrom, s.divergedAt = r.index, s.sample.lsn
+		}
+	}
 }
 
 // lastPrimary returns the index of the node whose samples can still bound the

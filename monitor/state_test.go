@@ -266,3 +266,57 @@ func TestStoppedPrimaryBoundsLagOnlyOnItsTimeline(t *testing.T) {
 		t.Errorf("pg3's lag is unknown because %q, want %q", why, "no primary")
 	}
 }
+
+// TestStandbyAheadOfNewPrimaryIsNotReadable: pg3 replayed the old
+// primary's WAL past the point where pg2, promoted, forked off. Its position
+// is beyond pg2's, which would make it look caught up (lag 0) although it
+// holds rows pg2 never had and can never follow pg2. Once a pg2 sample
+// taken after pg3's answer is behind pg3, pg3's lag is unknown, and it stays
+// so while pg3 does not move, also after pg2's writes pass its position.
+func TestStandbyAheadOfNewPrimaryIsNotReadable(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+	// pg1 stopped long ago; pg2 is the promoted primary; pg3 is ahead of it.
+	feed(m, primaryResult(1, 2, 5000, 0), 1)
+	feed(m, standbyResult(2, 9000, 10), 1)
+	snap := publishAt(m, at(20))
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: true}})
+	// The next round: pg2 is still behind what pg3 reported before it.
+	feed(m, primaryResult(1, 2, 5100, 100), 2)
+	feed(m, standbyResult(2, 9000, 110), 2)
+	snap = publishAt(m, at(120))
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
+	if reason := snap.Nodes[2].LagUnknownReason; !strings.Contains(reason, "diverged") {
+		t.Errorf("pg3's lag unknown because %q, want a reason naming the divergence", reason)
+	}
+	// pg2 writes past pg3's position; pg3 has not moved: still not readable.
+	feed(m, primaryResult(1, 2, 12000, 200), 3)
+	feed(m, standbyResult(2, 9000, 210), 3)
+	snap = publishAt(m, at(220))
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
+	// Rebuilt, pg3 follows pg2 again: its position moves and is measured again.
+	feed(m, primaryResult(1, 2, 12000, 300), 4)
+	feed(m, standbyResult(2, 12000, 310), 4)
+	snap = publishAt(m, at(320))
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: true}})
+}
+
+// TestStandbyAheadOfAnEarlierPrimarySampleIsNotDiverged: a standby sampled
+// after the primary may have replayed WAL written since the primary's
+// sample; that is not divergence.
+func TestStandbyAheadOfAnEarlierPrimarySampleIsNotDiverged(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+	feed(m, primaryResult(0, 1, 1000, 0), 1)
+	feed(m, standbyResult(1, 1500, 10), 1)
+	feed(m, primaryResult(0, 1, 2000, 100), 2)
+	snap := publishAt(m, at(105))
+	checkNodes(t, snap, map[string]nodeWant{"pg2": {up: true, role: route.RoleStandby, lagKnown: true}})
+}
+
+// feed applies a poll result and publishes, as the coordinator does for
+// every result that arrives.
+func feed(m *Monitor, r pollResult, round uint64) {
+	m.apply(r, round)
+	m.publish(r.doneAt)
+}

@@ -233,6 +233,15 @@ func endsTransaction(stmts []*preparedStmt) bool {
 	return len(stmts) > 0
 }
 
+// endsNoTransaction reports whether eff is a COMMIT or ROLLBACK while the
+// session has no transaction anywhere, such as the ROLLBACK a driver sends
+// after its transaction's node was lost: any node answers it alike (a
+// warning that no transaction is in progress), so it must not fail for want
+// of a standby.
+func (sess *session) endsNoTransaction(eff classify.Effects) bool {
+	return sess.held == nil && sess.deferred == nil && eff.Tx == classify.TxEnd && eff.Access == classify.Read && eff.Statements == 1
+}
+
 // runBatch routes and runs the collected batch. synced says it ends with Sync.
 func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	b := &sess.batch
@@ -258,6 +267,9 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		// hold every primary backend in open transactions would wait on itself.
 		u.effects.Access, u.effects.Reason = classify.Read, classify.ReasonReadOnly
 		u.effects.Subject = "prepare only: nothing executes"
+		u.anyNode = true
+	}
+	if len(stmts) == 1 && synced && sess.endsNoTransaction(stmts[0].effects) {
 		u.anyNode = true
 	}
 	if d := sess.deferred; d != nil && d.aborted {

@@ -81,14 +81,27 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	}
 	if be := sess.held; be != nil {
 		dec := route.Decision{Node: be.node, Role: be.role, Reason: route.ReasonInTransaction, Subject: u.effects.Subject, NodeIndex: -1}
+		what := "the transaction"
 		if sess.pinBits != 0 {
 			dec.Reason = route.ReasonSessionPinned
 			dec.Subject = describePin(sess.pinBits)
+			what = "the session's " + describePin(sess.pinBits)
+		}
+		if why := sess.primaryReplaced(snap, be); why != "" {
+			// What the session holds there would be written to a node that is
+			// no longer the primary: lost at best, split brain at worst.
+			sess.dropBackend(be)
+			return nil, dec, &clientError{SQLState: sqlstateConnectionFailure,
+				Message: "pgowl: " + be.node + " is no longer the primary (" + why + "); " + what + " on " + be.node + " is gone",
+				Hint:    "Retry the transaction; it will run on the current primary."}
 		}
 		for i, n := range snap.Nodes {
 			if n.Name == be.node {
 				dec.NodeIndex = i
 				dec.LagBytes, dec.LagKnown = n.LagBytes, n.LagKnown
+				if n.Role != route.RoleUnknown {
+					dec.Role = n.Role // a standby promoted under a read-only transaction is the primary now
+				}
 				if n.Role == route.RoleStandby && n.LagKnown {
 					// As for a fresh decision: measured lag plus the sample's age.
 					dec.Lag = n.Lag + time.Since(n.SampledAt)
@@ -146,6 +159,28 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 			return nil, dec, ctx.Err()
 		}
 	}
+}
+
+// primaryReplaced says why be's node is no longer the primary when be was
+// taken on the primary and the monitor has since seen another node become
+// the primary (a promotion, whether the old primary still answers or not),
+// or be's node go into recovery. It returns "" without such evidence: a node
+// the monitor cannot reach, or two primaries on one timeline, leave the
+// session where it is (its connection fails by itself if the node is gone).
+func (sess *session) primaryReplaced(snap *route.Snapshot, be *backend) string {
+	if be.role != route.RolePrimary {
+		return ""
+	}
+	now := time.Now()
+	if i, err := route.Primary(snap, sess.srv.policy, now); err == nil && snap.Nodes[i].Name != be.node {
+		return snap.Nodes[i].Name + " is the primary now"
+	}
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Name == be.node && n.Up && n.Role == route.RoleStandby {
+			return be.node + " is in recovery now"
+		}
+	}
+	return ""
 }
 
 // awaitSnapshot waits until deadline for a node snapshot that satisfies

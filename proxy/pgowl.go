@@ -18,16 +18,41 @@ type pgowlResult struct {
 	tag     string
 	columns []string
 	rows    [][]string
+	// warning is sent as a WARNING notice before the command completes.
+	warning string
 	err     error
 }
 
 // runPgowl executes a SET, RESET or SHOW of a pgowl.* setting for this session.
 func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
+	sess.endLocalPgowlSettings()
 	switch cmd.Kind {
 	case classify.PgowlShow:
 		return sess.showPgowl(cmd.Name)
 	case classify.PgowlSet, classify.PgowlReset:
 		reset := cmd.Kind == classify.PgowlReset
+		tag := "SET"
+		if reset {
+			tag = "RESET"
+		}
+		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" {
+			break
+		}
+		if cmd.Local && !sess.inTransaction() {
+			// As PostgreSQL does: a warning, and no effect.
+			return pgowlResult{tag: tag, warning: "SET LOCAL can only be used in transaction blocks"}
+		}
+		restore := sess.localPgowl
+		if cmd.Local && restore == nil {
+			restore = &pgowlSettings{notice: sess.notice, maxLag: sess.maxLag}
+			sess.localPgowl = restore
+		}
+		defer func() {
+			if !cmd.Local && restore != nil {
+				// A plain SET after a SET LOCAL in the same transaction outlasts it.
+				restore.notice, restore.maxLag = sess.notice, sess.maxLag
+			}
+		}()
 		switch cmd.Name {
 		case "notice":
 			if reset {
@@ -52,6 +77,12 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 					Message: fmt.Sprintf("pgowl: invalid value for parameter \"pgowl.max_replica_lag\": %q", cmd.Value),
 					Hint:    "Use a duration such as '500ms' or '2s'."}}
 			}
+			if lag <= 0 {
+				// 0 would mean no standby ever qualifies (every sample has an age).
+				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
+					Message: fmt.Sprintf("pgowl: pgowl.max_replica_lag must be greater than 0, not %q", cmd.Value),
+					Hint:    "RESET pgowl.max_replica_lag returns to the configured limit; a /*pgowl:primary*/ hint sends one statement to the primary."}}
+			}
 			if limit := sess.srv.policy.MaxReplicaLag; lag > limit {
 				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
 					Message: fmt.Sprintf("pgowl: pgowl.max_replica_lag can only tighten the configured routing.max_replica_lag (%s), not loosen it to %s", limit, lag)}}
@@ -61,6 +92,27 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		}
 	}
 	return pgowlResult{err: unknownPgowlSetting(cmd.Name)}
+}
+
+// pgowlSettings are the session's pgowl.* settings, kept to be restored
+// when a transaction that ran SET LOCAL of them ends.
+type pgowlSettings struct {
+	notice bool
+	maxLag time.Duration
+}
+
+// inTransaction reports whether the client is inside a transaction block.
+func (sess *session) inTransaction() bool {
+	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != 'I')
+}
+
+// endLocalPgowlSettings restores the pgowl.* settings a SET LOCAL changed
+// once its transaction has ended.
+func (sess *session) endLocalPgowlSettings() {
+	if saved := sess.localPgowl; saved != nil && !sess.inTransaction() {
+		sess.notice, sess.maxLag = saved.notice, saved.maxLag
+		sess.localPgowl = nil
+	}
 }
 
 func unknownPgowlSetting(name string) error {
@@ -126,6 +178,9 @@ func (sess *session) answerPgowl(cmd *classify.PgowlCommand, _ bool) {
 }
 
 func (sess *session) sendRows(res pgowlResult) {
+	if res.warning != "" {
+		sess.send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: "25P01", Message: res.warning})
+	}
 	for _, row := range res.rows {
 		values := make([][]byte, len(row))
 		for i, v := range row {

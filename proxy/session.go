@@ -42,6 +42,9 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
+	// localPgowl holds the pgowl.* settings to restore when the transaction
+	// in which SET LOCAL changed them ends; nil without such a change.
+	localPgowl *pgowlSettings
 
 	backends map[string]*backend
 	// spare is a released backend struct, reused by the next backendFor.
@@ -269,6 +272,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
 	if eff.Statements == 1 {
 		u.setSQL = sql
+		u.anyNode = sess.endsNoTransaction(eff)
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.WriteQueryBody(body)
@@ -307,6 +311,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// (on any node, without waiting: see runBatch); relay reports the
 	// transaction's status for it.
 	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
+	sess.endLocalPgowlSettings()
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		be, dec, err := sess.choose(ctx, u)
