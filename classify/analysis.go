@@ -313,8 +313,12 @@ func sameArgTypes(x, y *Function) bool {
 // builtinResult is the effect of calling a built-in (or a known extension function).
 func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, effect builtinEffect) callResult {
 	res := callResult{access: effect.access, session: effect.session}
+	refusedSetting := ""
 	if effect.configSetter {
 		res.session, res.searchPath = setConfigEffect(call)
+		if subject, refused := refusedSetConfig(call); refused {
+			res.access, refusedSetting = Write, subject
+		}
 	}
 	if effect.settingReader && readsNodeLocalSetting(call) {
 		res.access = Write
@@ -328,6 +332,9 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 		res.subject = quoteIdent(name) + "()"
 		if effect.extension {
 			res.subject = display + "()"
+		}
+		if refusedSetting != "" {
+			res.subject = "set_config() as " + refusedSetting
 		}
 	}
 	return res

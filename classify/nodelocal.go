@@ -93,6 +93,10 @@ var nodeLocalFunctions = map[string]bool{
 	"pg_read_file":            true,
 	"pg_read_binary_file":     true,
 	"pg_stat_file":            true,
+	// Exported snapshots exist only on the node that exported them, and the transaction that
+	// imports one (SET TRANSACTION SNAPSHOT, as pg_dump --jobs does) must run there: both go to
+	// the primary, the one node every session reaches alike.
+	"pg_export_snapshot": true,
 }
 
 // nodeLocalFunction reports whether a pg_catalog function reads node-local statistics.

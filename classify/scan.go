@@ -343,6 +343,17 @@ func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange)
 	return SessionSet, nil
 }
 
+// refusedSetConfig reports a set_config call that a standby refuses, as SET of the same setting:
+// transaction_read_only off, transaction_isolation serializable (at any is_local).
+func refusedSetConfig(call *pg_query.FuncCall) (string, bool) {
+	name, ok := constText(functionArgument(call, 0).GetAConst())
+	if !ok {
+		return "", false
+	}
+	value, ok := constText(functionArgument(call, 1).GetAConst())
+	return refusedTransactionSetting(strings.ToLower(name), []settingValue{{text: value, ok: ok}})
+}
+
 // readsNodeLocalSetting reports whether a current_setting call may read a setting whose value
 // depends on the kind of server (nodeLocalSetting); a name that is not a constant may be one.
 func readsNodeLocalSetting(call *pg_query.FuncCall) bool {

@@ -532,7 +532,12 @@ func setMulti(stmt *pg_query.VariableSetStmt) verdict {
 		}
 		return txOther("SET TRANSACTION")
 	case "TRANSACTION SNAPSHOT":
-		return txOther("SET TRANSACTION SNAPSHOT")
+		// The snapshot was exported on the primary (pg_export_snapshot needs it); it exists
+		// nowhere else.
+		v := txOther("SET TRANSACTION SNAPSHOT")
+		v.access, v.reason = Write, ReasonNodeLocalStats
+		v.subject = "SET TRANSACTION SNAPSHOT (an exported snapshot exists only on the primary, where pgowl runs pg_export_snapshot)"
+		return v
 	case "SESSION CHARACTERISTICS":
 		v := read("SET SESSION CHARACTERISTICS")
 		v.session = SessionSet
