@@ -64,6 +64,10 @@ type Conn struct {
 	Secret []byte
 	// ParameterStatus holds what the node reported at startup.
 	ParameterStatus map[string]string
+	// DefaultIsolation is default_transaction_isolation as the login left it
+	// (server, database and role settings, startup parameters), read once
+	// when the connection was made.
+	DefaultIsolation string
 	// TxStatus is the status byte of the last ReadyForQuery; the proxy keeps it current.
 	TxStatus byte
 
@@ -147,6 +151,17 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 		pc.Close(context.Background())
 		return nil, err
 	}
+	// Role and database settings apply at login and are not reported: a
+	// serializable default makes a standby refuse every statement.
+	isolation, err := pc.Exec(dctx, "SHOW default_transaction_isolation").ReadAll()
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, err
+	}
+	defaultIsolation := ""
+	if len(isolation) == 1 && len(isolation[0].Rows) == 1 && len(isolation[0].Rows[0]) == 1 {
+		defaultIsolation = string(isolation[0].Rows[0][0])
+	}
 	h, err := pc.Hijack()
 	if err != nil {
 		pc.Close(context.Background())
@@ -154,13 +169,14 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 	}
 	now := time.Now()
 	return &Conn{
-		Node:            t.Node,
-		Addr:            t.Addr(),
-		PID:             h.PID,
-		Secret:          h.SecretKey,
-		ParameterStatus: h.ParameterStatuses,
-		TxStatus:        h.TxStatus,
-		Prepared:        make(map[string]struct{}),
+		Node:             t.Node,
+		Addr:             t.Addr(),
+		PID:              h.PID,
+		Secret:           h.SecretKey,
+		ParameterStatus:  h.ParameterStatuses,
+		DefaultIsolation: defaultIsolation,
+		TxStatus:         h.TxStatus,
+		Prepared:         make(map[string]struct{}),
 		// Backend frames are forwarded in pieces, so a large row needs no large
 		// buffer; the limit only guards the few frames pgowl reads whole.
 		Reader:   wire.NewReader(h.Conn, backendReadBuffer, max(maxMessage, maxBackendMessage)),

@@ -111,6 +111,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		return be, dec, nil
 	}
 	req := routeRequest(sess.routingEffects(u))
+	if sess.primaryOnly != "" && req.Access == route.AccessRead {
+		req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, sess.primaryOnly
+	}
 	req.SessionMaxLag = sess.maxLag
 	sess.turn++
 	req.Turn = sess.turn

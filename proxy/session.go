@@ -42,6 +42,11 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
+	// primaryOnly says why every statement of the session needs the primary,
+	// whatever it does: a login that makes serializable the default
+	// isolation level, which a standby refuses for every statement. Empty
+	// otherwise.
+	primaryOnly string
 	// localPgowl holds the pgowl.* settings to restore when the transaction
 	// in which SET LOCAL changed them ends; nil without such a change.
 	localPgowl *pgowlSettings

@@ -222,6 +222,11 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		return false
 	}
 	sess.serverParams = be.conn.ParameterStatus
+	if strings.EqualFold(be.conn.DefaultIsolation, "serializable") {
+		// Every node logs the session in with it: a standby would refuse
+		// every statement ("cannot use serializable mode in a hot standby").
+		sess.primaryOnly = "a serializable default isolation level (startup parameter, role or database setting)"
+	}
 	sess.releaseIdle(be)
 	return true
 }
