@@ -2,6 +2,7 @@ package classify
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -206,8 +207,14 @@ func (a *analysis) resolveCall(call *pg_query.FuncCall) callResult {
 	}
 	allowBuiltin := len(names) <= 2
 	nargs := len(call.GetArgs())
+	var named []string
+	for _, arg := range call.GetArgs() {
+		if n := arg.GetNamedArgExpr(); n != nil {
+			named = append(named, n.GetName())
+		}
+	}
 	for attempt := 0; attempt < 2; attempt++ {
-		if cands := a.candidates(schemas, name, allowBuiltin, nargs); len(cands) > 0 {
+		if cands := a.candidates(schemas, name, allowBuiltin, nargs, named); len(cands) > 0 {
 			return a.choose(call, display, name, cands)
 		}
 		if effect, ok := a.c.functions.extensions[name]; ok {
@@ -257,8 +264,9 @@ func qualifiedText(schema, name string) string {
 }
 
 // candidates lists the functions named name in schemas, in search-path order, whose argument count
-// fits nargs; of several with the same argument types only the first (the one PostgreSQL picks) stays.
-func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, nargs int) []candidate {
+// fits nargs and that have an argument of each name in named (a call in named notation); of several
+// with the same argument types only the first (the one PostgreSQL picks) stays.
+func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, nargs int, named []string) []candidate {
 	var cands []candidate
 	cat := a.run.cat
 	for _, schema := range schemas {
@@ -275,7 +283,7 @@ func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, 
 		}
 	next:
 		for _, f := range cat.funcs[qualified{schema, name}] {
-			if !argCountFits(f, nargs) {
+			if !argCountFits(f, nargs) || !hasArgNames(f, named) {
 				continue
 			}
 			for _, existing := range cands {
@@ -296,6 +304,16 @@ func argCountFits(f *Function, nargs int) bool {
 		minimum = inputs - 1
 	}
 	return nargs >= minimum && (nargs <= inputs || f.Variadic)
+}
+
+// hasArgNames reports whether f has an input argument of each name.
+func hasArgNames(f *Function, names []string) bool {
+	for _, name := range names {
+		if !slices.Contains(f.ArgNames, name) {
+			return false
+		}
+	}
+	return true
 }
 
 func sameArgTypes(x, y *Function) bool {

@@ -33,6 +33,9 @@ type Function struct {
 	ArgTypes []uint32
 	// ArgTypeNames are format_type of ArgTypes, for display: "integer", "text".
 	ArgTypeNames []string
+	// ArgNames are the names of the input arguments, in order ("" for an unnamed one); empty when
+	// none is named. A call in named notation (f(b => 1)) can only run a function with those names.
+	ArgNames []string
 	// Defaults is pronargdefaults: how many trailing input arguments may be omitted.
 	Defaults int
 	// DefaultExprs is pg_get_expr(proargdefaults) read with search_path = pg_catalog: the default

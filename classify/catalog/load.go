@@ -92,6 +92,9 @@ SELECT p.oid, n.nspname, p.proname, l.lanname, p.provolatile::text, p.prokind::t
        CASE WHEN p.prosqlbody IS NOT NULL THEN pg_get_functiondef(p.oid) ELSE '' END,
        p.proargtypes::oid[],
        ARRAY(SELECT format_type(u.t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY AS u(t, i) ORDER BY u.i),
+       CASE WHEN p.proargnames IS NULL THEN '{}'::text[] ELSE ARRAY(
+         SELECT coalesce(p.proargnames[i], '') FROM generate_subscripts(p.proargnames, 1) AS i
+         WHERE p.proargmodes IS NULL OR p.proargmodes[i] IN ('i', 'b', 'v') ORDER BY i) END,
        p.pronargdefaults::int, coalesce(pg_get_expr(p.proargdefaults, 0), ''), p.provariadic <> 0,
        coalesce(pg_get_function_arguments(p.oid), ''),
        CASE WHEN p.prokind = 'p' THEN '' ELSE coalesce(pg_get_function_result(p.oid), '') END,
@@ -119,7 +122,7 @@ func loadFunctions(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData,
 		var f classify.Function
 		var volatility, kind string
 		if err := rows.Scan(&f.OID, &f.Schema, &f.Name, &f.Language, &volatility, &kind, &f.ReturnsSet, &f.Source,
-			&f.SQLBody, &f.ArgTypes, &f.ArgTypeNames, &f.Defaults, &f.DefaultExprs, &f.Variadic, &f.Arguments, &f.Result,
+			&f.SQLBody, &f.ArgTypes, &f.ArgTypeNames, &f.ArgNames, &f.Defaults, &f.DefaultExprs, &f.Variadic, &f.Arguments, &f.Result,
 			&f.Config, &f.Comment, &f.Calls); err != nil {
 			return fmt.Errorf("catalog: read pg_proc row: %w", err)
 		}
