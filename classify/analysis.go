@@ -2,6 +2,7 @@ package classify
 
 import (
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -693,9 +694,9 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		case f.Kind == 'a':
 			return child.aggregate(f)
 		case f.Language == "sql":
-			return child.sqlBody(f)
+			return unfollowedPathChange(f, child.sqlBody(f))
 		case f.Language == "plpgsql":
-			return child.plpgsqlBody(f)
+			return unfollowedPathChange(f, child.plpgsqlBody(f))
 		}
 		volatility := "VOLATILE"
 		if f.Kind == 'p' {
@@ -703,6 +704,22 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
 	})
+}
+
+// bodySetsSearchPath matches a body that changes search_path while it runs: SET [LOCAL]
+// search_path, RESET search_path or ALL, or set_config of search_path or of a name that is not a
+// literal.
+var bodySetsSearchPath = regexp.MustCompile(`(?is)\bset\s+(?:local\s+|session\s+)?search_path\b|\breset\s+(?:search_path|all)\b|\bset_config\s*\(\s*(?:'search_path'|[^'\s])`)
+
+// unfollowedPathChange turns a read into UNKNOWN_EFFECT when the body changes search_path as it
+// runs: its statements were analysed on the path the function starts with, and a name after the
+// change may resolve to another function (one that writes).
+func unfollowedPathChange(f *Function, r fnResult) fnResult {
+	if r.access != Read || !bodySetsSearchPath.MatchString(f.Source) {
+		return r
+	}
+	return fnResult{access: Write, reason: ReasonUnknownEffect, session: r.session,
+		detail: "its body changes search_path, and the names after the change are not resolved again"}
 }
 
 func extensionDetail(name string, effect builtinEffect) string {
