@@ -102,6 +102,7 @@ type callResult struct {
 	chain      []string
 	detail     string
 	session    SessionEffect
+	settings   []string
 	override   string
 	searchPath *SearchPathChange
 }
@@ -114,6 +115,7 @@ type fnResult struct {
 	chain    []string
 	detail   string
 	session  SessionEffect
+	settings []string
 	override string
 	// height is how many levels of functions and views the analysis went through, this one
 	// included; a memoised result deeper than the remaining depth is too deep, whatever the order
@@ -141,7 +143,7 @@ func chainSubject(reason Reason, chain []string, detail string) string {
 
 // fromFn turns the effect of a function or view into the effect of calling or reading it.
 func fromFn(display string, r fnResult) callResult {
-	res := callResult{access: r.access, session: r.session}
+	res := callResult{access: r.access, session: r.session, settings: r.settings}
 	if r.access == Read {
 		res.override = r.override
 		return res
@@ -335,6 +337,11 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 	refusedSetting := ""
 	if effect.configSetter {
 		res.session, res.searchPath = setConfigEffect(call)
+		if res.session&SessionSet != 0 {
+			if name, ok := constText(functionArgument(call, 0).GetAConst()); ok {
+				res.settings = []string{strings.ToLower(name)}
+			}
+		}
 		if subject, refused := refusedSetConfig(call); refused {
 			res.access, refusedSetting = Write, subject
 		}
@@ -412,6 +419,7 @@ func (a *analysis) differingEffects(label, why, short string, signatures []strin
 		subject: label + " (effect unknown: " + short + ")"}
 	for _, r := range results {
 		res.session |= r.session
+		res.settings = mergeNames(res.settings, r.settings)
 	}
 	return res
 }
@@ -430,8 +438,10 @@ func agree(results []callResult) bool {
 func merge(results []callResult) callResult {
 	best := results[0]
 	var session SessionEffect
+	var settings []string
 	for _, r := range results {
 		session |= r.session
+		settings = mergeNames(settings, r.settings)
 		if r.access == Write && reasonRank(r.reason) > reasonRank(best.reason) {
 			best = r
 		}
@@ -440,7 +450,19 @@ func merge(results []callResult) callResult {
 		}
 	}
 	best.session = session
+	best.settings = settings
 	return best
+}
+
+// mergeNames returns the union of two lists of setting names, keeping a's order; a is returned
+// as is when b adds nothing.
+func mergeNames(a, b []string) []string {
+	for _, name := range b {
+		if !slices.Contains(a, name) {
+			a = append(a[:len(a):len(a)], name)
+		}
+	}
+	return a
 }
 
 // argEvidence is what a call's argument says about its type.
@@ -632,8 +654,28 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 	return 0
 }
 
-// functionEffect analyses what running f does, memoised per catalogue and search path.
+// functionEffect analyses what calling f does: what running it does, and the CHECK constraints
+// of domains its arguments take, which run as the caller converts the arguments.
 func (a *analysis) functionEffect(f *Function) fnResult {
+	r := a.runEffect(f)
+	if cat := a.run.cat; cat == nil || len(cat.domainChecks) == 0 {
+		return r
+	}
+	checks := callResult{access: Read}
+	for _, oid := range f.ArgTypes {
+		if a.run.cat.domainBase[oid] != 0 {
+			checks = stronger(checks, a.domainChecks(oid))
+		}
+	}
+	if checks.access != Write || (r.access == Write && reasonRank(r.reason) >= reasonRank(checks.reason)) {
+		return r
+	}
+	return fnResult{access: Write, reason: checks.reason, chain: checks.chain, detail: checks.detail,
+		session: r.session | checks.session, settings: mergeNames(r.settings, checks.settings), height: r.height}
+}
+
+// runEffect analyses what running f does, memoised per catalogue and search path.
+func (a *analysis) runEffect(f *Function) fnResult {
 	if kind, source := f.directive(); kind == "writes" {
 		return fnResult{access: Write, reason: ReasonWritingFunction, detail: "asserted by " + source}
 	} else if kind == "readonly" {
@@ -718,7 +760,7 @@ func unfollowedPathChange(f *Function, r fnResult) fnResult {
 	if r.access != Read || !bodySetsSearchPath.MatchString(f.Source) {
 		return r
 	}
-	return fnResult{access: Write, reason: ReasonUnknownEffect, session: r.session,
+	return fnResult{access: Write, reason: ReasonUnknownEffect, session: r.session, settings: r.settings,
 		detail: "its body changes search_path, and the names after the change are not resolved again"}
 }
 
@@ -802,6 +844,7 @@ func (a *analysis) aggregate(f *Function) fnResult {
 		}
 		r := fromFn(support.Signature(), a.functionEffect(support))
 		result.session |= r.session
+		result.settings = mergeNames(result.settings, r.settings)
 		if r.access == Write && reasonRank(fnReason(r.reason)) > reasonRank(result.reason) {
 			result.access, result.reason, result.chain, result.detail = Write, fnReason(r.reason), r.chain, r.detail
 		}
@@ -830,6 +873,7 @@ func combineBody(stmts []*pg_query.Node, verdicts []verdict, outer func(Reason) 
 	result := fnResult{access: Read}
 	for i, v := range verdicts {
 		result.session |= v.session
+		result.settings = mergeNames(result.settings, v.settings)
 		if v.catalogueChange {
 			result.session |= sessionCatalogueChange
 		}
@@ -1069,7 +1113,7 @@ func changesCatalogue(node *pg_query.Node) bool {
 		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
 		// Casts, operators and types decide which function an expression runs.
 		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
-		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt,
+		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt, *pg_query.Node_AlterDomainStmt,
 		// Row security policies run when their table is read.
 		*pg_query.Node_CreatePolicyStmt, *pg_query.Node_AlterPolicyStmt,
 		// A DO block is how migrations often run DDL; what it runs is not analysed.

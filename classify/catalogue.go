@@ -171,6 +171,11 @@ type Type struct {
 	Kind byte
 	// Base is a domain's base type (typbasetype), else 0.
 	Base uint32
+	// Check lists, comma-separated and each in parentheses, a domain's own CHECK expressions
+	// (VALUE stands for the value), which run wherever a value becomes of the domain: a cast,
+	// an argument of a function that takes the domain. Read with search_path = pg_catalog, so
+	// every other name in them is qualified; "" when none.
+	Check string
 }
 
 // Operator is an operator outside pg_catalog and the function it runs (pg_operator.oprcode).
@@ -246,6 +251,8 @@ type Catalogue struct {
 	castsTo map[uint32][]Cast
 	// domainBase maps a domain to its base type: casts to and from a domain are those of its base.
 	domainBase map[uint32]uint32
+	// domainChecks holds the domains with CHECK constraints, by OID.
+	domainChecks map[uint32]*Type
 	// fieldCastTargets lists, per composite type, the types of its fields that Casts convert to.
 	fieldCastTargets map[uint32][]uint32
 	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
@@ -297,13 +304,18 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 	}
 	rowTypes := make(map[uint32]bool)
 	c.domainBase = make(map[uint32]uint32)
-	for _, t := range c.data.Types {
+	c.domainChecks = make(map[uint32]*Type)
+	for i := range c.data.Types {
+		t := &c.data.Types[i]
 		c.types[qualified{t.Schema, t.Name}] = t.OID
 		switch t.Kind {
 		case 'c':
 			rowTypes[t.OID] = true
 		case 'd':
 			c.domainBase[t.OID] = t.Base
+			if t.Check != "" {
+				c.domainChecks[t.OID] = t
+			}
 		}
 	}
 	c.operators = make(map[qualified][]*Operator, len(c.data.Operators))
@@ -459,6 +471,7 @@ func checksum(d *CatalogueData) string {
 		write(t.Schema)
 		write(t.Name)
 		write(string([]byte{t.Kind}) + strconv.FormatUint(uint64(t.Base), 10))
+		write(t.Check)
 	}
 	operators := append([]Operator(nil), d.Operators...)
 	sort.Slice(operators, func(i, j int) bool {

@@ -279,6 +279,7 @@ func combine(verdicts []verdict) Effects {
 	effects.Tx = verdicts[0].tx
 	for _, v := range verdicts {
 		effects.Session |= v.session &^ sessionCatalogueChange
+		effects.SetConfigNames = mergeNames(effects.SetConfigNames, v.settings)
 		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange || v.session&sessionCatalogueChange != 0
 		switch {
 		case v.access == Write && effects.Access == Read:

@@ -115,6 +115,17 @@ func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
 		return callResult{access: Read}
 	}
 	a.run.dependent = true
+	element := cast.GetTypeName()
+	if len(element.GetArrayBounds()) > 0 {
+		element = &pg_query.TypeName{Names: element.GetNames()}
+	}
+	return stronger(a.castFunctions(cast, element), a.domainChecks(a.typeOID(element)))
+}
+
+// castFunctions is the part of resolveCast that finds user cast functions; element is the target
+// type, or its element type for an array.
+func (a *analysis) castFunctions(cast *pg_query.TypeCast, element *pg_query.TypeName) callResult {
+	cat := a.run.cat
 	if len(cat.castsTo) == 0 {
 		return callResult{access: Read}
 	}
@@ -139,10 +150,6 @@ func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
 		}
 	} else {
 		// An array cast converts each element; a domain casts as its base type.
-		element := cast.GetTypeName()
-		if len(element.GetArrayBounds()) > 0 {
-			element = &pg_query.TypeName{Names: element.GetNames()}
-		}
 		target := cat.baseType(a.typeOID(element))
 		if target == 0 {
 			return callResult{access: Read} // not a type the catalogue knows: no user cast to it either
@@ -214,6 +221,40 @@ func attributeField(ref *pg_query.ColumnRef) (display, field string, ok bool) {
 		parts = append(parts, s.String_.GetSval())
 	}
 	return strings.Join(parts, "."), parts[len(parts)-1], true
+}
+
+// domainChecks is what making a value of type oid runs: the CHECK constraints of the domain and
+// of the domains it is built on. A read when oid is no domain with checks.
+func (a *analysis) domainChecks(oid uint32) callResult {
+	cat := a.run.cat
+	result := callResult{access: Read}
+	if cat == nil || len(cat.domainChecks) == 0 {
+		return result
+	}
+	for range 8 {
+		if t := cat.domainChecks[oid]; t != nil {
+			display := "check of domain " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+			result = stronger(result, fromFn(display, a.definitionEffect('k', t.OID, "SELECT "+t.Check, "domain check")))
+		}
+		base, ok := cat.domainBase[oid]
+		if !ok || base == 0 {
+			break
+		}
+		oid = base
+	}
+	return result
+}
+
+// stronger returns the stronger of two call results (a write over a read, then the higher-ranked
+// reason), with the session effects and setting names of both.
+func stronger(x, y callResult) callResult {
+	best := x
+	if y.access == Write && (x.access != Write || reasonRank(y.reason) > reasonRank(x.reason)) {
+		best = y
+	}
+	best.session = x.session | y.session
+	best.settings = mergeNames(x.settings, y.settings)
+	return best
 }
 
 // baseType is a domain's base type (domains over domains followed), or oid itself.

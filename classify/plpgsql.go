@@ -242,6 +242,8 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 		case "PLpgSQL_expr":
 			w.expression(value)
 			continue
+		case "PLpgSQL_type":
+			w.declaredType(value)
 		case "PLpgSQL_stmt_commit":
 			w.add(nil, write("COMMIT"))
 		case "PLpgSQL_stmt_rollback":
@@ -265,6 +267,24 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 		for _, value := range n.values {
 			w.walk(value, depth+1)
 		}
+	}
+}
+
+// declaredType adds what giving a variable of a declared type a value runs: the CHECK constraints
+// when the type is a domain with checks (PL/pgSQL checks them at every assignment).
+func (w *plWalker) declaredType(t *jsonNode) {
+	name := t.get("typname")
+	if cat := w.a.run.cat; name == nil || name.text == "" || name.text == "UNKNOWN" || cat == nil || len(cat.domainChecks) == 0 {
+		return
+	}
+	tree, err := pg_query.Parse("SELECT NULL::" + name.text)
+	if err != nil || len(tree.GetStmts()) != 1 {
+		return // %TYPE, %ROWTYPE and the like: not a domain written out
+	}
+	stmt := tree.GetStmts()[0].GetStmt()
+	if v := w.a.statement(stmt); v.access == Write {
+		v.subject = "a variable of type " + name.text + ": " + v.subject
+		w.add(stmt, v)
 	}
 }
 

@@ -16,6 +16,8 @@ type finding struct {
 	chain   []string
 	detail  string
 	session SessionEffect
+	// settings are the names of settings set_config calls with a constant name may change.
+	settings []string
 	// override is the assertion a read relied on (a function asserted read-only); "" when none.
 	override string
 	// searchPath is set by set_config('search_path', ..., false).
@@ -276,6 +278,7 @@ func (s *scanner) functionCall(call *pg_query.FuncCall) {
 // apply records the effect of a call, named or implicit.
 func (s *scanner) apply(r callResult) {
 	s.found.session |= r.session
+	s.found.settings = mergeNames(s.found.settings, r.settings)
 	if r.searchPath != nil {
 		s.found.searchPath = r.searchPath
 	}
@@ -290,6 +293,7 @@ func (s *scanner) apply(r callResult) {
 func (s *scanner) relation(rv *pg_query.RangeVar) {
 	r := s.a.resolveRelation(rv, s.ctes)
 	s.found.session |= r.session
+	s.found.settings = mergeNames(s.found.settings, r.settings)
 	if r.access == Write {
 		s.recordChain(r.reason, r.subject, r.chain, r.detail)
 	} else if r.override != "" && s.found.override == "" {

@@ -15,7 +15,9 @@ type verdict struct {
 	subject string
 	tx      TxControl
 	session SessionEffect
-	pgowl   *PgowlCommand
+	// settings are the names of settings set_config calls with a constant name may change.
+	settings []string
+	pgowl    *PgowlCommand
 	// chain and detail explain a finding inside functions or views (see Effects.Chain).
 	chain  []string
 	detail string
@@ -243,6 +245,7 @@ func (a *analysis) executed(query *pg_query.Node, base verdict) verdict {
 	}
 	found := a.scan(query, base.access == Read)
 	base.session |= found.session
+	base.settings = mergeNames(base.settings, found.settings)
 	if found.searchPath != nil {
 		base.searchPath = found.searchPath
 	}

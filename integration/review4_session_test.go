@@ -112,7 +112,6 @@ func TestReview4SessionParamSetConfigReplayLeaksOtherSessionSettings(t *testing.
 // Suspected cause: proxy/session.go trackSessionEffects/applySets record
 // u.setSQL verbatim; proxy/choose.go prepareBackend re-runs it.
 func TestReview4SessionSetConfigReplayReevaluates(t *testing.T) {
-	t.Skip(`known limit (README "Limits"): a set_config value computed by an expression is not replayed (replaying would compute another value); it holds on the backend it ran on, which is reset before its next use, so the session loses it when it moves. Was: replayed and re-evaluated (fixed: no longer re-run).`)
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -161,7 +160,6 @@ func TestReview4SessionSetConfigReplayRerunsWrites(t *testing.T) {
 	catchUp(t, c)
 
 	t.Run("setting_on_standby", func(t *testing.T) {
-		t.Skip(`known limit (README "Limits"): set_config inside a function is not replayed (replaying ran the function again, and its INSERT: write_not_repeated guards that); the setting holds only on the backend it ran on`)
 		var got []string
 		bad := false
 		for i := 0; i < 4; i++ {

@@ -22,9 +22,11 @@ import (
 type classifierState struct {
 	ctx   classify.Context
 	ready bool
-	// setsSeen, pendingSeen and lastPending say which of the session's settings ctx reflects.
-	setsSeen, pendingSeen int
-	lastPending           string
+	// setsSeen (the session's settings key), pendingSeen and lastPending say which of the
+	// session's settings ctx reflects.
+	setsSeen    string
+	pendingSeen int
+	lastPending string
 	// changeRan: a unit that changes functions, views, casts, operators or types has run; once
 	// the session is outside a transaction block (the change is committed, or rolled back), the
 	// database's catalogue is invalidated again, so that what was loaded meanwhile is not kept.
@@ -66,11 +68,11 @@ func (st *classifierState) refresh(sess *session, c *classify.Classifier) {
 	if pending > 0 {
 		lastPending = sess.pendingSets[pending-1]
 	}
-	if st.ready && st.setsSeen == len(sess.sets) && st.pendingSeen == pending && st.lastPending == lastPending {
+	if st.ready && st.setsSeen == sess.settingsKey && st.pendingSeen == pending && st.lastPending == lastPending {
 		return
 	}
 	st.ready = true
-	st.setsSeen, st.pendingSeen, st.lastPending = len(sess.sets), pending, lastPending
+	st.setsSeen, st.pendingSeen, st.lastPending = sess.settingsKey, pending, lastPending
 	st.ctx.Database = sess.database
 	st.ctx.User = sess.user
 	startup := startupSearchPath(sess.login.Params)

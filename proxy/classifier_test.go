@@ -59,16 +59,26 @@ func TestSessionClassifyCachedDoesNotAllocate(t *testing.T) {
 		t.Errorf("startup search_path: %q", got)
 	}
 	sess.sets = append(sess.sets, "SET search_path TO other")
+	sess.updateSettingsKey()
 	sess.classify(sql, nil)
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "other" {
 		t.Errorf("after SET search_path: %q", got)
 	}
+	// A SET that replaces the recorded one leaves as many entries: still seen.
+	sess.sets = []string{"SET search_path TO second"}
+	sess.updateSettingsKey()
+	sess.classify(sql, nil)
+	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "second" {
+		t.Errorf("after a second SET search_path: %q", got)
+	}
 	sess.sets = append(sess.sets, "RESET search_path")
+	sess.updateSettingsKey()
 	sess.classify(sql, nil)
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "lib,public" {
 		t.Errorf("after RESET search_path: %q", got)
 	}
 	sess.sets = append(sess.sets, "SELECT set_config('search_path', current_setting('x'), false)")
+	sess.updateSettingsKey()
 	sess.classify(sql, nil)
 	if !sess.cls.ctx.SearchPathUnknown {
 		t.Errorf("after set_config of an expression the search path must be unknown")

@@ -453,7 +453,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// A DO block or a procedure pgowl cannot read may have called
 		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
 		// session; the settings count as unknown when that pin ends.)
-		be.conn.Settings = unknownSettings
+		sess.carrySettingsReadBack(be, u.effects.SetConfigNames)
 	}
 	if sess.stateMayHaveChanged(u, status) {
 		sess.pinsToCheck = true
@@ -559,8 +559,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		}
 		switch {
 		case replay == "":
-			sess.log.Warn().Msg("a session setting changed in a way pgowl cannot replay (inside a function, with a computed value or a parameter, or in a multi-statement string); it holds on this connection only, which is reset before its next use")
-			be.conn.Settings = unknownSettings
+			sess.carrySettingsReadBack(be, eff.SetConfigNames)
 		case be.conn.TxStatus == 'I':
 			sess.applySets(be, []string{replay})
 		default:
@@ -582,8 +581,11 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 		sess.pinBits |= bits
 		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
 	}
-	if eff.Session&(classify.SessionSet|classify.SessionDiscard) != 0 {
-		sess.log.Warn().Msg("a session setting changed inside a multi-statement string or with parameters; it is not carried to the session's other nodes")
+	switch {
+	case eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0:
+		sess.carrySettingsReadBack(be, eff.SetConfigNames)
+	case eff.Session&classify.SessionDiscard != 0:
+		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
 		be.conn.Settings = unknownSettings
 	}
 	if eff.Session&(classify.SessionDiscard|classify.SessionDeallocate) != 0 {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -15,6 +16,75 @@ import (
 // replayed: replaying would run the statement's other effects again and could
 // compute another value. Such a change holds on the backend it ran on, whose
 // settings then count as unknown (reset before its next unit).
+
+// sessionSettingsQuery lists the settings the session changed on a backend:
+// what pgowl replayed there for it and what its own statements set, and the
+// values of the named settings that pg_settings does not list (settings of
+// applications such as app.tenant, which PostgreSQL keeps as placeholders).
+// The client's encoding comes first, so that the values after it are read in
+// the encoding they were sent in.
+func sessionSettingsQuery(names []string) string {
+	var b strings.Builder
+	b.WriteString(`SELECT name, setting FROM (SELECT name, setting FROM pg_catalog.pg_settings
+WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND name NOT LIKE 'transaction\_%'`)
+	if len(names) > 0 {
+		b.WriteString("\nUNION ALL SELECT n, pg_catalog.current_setting(n, true) FROM (VALUES ")
+		for i, name := range names {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + quoteLiteral(name) + "::text)")
+		}
+		b.WriteString(") AS v(n) WHERE pg_catalog.current_setting(n, true) IS NOT NULL")
+	}
+	b.WriteString(") AS s ORDER BY name <> 'client_encoding', name")
+	return b.String()
+}
+
+// carrySettingsReadBack follows a unit that changed settings in a way that
+// cannot be replayed as sent (set_config inside a function, a computed
+// value, a multi-statement string): once the backend is idle, it reads the
+// values the session's settings have there and records them, replacing what
+// the session had recorded, as set_config calls with those values. Other
+// backends then get the values, not the statements that produced them. When
+// the backend is not idle (an open transaction or batch may still undo the
+// change), or the read fails, the session keeps what it had recorded. Either
+// way the connection's settings count as unknown: it is reset before its
+// next use.
+func (sess *session) carrySettingsReadBack(be *backend, named []string) {
+	if be.conn.TxStatus == 'I' && !be.openBatch && be.expect.len() == 0 {
+		for _, recorded := range sess.sets {
+			if name, _, ok := recordedSettingName(recorded); ok && !slices.Contains(named, name) {
+				named = append(named[:len(named):len(named)], name)
+			}
+		}
+		var sets []string
+		seen := map[string]bool{}
+		code, err := sess.runOnBackend(be, sessionSettingsQuery(named), func(row []byte) {
+			if values, ok := rowValues(row); ok && len(values) == 2 && !seen[strings.ToLower(values[0])] {
+				seen[strings.ToLower(values[0])] = true
+				sets = append(sets, setConfigReplay(values[0], values[1]))
+			}
+		})
+		if err != nil {
+			sess.dropBackend(be)
+			return
+		}
+		if code == "" {
+			sess.sets = append(sess.sets[:0], sets...)
+			sess.updateSettingsKey()
+			// What the unit may have left beyond what pgowl can name (an
+			// application setting under a computed name, or set by code it
+			// cannot read) must reach no other session: the backend is reset
+			// and given the recorded settings before its next use.
+			be.conn.Settings = unknownSettings
+			sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
+			return
+		}
+	}
+	sess.log.Warn().Msg("a session setting changed in a way pgowl cannot follow (inside an open transaction or batch, or the settings could not be read back); it holds on this connection only, which is reset before its next use")
+	be.conn.Settings = unknownSettings
+}
 
 // setConfigCall matches a statement that is one session-level set_config
 // call: SELECT [pg_catalog.]set_config('name', value, false), where value is a

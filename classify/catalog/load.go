@@ -183,12 +183,15 @@ ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 
 func loadTypes(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
 	data.Types, err = readAll(ctx, tx, "types", `
-SELECT t.oid, n.nspname, t.typname, t.typtype::text, t.typbasetype::oid
+SELECT t.oid, n.nspname, t.typname, t.typtype::text, t.typbasetype::oid,
+       CASE WHEN t.typtype = 'd' THEN coalesce((
+         SELECT string_agg('(' || pg_get_expr(c.conbin, 0) || ')', ', ' ORDER BY c.conname)
+         FROM pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c'), '') ELSE '' END
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
 ORDER BY t.oid`, func(row pgx.CollectableRow, t *classify.Type) error {
 		var kind string
-		if err := row.Scan(&t.OID, &t.Schema, &t.Name, &kind, &t.Base); err != nil {
+		if err := row.Scan(&t.OID, &t.Schema, &t.Name, &kind, &t.Base, &t.Check); err != nil {
 			return err
 		}
 		if kind != "" {
