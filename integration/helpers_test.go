@@ -500,3 +500,21 @@ func asPgError(err error) (*pgconn.PgError, bool) {
 	ok := errors.As(err, &pgErr)
 	return pgErr, ok
 }
+
+// runOnPrimary runs sql through pgowl; it must succeed, and every unit must
+// have run on the primary.
+func runOnPrimary(t *testing.T, conn *client, sql string) {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	_, err := conn.PgConn().Exec(ctx, sql).ReadAll()
+	rs := conn.routes(t)
+	if err != nil {
+		t.Errorf("%s: %v (routes %v); it works on the primary", sql, err, rs)
+		return
+	}
+	for _, r := range rs {
+		if r.Role != "primary" {
+			t.Errorf("%s: ran on %v, want the primary", sql, r)
+		}
+	}
+}

@@ -98,23 +98,6 @@ func r4rRows(t *testing.T, conn *client, sql string) (string, error) {
 	return strings.Join(out, "\n"), rows.Err()
 }
 
-// r4rExec runs sql through pgowl; it must succeed on the primary.
-func r4rExec(t *testing.T, conn *client, sql string) {
-	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	_, err := conn.PgConn().Exec(ctx, sql).ReadAll()
-	rs := conn.routes(t)
-	if err != nil {
-		t.Errorf("%s: %v (routes %v); it works on the primary", sql, err, rs)
-		return
-	}
-	for _, r := range rs {
-		if r.Role != "primary" {
-			t.Errorf("%s: ran on %v, want the primary", sql, r)
-		}
-	}
-}
-
 // r4rMust runs sql through pgowl and requires it to succeed (on any node).
 func r4rMust(t *testing.T, conn *client, sql string) {
 	t.Helper()
@@ -173,7 +156,7 @@ func TestReview4RoutingReadonlyHintMultiStatement(t *testing.T) {
 		"/*pgowl:readonly*/ SELECT count(*) FROM pg_catalog.pg_stat_activity; SELECT nextval('public.r4r_seq')",
 		"/*pgowl:readonly*/ SELECT public.r4r_internal_abs(-3); SELECT id FROM public.r4r_t WHERE id = 1 FOR UPDATE",
 	} {
-		r4rExec(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 }
 
@@ -192,10 +175,10 @@ func TestReview4RoutingReadonlyHintMultiStatement(t *testing.T) {
 func TestReview4RoutingExplainFoldsImmutableCall(t *testing.T) {
 	c, o := r4rSetup(t)
 	conn := rvConnect(t, o)
-	t.Run("Control", func(t *testing.T) { r4rExec(t, conn, "SELECT public.r4r_imm_nextval()") })
-	t.Run("ExplainSelect", func(t *testing.T) { r4rExec(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r4r_imm_nextval()") })
+	t.Run("Control", func(t *testing.T) { runOnPrimary(t, conn, "SELECT public.r4r_imm_nextval()") })
+	t.Run("ExplainSelect", func(t *testing.T) { runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r4r_imm_nextval()") })
 	t.Run("ExplainInsert", func(t *testing.T) {
-		r4rExec(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r4r_t VALUES (-5, public.r4r_imm_nextval()::int)")
+		runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r4r_t VALUES (-5, public.r4r_imm_nextval()::int)")
 	})
 	t.Run("ExplainVerboseNodeLocal", func(t *testing.T) {
 		sql := "EXPLAIN (VERBOSE, COSTS OFF) SELECT public.r4r_imm_repl()"
@@ -263,7 +246,7 @@ func TestReview4RoutingFunctionReplacedInTransaction(t *testing.T) {
 	r4rMust(t, conn, "SELECT public.r4r_other(3)")
 	r4rMust(t, conn, "COMMIT")
 	for i := 0; i < 3; i++ {
-		r4rExec(t, conn, "SELECT public.r4r_swap_tx()")
+		runOnPrimary(t, conn, "SELECT public.r4r_swap_tx()")
 		time.Sleep(300 * time.Millisecond)
 	}
 }
@@ -285,7 +268,7 @@ func TestReview4RoutingFunctionReplacedInDoBlock(t *testing.T) {
 END $do$`)
 	time.Sleep(1500 * time.Millisecond)
 	for i := 0; i < 3; i++ {
-		r4rExec(t, conn, "SELECT public.r4r_swap_do()")
+		runOnPrimary(t, conn, "SELECT public.r4r_swap_do()")
 	}
 }
 
@@ -317,7 +300,7 @@ func TestReview4RoutingShapesPass(t *testing.T) {
 		"EXPLAIN ANALYZE INSERT INTO public.r4r_t VALUES (-8, 0) ON CONFLICT DO NOTHING",
 		"EXPLAIN (ANALYZE, COSTS OFF) SELECT public.r4r_atomic_next()",
 	} {
-		r4rExec(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 	// COPY (SELECT writing function) TO STDOUT.
 	var out strings.Builder

@@ -136,7 +136,7 @@ func r6cNotPrimary(t *testing.T, conn *client, sql string) {
 func TestReview6ClassifyExplainInlinedVolatileWrapper(t *testing.T) {
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
-	t.Run("Nextval", func(t *testing.T) { r4rExec(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_wrap_next()") })
+	t.Run("Nextval", func(t *testing.T) { runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_wrap_next()") })
 	t.Run("NodeLocal", func(t *testing.T) {
 		r6cSameAsPrimary(t, c, conn, "EXPLAIN (VERBOSE, COSTS OFF) SELECT public.r6c_vol_wrap_repl()")
 	})
@@ -151,7 +151,7 @@ func TestReview6ClassifyExplainInlinedVolatileWrapper(t *testing.T) {
 func TestReview6ClassifyExplainVolatileDefaultArgument(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
-	r4rExec(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_def()")
+	runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_def()")
 }
 
 // TestReview6ClassifyExplainRewrittenInsert: EXPLAIN (no ANALYZE) of an INSERT whose rewritten
@@ -168,10 +168,10 @@ func TestReview6ClassifyExplainRewrittenInsert(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	t.Run("ColumnDefault", func(t *testing.T) {
-		r4rExec(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r6c_defcol (id) VALUES (1)")
+		runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r6c_defcol (id) VALUES (1)")
 	})
 	t.Run("InsteadRule", func(t *testing.T) {
-		r4rExec(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r6c_rule_v (id) VALUES (1)")
+		runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) INSERT INTO public.r6c_rule_v (id) VALUES (1)")
 	})
 }
 
@@ -192,7 +192,7 @@ func TestReview6ClassifyUnloggedChild(t *testing.T) {
 		"SELECT count(*) FROM public.r6c_inh",
 		"EXPLAIN (COSTS OFF) SELECT * FROM public.r6c_parent",
 	} {
-		r4rExec(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 }
 
@@ -212,7 +212,7 @@ func TestReview6ClassifyTableTurnedUnlogged(t *testing.T) {
 	r4rMust(t, conn, "ALTER TABLE public.r6c_flip SET UNLOGGED")
 	time.Sleep(1500 * time.Millisecond)
 	for i := 0; i < 2; i++ {
-		r4rExec(t, conn, "SELECT count(*) FROM public.r6c_flip")
+		runOnPrimary(t, conn, "SELECT count(*) FROM public.r6c_flip")
 	}
 }
 
@@ -256,7 +256,7 @@ func TestReview6ClassifyPasses(t *testing.T) {
 		"SELECT pg_catalog.pg_relation_size('public.r6c_t')",
 		"EXPLAIN (COSTS OFF) SELECT * FROM public.r6c_part1",
 	} {
-		r4rExec(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 	t.Run("CopyPartition", func(t *testing.T) {
 		var out strings.Builder
@@ -279,7 +279,7 @@ func TestReview6ClassifyPasses(t *testing.T) {
 		r4rMust(t, conn, "CREATE UNLOGGED TABLE r6c_s.r6c_new (id int)")
 		r4rMust(t, conn, "INSERT INTO r6c_s.r6c_new VALUES (1)")
 		time.Sleep(1500 * time.Millisecond)
-		r4rExec(t, conn, "SELECT count(*) FROM r6c_s.r6c_new")
+		runOnPrimary(t, conn, "SELECT count(*) FROM r6c_s.r6c_new")
 	})
 	t.Run("PositiveEdges", func(t *testing.T) {
 		r6cSameAsPrimary(t, c, conn, "SELECT public.r6c_edge(2147483647)")
@@ -292,14 +292,14 @@ func TestReview6ClassifyPasses(t *testing.T) {
 		"EXPLAIN (ANALYZE off) DELETE FROM public.r6c_t WHERE id = -4",
 		"EXPLAIN (COSTS OFF) WITH d AS (DELETE FROM public.r6c_t WHERE id = -5 RETURNING 1) SELECT * FROM d",
 	} {
-		r4rExec(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 	// A volatile built-in is never run while planning: a standby is fine.
 	r6cNotPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT nextval('public.r6c_seq')")
 	// EXPLAIN EXECUTE of a statement prepared with SQL PREPARE: the session is pinned.
 	t.Run("ExplainExecute", func(t *testing.T) {
 		r4rMust(t, conn, "PREPARE r6c_q AS SELECT public.r6c_imm_next()")
-		r4rExec(t, conn, "EXPLAIN (COSTS OFF) EXECUTE r6c_q")
+		runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) EXECUTE r6c_q")
 		r4rMust(t, conn, "DEALLOCATE r6c_q")
 	})
 }

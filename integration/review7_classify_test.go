@@ -118,23 +118,6 @@ func r7cConnect(t *testing.T, o *owl, params map[string]string) *client {
 	return conn
 }
 
-// r7cPrimary runs sql through pgowl; it must succeed and run on the primary.
-func r7cPrimary(t *testing.T, conn *client, sql string) {
-	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	_, err := conn.PgConn().Exec(ctx, sql).ReadAll()
-	rs := conn.routes(t)
-	if err != nil {
-		t.Errorf("%s: %v (routes %v); it works on the primary", sql, err, rs)
-		return
-	}
-	for _, r := range rs {
-		if r.Role != "primary" {
-			t.Errorf("%s: ran on %v, want the primary", sql, r)
-		}
-	}
-}
-
 // r7cOK runs sql through pgowl; it must succeed wherever it runs.
 func r7cOK(t *testing.T, conn *client, sql string) []routeNotice {
 	t.Helper()
@@ -172,7 +155,7 @@ func TestReview7ClassifyDomainCheck(t *testing.T) {
 		"SELECT d FROM public.r7c_domview",
 		"SELECT ARRAY[5]::public.r7c_dom[]",
 	} {
-		r7cPrimary(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 }
 
@@ -189,10 +172,10 @@ func TestReview7ClassifyDomainCheck(t *testing.T) {
 func TestReview7ClassifyNamedArgumentHidesOverload(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public, r7c_s"})
-	r7cPrimary(t, conn, "SELECT r7c_named(b => 1)")
+	runOnPrimary(t, conn, "SELECT r7c_named(b => 1)")
 	// Named arguments reordered: r7c_ord(b => 1, a => 'x') is r7c_ord(a text, b int), which writes.
-	r7cPrimary(t, conn, "SELECT public.r7c_ord(b => 1, a => 'x')")
-	r7cPrimary(t, conn, "SELECT public.r7c_ord(b := 1, a := 'x')")
+	runOnPrimary(t, conn, "SELECT public.r7c_ord(b => 1, a => 'x')")
+	runOnPrimary(t, conn, "SELECT public.r7c_ord(b := 1, a := 'x')")
 	// control: r7c_named(a => 1) only reads.
 	r7cOK(t, conn, "SELECT r7c_named(a => 1)")
 }
@@ -208,8 +191,8 @@ func TestReview7ClassifyNamedArgumentHidesOverload(t *testing.T) {
 func TestReview7ClassifyPlpgsqlSetsSearchPath(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public"})
-	r7cPrimary(t, conn, "SELECT public.r7c_pl_setlocal()")
-	r7cPrimary(t, conn, "SELECT public.r7c_pl_setconfig()")
+	runOnPrimary(t, conn, "SELECT public.r7c_pl_setlocal()")
+	runOnPrimary(t, conn, "SELECT public.r7c_pl_setconfig()")
 }
 
 // TestReview7ClassifyFunctionChangesSessionSearchPath: a function that calls
@@ -236,7 +219,7 @@ func TestReview7ClassifyFunctionChangesSessionSearchPath(t *testing.T) {
 	if path != "r7c_s, public" {
 		t.Errorf("SHOW search_path after r7c_pl_setsession(): %q on %v, want \"r7c_s, public\" (the function set it for the session)", path, rs)
 	}
-	r7cPrimary(t, conn, "SELECT r7c_f()")
+	runOnPrimary(t, conn, "SELECT r7c_f()")
 }
 
 // TestReview7ClassifySerializableDefaultAtStartup: a serializable default isolation level from the
@@ -395,7 +378,7 @@ func TestReview7ClassifyPasses(t *testing.T) {
 		"VACUUM public.r7c_t",
 		"COMMENT ON TABLE public.r7c_t IS 'r7c'",
 	} {
-		r7cPrimary(t, conn, sql)
+		runOnPrimary(t, conn, sql)
 	}
 	// Reads a standby answers the same.
 	for _, sql := range []string{
@@ -407,7 +390,7 @@ func TestReview7ClassifyPasses(t *testing.T) {
 	}
 	t.Run("PrepareExecute", func(t *testing.T) {
 		r7cOK(t, conn, "PREPARE r7c_p AS SELECT nextval('public.r7c_seq')")
-		r7cPrimary(t, conn, "EXECUTE r7c_p")
+		runOnPrimary(t, conn, "EXECUTE r7c_p")
 		r7cOK(t, conn, "DEALLOCATE r7c_p")
 	})
 	t.Run("SerializableDefaultBySet", func(t *testing.T) {
