@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestListenNotify checks that LISTEN pins the session to the primary and
@@ -55,4 +57,53 @@ func TestListenNotify(t *testing.T) {
 	}
 	r = listener.oneRoute(t, "read after UNLISTEN *")
 	wantRoute(t, "read after UNLISTEN *", r, "standby", "READ_ONLY")
+}
+
+// TestListenerToldWhenItsBackendIsLost: a client waiting for notifications
+// sends nothing. When the backend it listens on goes away (here: killed on
+// the node), it must learn so, as a direct connection would, instead of
+// waiting for ever for notifications that can no longer come: pgowl sends a
+// FATAL (57P01) and closes the connection, and a new connection listens
+// again.
+func TestListenerToldWhenItsBackendIsLost(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	const app = "listen-lost"
+	listener := o.connect(t, func(cfg *pgx.ConnConfig) { cfg.RuntimeParams["application_name"] = app })
+	ctx := timeoutCtx(t, 30*time.Second)
+	if _, err := listener.Exec(ctx, "LISTEN lost_channel"); err != nil {
+		t.Fatalf("LISTEN: %v", err)
+	}
+	listener.routes(t)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := listener.WaitForNotification(timeoutCtx(t, 20*time.Second))
+		waited <- err
+	}()
+	primary := c.Nodes[0]
+	if err := primary.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '"+app+"'"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		pgErr, ok := asPgError(err)
+		if !ok || pgErr.Severity != "FATAL" || pgErr.Code != "57P01" {
+			t.Fatalf("the waiting listener got %v, want a FATAL 57P01 from pgowl", err)
+		}
+		t.Logf("listener told: %s", pgErr.Message)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the listener was not told that its backend was lost: it would wait for ever")
+	}
+	again := o.connect(t, nil)
+	if _, err := again.Exec(ctx, "LISTEN lost_channel"); err != nil {
+		t.Fatalf("LISTEN on a new connection: %v", err)
+	}
+	notifier := o.connect(t, nil)
+	if _, err := notifier.Exec(ctx, "NOTIFY lost_channel, 'back'"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := again.WaitForNotification(timeoutCtx(t, 5*time.Second))
+	if err != nil || n.Payload != "back" {
+		t.Fatalf("the new listener: %v %v", n, err)
+	}
 }

@@ -177,6 +177,7 @@ func TestReview7FailoverSplitBrainSessions(t *testing.T) {
 	txConn := r7fConnect(t, o, "r7f-tx", simple)
 	roConn := r7fConnect(t, o, "r7f-ro", simple)
 	prep := r7fConnect(t, o, "r7f-prep", pgx.QueryExecModeCacheStatement)
+	listener := r7fConnect(t, o, "r7f-listen", simple)
 
 	if _, err := pinTemp.Exec(ctx, "CREATE TEMP TABLE r7f_tmp (x int)"); err != nil {
 		t.Fatalf("temp table: %v", err)
@@ -224,6 +225,17 @@ func TestReview7FailoverSplitBrainSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	prep.routes(t)
+	if _, err := listener.Exec(ctx, "LISTEN r7f_channel"); err != nil {
+		t.Fatal(err)
+	}
+	if r := listener.oneRoute(t, "LISTEN"); r.Node != oldPrimary.Name {
+		t.Fatalf("LISTEN ran on %s, want %s", r.Node, oldPrimary.Name)
+	}
+	listenerDone := make(chan error, 1)
+	go func() {
+		_, err := listener.WaitForNotification(timeoutCtx(t, time.Minute))
+		listenerDone <- err
+	}()
 	catchUp(t, c)
 
 	if err := newPrimary.Promote(ctx); err != nil {
@@ -234,6 +246,21 @@ func TestReview7FailoverSplitBrainSessions(t *testing.T) {
 	}
 	r7fWaitWinner(t, o, newPrimary.Name)
 	t.Logf("split brain seen: %s", foTimelines(o.states.Snapshot()))
+
+	t.Run("idle_listener_told", func(t *testing.T) {
+		// Notifications now go through the new primary: a client left
+		// listening on the stale one would wait for ever.
+		select {
+		case err := <-listenerDone:
+			pgErr, ok := asPgError(err)
+			if !ok || pgErr.Severity != "FATAL" || pgErr.Code != "57P01" {
+				t.Fatalf("the idle listener got %v, want a FATAL 57P01 from pgowl", err)
+			}
+			t.Logf("idle listener told: %s", pgErr.Message)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the client listening on %s was not told that %s is the primary now", oldPrimary.Name, newPrimary.Name)
+		}
+	})
 
 	t.Run("show_nodes_in_split_brain", func(t *testing.T) {
 		plain := r7fConnect(t, o, "r7f-show", simple)

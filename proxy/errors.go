@@ -26,6 +26,7 @@ func (e *clientError) Error() string { return e.Message }
 const (
 	sqlstateProtocolViolation   = "08P01"
 	sqlstateConnectionFailure   = "08006"
+	sqlstateAdminShutdown       = "57P01"
 	sqlstateTooManyConnections  = "53300"
 	sqlstateCannotConnectNow    = "57P03"
 	sqlstateInvalidAuthSpec     = "28000"
