@@ -111,8 +111,13 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		return be, dec, nil
 	}
 	req := routeRequest(sess.routingEffects(u))
-	if sess.primaryOnly != "" && req.Access == route.AccessRead {
-		req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, sess.primaryOnly
+	if req.Access == route.AccessRead {
+		switch {
+		case sess.primaryOnly != "":
+			req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, sess.primaryOnly
+		case sess.serializableReadBack:
+			req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, "a serializable default isolation level (read back from the node)"
+		}
 	}
 	req.SessionMaxLag = sess.maxLag
 	sess.turn++

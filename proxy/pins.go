@@ -121,8 +121,9 @@ func (sess *session) recheckPins(be *backend) {
 		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
 		if released&classify.SessionPrepare != 0 {
 			// An SQL prepared statement may have been executed to change
-			// settings (set_config) that pgowl did not see.
-			be.conn.Settings = unknownSettings
+			// settings (set_config) that pgowl did not follow: carry what
+			// the session has now.
+			sess.carrySettingsReadBack(be)
 		}
 	}
 }

@@ -47,6 +47,17 @@ type session struct {
 	// isolation level, which a standby refuses for every statement. Empty
 	// otherwise.
 	primaryOnly string
+	// settingNames are the settings the session's statements named in
+	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
+	// maxSettingNames: a read-back asks for each, since pg_settings does not
+	// list the settings of applications (app.tenant).
+	settingNames []string
+	// serializableReadBack: the last read-back found a serializable default
+	// isolation level; every statement then needs the primary.
+	serializableReadBack bool
+	// readBackAtEnd: a change pgowl reads back happened inside a transaction
+	// block; the read-back runs when the block ends.
+	readBackAtEnd bool
 	// localPgowl holds the pgowl.* settings to restore when the transaction
 	// in which SET LOCAL changed them ends; nil without such a change.
 	localPgowl *pgowlSettings
@@ -432,6 +443,9 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)
+	if !u.runsNothing {
+		sess.noteSettingNames(u.effects.SetConfigNames)
+	}
 	if u.effects.Session != 0 && !u.runsNothing {
 		// A unit that only prepared and described ran nothing: the effects
 		// are those of statements that may run later, and count then.
@@ -453,7 +467,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// A DO block or a procedure pgowl cannot read may have called
 		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
 		// session; the settings count as unknown when that pin ends.)
-		sess.carrySettingsReadBack(be, u.effects.SetConfigNames)
+		sess.carrySettingsReadBack(be)
+	}
+	if sess.readBackAtEnd && status == 'I' && !be.openBatch && be.expect.len() == 0 && !be.broken {
+		// The transaction block in which settings changed unseen has ended
+		// (committed or rolled back): what it left is on the node now.
+		sess.carrySettingsReadBack(be)
 	}
 	if sess.stateMayHaveChanged(u, status) {
 		sess.pinsToCheck = true
@@ -515,6 +534,21 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 	sess.pendingUncertain = false
 }
 
+// maxSettingNames bounds Session.settingNames.
+const maxSettingNames = 64
+
+// noteSettingNames remembers the setting names a unit's statements named.
+func (sess *session) noteSettingNames(names []string) {
+	for _, name := range names {
+		if len(sess.settingNames) >= maxSettingNames {
+			return
+		}
+		if !slices.Contains(sess.settingNames, name) {
+			sess.settingNames = append(sess.settingNames, name)
+		}
+	}
+}
+
 // pinningEffects are the session effects whose state cannot move between nodes.
 const pinningEffects = classify.SessionListen | classify.SessionTempTable | classify.SessionHoldCursor |
 	classify.SessionAdvisoryLock | classify.SessionSetRole | classify.SessionPrepare | classify.SessionSerializableDefault
@@ -559,7 +593,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		}
 		switch {
 		case replay == "":
-			sess.carrySettingsReadBack(be, eff.SetConfigNames)
+			sess.carrySettingsReadBack(be)
 		case be.conn.TxStatus == 'I':
 			sess.applySets(be, []string{replay})
 		default:
@@ -583,7 +617,7 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 	}
 	switch {
 	case eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0:
-		sess.carrySettingsReadBack(be, eff.SetConfigNames)
+		sess.carrySettingsReadBack(be)
 	case eff.Session&classify.SessionDiscard != 0:
 		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
 		be.conn.Settings = unknownSettings
@@ -623,7 +657,11 @@ func (sess *session) applySets(be *backend, sets []string) {
 		sess.sets = append(sess.sets, s)
 	}
 	sess.updateSettingsKey()
-	be.conn.Settings = sess.settingsKey
+	if be.conn.Settings != unknownSettings {
+		// (A connection that holds what pgowl cannot name stays unknown:
+		// it is reset before its next use.)
+		be.conn.Settings = sess.settingsKey
+	}
 }
 
 // lexerSettings change how later statements' text is read (string escapes,

@@ -51,8 +51,10 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 // change), or the read fails, the session keeps what it had recorded. Either
 // way the connection's settings count as unknown: it is reset before its
 // next use.
-func (sess *session) carrySettingsReadBack(be *backend, named []string) {
+func (sess *session) carrySettingsReadBack(be *backend) {
 	if be.conn.TxStatus == 'I' && !be.openBatch && be.expect.len() == 0 {
+		sess.readBackAtEnd = false
+		named := sess.settingNames
 		for _, recorded := range sess.sets {
 			if name, _, ok := recordedSettingName(recorded); ok && !slices.Contains(named, name) {
 				named = append(named[:len(named):len(named)], name)
@@ -60,10 +62,12 @@ func (sess *session) carrySettingsReadBack(be *backend, named []string) {
 		}
 		var sets []string
 		seen := map[string]bool{}
+		serializable := false
 		code, err := sess.runOnBackend(be, sessionSettingsQuery(named), func(row []byte) {
 			if values, ok := rowValues(row); ok && len(values) == 2 && !seen[strings.ToLower(values[0])] {
 				seen[strings.ToLower(values[0])] = true
 				sets = append(sets, setConfigReplay(values[0], values[1]))
+				serializable = serializable || (strings.EqualFold(values[0], "default_transaction_isolation") && strings.EqualFold(values[1], "serializable"))
 			}
 		})
 		if err != nil {
@@ -71,6 +75,9 @@ func (sess *session) carrySettingsReadBack(be *backend, named []string) {
 			return
 		}
 		if code == "" {
+			// A serializable default (set under a name pgowl could not read)
+			// makes a standby refuse every statement.
+			sess.serializableReadBack = serializable
 			sess.sets = append(sess.sets[:0], sets...)
 			sess.updateSettingsKey()
 			// What the unit may have left beyond what pgowl can name (an
@@ -82,7 +89,12 @@ func (sess *session) carrySettingsReadBack(be *backend, named []string) {
 			return
 		}
 	}
-	sess.log.Warn().Msg("a session setting changed in a way pgowl cannot follow (inside an open transaction or batch, or the settings could not be read back); it holds on this connection only, which is reset before its next use")
+	if be.conn.TxStatus != 'I' && !be.openBatch {
+		// Inside a transaction block: read back when it ends.
+		sess.readBackAtEnd = true
+	} else {
+		sess.log.Warn().Msg("a session setting changed in a way pgowl cannot follow (inside an open batch, or the settings could not be read back); it holds on this connection only, which is reset before its next use")
+	}
 	be.conn.Settings = unknownSettings
 }
 
