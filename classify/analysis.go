@@ -2,7 +2,6 @@ package classify
 
 import (
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -286,7 +285,7 @@ func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, 
 		}
 	next:
 		for _, f := range cat.funcs[qualified{schema, name}] {
-			if !argCountFits(f, nargs) || !hasArgNames(f, named) {
+			if !argCountFits(f, nargs) || !hasArgNames(f, named, nargs-len(named)) {
 				continue
 			}
 			for _, existing := range cands {
@@ -309,10 +308,11 @@ func argCountFits(f *Function, nargs int) bool {
 	return nargs >= minimum && (nargs <= inputs || f.Variadic)
 }
 
-// hasArgNames reports whether f has an input argument of each name.
-func hasArgNames(f *Function, names []string) bool {
+// hasArgNames reports whether f has an input argument of each name that the positional
+// arguments before them (PostgreSQL puts those first) have not already filled.
+func hasArgNames(f *Function, names []string, positional int) bool {
 	for _, name := range names {
-		if !slices.Contains(f.ArgNames, name) {
+		if i := slices.Index(f.ArgNames, name); i < positional {
 			return false
 		}
 	}
@@ -337,11 +337,9 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 	refusedSetting := ""
 	if effect.configSetter {
 		res.session, res.searchPath = setConfigEffect(call)
-		if res.session&SessionSet != 0 {
-			if name, ok := constText(functionArgument(call, 0).GetAConst()); ok {
-				res.settings = []string{strings.ToLower(name)}
-			}
-		}
+		// The name, also for a change local to the transaction; "" when it is not a constant.
+		name, _ := constText(functionArgument(call, 0).GetAConst())
+		res.settings = []string{strings.ToLower(name)}
 		if subject, refused := refusedSetConfig(call); refused {
 			res.access, refusedSetting = Write, subject
 		}
@@ -667,11 +665,41 @@ func (a *analysis) functionEffect(f *Function) fnResult {
 			checks = stronger(checks, a.domainChecks(oid))
 		}
 	}
+	// Arrays of the domain, VARIADIC, OUT and TABLE columns, the result: the signature's text
+	// (read with search_path = pg_catalog, so such a type shows qualified) names the domain.
+	for oid, t := range a.run.cat.domainChecks {
+		if mentionsType(f.Arguments, t) || mentionsType(f.Result, t) {
+			checks = stronger(checks, a.domainChecks(oid))
+		}
+	}
 	if checks.access != Write || (r.access == Write && reasonRank(r.reason) >= reasonRank(checks.reason)) {
 		return r
 	}
 	return fnResult{access: Write, reason: checks.reason, chain: checks.chain, detail: checks.detail,
 		session: r.session | checks.session, settings: mergeNames(r.settings, checks.settings), height: r.height}
+}
+
+// mentionsType reports whether a signature's text names type t (as schema.name, quoted as
+// format_type quotes), alone or as an array.
+func mentionsType(text string, t *Type) bool {
+	if text == "" {
+		return false
+	}
+	name := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	for from := 0; ; {
+		at := strings.Index(text[from:], name)
+		if at < 0 {
+			return false
+		}
+		at += from
+		end := at + len(name)
+		before := at == 0 || !isIdentByte(text[at-1]) && text[at-1] != '.' && text[at-1] != '"'
+		after := end == len(text) || !isIdentByte(text[end]) && text[end] != '.'
+		if before && after {
+			return true
+		}
+		from = at + 1
+	}
 }
 
 // runEffect analyses what running f does, memoised per catalogue and search path.
@@ -748,16 +776,12 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	})
 }
 
-// bodySetsSearchPath matches a body that changes search_path while it runs: SET [LOCAL]
-// search_path, RESET search_path or ALL, or set_config of search_path or of a name that is not a
-// literal.
-var bodySetsSearchPath = regexp.MustCompile(`(?is)\bset\s+(?:local\s+|session\s+)?search_path\b|\breset\s+(?:search_path|all)\b|\bset_config\s*\(\s*(?:'search_path'|[^'\s])`)
-
 // unfollowedPathChange turns a read into UNKNOWN_EFFECT when the body changes search_path as it
-// runs: its statements were analysed on the path the function starts with, and a name after the
-// change may resolve to another function (one that writes).
+// runs (SET [LOCAL] search_path or SCHEMA, RESET, set_config of it or of a name that is not a
+// constant, here or in what it calls): its statements were analysed on the path the function
+// starts with, and a name after the change may resolve to another function (one that writes).
 func unfollowedPathChange(f *Function, r fnResult) fnResult {
-	if r.access != Read || !bodySetsSearchPath.MatchString(f.Source) {
+	if r.access != Read || !(slices.Contains(r.settings, "search_path") || slices.Contains(r.settings, "")) {
 		return r
 	}
 	return fnResult{access: Write, reason: ReasonUnknownEffect, session: r.session, settings: r.settings,

@@ -18,7 +18,7 @@ func testCatalogue() *Catalogue {
 		fn(102, "public", "pure_sql", "sql", 'v', []uint32{23}, []string{"integer"}, "x integer", "integer", "SELECT $1 + 1"),
 		fn(103, "public", "stable_writer", "plpgsql", 's', nil, nil, "", "integer", "BEGIN INSERT INTO t VALUES (1); RETURN 1; END"),
 		fn(104, "public", "cfunc", "c", 'v', []uint32{23}, []string{"integer"}, "integer", "integer", "cfunc"),
-		fn(105, "public", "dyn", "plpgsql", 'v', nil, nil, "", "void", "BEGIN EXECUTE 'SELECT 1'; END"),
+		fn(105, "public", "dyn", "plpgsql", 'v', nil, nil, "", "void", "BEGIN EXECUTE 'SELECT ' || 1; END"),
 		fn(106, "public", "ping", "plpgsql", 'v', []uint32{23}, []string{"integer"}, "n integer", "integer", "BEGIN IF n > 0 THEN RETURN pong(n - 1); END IF; RETURN 0; END"),
 		fn(107, "public", "pong", "sql", 'v', []uint32{23}, []string{"integer"}, "n integer", "integer", "SELECT ping($1)"),
 		fn(108, "public", "over", "sql", 'v', []uint32{23}, []string{"integer"}, "x integer", "integer", "SELECT $1"),

@@ -394,10 +394,10 @@ type Effects struct {
 	// CatalogueChange is set when some statement creates, changes or drops a function, procedure or view,
 	// or comments on a function: cached function analyses of the database must be refreshed after it runs.
 	CatalogueChange bool `json:"catalogue_change,omitempty"`
-	// SetConfigNames are the settings (lower case) that session-level set_config calls with a
-	// constant name, in the statement or in the functions it runs, may change. A proxy reads their
-	// values back: settings of extensions and applications (app.tenant) are not listed in
-	// pg_settings.
+	// SetConfigNames are the settings (lower case) that SET, RESET and set_config calls, in the
+	// statement or in the functions it runs, may change, "" standing for a set_config whose name
+	// is not a constant. A proxy reads their values back: settings of extensions and applications
+	// (app.tenant) are not listed in pg_settings.
 	SetConfigNames []string `json:"set_config_names,omitempty"`
 	// SearchPath is set when the string is one statement that changes the session's search_path.
 	SearchPath *SearchPathChange `json:"search_path,omitempty"`

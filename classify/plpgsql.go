@@ -44,7 +44,7 @@ func (a *analysis) plpgsqlBody(f *Function) fnResult {
 	if err != nil {
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL parse result could not be read"}
 	}
-	w := plWalker{a: a}
+	w := plWalker{a: a, procedure: f.Kind == 'p'}
 	w.walk(root, 0)
 	if w.tooDeep {
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
@@ -216,10 +216,12 @@ func decodeValue(decoder *json.Decoder, depth int) (*jsonNode, error) {
 
 // plWalker collects the statements a PL/pgSQL body runs and their verdicts.
 type plWalker struct {
-	a        *analysis
-	stmts    []*pg_query.Node
-	verdicts []verdict
-	tooDeep  bool
+	a *analysis
+	// procedure is set for a procedure's body, where SQL pgowl cannot read may be a migration's DDL.
+	procedure bool
+	stmts     []*pg_query.Node
+	verdicts  []verdict
+	tooDeep   bool
 }
 
 // dynamicStatements are the PL/pgSQL statements that run a string as SQL.
@@ -249,16 +251,16 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 		case "PLpgSQL_stmt_rollback":
 			w.add(nil, write("ROLLBACK"))
 		case "PLpgSQL_stmt_return_query":
-			if value.get("dynquery") != nil {
-				w.add(nil, write("RETURN QUERY EXECUTE of dynamic SQL"))
+			if query := value.get("dynquery"); query != nil {
+				w.dynamic("RETURN QUERY EXECUTE of dynamic SQL", query)
 			}
 		case "PLpgSQL_stmt_open":
-			if value.get("dynquery") != nil {
-				w.add(nil, write("OPEN ... FOR EXECUTE of dynamic SQL"))
+			if query := value.get("dynquery"); query != nil {
+				w.dynamic("OPEN ... FOR EXECUTE of dynamic SQL", query)
 			}
 		default:
 			if subject, ok := dynamicStatements[key]; ok {
-				w.add(nil, write(subject))
+				w.dynamic(subject, value.get("query"))
 			}
 		}
 		w.walk(value, depth+1)
@@ -268,6 +270,52 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 			w.walk(value, depth+1)
 		}
 	}
+}
+
+// dynamic adds what a statement that runs a string as SQL runs. A string written as one literal
+// ('CREATE POLICY ...') is analysed as the statements it holds; any other string cannot be
+// known: a write, which in a procedure may also change the catalogue (migrations run DDL so).
+func (w *plWalker) dynamic(subject string, query *jsonNode) {
+	if text, ok := literalSQL(query); ok {
+		if tree, err := pg_query.Parse(text); err == nil && len(tree.GetStmts()) > 0 {
+			for _, raw := range tree.GetStmts() {
+				w.add(raw.GetStmt(), w.a.statement(raw.GetStmt()))
+			}
+			return
+		}
+	}
+	v := write(subject)
+	v.catalogueChange = w.procedure
+	w.add(nil, v)
+}
+
+// literalSQL returns the text of a PL/pgSQL expression that is one string literal.
+func literalSQL(holder *jsonNode) (string, bool) {
+	expr := holder.get("PLpgSQL_expr")
+	if expr == nil {
+		return "", false
+	}
+	query := expr.get("query")
+	if query == nil {
+		return "", false
+	}
+	tree, err := pg_query.Parse("SELECT " + query.text)
+	if err != nil || len(tree.GetStmts()) != 1 {
+		return "", false
+	}
+	sel := tree.GetStmts()[0].GetStmt().GetSelectStmt()
+	if sel == nil || len(sel.GetTargetList()) != 1 || sel.GetFromClause() != nil || sel.GetWhereClause() != nil {
+		return "", false
+	}
+	constant := sel.GetTargetList()[0].GetResTarget().GetVal().GetAConst()
+	if constant == nil {
+		return "", false
+	}
+	text, ok := constant.GetVal().(*pg_query.A_Const_Sval)
+	if !ok {
+		return "", false
+	}
+	return text.Sval.GetSval(), true
 }
 
 // declaredType adds what giving a variable of a declared type a value runs: the CHECK constraints

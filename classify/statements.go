@@ -64,8 +64,45 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE:
 			v.session |= SessionRelease // it may drop the last temporary table, view or sequence
 		}
+		if drop.DropStmt.GetRemoveType() == pg_query.ObjectType_OBJECT_TABLE && a.dropsTrackedTable(drop.DropStmt) {
+			// What reading it means (its policies, unlogged) is in the catalogue: a
+			// table created again under the name must not inherit it.
+			v.catalogueChange = true
+		}
 	}
 	return v
+}
+
+// dropsTrackedTable reports whether DROP TABLE names a table the catalogue holds row security
+// policies or unlogged data for.
+func (a *analysis) dropsTrackedTable(drop *pg_query.DropStmt) bool {
+	cat := a.run.cat
+	if cat == nil || (len(cat.readPolicies) == 0 && len(cat.unlogged) == 0) {
+		return false
+	}
+	a.run.dependent = true
+	for _, object := range drop.GetObjects() {
+		var names []string
+		for _, item := range object.GetList().GetItems() {
+			names = append(names, item.GetString_().GetSval())
+		}
+		schemas := a.env.path
+		switch len(names) {
+		case 0:
+			continue
+		case 1:
+		default:
+			schemas = names[len(names)-2 : len(names)-1]
+		}
+		name := names[len(names)-1]
+		for _, schema := range schemas {
+			key := qualified{schema, name}
+			if cat.readPolicies[key] != nil || cat.unlogged[key] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // statementKind classifies one statement by its node type.
@@ -508,6 +545,7 @@ func variableSet(stmt *pg_query.VariableSetStmt) verdict {
 		// RESET ALL leaves role and session_authorization alone (they are GUC_NO_RESET_ALL).
 		v := read("RESET ALL")
 		v.session = SessionSet
+		v.settings = []string{"search_path"} // among all the others
 		if !stmt.GetIsLocal() {
 			v.searchPath = &SearchPathChange{Reset: true, Known: true}
 		}
@@ -628,9 +666,12 @@ func setVerdict(name string, local bool, values []settingValue) verdict {
 		return v
 	}
 	if local {
-		return read("SET LOCAL")
+		v := read("SET LOCAL")
+		v.settings = []string{strings.ToLower(name)}
+		return v
 	}
 	v := sessionSetting("SET", name)
+	v.settings = []string{strings.ToLower(name)}
 	if serializableDefault(name, values) {
 		v.session |= SessionSerializableDefault
 	}
@@ -686,9 +727,12 @@ func resetVerdict(name string, local, isReset bool) verdict {
 		return v
 	}
 	if local {
-		return read(verb + " LOCAL")
+		v := read(verb + " LOCAL")
+		v.settings = []string{strings.ToLower(name)}
+		return v
 	}
 	v := sessionSetting(verb, name)
+	v.settings = []string{strings.ToLower(name)}
 	if name == "search_path" {
 		v.searchPath = &SearchPathChange{Reset: true, Known: true}
 	}

@@ -38,19 +38,30 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" {
 			break
 		}
+		if sess.inFailedTransaction() {
+			return pgowlResult{err: &clientError{SQLState: "25P02",
+				Message: "current transaction is aborted, commands ignored until end of transaction block"}}
+		}
 		if cmd.Local && !sess.inTransaction() {
 			// As PostgreSQL does: a warning, and no effect.
 			return pgowlResult{tag: tag, warning: "SET LOCAL can only be used in transaction blocks"}
 		}
-		restore := sess.localPgowl
-		if cmd.Local && restore == nil {
-			restore = &pgowlSettings{notice: sess.notice, maxLag: sess.maxLag}
-			sess.localPgowl = restore
+		tx := sess.localPgowl
+		if tx == nil && sess.inTransaction() {
+			// As settings are: the transaction's end keeps a SET and drops a
+			// SET LOCAL when it commits, and drops both when it rolls back.
+			now := pgowlSettings{notice: sess.notice, maxLag: sess.maxLag}
+			tx = &pgowlTransaction{atStart: now, onCommit: now}
+			sess.localPgowl = tx
 		}
 		defer func() {
-			if !cmd.Local && restore != nil {
-				// A plain SET after a SET LOCAL in the same transaction outlasts it.
-				restore.notice, restore.maxLag = sess.notice, sess.maxLag
+			if !cmd.Local && tx != nil {
+				switch cmd.Name {
+				case "notice":
+					tx.onCommit.notice = sess.notice
+				case "max_replica_lag":
+					tx.onCommit.maxLag = sess.maxLag
+				}
 			}
 		}()
 		switch cmd.Name {
@@ -94,11 +105,39 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 	return pgowlResult{err: unknownPgowlSetting(cmd.Name)}
 }
 
-// pgowlSettings are the session's pgowl.* settings, kept to be restored
-// when a transaction that ran SET LOCAL of them ends.
+// pgowlSettings are the session's pgowl.* settings.
 type pgowlSettings struct {
 	notice bool
 	maxLag time.Duration
+}
+
+// pgowlTransaction is what the pgowl.* settings become when the transaction
+// block in which they changed ends: onCommit (the SETs, not the SET LOCALs)
+// when it commits, atStart when it rolls back. Savepoints are not followed.
+type pgowlTransaction struct {
+	atStart, onCommit pgowlSettings
+}
+
+// inFailedTransaction reports whether the client's transaction block has
+// failed (only its end is accepted).
+func (sess *session) inFailedTransaction() bool {
+	if d := sess.deferred; d != nil {
+		return d.aborted
+	}
+	return sess.held != nil && (sess.held.conn.TxStatus == 'E' || sess.held.skipping)
+}
+
+// endPgowlTransaction settles the pgowl.* settings when the transaction
+// block in which they changed has ended.
+func (sess *session) endPgowlTransaction(committed bool) {
+	if tx := sess.localPgowl; tx != nil {
+		settled := tx.atStart
+		if committed {
+			settled = tx.onCommit
+		}
+		sess.notice, sess.maxLag = settled.notice, settled.maxLag
+		sess.localPgowl = nil
+	}
 }
 
 // inTransaction reports whether the client is inside a transaction block.
@@ -106,12 +145,11 @@ func (sess *session) inTransaction() bool {
 	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != 'I')
 }
 
-// endLocalPgowlSettings restores the pgowl.* settings a SET LOCAL changed
-// once its transaction has ended.
+// endLocalPgowlSettings settles the pgowl.* settings of a transaction
+// block that ended where pgowl did not see how (taken as committed).
 func (sess *session) endLocalPgowlSettings() {
-	if saved := sess.localPgowl; saved != nil && !sess.inTransaction() {
-		sess.notice, sess.maxLag = saved.notice, saved.maxLag
-		sess.localPgowl = nil
+	if sess.localPgowl != nil && !sess.inTransaction() {
+		sess.endPgowlTransaction(true)
 	}
 }
 

@@ -58,9 +58,9 @@ type session struct {
 	// readBackAtEnd: a change pgowl reads back happened inside a transaction
 	// block; the read-back runs when the block ends.
 	readBackAtEnd bool
-	// localPgowl holds the pgowl.* settings to restore when the transaction
-	// in which SET LOCAL changed them ends; nil without such a change.
-	localPgowl *pgowlSettings
+	// localPgowl says what the pgowl.* settings become when the transaction
+	// block in which they changed ends; nil without such a change.
+	localPgowl *pgowlTransaction
 
 	backends map[string]*backend
 	// spare is a released backend struct, reused by the next backendFor.
@@ -443,6 +443,9 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)
+	if status == 'I' {
+		sess.endPgowlTransaction(u.committed)
+	}
 	if !u.runsNothing {
 		sess.noteSettingNames(u.effects.SetConfigNames)
 	}
@@ -543,7 +546,7 @@ func (sess *session) noteSettingNames(names []string) {
 		if len(sess.settingNames) >= maxSettingNames {
 			return
 		}
-		if !slices.Contains(sess.settingNames, name) {
+		if name != "" && !slices.Contains(sess.settingNames, name) {
 			sess.settingNames = append(sess.settingNames, name)
 		}
 	}
