@@ -72,6 +72,23 @@
 // never more than Interval, since an older primary sample yields its age as
 // the lag instead. The router adds each sample's age on top of the lag.
 //
+// # Diverged standbys
+//
+// A standby that follows a primary cannot have replayed more WAL than the
+// primary had inserted at any later moment. When a primary sample sent
+// after a standby's answer is behind the standby's replay position, the
+// standby has WAL the primary never wrote: it replayed the old primary's WAL
+// past the point where a promoted node's timeline forked off. Its lag is
+// unknown from then on (no reads) until it reports a newer timeline than it
+// had (rewound or cloned): it may go on replaying an old primary's WAL, and
+// the new primary's writes pass its position without it having them. While
+// the routed primary's history holds fewer than three samples (it is new),
+// a standby ahead of its latest sample is not trusted either. The check
+// rests on positions only; a diverged standby that never gets ahead of the
+// new primary is not detected, and its lag grows until the limit refuses it.
+// monitor/divergence_review_test.go checks, under heavy and odd write loads,
+// that no healthy standby is ever marked.
+//
 // # Timeline
 //
 // The timeline comes from the last checkpoint. After a promotion it changes

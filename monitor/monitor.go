@@ -49,17 +49,19 @@ type tracker struct {
 	// history holds this node's samples while it is a primary.
 	history walHistory
 	// divergedFrom is the index of a primary that, in a sample taken after
-	// this standby answered, was behind the standby's replay position
-	// divergedAt; -1 if none. A standby that follows a primary cannot have
-	// replayed more than the primary has inserted at any later moment, so
-	// this one has WAL the primary never wrote (it replayed the old
-	// primary's WAL past the point where a promoted standby's timeline
-	// forked off): comparing positions says nothing, and it will not follow
-	// that primary. The mark stays while the standby's position stays where
-	// it was (a diverged standby stops replaying), since the primary's later
-	// writes pass that position without the standby having them.
-	divergedFrom int
-	divergedAt   uint64
+	// this standby answered, was behind the standby's replay position; -1 if
+	// none. A standby that follows a primary cannot have replayed more than
+	// the primary has inserted at any later moment, so this one has WAL the
+	// primary never wrote (it replayed the old primary's WAL past the point
+	// where a promoted standby's timeline forked off): comparing positions
+	// says nothing, and it will not follow that primary. Such a standby
+	// cannot recover by itself: it may go on replaying (an old primary still
+	// up, WAL it had received), and the new primary's writes pass its
+	// position. The mark stays until the standby reports a timeline newer
+	// than divergedTimeline, the one it had when marked: it was rewound or
+	// cloned from a primary on the new timeline.
+	divergedFrom     int
+	divergedTimeline uint32
 
 	// logged is the state last reported in the log.
 	logged loggedState
@@ -248,8 +250,8 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 	t.lastError = ""
 	t.sample = r.sample
 	t.sentAt, t.doneAt = r.sentAt, r.doneAt
-	if t.divergedFrom >= 0 && (!r.sample.inRecovery || r.sample.lsn != t.divergedAt) {
-		t.divergedFrom = -1 // it moved (or was promoted): measure it again
+	if t.divergedFrom >= 0 && (!r.sample.inRecovery || r.sample.timeline > t.divergedTimeline) {
+		t.divergedFrom = -1 // promoted, or on a newer timeline now: measure it again
 	}
 	if r.sample.inRecovery || !r.sample.lsnValid {
 		t.history.reset()
@@ -335,6 +337,11 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			result.whyUnknown = "standby's last poll failed"
 		case !t.sample.lsnValid:
 			result.whyUnknown = "standby's replay position is unknown"
+		case err == nil && history.len() < confirmSamples && aheadOf(history, t.sample.lsn):
+			// A new primary (promoted, or just seen): a standby ahead of it may
+			// have replayed the old primary's WAL past the fork, which the
+			// next sample proves or disproves (see divergedFrom).
+			result.whyUnknown = "the primary is new and the standby is ahead of its last sample: waiting for a sample that shows the standby follows it"
 		default:
 			result = standbyLag(history, t.sample.lsn, t.sentAt, m.opts.Interval)
 		}
@@ -345,6 +352,16 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 	return snap, whyUnknown
 }
 
+// confirmSamples is how many samples a new primary's history must hold before a standby ahead
+// of its latest sample counts as caught up.
+const confirmSamples = 3
+
+// aheadOf reports whether a replay position is beyond the latest sample of h.
+func aheadOf(h *walHistory, replay uint64) bool {
+	latest, ok := h.latest()
+	return ok && replay > latest.lsn
+}
+
 // markDiverged marks the standbys whose last replay position is beyond the
 // primary sample r, taken after they answered (see tracker.divergedFrom).
 func (m *Monitor) markDiverged(r pollResult) {
@@ -352,8 +369,11 @@ func (m *Monitor) markDiverged(r pollResult) {
 		if !s.hasSample || !s.sample.inRecovery || !s.sample.lsnValid || s.lastPollFailed {
 			continue
 		}
-		if r.sentAt.After(s.doneAt) && r.sample.lsn < s.sample.lsn {
-			s.divergedFrom, s.divergedAt = r.index, s.sample.lsn
+		if r.sentAt.After(s.doneAt) && r.sample.lsn < s.sample.lsn && s.divergedFrom != r.index {
+			s.divergedFrom, s.divergedTimeline = r.index, s.sample.timeline
+			m.log.Warn().Str("node", s.addr.Name).Str("primary", m.nodes[r.index].addr.Name).
+				Uint64("replayed", s.sample.lsn).Uint64("primary_inserted", r.sample.lsn).
+				Msg("standby has replayed WAL the primary does not have: it diverged from the primary's timeline and serves no reads until it is on a newer timeline (rewound or cloned)")
 		}
 	}
 }

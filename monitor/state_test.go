@@ -270,9 +270,11 @@ func TestStoppedPrimaryBoundsLagOnlyOnItsTimeline(t *testing.T) {
 // TestStandbyAheadOfNewPrimaryIsNotReadable: pg3 replayed the old
 // primary's WAL past the point where pg2, promoted, forked off. Its position
 // is beyond pg2's, which would make it look caught up (lag 0) although it
-// holds rows pg2 never had and can never follow pg2. Once a pg2 sample
+// holds rows pg2 never had and can never follow pg2. While pg2 is new (few
+// samples), a standby ahead of it is not trusted; once a pg2 sample
 // taken after pg3's answer is behind pg3, pg3's lag is unknown, and it stays
-// so while pg3 does not move, also after pg2's writes pass its position.
+// so until pg3 reports a newer timeline, also after pg2's writes pass its
+// position and while pg3 goes on replaying another primary's WAL.
 func TestStandbyAheadOfNewPrimaryIsNotReadable(t *testing.T) {
 	var logs bytes.Buffer
 	m := fakeMonitor(t, &logs)
@@ -280,7 +282,11 @@ func TestStandbyAheadOfNewPrimaryIsNotReadable(t *testing.T) {
 	feed(m, primaryResult(1, 2, 5000, 0), 1)
 	feed(m, standbyResult(2, 9000, 10), 1)
 	snap := publishAt(m, at(20))
-	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: true}})
+	// pg2 is new: a standby ahead of it waits for proof either way.
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
+	if reason := snap.Nodes[2].LagUnknownReason; !strings.Contains(reason, "primary is new") {
+		t.Errorf("pg3's lag unknown because %q, want a reason naming the new primary", reason)
+	}
 	// The next round: pg2 is still behind what pg3 reported before it.
 	feed(m, primaryResult(1, 2, 5100, 100), 2)
 	feed(m, standbyResult(2, 9000, 110), 2)
@@ -294,10 +300,17 @@ func TestStandbyAheadOfNewPrimaryIsNotReadable(t *testing.T) {
 	feed(m, standbyResult(2, 9000, 210), 3)
 	snap = publishAt(m, at(220))
 	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
-	// Rebuilt, pg3 follows pg2 again: its position moves and is measured again.
+	// It goes on replaying (an old primary still up): still not readable.
 	feed(m, primaryResult(1, 2, 12000, 300), 4)
-	feed(m, standbyResult(2, 12000, 310), 4)
+	feed(m, standbyResult(2, 9500, 310), 4)
 	snap = publishAt(m, at(320))
+	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
+	// Rewound or cloned from pg2, it reports pg2's timeline: measured again.
+	feed(m, primaryResult(1, 2, 12000, 400), 5)
+	rebuilt := standbyResult(2, 12000, 410)
+	rebuilt.sample.timeline = 2
+	feed(m, rebuilt, 5)
+	snap = publishAt(m, at(420))
 	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: true}})
 }
 
