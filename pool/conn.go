@@ -147,10 +147,6 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	if err := pc.SyncConn(dctx); err != nil {
-		pc.Close(context.Background())
-		return nil, err
-	}
 	// Role and database settings apply at login and are not reported: a
 	// serializable default makes a standby refuse every statement.
 	isolation, err := pc.Exec(dctx, "SHOW default_transaction_isolation").ReadAll()
@@ -161,6 +157,13 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 	defaultIsolation := ""
 	if len(isolation) == 1 && len(isolation[0].Rows) == 1 && len(isolation[0].Rows[0]) == 1 {
 		defaultIsolation = string(isolation[0].Rows[0][0])
+	}
+	// Last before Hijack: a slow write (such as the query above) starts
+	// pgconn's background reader, which would otherwise go on reading the
+	// socket and take the node's first reply to pgowl.
+	if err := pc.SyncConn(dctx); err != nil {
+		pc.Close(context.Background())
+		return nil, err
 	}
 	h, err := pc.Hijack()
 	if err != nil {
