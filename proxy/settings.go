@@ -14,8 +14,10 @@ import (
 // setting got and replays that. Anything else that changes a setting (a
 // function that calls set_config, a value computed by an expression) is not
 // replayed: replaying would run the statement's other effects again and could
-// compute another value. Such a change holds on the backend it ran on, whose
-// settings then count as unknown (reset before its next unit).
+// compute another value. pgowl reads the values back instead
+// (carrySettingsReadBack) and replays those; the backend it ran on counts as
+// unknown (reset before its next unit), so that nothing pgowl cannot name
+// stays on it for another session.
 
 // sessionSettingsQuery lists the settings the session changed on a backend:
 // what pgowl replayed there for it and what its own statements set, and the
