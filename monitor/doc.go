@@ -82,8 +82,9 @@
 // unknown from then on (no reads) until it reports a newer timeline than it
 // had (rewound or cloned): it may go on replaying an old primary's WAL, and
 // the new primary's writes pass its position without it having them. While
-// the routed primary's history holds fewer than three samples (it is new),
-// a standby ahead of its latest sample is not trusted either. The check
+// the routed primary was just promoted (seen in recovery, then as primary)
+// and its history holds fewer than three samples, a standby ahead of its
+// latest sample is not trusted either. The check
 // rests on positions only; a diverged standby that never gets ahead of the
 // new primary is not detected, and its lag grows until the limit refuses it.
 // monitor/divergence_review_test.go checks, under heavy and odd write loads,

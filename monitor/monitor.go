@@ -62,6 +62,10 @@ type tracker struct {
 	// cloned from a primary on the new timeline.
 	divergedFrom     int
 	divergedTimeline uint32
+	// promoted is set when this node was seen in recovery and then as a
+	// primary: while its history is short, a standby ahead of it may hold
+	// the old primary's WAL past the fork (see confirmSamples).
+	promoted bool
 
 	// logged is the state last reported in the log.
 	logged loggedState
@@ -245,6 +249,9 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 		return t.triggeredRound == round
 	}
 	wasPrimary := t.hasSample && !t.sample.inRecovery
+	if t.hasSample && t.sample.inRecovery && !r.sample.inRecovery {
+		t.promoted = true
+	}
 	t.hasSample = true
 	t.lastPollFailed = false
 	t.lastError = ""
@@ -337,10 +344,13 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			result.whyUnknown = "standby's last poll failed"
 		case !t.sample.lsnValid:
 			result.whyUnknown = "standby's replay position is unknown"
-		case err == nil && history.len() < confirmSamples && aheadOf(history, t.sample.lsn):
-			// A new primary (promoted, or just seen): a standby ahead of it may
-			// have replayed the old primary's WAL past the fork, which the
-			// next sample proves or disproves (see divergedFrom).
+		case err == nil && m.nodes[primary].promoted && history.len() < confirmSamples && aheadOf(history, t.sample.lsn):
+			// A primary just promoted: a standby ahead of it may have
+			// replayed the old primary's WAL past the fork, which the next
+			// sample proves or disproves (see divergedFrom). (A primary
+			// that was one when pgowl started is not new: a standby ahead of
+			// its last sample, such as one that replayed its shutdown
+			// checkpoint, is measured as usual.)
 			result.whyUnknown = "the primary is new and the standby is ahead of its last sample: waiting for a sample that shows the standby follows it"
 		default:
 			result = standbyLag(history, t.sample.lsn, t.sentAt, m.opts.Interval)
@@ -352,8 +362,8 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 	return snap, whyUnknown
 }
 
-// confirmSamples is how many samples a new primary's history must hold before a standby ahead
-// of its latest sample counts as caught up.
+// confirmSamples is how many samples a just-promoted primary's history must hold before a
+// standby ahead of its latest sample counts as caught up.
 const confirmSamples = 3
 
 // aheadOf reports whether a replay position is beyond the latest sample of h.

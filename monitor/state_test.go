@@ -278,11 +278,12 @@ func TestStoppedPrimaryBoundsLagOnlyOnItsTimeline(t *testing.T) {
 func TestStandbyAheadOfNewPrimaryIsNotReadable(t *testing.T) {
 	var logs bytes.Buffer
 	m := fakeMonitor(t, &logs)
-	// pg1 stopped long ago; pg2 is the promoted primary; pg3 is ahead of it.
+	// pg1 stopped long ago; pg2, a standby, is promoted; pg3 is ahead of it.
+	feed(m, standbyResult(1, 4900, -100), 0)
 	feed(m, primaryResult(1, 2, 5000, 0), 1)
 	feed(m, standbyResult(2, 9000, 10), 1)
 	snap := publishAt(m, at(20))
-	// pg2 is new: a standby ahead of it waits for proof either way.
+	// pg2 was just promoted: a standby ahead of it waits for proof either way.
 	checkNodes(t, snap, map[string]nodeWant{"pg3": {up: true, role: route.RoleStandby, lagKnown: false}})
 	if reason := snap.Nodes[2].LagUnknownReason; !strings.Contains(reason, "primary is new") {
 		t.Errorf("pg3's lag unknown because %q, want a reason naming the new primary", reason)
@@ -332,4 +333,18 @@ func TestStandbyAheadOfAnEarlierPrimarySampleIsNotDiverged(t *testing.T) {
 func feed(m *Monitor, r pollResult, round uint64) {
 	m.apply(r, round)
 	m.publish(r.doneAt)
+}
+
+// TestStandbyAheadOfAPrimarySeenAtStartIsMeasured: a primary that was one
+// when the monitor started is not new: a standby ahead of its last sample
+// (it replayed the shutdown checkpoint of a primary that just stopped) is
+// measured as usual, so reads go on while the primary's last sample bounds
+// the standby's staleness.
+func TestStandbyAheadOfAPrimarySeenAtStartIsMeasured(t *testing.T) {
+	var logs bytes.Buffer
+	m := fakeMonitor(t, &logs)
+	feed(m, primaryResult(0, 1, 5000, 0), 1)
+	feed(m, standbyResult(1, 5100, 10), 1)
+	snap := publishAt(m, at(20))
+	checkNodes(t, snap, map[string]nodeWant{"pg2": {up: true, role: route.RoleStandby, lagKnown: true}})
 }
