@@ -493,6 +493,8 @@ func (sess *session) dropBackend(be *backend) {
 	if sess.held == be {
 		sess.held = nil
 		sess.pinBits = 0
+		// A transaction block on it is gone: rolled back.
+		sess.endPgowlTransaction(false)
 	}
 	sess.srv.opts.Pool.Release(be.conn, false)
 }

@@ -25,7 +25,6 @@ type pgowlResult struct {
 
 // runPgowl executes a SET, RESET or SHOW of a pgowl.* setting for this session.
 func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
-	sess.endLocalPgowlSettings()
 	switch cmd.Kind {
 	case classify.PgowlShow:
 		return sess.showPgowl(cmd.Name)
@@ -143,14 +142,6 @@ func (sess *session) endPgowlTransaction(committed bool) {
 // inTransaction reports whether the client is inside a transaction block.
 func (sess *session) inTransaction() bool {
 	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != 'I')
-}
-
-// endLocalPgowlSettings settles the pgowl.* settings of a transaction
-// block that ended where pgowl did not see how (taken as committed).
-func (sess *session) endLocalPgowlSettings() {
-	if sess.localPgowl != nil && !sess.inTransaction() {
-		sess.endPgowlTransaction(true)
-	}
 }
 
 func unknownPgowlSetting(name string) error {

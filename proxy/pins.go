@@ -123,7 +123,8 @@ func (sess *session) recheckPins(be *backend) {
 			// An SQL prepared statement may have been executed to change
 			// settings (set_config) that pgowl did not follow: carry what
 			// the session has now.
-			sess.carrySettingsReadBack(be)
+			sess.settingsChangedUnseen(be)
+			sess.readSettingsBackIfDue(be)
 		}
 	}
 }

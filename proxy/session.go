@@ -55,9 +55,10 @@ type session struct {
 	// serializableReadBack: the last read-back found a serializable default
 	// isolation level; every statement then needs the primary.
 	serializableReadBack bool
-	// readBackAtEnd: a change pgowl reads back happened inside a transaction
-	// block; the read-back runs when the block ends.
-	readBackAtEnd bool
+	// settingsToReadBack: a unit changed settings in a way pgowl cannot
+	// replay as sent; they are read back once the backend is idle (at the end
+	// of the unit, or of the transaction block or batch it ran in).
+	settingsToReadBack bool
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
@@ -327,7 +328,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// (on any node, without waiting: see runBatch); relay reports the
 	// transaction's status for it.
 	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
-	sess.endLocalPgowlSettings()
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		be, dec, err := sess.choose(ctx, u)
@@ -470,13 +470,9 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// A DO block or a procedure pgowl cannot read may have called
 		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
 		// session; the settings count as unknown when that pin ends.)
-		sess.carrySettingsReadBack(be)
+		sess.settingsChangedUnseen(be)
 	}
-	if sess.readBackAtEnd && status == 'I' && !be.openBatch && be.expect.len() == 0 && !be.broken {
-		// The transaction block in which settings changed unseen has ended
-		// (committed or rolled back): what it left is on the node now.
-		sess.carrySettingsReadBack(be)
-	}
+	sess.readSettingsBackIfDue(be)
 	if sess.stateMayHaveChanged(u, status) {
 		sess.pinsToCheck = true
 	}
@@ -596,7 +592,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		}
 		switch {
 		case replay == "":
-			sess.carrySettingsReadBack(be)
+			sess.settingsChangedUnseen(be)
 		case be.conn.TxStatus == 'I':
 			sess.applySets(be, []string{replay})
 		default:
@@ -620,7 +616,7 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 	}
 	switch {
 	case eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0:
-		sess.carrySettingsReadBack(be)
+		sess.settingsChangedUnseen(be)
 	case eff.Session&classify.SessionDiscard != 0:
 		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
 		be.conn.Settings = unknownSettings

@@ -15,7 +15,7 @@ import (
 // function that calls set_config, a value computed by an expression) is not
 // replayed: replaying would run the statement's other effects again and could
 // compute another value. pgowl reads the values back instead
-// (carrySettingsReadBack) and replays those; the backend it ran on counts as
+// (readSettingsBackIfDue) and replays those; the backend it ran on counts as
 // unknown (reset before its next unit), so that nothing pgowl cannot name
 // stays on it for another session.
 
@@ -43,61 +43,57 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 	return b.String()
 }
 
-// carrySettingsReadBack follows a unit that changed settings in a way that
-// cannot be replayed as sent (set_config inside a function, a computed
-// value, a multi-statement string): once the backend is idle, it reads the
-// values the session's settings have there and records them, replacing what
-// the session had recorded, as set_config calls with those values. Other
-// backends then get the values, not the statements that produced them. When
-// the backend is not idle (an open transaction or batch may still undo the
-// change), or the read fails, the session keeps what it had recorded. Either
-// way the connection's settings count as unknown: it is reset before its
-// next use.
-func (sess *session) carrySettingsReadBack(be *backend) {
-	if be.conn.TxStatus == 'I' && !be.openBatch && be.expect.len() == 0 {
-		sess.readBackAtEnd = false
-		named := sess.settingNames
-		for _, recorded := range sess.sets {
-			if name, _, ok := recordedSettingName(recorded); ok && !slices.Contains(named, name) {
-				named = append(named[:len(named):len(named)], name)
-			}
-		}
-		var sets []string
-		seen := map[string]bool{}
-		serializable := false
-		code, err := sess.runOnBackend(be, sessionSettingsQuery(named), func(row []byte) {
-			if values, ok := rowValues(row); ok && len(values) == 2 && !seen[strings.ToLower(values[0])] {
-				seen[strings.ToLower(values[0])] = true
-				sets = append(sets, setConfigReplay(values[0], values[1]))
-				serializable = serializable || (strings.EqualFold(values[0], "default_transaction_isolation") && strings.EqualFold(values[1], "serializable"))
-			}
-		})
-		if err != nil {
-			sess.dropBackend(be)
-			return
-		}
-		if code == "" {
-			// A serializable default (set under a name pgowl could not read)
-			// makes a standby refuse every statement.
-			sess.serializableReadBack = serializable
-			sess.sets = append(sess.sets[:0], sets...)
-			sess.updateSettingsKey()
-			// What the unit may have left beyond what pgowl can name (an
-			// application setting under a computed name, or set by code it
-			// cannot read) must reach no other session: the backend is reset
-			// and given the recorded settings before its next use.
-			be.conn.Settings = unknownSettings
-			sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
-			return
-		}
-	}
-	if be.conn.TxStatus != 'I' && !be.openBatch {
-		// Inside a transaction block: read back when it ends.
-		sess.readBackAtEnd = true
-	} else {
-		sess.log.Warn().Msg("a session setting changed in a way pgowl cannot follow (inside an open batch, or the settings could not be read back); it holds on this connection only, which is reset before its next use")
-	}
+// settingsChangedUnseen follows a unit that may have changed settings in a
+// way that cannot be replayed as sent (set_config inside a function, a
+// computed value, a multi-statement string, a DO block): the connection's
+// settings count as unknown (it is reset before its next use, so that
+// nothing pgowl cannot name stays on it for another session), and the
+// session's settings are read back once the backend is idle.
+func (sess *session) settingsChangedUnseen(be *backend) {
+	sess.settingsToReadBack = true
 	be.conn.Settings = unknownSettings
+}
+
+// readSettingsBackIfDue reads the values the session's settings have on be,
+// when a change is to be read back and be is idle (an open transaction block
+// or batch may still undo it: then it waits for its end), and records them,
+// replacing what the session had recorded, as set_config calls with those
+// values. Other backends then get the values, not the statements that
+// produced them.
+func (sess *session) readSettingsBackIfDue(be *backend) {
+	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+		return
+	}
+	sess.settingsToReadBack = false
+	named := sess.settingNames
+	for _, recorded := range sess.sets {
+		if name, _, ok := recordedSettingName(recorded); ok && !slices.Contains(named, name) {
+			named = append(named[:len(named):len(named)], name)
+		}
+	}
+	var sets []string
+	seen := map[string]bool{}
+	serializable := false
+	code, err := sess.runOnBackend(be, sessionSettingsQuery(named), func(row []byte) {
+		if values, ok := rowValues(row); ok && len(values) == 2 && !seen[strings.ToLower(values[0])] {
+			seen[strings.ToLower(values[0])] = true
+			sets = append(sets, setConfigReplay(values[0], values[1]))
+			serializable = serializable || (strings.EqualFold(values[0], "default_transaction_isolation") && strings.EqualFold(values[1], "serializable"))
+		}
+	})
+	switch {
+	case err != nil:
+		sess.dropBackend(be)
+	case code != "":
+		sess.log.Warn().Str("sqlstate", code).Msg("a session setting changed in a way pgowl cannot replay, and reading the settings back failed; it holds on this connection only, which is reset before its next use")
+	default:
+		// A serializable default (set under a name pgowl could not read)
+		// makes a standby refuse every statement.
+		sess.serializableReadBack = serializable
+		sess.sets = append(sess.sets[:0], sets...)
+		sess.updateSettingsKey()
+		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
+	}
 }
 
 // setConfigCall matches a statement that is one session-level set_config
