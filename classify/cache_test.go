@@ -179,3 +179,32 @@ func TestShapeHitDoesNotAllocate(t *testing.T) {
 		t.Errorf("shape hit %+v differs from the verdict of its first statement %+v", got, want)
 	}
 }
+
+// TestShapeVerdictsFollowTheContext: a statement whose verdict depends on the search path, with
+// new literals each time and with a text seen before, gets the verdict of its own context whichever
+// of the text, the shape or the context-keyed entries the cache already holds.
+func TestShapeVerdictsFollowTheContext(t *testing.T) {
+	classifier := New(Options{Catalogues: staticSource{testCatalogue()}})
+	public := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
+	lib := &Context{Database: "test", User: "app", SearchPath: []string{"lib"}}
+	steps := []struct {
+		sql  string
+		ctx  *Context
+		want Reason
+	}{
+		{"SELECT f_report() FROM t WHERE id = 1", public, ReasonWritingFunction},
+		{"SELECT f_report() FROM t WHERE id = 2", public, ReasonWritingFunction}, // shape, same context
+		{"SELECT f_report() FROM t WHERE id = 3", lib, ReasonUnknownEffect},      // shape, new context
+		{"SELECT f_report() FROM t WHERE id = 1", lib, ReasonUnknownEffect},      // known text, new context
+		{"SELECT f_report() FROM t WHERE id = 4", lib, ReasonUnknownEffect},      // shape, second context
+		{"SELECT f_report() FROM t WHERE id = 1", public, ReasonWritingFunction}, // known text, first context
+		{"SELECT f_report() FROM t WHERE id = 5", public, ReasonWritingFunction}, // shape, first context again
+		{"SELECT f_report() FROM t WHERE id = 'x'", lib, ReasonUnknownEffect},    // another literal kind
+		{"SELECT f_report() FROM t WHERE id = 'y'", public, ReasonWritingFunction},
+	}
+	for _, step := range steps {
+		if got := classifier.ClassifyIn(step.sql, step.ctx); got.Reason != step.want {
+			t.Errorf("%s with search_path %v: %v, want %v", step.sql, step.ctx.SearchPath, got.Reason, step.want)
+		}
+	}
+}

@@ -129,9 +129,26 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		effects, _, _, _ := c.classifyUncached(sql, ctx, cat)
 		return effects
 	}
-	effects, dependent, ok := c.cache.get(sql)
-	if ok && !dependent {
+	effects, dependent, textKnown := c.cache.get(sql)
+	if textKnown && !dependent {
 		return effects
+	}
+	// Statements that differ only in literals share a verdict (see shape.go). A shape hit does
+	// not cache the exact text: statements with literals rarely repeat exactly (pgbench -S sends
+	// a new aid every time), and caching each would evict useful entries and allocate. The
+	// shape is built and looked up in stack buffers, so a shape hit allocates nothing.
+	var shapeStack [keyBufferSize]byte
+	var shapeBytes []byte
+	shaped, shapeDependent := false, false
+	if !textKnown {
+		// Text never seen (or evicted): most often new literals in a known statement, whose
+		// shape is looked up before the context key is built. The hot path of such statements.
+		shapeBytes, shaped = appendShape(shapeStack[:0], sql)
+		effects, hit, dependent := c.shapeLookup(shapeBytes, shaped)
+		if hit && !dependent {
+			return effects
+		}
+		shapeDependent = hit
 	}
 	if fetch {
 		cat = c.catalogues.Catalogue(ctx.Database)
@@ -140,24 +157,24 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 	key := appendContextKey(stack[:0], ctx, cat)
 	prefixLen := len(key)
 	key = append(key, sql...)
-	if effects, _, ok := c.cache.getBytes(key); ok {
-		return effects
+	if textKnown {
+		// The text's verdict depends on the context: it is cached by context and text (the
+		// two entries are added together, so an unknown text has no such entry to look for).
+		if effects, _, ok := c.cache.getBytes(key); ok {
+			return effects
+		}
+		// None for this context yet: perhaps one for its shape.
+		shapeBytes, shaped = appendShape(shapeStack[:0], sql)
+		effects, hit, dependent := c.shapeLookup(shapeBytes, shaped)
+		if hit && !dependent {
+			return effects
+		}
+		shapeDependent = hit
 	}
-	// Statements that differ only in literals share a verdict (see shape.go). A shape hit does
-	// not cache the exact text: statements with literals rarely repeat exactly (pgbench -S sends
-	// a new aid every time), and caching each would evict useful entries and allocate. The
-	// shape is built and looked up in stack buffers, so a shape hit allocates nothing.
-	var shapeStack [keyBufferSize]byte
-	shapeBytes, shaped := appendShape(shapeStack[:0], sql)
-	if shaped {
-		if effects, dependent, ok := c.cache.getBytes(shapeBytes); ok {
-			if !dependent {
-				return effects
-			}
-			var keyed [keyBufferSize]byte
-			if effects, _, ok := c.cache.getBytes(append(append(keyed[:0], key[:prefixLen]...), shapeBytes...)); ok {
-				return effects
-			}
+	if shapeDependent {
+		var keyed [keyBufferSize]byte
+		if effects, _, ok := c.cache.getBytes(append(append(keyed[:0], key[:prefixLen]...), shapeBytes...)); ok {
+			return effects
 		}
 	}
 	shape := ""
@@ -187,6 +204,16 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 	c.cache.add(sql, effects, true)
 	c.cache.add(string(key), effects, false)
 	return effects
+}
+
+// shapeLookup looks a shape up in the cache: hit, and whether its verdict depends on the context
+// (then the caller looks the context-keyed shape up).
+func (c *Classifier) shapeLookup(shape []byte, shaped bool) (effects Effects, hit, dependent bool) {
+	if !shaped {
+		return Effects{}, false, false
+	}
+	effects, dependent, hit = c.cache.getBytes(shape)
+	return effects, hit, dependent
 }
 
 // Purge empties the cache, for example after the FunctionResolver learned new functions.

@@ -191,19 +191,26 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 			replaced = true
 			i = j
 			prevIdent = false
-		default:
-			b = append(b, c)
-			ident := isIdentByte(c)
-			if ident && !prevIdent {
+		case isIdentByte(c):
+			// The rest of a word: every byte of it takes this branch (digits and '$' after an
+			// identifier byte are part of it), so it is copied whole.
+			if !prevIdent {
 				wordStart = i
 			}
-			if ident && (i+1 == len(sql) || !isIdentByte(sql[i+1])) {
-				inByList = updateByList(inByList, sql[wordStart:i+1])
+			j := i + 1
+			for j < len(sql) && isIdentByte(sql[j]) {
+				j++
 			}
+			b = append(b, sql[i:j]...)
+			inByList = updateByList(inByList, sql[wordStart:j])
+			prevIdent = true
+			i = j
+		default:
+			b = append(b, c)
 			if c == ')' || c == ';' || c == '(' {
 				inByList = false
 			}
-			prevIdent = ident
+			prevIdent = false
 			i++
 		}
 	}
@@ -297,9 +304,17 @@ func quotedEnd(sql string, start int, quote byte, backslashEscapes bool) (int, b
 	return 0, false
 }
 
-func isIdentByte(c byte) bool {
-	return c == '_' || c == '$' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
-}
+// isIdentByte reports whether c can be part of an identifier or keyword (after its first byte).
+func isIdentByte(c byte) bool { return identBytes[c] }
+
+// identBytes is isIdentByte's table: the scanners ask it for every byte of a statement.
+var identBytes = func() (table [256]bool) {
+	for c := range table {
+		b := byte(c)
+		table[c] = b == '_' || b == '$' || isDigit(b) || (b|0x20 >= 'a' && b|0x20 <= 'z') || b >= 0x80
+	}
+	return table
+}()
 
 // mentionsSettingCall reports whether sql mentions set_config or current_setting, in any case,
 // whose literal arguments decide their effect. Both names contain '_', so only the underscores in

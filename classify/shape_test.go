@@ -92,6 +92,23 @@ func BenchmarkClassifyShapeHit(b *testing.B) {
 	}
 }
 
+// BenchmarkClassifyShapeHitInContext is BenchmarkClassifyShapeHit the way a proxy session asks:
+// ClassifyIn with a database whose catalogue is loaded and a search path.
+func BenchmarkClassifyShapeHitInContext(b *testing.B) {
+	c := New(Options{Catalogues: staticSource{testCatalogue()}})
+	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
+	c.ClassifyIn("SELECT abalance FROM pgbench_accounts WHERE aid = 1;", ctx)
+	sqls := make([]string, 4*DefaultCacheSize)
+	for i := range sqls {
+		sqls[i] = "SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(i) + ";"
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.ClassifyIn(sqls[i%len(sqls)], ctx)
+	}
+}
+
 func TestMentionsSettingCall(t *testing.T) {
 	for sql, want := range map[string]bool{
 		"select set_config('a', 'b', false)":              true,
