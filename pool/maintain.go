@@ -173,7 +173,7 @@ func (p *Pool) refillOne(ctx context.Context, d refillDial) {
 	c.gen = d.gen // a CloseNode since the dial began makes the release close it
 	p.mu.Lock()
 	p.refillDone(d)
-	p.releaseLocked(c, true)
+	p.releaseLocked(c, true, time.Now())
 }
 
 // refillDone ends the count of d as in flight. The caller holds p.mu.

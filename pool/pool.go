@@ -324,14 +324,15 @@ func (p *Pool) handOver(np *nodePool, g grant) {
 // Release returns c to the pool. A connection that is not reusable (broken,
 // in an unknown protocol state, or its node changed role) is closed.
 func (p *Pool) Release(c *Conn, reusable bool) {
+	now := time.Now() // read before the lock: one clock read serves both checks
 	p.mu.Lock()
-	p.releaseLocked(c, reusable)
+	p.releaseLocked(c, reusable, now)
 }
 
 // releaseLocked is Release for a caller that holds p.mu, which it unlocks.
-func (p *Pool) releaseLocked(c *Conn, reusable bool) {
+func (p *Pool) releaseLocked(c *Conn, reusable bool, now time.Time) {
 	np := p.node(c.Node)
-	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.tooOld(c, time.Now()) {
+	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.tooOld(c, now) {
 		c.Close()
 		if len(np.waiters) > 0 && !p.done {
 			p.handOver(np, grant{})
@@ -341,7 +342,7 @@ func (p *Pool) releaseLocked(c *Conn, reusable bool) {
 		p.mu.Unlock()
 		return
 	}
-	c.lastUsed = time.Now()
+	c.lastUsed = now
 	if len(np.waiters) > 0 {
 		for i, w := range np.waiters {
 			if w.key == c.loginKey {

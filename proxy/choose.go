@@ -128,9 +128,10 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		pol.WhenNoStandby = route.UsePrimary
 	}
 	wait := sess.srv.opts.Config.Routing.PrimaryWait
-	deadline := time.Now().Add(wait)
+	now := time.Now()
+	deadline := now.Add(wait)
 	for {
-		dec, err := route.Decide(req, snap, pol, time.Now())
+		dec, err := route.Decide(req, snap, pol, now)
 		if err != nil && req.Access == route.AccessWrite && time.Now().Before(deadline) {
 			// No primary right now: a switchover may be under way. Wait for one.
 			req, pol := req, pol // copies for the closure: the fast path stays on the stack
@@ -166,6 +167,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		if ctx.Err() != nil {
 			return nil, dec, ctx.Err()
 		}
+		now = time.Now()
 	}
 }
 
