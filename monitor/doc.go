@@ -11,7 +11,9 @@
 // bounded by Options.DialTimeout and every query by Options.QueryTimeout. One
 // round trip per poll reads everything:
 //
-//	pg_is_in_recovery(), pg_control_checkpoint().timeline_id, and
+//	pg_is_in_recovery(); the timeline, from the WAL file name of
+//	pg_current_wal_insert_lsn() on a primary (current at once after a
+//	promotion) or pg_control_checkpoint().timeline_id on a standby; and
 //	pg_current_wal_insert_lsn() on a primary or pg_last_wal_replay_lsn() on a standby
 //
 // A coordinator (the goroutine calling Run) starts a round every Interval. A

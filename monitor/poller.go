@@ -14,7 +14,16 @@ import (
 // pollSQL reads a node's role, timeline and WAL position in one round trip.
 // pg_is_in_recovery() is evaluated once (a volatile function in a subquery
 // is not pulled up), so the position matches the role reported with it.
-const pollSQL = `SELECT s.in_recovery, c.timeline_id,
+//
+// A primary's timeline is the one it inserts WAL on: the first 8 hex digits
+// of the name of the WAL file its insert position is in. The last
+// checkpoint's timeline would lag behind after a promotion until the next
+// checkpoint ends, minutes later when it is spread, and in a split brain both
+// primaries would report the same one meanwhile. A standby has no insert
+// position; its last restartpoint's timeline is used.
+const pollSQL = `SELECT s.in_recovery,
+  CASE WHEN s.in_recovery THEN c.timeline_id::bigint
+    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::bigint END,
   (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text
 FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c`
 
