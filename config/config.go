@@ -22,8 +22,24 @@ type Config struct {
 	Limits Limits `yaml:"limits" mapstructure:"limits"`
 	// Pool configures the server connection pools, one per node.
 	Pool Pool `yaml:"pool" mapstructure:"pool"`
+	// TCP configures keepalives and the user timeout of client and node connections.
+	TCP TCP `yaml:"tcp" mapstructure:"tcp"`
 	// Classify configures the statement classifier.
 	Classify Classify `yaml:"classify" mapstructure:"classify"`
+}
+
+// TCP sets how soon a peer that vanished without closing its connection (a host that lost power,
+// a cut network) is noticed, on connections to clients and to nodes alike.
+type TCP struct {
+	// KeepaliveIdle is the idle time before the first keepalive probe; zero turns keepalives off.
+	KeepaliveIdle time.Duration `yaml:"keepalive_idle" mapstructure:"keepalive_idle" help:"idle time before the first TCP keepalive probe, 0 turns keepalives off"`
+	// KeepaliveInterval is the time between unanswered probes; greater than zero when keepalives are on.
+	KeepaliveInterval time.Duration `yaml:"keepalive_interval" mapstructure:"keepalive_interval" help:"time between two unanswered keepalive probes"`
+	// KeepaliveCount is how many unanswered probes close the connection; 1..127 when keepalives are on.
+	KeepaliveCount int `yaml:"keepalive_count" mapstructure:"keepalive_count" help:"unanswered keepalive probes that close the connection"`
+	// UserTimeout is how long sent data may stay unacknowledged before the connection is closed
+	// (TCP_USER_TIMEOUT); zero keeps the system's retransmission limit (about 15 minutes on Linux).
+	UserTimeout time.Duration `yaml:"user_timeout" mapstructure:"user_timeout" help:"how long sent data may stay unacknowledged before the connection is closed, 0 the system's limit"`
 }
 
 // Node is one PostgreSQL server the proxy may route to.
@@ -245,6 +261,12 @@ func Default() Config {
 			MaxDepth:        16,
 			RefreshInterval: 30 * time.Second,
 			CacheSize:       10000,
+		},
+		TCP: TCP{
+			KeepaliveIdle:     10 * time.Second,
+			KeepaliveInterval: 5 * time.Second,
+			KeepaliveCount:    3,
+			UserTimeout:       30 * time.Second,
 		},
 	}
 }

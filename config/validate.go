@@ -25,6 +25,7 @@ func (c Config) Validate() error {
 	v.tls(c.TLS)
 	v.limits(c.Limits)
 	v.pool(c.Pool)
+	v.tcp(c.TCP)
 	v.classify(c.Classify)
 	return joinErrors(v.problems)
 }
@@ -221,6 +222,25 @@ func (v *validator) pool(p Pool) {
 	v.notNegative("pool.health_check_after", p.HealthCheckAfter)
 	v.positive("pool.acquire_timeout", p.AcquireTimeout)
 	v.positive("pool.dial_timeout", p.DialTimeout)
+}
+
+// tcp checks the keepalive settings (within Linux's limits) and the user timeout (in milliseconds, an int).
+func (v *validator) tcp(t TCP) {
+	v.notNegative("tcp.keepalive_idle", t.KeepaliveIdle)
+	if t.KeepaliveIdle > 0 {
+		if t.KeepaliveIdle > 32767*time.Second {
+			v.fail("tcp.keepalive_idle", "%s is more than 32767s", t.KeepaliveIdle)
+		}
+		v.positive("tcp.keepalive_interval", t.KeepaliveInterval)
+		if t.KeepaliveInterval > 32767*time.Second {
+			v.fail("tcp.keepalive_interval", "%s is more than 32767s", t.KeepaliveInterval)
+		}
+		v.intRange("tcp.keepalive_count", t.KeepaliveCount, 1, 127)
+	}
+	v.notNegative("tcp.user_timeout", t.UserTimeout)
+	if t.UserTimeout > math.MaxInt32*time.Millisecond {
+		v.fail("tcp.user_timeout", "%s is too long", t.UserTimeout)
+	}
 }
 
 // classify checks the classifier settings and function signatures; a function may not be both read-only and writing.

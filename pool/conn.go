@@ -124,7 +124,8 @@ const (
 	backendWriteBuffer = 16 << 10
 )
 
-func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration, maxMessage int) (*Conn, error) {
+func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
+	dialTimeout, maxMessage := opts.DialTimeout, opts.MaxMessageSize
 	cfg, err := pgconn.ParseConfig("sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -135,6 +136,7 @@ func dial(ctx context.Context, t Target, login Login, dialTimeout time.Duration,
 	cfg.Password = login.Password
 	cfg.Database = login.Database
 	cfg.ConnectTimeout = dialTimeout
+	cfg.DialFunc = opts.TCP.DialFunc(dialTimeout)
 	cfg.Fallbacks = nil
 	cfg.TLSConfig = nil
 	cfg.RuntimeParams = make(map[string]string, len(login.Params))

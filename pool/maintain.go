@@ -156,7 +156,7 @@ func (p *Pool) refill(ctx context.Context, now time.Time) {
 // refillBackoff; a login the node refuses is forgotten instead.
 func (p *Pool) refillOne(ctx context.Context, d refillDial) {
 	defer p.maintenance.Done()
-	c, err := dial(ctx, d.target, d.login, p.opts.DialTimeout, p.opts.MaxMessageSize)
+	c, err := dial(ctx, d.target, d.login, &p.opts)
 	if err != nil {
 		p.mu.Lock()
 		p.refillDone(d)

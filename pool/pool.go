@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/pgowl/pgowl/tcpopt"
 )
 
 // Options configures a Pool.
@@ -26,6 +28,9 @@ type Options struct {
 	// checks it with an empty query; zero never checks.
 	HealthCheckAfter time.Duration
 	MaxMessageSize   int
+	// TCP is the keepalive and user timeout of every connection to a node,
+	// so that a session waiting for a node that vanished gets an error.
+	TCP tcpopt.Options
 }
 
 // Pool keeps backend connections per node and per login.
@@ -198,7 +203,7 @@ func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, erro
 	p.mu.Lock()
 	gen := p.node(t.Node).gen
 	p.mu.Unlock()
-	c, err := dial(ctx, t, login, p.opts.DialTimeout, p.opts.MaxMessageSize)
+	c, err := dial(ctx, t, login, &p.opts)
 	if err != nil {
 		p.forget(t.Node)
 		if TooManyConnections(err) {

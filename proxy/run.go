@@ -60,6 +60,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		MinIdle:          cfg.Pool.MinIdle,
 		HealthCheckAfter: cfg.Pool.HealthCheckAfter,
 		MaxMessageSize:   cfg.Limits.MaxMessageSize,
+		TCP:              TCPOptions(cfg.TCP),
 	})
 	mon := monitor.New(monitor.Options{
 		Nodes:        nodes,

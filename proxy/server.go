@@ -18,6 +18,7 @@ import (
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/auth"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/tcpopt"
 )
 
 // NodeStates is what the proxy needs from the node monitor.
@@ -56,6 +57,8 @@ type Server struct {
 	// transactionPooling gives backends back to the pool after every unit
 	// that leaves nothing on them (pool.mode: transaction).
 	transactionPooling bool
+	// clientTCP is set on every client connection (the tcp section).
+	clientTCP tcpopt.Options
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
@@ -80,11 +83,23 @@ func NewServer(opts Options) (*Server, error) {
 		sessions: make(map[cancelKey]*session),
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
+		clientTCP:          TCPOptions(opts.Config.TCP),
 	}
 	for _, n := range opts.Config.Nodes {
 		s.targets[n.Name] = pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}
 	}
 	return s, nil
+}
+
+// TCPOptions turns the tcp section of the config into socket options, for
+// client connections and for the pool's connections to the nodes.
+func TCPOptions(cfg config.TCP) tcpopt.Options {
+	return tcpopt.Options{
+		KeepaliveIdle:     cfg.KeepaliveIdle,
+		KeepaliveInterval: cfg.KeepaliveInterval,
+		KeepaliveCount:    cfg.KeepaliveCount,
+		UserTimeout:       cfg.UserTimeout,
+	}
 }
 
 // PolicyFromConfig turns the routing section of the config into a route.Policy.

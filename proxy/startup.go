@@ -39,6 +39,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	connID := s.nextConnID.Add(1)
 	log := s.log.With().Uint64("conn_id", connID).Str("client_addr", conn.RemoteAddr().String()).Logger()
+	if err := s.clientTCP.Apply(conn); err != nil {
+		log.Warn().Err(err).Msg("could not set TCP keepalive or user timeout on the client connection")
+	}
 
 	if n := s.clients.Add(1); n > int64(s.opts.Config.Limits.MaxClientConnections) {
 		s.clients.Add(-1)
