@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -330,6 +331,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
+		sent := false // the unit's request reached the kernel: the node may have run it
 		be, dec, err := sess.choose(ctx, u)
 		if err != nil {
 			if u.carriesBegin {
@@ -365,6 +367,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.running.Store(&be.running)
 			err = be.conn.Writer.Flush()
 			if err == nil {
+				sent = true
 				err = sess.relay(be, u)
 			}
 			sess.running.Store(nil)
@@ -387,7 +390,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
-		if !u.forwarded && !wasHeld && attempt < maxAttempts {
+		if !u.forwarded && !wasHeld && attempt < maxAttempts && safeToResend(u, err, sent) {
 			sess.log.Info().Err(err).Str("node", be.node).Int("attempt", attempt).Msg("backend connection was dead before the statement ran; sending it on a fresh one")
 			sess.dropBackend(be)
 			u.errCode = ""
@@ -395,6 +398,41 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		return sess.lostBackend(be, u, dec, err)
 	}
+}
+
+// safeToResend reports whether a unit whose backend failed before any reply
+// reached the client may be sent again on a fresh connection. A pooled
+// connection the node had already closed (a restart, idle_session_timeout,
+// pg_terminate_backend of an idle backend) fails at once, and sending again
+// is what the client expects. But the node may also have run the unit and
+// gone before its reply left (a crash right after a COMMIT, a host that
+// vanished): sending a write again would run it twice. So a unit that may
+// write is sent again only when it cannot have run: its request never left
+// pgowl, or the node said it was terminating the connection (57P01, 57P02,
+// 57P05: a statement it was running is rolled back; one it had completed
+// would have sent its reply first). A timeout (TCP keepalive or user
+// timeout, or the unreachable host it reports when the host's address
+// stopped answering too) means the node was reached and went silent: nothing
+// is sent again, and the client learns at once that the node is lost.
+func safeToResend(u *unit, err error, sent bool) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return false
+	}
+	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return false // what a timeout reports when the host's address stopped answering too
+	}
+	if !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0) {
+		return true
+	}
+	var closing *backendClosing
+	if errors.As(err, &closing) {
+		switch closing.code {
+		case "57P01", "57P02", "57P05":
+			return true
+		}
+	}
+	return false
 }
 
 // clientFatal marks an error after which the client connection cannot continue.

@@ -1,0 +1,277 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/route"
+)
+
+// TestVanishedNodeEndsTheStatementWaitingForIt runs a PostgreSQL server in a
+// network namespace of its own, behind a veth pair, and makes it vanish while
+// a statement runs on it: the namespace's end of the link goes down, so
+// nothing from the server reaches pgowl any more and nothing tells pgowl so
+// (no FIN, no RST), as when a host loses power or its network is cut. The
+// client waiting for that statement must get an error once the keepalive
+// probes (tcp.keepalive_*) go unanswered, not wait for ever: before pgowl set
+// keepalives on its node connections it relied on pgconn's dialer (5 minutes
+// idle, then nine probes 5 minutes apart), and the statement hung.
+func TestVanishedNodeEndsTheStatementWaitingForIt(t *testing.T) {
+	node := startNodeInNamespace(t, 1)
+	c := &cluster.Cluster{Nodes: []*cluster.Node{{Name: "vn1", Host: node.addr, Port: node.port}}}
+	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
+		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
+	})
+	o.waitRoles(t, map[string]route.Role{"vn1": route.RolePrimary})
+
+	ctx := timeoutCtx(t, time.Minute)
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", appUser, appPassword, o.addr))
+	if err != nil {
+		t.Fatalf("connect through pgowl: %v", err)
+	}
+	defer conn.Close(context.Background())
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(600)")
+		done <- err
+	}()
+	// The statement runs on the node: its request was sent and acknowledged,
+	// so only keepalives can find out that the node is gone.
+	node.waitActive(t, "SELECT pg_sleep(600)")
+
+	node.cut(t)
+	cut := time.Now()
+	select {
+	case err := <-done:
+		waited := time.Since(cut).Round(100 * time.Millisecond)
+		if pgErr := wantSQLState(t, "statement on the vanished node", err, "08006"); pgErr != nil {
+			t.Logf("the client got %s %q %s after the node vanished", pgErr.Code, pgErr.Message, waited)
+		}
+		// 1s idle + 2 probes 1s apart, plus a monitor interval and scheduling.
+		if waited > 15*time.Second {
+			t.Errorf("the client waited %s for the vanished node, want about 3s (tcp.keepalive_*)", waited)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the statement on the vanished node was still waiting 30s after the node vanished (tcp.keepalive_idle 1s, interval 1s, count 2)")
+	}
+}
+
+// TestWriteIsNotSentTwiceAfterItsReplyWasLost: a write that ran on the node,
+// whose reply never arrived because the node went silent, must not be sent
+// again on a fresh connection once the node is back: it would run twice. The
+// node goes silent while the INSERT sleeps, commits the row, and its reply is
+// lost; the keepalives end pgowl's connection; then the link comes back and
+// the node is reachable again. pgowl used to send any unit whose first reply
+// had not reached the client again ("dead before the statement ran"), and
+// the row was inserted twice.
+func TestWriteIsNotSentTwiceAfterItsReplyWasLost(t *testing.T) {
+	node := startNodeInNamespace(t, 2)
+	if out, err := node.psql("CREATE TABLE vn_writes (id serial PRIMARY KEY, v text); GRANT ALL ON vn_writes, vn_writes_id_seq TO " + appUser); err != nil {
+		t.Fatalf("create table: %v: %s", err, out)
+	}
+	c := &cluster.Cluster{Nodes: []*cluster.Node{{Name: "vn2", Host: node.addr, Port: node.port}}}
+	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
+		// Long enough for the node to be seen again before a resend gives up.
+		cfg.Routing.PrimaryWait = 15 * time.Second
+	})
+	o.waitRoles(t, map[string]route.Role{"vn2": route.RolePrimary})
+
+	ctx := timeoutCtx(t, time.Minute)
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", appUser, appPassword, o.addr))
+	if err != nil {
+		t.Fatalf("connect through pgowl: %v", err)
+	}
+	defer conn.Close(context.Background())
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, "INSERT INTO vn_writes (v) SELECT 'once' FROM pg_sleep(2)")
+		done <- err
+	}()
+	node.waitActive(t, "INSERT INTO vn_writes (v) SELECT 'once' FROM pg_sleep(2)")
+	node.cut(t)
+	cut := time.Now()
+	// The INSERT commits about 2s after it started; its reply is lost. The
+	// keepalives close pgowl's connection about 3s after the last traffic.
+	// Then the link comes back.
+	time.Sleep(4 * time.Second)
+	node.restore(t)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("the INSERT whose reply was lost succeeded %s after the cut: it was sent again", time.Since(cut).Round(100*time.Millisecond))
+		} else if pgErr := wantSQLState(t, "INSERT whose reply was lost", err, "08006"); pgErr != nil {
+			t.Logf("the client got %s %q %s after the cut", pgErr.Code, pgErr.Message, time.Since(cut).Round(100*time.Millisecond))
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("the INSERT was still waiting 40s after the cut")
+	}
+	out, err := node.psql("SELECT count(*) FROM vn_writes")
+	if err != nil {
+		t.Fatalf("count rows: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(out); got != "1" {
+		t.Errorf("the INSERT ran %s times, want once (it committed before the node went silent)", got)
+	}
+}
+
+// namespacedNode is a PostgreSQL server in a network namespace of its own,
+// reachable from the test's namespace through a veth pair.
+type namespacedNode struct {
+	namespace, hostLink, nodeLink string
+	addr                          string
+	port                          int
+	dir, socketDir                string
+}
+
+// startNodeInNamespace creates a network namespace and a veth pair (index
+// keeps the names and addresses of a test's namespaces apart), and
+// starts a PostgreSQL primary in it that trusts the test's end of the link.
+// It skips when the test cannot create namespaces (not root, or no
+// CAP_SYS_ADMIN); everything is removed when t ends.
+func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs the ip command (iproute2) to create a network namespace")
+	}
+	id := (os.Getpid()%10000)*10 + index
+	subnet := fmt.Sprintf("10.%d.%d", 200+index, os.Getpid()%250)
+	n := &namespacedNode{
+		namespace: fmt.Sprintf("pgowl-vn%d", id),
+		hostLink:  fmt.Sprintf("pgvh%d", id),
+		nodeLink:  fmt.Sprintf("pgvn%d", id),
+		addr:      subnet + ".2",
+		port:      5432,
+	}
+	if out, err := exec.Command("ip", "netns", "add", n.namespace).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "not permitted") {
+			t.Skipf("cannot create a network namespace here: %s", strings.TrimSpace(string(out)))
+		}
+		t.Fatalf("ip netns add %s: %v: %s", n.namespace, err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", n.hostLink).Run()
+		exec.Command("ip", "netns", "del", n.namespace).Run()
+	})
+	inNamespace := []string{"ip", "netns", "exec", n.namespace}
+	for _, argv := range [][]string{
+		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", n.nodeLink},
+		{"ip", "link", "set", n.nodeLink, "netns", n.namespace},
+		{"ip", "addr", "add", subnet + ".1/30", "dev", n.hostLink},
+		{"ip", "link", "set", n.hostLink, "up"},
+		append(inNamespace, "ip", "addr", "add", subnet+".2/30", "dev", n.nodeLink),
+		append(inNamespace, "ip", "link", "set", n.nodeLink, "up"),
+		append(inNamespace, "ip", "link", "set", "lo", "up"),
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
+		}
+	}
+
+	postgres, err := user.Lookup("postgres")
+	if err != nil {
+		t.Skipf("no postgres user to run PostgreSQL as: %v", err)
+	}
+	uid, _ := strconv.Atoi(postgres.Uid)
+	gid, _ := strconv.Atoi(postgres.Gid)
+	n.dir, err = os.MkdirTemp("", "pgowl-vanished-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(n.dir) })
+	n.socketDir = n.dir
+	if err := os.Chown(n.dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(n.dir, "data")
+	bin := "/usr/lib/postgresql/15/bin/"
+	asPostgres := func(argv ...string) []string { return append([]string{"runuser", "-u", "postgres", "--"}, argv...) }
+	run := func(argv []string) {
+		t.Helper()
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
+		}
+	}
+	run(asPostgres(bin+"initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"))
+	conf := fmt.Sprintf("listen_addresses = '%s'\nport = %d\nunix_socket_directories = '%s'\nfsync = off\n", n.addr, n.port, n.socketDir)
+	hba := fmt.Sprintf("host all all %s.1/32 trust\n", subnet)
+	for file, text := range map[string]string{"postgresql.conf": conf, "pg_hba.conf": hba} {
+		f, err := os.OpenFile(filepath.Join(data, file), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteString(text)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(append(inNamespace, asPostgres(bin+"pg_ctl", "-D", data, "-l", filepath.Join(n.dir, "log"), "-w", "-t", "60", "start")...))
+	t.Cleanup(func() {
+		// Signals and the Unix socket do not need the network: the stop works after the cut.
+		exec.Command("runuser", "-u", "postgres", "--", bin+"pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").Run()
+	})
+	if out, err := n.psql(fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword)); err != nil {
+		t.Fatalf("create role: %v: %s", err, out)
+	}
+	return n
+}
+
+// psql runs sql on the node through its Unix socket, which the cut does not touch.
+func (n *namespacedNode) psql(sql string) (string, error) {
+	out, err := exec.Command("runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/psql",
+		"-h", n.socketDir, "-p", strconv.Itoa(n.port), "-U", "postgres", "-d", "postgres", "-X", "-A", "-t", "-c", sql).CombinedOutput()
+	return string(out), err
+}
+
+// waitActive waits until the node runs query.
+func (n *namespacedNode) waitActive(t *testing.T, query string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := n.psql("SELECT count(*) FROM pg_stat_activity WHERE query = '" + strings.ReplaceAll(query, "'", "''") + "' AND state = 'active'")
+		if strings.TrimSpace(out) == "1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q did not start on the node: %q", query, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// restore brings the namespace's end of the link up again.
+func (n *namespacedNode) restore(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", n.namespace, "ip", "link", "set", n.nodeLink, "up").CombinedOutput(); err != nil {
+		t.Fatalf("bring %s up: %v: %s", n.nodeLink, err, out)
+	}
+}
+
+// cut takes the namespace's end of the link down: the node keeps running but
+// nothing it sends reaches the test's namespace, and nothing says so.
+func (n *namespacedNode) cut(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", n.namespace, "ip", "link", "set", n.nodeLink, "down").CombinedOutput(); err != nil {
+		t.Fatalf("take %s down: %v: %s", n.nodeLink, err, out)
+	}
+}
+
