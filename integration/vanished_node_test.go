@@ -274,4 +274,3 @@ func (n *namespacedNode) cut(t *testing.T) {
 		t.Fatalf("take %s down: %v: %s", n.nodeLink, err, out)
 	}
 }
-
