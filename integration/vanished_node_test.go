@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,21 +131,79 @@ func TestWriteIsNotSentTwiceAfterItsReplyWasLost(t *testing.T) {
 	}
 }
 
-// namespacedNode is a PostgreSQL server in a network namespace of its own,
-// reachable from the test's namespace through a veth pair.
-type namespacedNode struct {
-	namespace, hostLink, nodeLink string
-	addr                          string
-	port                          int
-	dir, socketDir                string
+// TestVanishedClientTransactionIsRolledBack: a client in a network namespace
+// opens a transaction through pgowl, locks a row and goes silent (its end of
+// the link goes down: no FIN, no RST). pgowl's keepalives on the client
+// connection (tcp.keepalive_*) must end the session, roll the transaction
+// back and free the row. With Go's listener defaults (15s idle, nine probes
+// 15s apart) the row stayed locked for 2.5 minutes.
+func TestVanishedClientTransactionIsRolledBack(t *testing.T) {
+	ns := newNetns(t, 3)
+	c := sharedClusterFor(t)
+	createTable(t, c, "vc_items", "CREATE TABLE vc_items (id int PRIMARY KEY, v text); INSERT INTO vc_items VALUES (1, 'free')")
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Listen = ns.hostAddr + ":0"
+		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
+	})
+	const app = "vc-victim"
+	dsn := fmt.Sprintf("host=%s port=%d user=%s password=%s dbname=postgres sslmode=disable application_name=%s", o.host, o.port, appUser, appPassword, app)
+	argv := ns.command("/usr/lib/postgresql/15/bin/psql", dsn, "-X", "-v", "ON_ERROR_STOP=1", "-f", "-")
+	client := exec.Command(argv[0], argv[1:]...)
+	client.Stdin = strings.NewReader("BEGIN;\nUPDATE vc_items SET v = 'held' WHERE id = 1;\n\\! sleep 120\n")
+	var output strings.Builder
+	client.Stdout, client.Stderr = &output, &output
+	client.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // psql and its sleep, killed together
+	client.WaitDelay = time.Second
+	if err := client.Start(); err != nil {
+		t.Fatalf("start psql in the namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-client.Process.Pid, syscall.SIGKILL)
+		client.Wait()
+	})
+
+	primary := c.Nodes[0]
+	ctx := timeoutCtx(t, time.Minute)
+	holding := func() int64 {
+		return primaryInt(t, c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = '"+app+"' AND state = 'idle in transaction'")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for holding() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's transaction did not start on %s; psql said: %s", primary.Name, output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	ns.cut(t)
+	cut := time.Now()
+	for holding() != 0 {
+		if time.Since(cut) > 20*time.Second {
+			t.Fatalf("the vanished client's transaction still holds its backend on %s 20s after the cut (tcp.keepalive_idle 1s, interval 1s, count 2)", primary.Name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the vanished client's transaction was rolled back %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+	if err := primary.Exec(ctx, "SET lock_timeout = '2s'; UPDATE vc_items SET v = 'taken' WHERE id = 1"); err != nil {
+		t.Errorf("the row is still locked after the vanished client's transaction ended: %v", err)
+	}
+	if got := primaryInt(t, c, "SELECT count(*) FROM vc_items WHERE v = 'held'"); got != 0 {
+		t.Errorf("the vanished client's update was committed")
+	}
 }
 
-// startNodeInNamespace creates a network namespace and a veth pair (index
-// keeps the names and addresses of a test's namespaces apart), and
-// starts a PostgreSQL primary in it that trusts the test's end of the link.
-// It skips when the test cannot create namespaces (not root, or no
-// CAP_SYS_ADMIN); everything is removed when t ends.
-func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
+// netns is a network namespace of a test's own, joined to the test's
+// namespace by a veth pair: hostAddr is the test's end, nsAddr the other.
+type netns struct {
+	name, hostLink, nsLink string
+	hostAddr, nsAddr       string
+}
+
+// newNetns creates a network namespace and a veth pair; index keeps the
+// names and addresses of one test run's namespaces apart. It skips when the
+// test cannot create namespaces (not root, no ip command, no CAP_SYS_ADMIN);
+// everything is removed when t ends.
+func newNetns(t *testing.T, index int) *netns {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a network namespace")
@@ -154,38 +213,77 @@ func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
 	}
 	id := (os.Getpid()%10000)*10 + index
 	subnet := fmt.Sprintf("10.%d.%d", 200+index, os.Getpid()%250)
-	n := &namespacedNode{
-		namespace: fmt.Sprintf("pgowl-vn%d", id),
-		hostLink:  fmt.Sprintf("pgvh%d", id),
-		nodeLink:  fmt.Sprintf("pgvn%d", id),
-		addr:      subnet + ".2",
-		port:      5432,
+	n := &netns{
+		name:     fmt.Sprintf("pgowl-vn%d", id),
+		hostLink: fmt.Sprintf("pgvh%d", id),
+		nsLink:   fmt.Sprintf("pgvn%d", id),
+		hostAddr: subnet + ".1",
+		nsAddr:   subnet + ".2",
 	}
-	if out, err := exec.Command("ip", "netns", "add", n.namespace).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "netns", "add", n.name).CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "not permitted") {
 			t.Skipf("cannot create a network namespace here: %s", strings.TrimSpace(string(out)))
 		}
-		t.Fatalf("ip netns add %s: %v: %s", n.namespace, err, out)
+		t.Fatalf("ip netns add %s: %v: %s", n.name, err, out)
 	}
 	t.Cleanup(func() {
 		exec.Command("ip", "link", "del", n.hostLink).Run()
-		exec.Command("ip", "netns", "del", n.namespace).Run()
+		exec.Command("ip", "netns", "del", n.name).Run()
 	})
-	inNamespace := []string{"ip", "netns", "exec", n.namespace}
 	for _, argv := range [][]string{
-		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", n.nodeLink},
-		{"ip", "link", "set", n.nodeLink, "netns", n.namespace},
-		{"ip", "addr", "add", subnet + ".1/30", "dev", n.hostLink},
+		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", n.nsLink},
+		{"ip", "link", "set", n.nsLink, "netns", n.name},
+		{"ip", "addr", "add", n.hostAddr + "/30", "dev", n.hostLink},
 		{"ip", "link", "set", n.hostLink, "up"},
-		append(inNamespace, "ip", "addr", "add", subnet+".2/30", "dev", n.nodeLink),
-		append(inNamespace, "ip", "link", "set", n.nodeLink, "up"),
-		append(inNamespace, "ip", "link", "set", "lo", "up"),
+		n.command("ip", "addr", "add", n.nsAddr+"/30", "dev", n.nsLink),
+		n.command("ip", "link", "set", n.nsLink, "up"),
+		n.command("ip", "link", "set", "lo", "up"),
 	} {
 		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
 		}
 	}
+	return n
+}
 
+// command returns argv run inside the namespace.
+func (n *netns) command(argv ...string) []string {
+	return append([]string{"ip", "netns", "exec", n.name}, argv...)
+}
+
+// cut takes the namespace's end of the link down: whatever runs there keeps
+// running, but nothing it sends reaches the test's namespace, and nothing
+// says so (no FIN, no RST), as when a host loses power or its network.
+func (n *netns) cut(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", n.name, "ip", "link", "set", n.nsLink, "down").CombinedOutput(); err != nil {
+		t.Fatalf("take %s down: %v: %s", n.nsLink, err, out)
+	}
+}
+
+// restore brings the namespace's end of the link up again.
+func (n *netns) restore(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", n.name, "ip", "link", "set", n.nsLink, "up").CombinedOutput(); err != nil {
+		t.Fatalf("bring %s up: %v: %s", n.nsLink, err, out)
+	}
+}
+
+// namespacedNode is a PostgreSQL server in a network namespace of its own,
+// reachable from the test's namespace through a veth pair.
+type namespacedNode struct {
+	*netns
+	addr           string
+	port           int
+	dir, socketDir string
+}
+
+// startNodeInNamespace starts a PostgreSQL primary in a new namespace (see
+// newNetns) that trusts the test's end of the link.
+func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
+	t.Helper()
+	ns := newNetns(t, index)
+	n := &namespacedNode{netns: ns, addr: ns.nsAddr, port: 5432}
 	postgres, err := user.Lookup("postgres")
 	if err != nil {
 		t.Skipf("no postgres user to run PostgreSQL as: %v", err)
@@ -212,7 +310,7 @@ func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
 	}
 	run(asPostgres(bin+"initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C"))
 	conf := fmt.Sprintf("listen_addresses = '%s'\nport = %d\nunix_socket_directories = '%s'\nfsync = off\n", n.addr, n.port, n.socketDir)
-	hba := fmt.Sprintf("host all all %s.1/32 trust\n", subnet)
+	hba := fmt.Sprintf("host all all %s/32 trust\n", ns.hostAddr)
 	for file, text := range map[string]string{"postgresql.conf": conf, "pg_hba.conf": hba} {
 		f, err := os.OpenFile(filepath.Join(data, file), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -224,7 +322,7 @@ func startNodeInNamespace(t *testing.T, index int) *namespacedNode {
 			t.Fatal(err)
 		}
 	}
-	run(append(inNamespace, asPostgres(bin+"pg_ctl", "-D", data, "-l", filepath.Join(n.dir, "log"), "-w", "-t", "60", "start")...))
+	run(ns.command(asPostgres(bin+"pg_ctl", "-D", data, "-l", filepath.Join(n.dir, "log"), "-w", "-t", "60", "start")...))
 	t.Cleanup(func() {
 		// Signals and the Unix socket do not need the network: the stop works after the cut.
 		exec.Command("runuser", "-u", "postgres", "--", bin+"pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").Run()
@@ -255,22 +353,5 @@ func (n *namespacedNode) waitActive(t *testing.T, query string) {
 			t.Fatalf("%q did not start on the node: %q", query, out)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// restore brings the namespace's end of the link up again.
-func (n *namespacedNode) restore(t *testing.T) {
-	t.Helper()
-	if out, err := exec.Command("ip", "netns", "exec", n.namespace, "ip", "link", "set", n.nodeLink, "up").CombinedOutput(); err != nil {
-		t.Fatalf("bring %s up: %v: %s", n.nodeLink, err, out)
-	}
-}
-
-// cut takes the namespace's end of the link down: the node keeps running but
-// nothing it sends reaches the test's namespace, and nothing says so.
-func (n *namespacedNode) cut(t *testing.T) {
-	t.Helper()
-	if out, err := exec.Command("ip", "netns", "exec", n.namespace, "ip", "link", "set", n.nodeLink, "down").CombinedOutput(); err != nil {
-		t.Fatalf("take %s down: %v: %s", n.nodeLink, err, out)
 	}
 }

@@ -82,19 +82,16 @@ type Instance struct {
 	Logs   *LogBuffer
 }
 
-// Start builds and runs pgowl in front of c on a loopback port, with user
+// Start builds and runs pgowl in front of c on a free loopback port (or on
+// the address mutate puts in Listen), with user
 // (SCRAM) as its one client login and a 100ms monitor interval, after mutate
 // (which may be nil) has adjusted the configuration. It does not wait for
 // the monitor. The instance stops when t ends; if t failed, the tail of its
 // log is printed.
 func Start(t testing.TB, c *cluster.Cluster, user, password string, mutate func(*config.Config)) *Instance {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen on loopback: %v", err)
-	}
 	cfg := config.Default()
-	cfg.Listen = ln.Addr().String()
+	cfg.Listen = "127.0.0.1:0" // mutate may name another address; port 0 picks a free one
 	for _, n := range c.Nodes {
 		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
 	}
@@ -103,6 +100,11 @@ func Start(t testing.TB, c *cluster.Cluster, user, password string, mutate func(
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", cfg.Listen, err)
+	}
+	cfg.Listen = ln.Addr().String()
 	if err := cfg.Validate(); err != nil {
 		ln.Close()
 		t.Fatalf("pgowl configuration is invalid: %v", err)
