@@ -110,6 +110,64 @@ func TestHealthCheckReplacesAConnectionKilledWhileIdle(t *testing.T) {
 	p.Release(b, true)
 }
 
+// TestSuspectConnectionsAreCheckedWithoutARoundTrip: with the health check
+// off, a connection whose backend was killed while idle is still not handed
+// out once the node is suspect (Suspect, which the proxy calls when one of
+// the node's connections turned out dead) or once it sat idle for longer
+// than quietCheckAfter: the node's FATAL waiting on it gives it away.
+func TestSuspectConnectionsAreCheckedWithoutARoundTrip(t *testing.T) {
+	node, target, login := startPostgres(t)
+	p := New(Options{MaxPerNode: 3})
+	defer p.Close()
+	ctx := context.Background()
+
+	var conns []*Conn
+	for range 3 {
+		c, err := p.Acquire(ctx, target, login)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		p.Release(c, true)
+	}
+	// Two of the three die while idle, as in a restart that the third
+	// (released later) did not see.
+	terminateBackend(t, node, conns[1].PID)
+	terminateBackend(t, node, conns[2].PID)
+	p.Suspect(target.Node)
+	got, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatalf("acquire with suspect idle connections: %v", err)
+	}
+	if got.PID != conns[0].PID {
+		t.Fatalf("got backend %d, want the live idle one %d (the others were killed)", got.PID, conns[0].PID)
+	}
+	if err := runQuery(got, "SELECT 1"); err != nil {
+		t.Fatalf("the connection handed out does not work: %v", err)
+	}
+	p.Release(got, true)
+
+	// Not suspect, but idle for longer than quietCheckAfter.
+	terminateBackend(t, node, got.PID)
+	time.Sleep(quietCheckAfter + 100*time.Millisecond)
+	fresh, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatalf("acquire after the idle backend was killed: %v", err)
+	}
+	if fresh.PID == got.PID {
+		t.Fatalf("got the killed backend %d again", fresh.PID)
+	}
+	if err := runQuery(fresh, "SELECT 1"); err != nil {
+		t.Fatalf("the new connection does not work: %v", err)
+	}
+	p.Release(fresh, true)
+	if open := openCount(p, target.Node); open != 1 {
+		t.Fatalf("open = %d after the dead connections were dropped, want 1", open)
+	}
+}
+
 // TestIdleTimeoutClosesIdleConnectionsDownToMinIdle: idle connections go
 // after idle_timeout without any traffic, except the last min_idle, which
 // Acquire still hands out.

@@ -63,6 +63,10 @@ type nodePool struct {
 	refilling   map[string]int
 	refillAfter time.Time // no background dial before this, after one failed
 	refillDials int       // background dials started, for tests
+	// suspectSince: a connection of this node turned out dead at that time
+	// (a restart or crash closes every connection at once), so connections
+	// idle since before it are checked before they are handed out.
+	suspectSince time.Time
 }
 
 // waiter is an Acquire waiting for a node at its cap. A released connection
@@ -142,9 +146,9 @@ func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (
 	}
 	np := p.node(t.Node)
 	if len(np.waiters) == 0 {
-		if c, idleFor := p.takeIdle(np, key); c != nil {
+		if c, idleFor, suspect := p.takeIdle(np, key); c != nil {
 			p.mu.Unlock()
-			return p.handOutIdle(ctx, t, login, c, idleFor)
+			return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 		}
 	}
 	if len(np.waiters) == 0 && (np.open < p.opts.MaxPerNode || p.evictOtherLogin(np, key)) {
@@ -216,17 +220,30 @@ func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, erro
 	return c, nil
 }
 
+// quietCheckAfter: a connection idle for longer is checked for anything the
+// node sent while it was idle before it is handed out (one non-blocking
+// peek, no round trip). Connections in steady use skip it.
+const quietCheckAfter = time.Second
+
 // handOutIdle returns c, just taken idle after idleFor, once it is known to
-// be usable: a connection idle for longer than HealthCheckAfter is checked
-// first. A dead one is closed; its slot goes to the next idle connection of
-// the login or, when there is none, to a new connection.
-func (p *Pool) handOutIdle(ctx context.Context, t Target, login Login, c *Conn, idleFor time.Duration) (*Conn, error) {
+// be usable. A connection idle for longer than quietCheckAfter, or idle since
+// before the node's connections became suspect, must have nothing to read:
+// an idle connection has nothing to say, so bytes or an end of stream mean
+// the node closed it (a FATAL, or the WARNING of a crash restart). One idle
+// for longer than HealthCheckAfter also answers an empty query. A dead one is
+// closed; its slot goes to the next idle connection of the login or, when
+// there is none, to a new connection.
+func (p *Pool) handOutIdle(ctx context.Context, t Target, login Login, c *Conn, idleFor time.Duration, suspect bool) (*Conn, error) {
 	key := c.loginKey
 	for {
-		if p.opts.HealthCheckAfter <= 0 || idleFor <= p.opts.HealthCheckAfter {
-			return c, nil
+		alive := true
+		if suspect || idleFor > quietCheckAfter {
+			alive = c.quiet()
 		}
-		if err := p.checkAlive(c); err == nil {
+		if alive && p.opts.HealthCheckAfter > 0 && idleFor > p.opts.HealthCheckAfter {
+			alive = p.checkAlive(c) == nil
+		}
+		if alive {
 			return c, nil
 		}
 		c.Close()
@@ -239,7 +256,7 @@ func (p *Pool) handOutIdle(ctx context.Context, t Target, login Login, c *Conn, 
 		}
 		var next *Conn
 		if len(np.waiters) == 0 {
-			next, idleFor = p.takeIdle(np, key)
+			next, idleFor, suspect = p.takeIdle(np, key)
 		}
 		if next == nil {
 			p.mu.Unlock()
@@ -251,11 +268,12 @@ func (p *Pool) handOutIdle(ctx context.Context, t Target, login Login, c *Conn, 
 	}
 }
 
-// takeIdle returns an idle connection for key and how long it was idle,
-// closing those past MaxLifetime. Connections idle for longer than
-// IdleTimeout are left to the maintenance goroutine, which keeps MinIdle of
-// them. The caller holds p.mu.
-func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration) {
+// takeIdle returns an idle connection for key, how long it was idle and
+// whether it is suspect (idle since before the node's suspectSince), closing
+// those past MaxLifetime. Connections idle for longer than IdleTimeout are
+// left to the maintenance goroutine, which keeps MinIdle of them. The caller
+// holds p.mu.
+func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration, bool) {
 	list := np.idle[key]
 	now := time.Now()
 	for len(list) > 0 {
@@ -273,11 +291,22 @@ func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration) {
 			np.idle[key] = list
 		}
 		idleFor := now.Sub(c.lastUsed)
+		suspect := c.lastUsed.Before(np.suspectSince)
 		c.lastUsed = now
-		return c, idleFor
+		return c, idleFor, suspect
 	}
 	delete(np.idle, key)
-	return nil, 0
+	return nil, 0, false
+}
+
+// Suspect says that a connection to node turned out dead while idle: the
+// node may have closed them all (a restart, a crash), so every connection
+// idle since now is checked before it is handed out.
+func (p *Pool) Suspect(node string) {
+	now := time.Now()
+	p.mu.Lock()
+	p.node(node).suspectSince = now
+	p.mu.Unlock()
 }
 
 // tooOld reports whether c has outlived MaxLifetime.

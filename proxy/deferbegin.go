@@ -151,6 +151,9 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			be.expect.pop()
 			return nil
 		}
+		if closing := deadConnectionReply(be, u, typ, body); closing != nil {
+			return closing // before BEGIN's NOTICE: the unit is sent again, or the client told it was lost
+		}
 		if !u.beginReported {
 			// Once per unit, even when a dead backend makes it run again.
 			u.beginReported = true
@@ -169,10 +172,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			}
 			return nil
 		case 'E':
-			severity, code, message := errorSeverityFields(body)
-			if severity == "FATAL" || severity == "PANIC" {
-				return &backendClosing{node: be.node, code: code, message: message}
-			}
+			_, code, _ := errorSeverityFields(body)
 			if u.errCode == "" {
 				u.errCode = code
 			}

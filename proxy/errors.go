@@ -27,6 +27,7 @@ const (
 	sqlstateProtocolViolation   = "08P01"
 	sqlstateConnectionFailure   = "08006"
 	sqlstateAdminShutdown       = "57P01"
+	sqlstateCrashShutdown       = "57P02"
 	sqlstateTooManyConnections  = "53300"
 	sqlstateCannotConnectNow    = "57P03"
 	sqlstateInvalidAuthSpec     = "28000"

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/pgowl/pgowl/wire"
 )
 
 // expectation is one message sent to a backend whose reply is still due.
@@ -142,13 +144,13 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if err != nil {
 				return err
 			}
-			severity, code, message := errorSeverityFields(body)
-			if severity == "FATAL" || severity == "PANIC" {
+			if closing := deadConnectionReply(be, u, 'E', body); closing != nil {
 				// The node is closing this connection. The client's own
 				// connection must survive it: the session reports a lost
 				// backend (08006) instead of passing the FATAL on.
-				return &backendClosing{node: be.node, code: code, message: message}
+				return closing
 			}
+			_, code, _ := errorSeverityFields(body)
 			if u.errCode == "" {
 				u.errCode = code
 			}
@@ -193,6 +195,18 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if completes(head, 'C') {
 				be.expect.pop()
 			}
+		case 'N':
+			if !u.forwarded {
+				if frame, err := r.PeekFrame(); err == nil {
+					if closing := deadConnectionReply(be, u, 'N', frame[wire.HeaderSize:]); closing != nil {
+						return closing
+					}
+				}
+			}
+			sess.startReply(u)
+			if _, _, err := r.CopyFrame(sess.w); err != nil {
+				return &clientFatal{err}
+			}
 		case 'G':
 			sess.startReply(u)
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
@@ -217,6 +231,23 @@ func (sess *session) relay(be *backend, u *unit) error {
 				return &clientFatal{err}
 			}
 		}
+	}
+	return nil
+}
+
+// deadConnectionReply returns the error a reply of type typ stands for when
+// it says the node is closing the connection: a FATAL (or PANIC), or, before
+// any reply of the unit reached the client, the WARNING with which since
+// PostgreSQL 14 a crash restart ends idle backends before closing them (one
+// that comes first was there before the request: the dead connection's, not
+// the statement's). Otherwise nil.
+func deadConnectionReply(be *backend, u *unit, typ byte, body []byte) *backendClosing {
+	if typ != 'E' && (typ != 'N' || u.forwarded) {
+		return nil
+	}
+	severity, code, message := errorSeverityFields(body)
+	if typ == 'E' && (severity == "FATAL" || severity == "PANIC") || typ == 'N' && code == sqlstateCrashShutdown {
+		return &backendClosing{node: be.node, code: code, message: message}
 	}
 	return nil
 }

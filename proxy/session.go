@@ -392,6 +392,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		if !u.forwarded && !wasHeld && attempt < maxAttempts && safeToResend(u, err, sent) {
 			sess.log.Info().Err(err).Str("node", be.node).Int("attempt", attempt).Msg("backend connection was dead before the statement ran; sending it on a fresh one")
+			// A restart or a crash closes all the node's connections at
+			// once: the pool checks its other idle ones before handing them out.
+			sess.srv.opts.Pool.Suspect(be.node)
 			sess.dropBackend(be)
 			u.errCode = ""
 			continue
