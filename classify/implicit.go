@@ -57,10 +57,12 @@ func (a *analysis) resolveImplicit(what string, cands []implicitCandidate) callR
 // OPERATOR(schema.op)) along the search path. Without such operators the expression only reads.
 func (a *analysis) resolveOperator(name []*pg_query.Node) callResult {
 	cat := a.run.cat
+	// Another catalogue, or one loaded later, may hold a user operator of
+	// this name: the verdict depends on it even when there is none here.
+	a.run.dependent = true
 	if cat == nil || len(name) == 0 || len(name) > 3 {
 		return callResult{access: Read}
 	}
-	a.run.dependent = true // an operator created later changes the verdict
 	if len(cat.operators) == 0 {
 		return callResult{access: Read}
 	}
@@ -111,10 +113,10 @@ func expressionOperators(expr *pg_query.A_Expr) [][]*pg_query.Node {
 // array type casts each element, and ROW(...)::t casts each field to the type of t's field.
 func (a *analysis) resolveCast(cast *pg_query.TypeCast) callResult {
 	cat := a.run.cat
+	a.run.dependent = true // with no catalogue as well: another one may hold a user cast
 	if cat == nil {
 		return callResult{access: Read}
 	}
-	a.run.dependent = true
 	element := cast.GetTypeName()
 	if len(element.GetArrayBounds()) > 0 {
 		element = &pg_query.TypeName{Names: element.GetNames()}
@@ -183,10 +185,10 @@ func typeDisplay(tn *pg_query.TypeName) string {
 // so a matching function counts even where a column of that name exists.
 func (a *analysis) resolveAttribute(display, field string) callResult {
 	cat := a.run.cat
+	a.run.dependent = true // with no catalogue as well: another one may hold such a function
 	if cat == nil {
 		return callResult{access: Read}
 	}
-	a.run.dependent = true
 	fns := cat.rowFunctions[field]
 	if len(fns) == 0 {
 		return callResult{access: Read}

@@ -78,7 +78,8 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 		c := sql[i]
 		switch {
 		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			end := strings.IndexByte(sql[i:], '\n')
+			// PostgreSQL ends such a comment at a newline or a carriage return.
+			end := strings.IndexAny(sql[i:], "\n\r")
 			if end < 0 {
 				end = len(sql) - i
 			}
@@ -95,7 +96,9 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 			prevIdent = false
 		case c == '"':
 			end, ok := quotedEnd(sql, i, '"', false)
-			if !ok {
+			if !ok || (end < len(sql) && sql[end] == '$') {
+				// A '$' right after a quoted identifier may open a dollar quote
+				// (it cannot continue the identifier): leave it to the parser.
 				return dst, false
 			}
 			b = append(b, sql[i:end]...)
