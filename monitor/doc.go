@@ -80,9 +80,10 @@
 // primary had inserted at any later moment. When a primary sample sent
 // after a standby's answer is behind the standby's replay position, the
 // standby has WAL the primary never wrote: it replayed the old primary's WAL
-// past the point where a promoted node's timeline forked off. Its lag is
-// unknown from then on (no reads) until it reports a newer timeline than it
-// had (rewound or cloned): it may go on replaying an old primary's WAL, and
+// past the point where a promoted node's timeline forked off (only a
+// standby on an older timeline than the primary's is marked). Its lag is
+// unknown from then on (no reads) until it reports the primary's timeline
+// (rewound or cloned): it may go on replaying an old primary's WAL, and
 // the new primary's writes pass its position without it having them. While
 // the routed primary was just promoted (seen in recovery, then as primary)
 // and its history holds fewer than three samples, a standby ahead of its
@@ -94,10 +95,14 @@
 //
 // # Timeline
 //
-// The timeline comes from the last checkpoint. After a promotion it changes
-// only when the checkpoint that follows the promotion completes, so for a
-// moment the new primary reports its old timeline; if the old primary is still
-// up then, the two tie and route refuses writes (NO_PRIMARY) rather than guess.
+// A primary's timeline is the one it inserts WAL on (the WAL file name of its
+// insert position), current from the moment it is promoted, so a promoted
+// node outranks an old primary that still runs at its first sample. A
+// standby's timeline is its last restartpoint's, which lags behind the
+// timeline it follows. The monitor remembers the highest timeline it has seen
+// a primary on (route.Snapshot.NewestPrimaryTimeline): a node that claims
+// primary on an older one is stale and gets no statement, even once the
+// promoted node is gone, until pgowl restarts.
 //
 // # Logging
 //

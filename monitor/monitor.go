@@ -28,6 +28,9 @@ type Monitor struct {
 	readyOnce sync.Once
 	// splitBrain is the last logged set of nodes claiming to be primary ("" when one or none).
 	splitBrain string
+	// newestPrimaryTimeline is the highest timeline a node was seen primary
+	// on (route.Snapshot.NewestPrimaryTimeline). Owned by the goroutine running Run.
+	newestPrimaryTimeline uint32
 }
 
 // tracker is the coordinator's record of one node.
@@ -57,9 +60,12 @@ type tracker struct {
 	// says nothing, and it will not follow that primary. Such a standby
 	// cannot recover by itself: it may go on replaying (an old primary still
 	// up, WAL it had received), and the new primary's writes pass its
-	// position. The mark stays until the standby reports a timeline newer
-	// than divergedTimeline, the one it had when marked: it was rewound or
-	// cloned from a primary on the new timeline.
+	// position. The mark stays until the standby reports the timeline the
+	// primary was on when it was marked (divergedTimeline), or a newer one:
+	// it was rewound or cloned from a primary on that timeline. A standby's
+	// timeline is its last restartpoint's, so one that merely checkpointed
+	// past an older timeline switch (still on the abandoned branch) is not
+	// cleared.
 	divergedFrom     int
 	divergedTimeline uint32
 	// promoted is set when this node was seen in recovery and then as a
@@ -257,13 +263,14 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 	t.lastError = ""
 	t.sample = r.sample
 	t.sentAt, t.doneAt = r.sentAt, r.doneAt
-	if t.divergedFrom >= 0 && (!r.sample.inRecovery || r.sample.timeline > t.divergedTimeline) {
-		t.divergedFrom = -1 // promoted, or on a newer timeline now: measure it again
+	if t.divergedFrom >= 0 && (!r.sample.inRecovery || r.sample.timeline >= t.divergedTimeline) {
+		t.divergedFrom = -1 // promoted, or on the primary's timeline now: measure it again
 	}
 	if r.sample.inRecovery || !r.sample.lsnValid {
 		t.history.reset()
 		return t.triggeredRound == round
 	}
+	m.newestPrimaryTimeline = max(m.newestPrimaryTimeline, r.sample.timeline)
 	m.markDiverged(r)
 	if last, ok := t.history.latest(); !wasPrimary || (ok && r.sample.lsn < last.lsn) {
 		// A new primary, or one whose WAL went backwards: older samples do not apply.
@@ -288,7 +295,7 @@ func (t *tracker) role() route.Role {
 // standby's lag against the primary route.Primary picks. For each standby
 // whose lag is unknown, whyUnknown says why.
 func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown []string) {
-	snap = &route.Snapshot{TakenAt: now, Nodes: make([]route.NodeState, len(m.nodes))}
+	snap = &route.Snapshot{TakenAt: now, Nodes: make([]route.NodeState, len(m.nodes)), NewestPrimaryTimeline: m.newestPrimaryTimeline}
 	whyUnknown = make([]string, len(m.nodes))
 	for i, t := range m.nodes {
 		state := route.NodeState{
@@ -379,8 +386,9 @@ func (m *Monitor) markDiverged(r pollResult) {
 		if !s.hasSample || !s.sample.inRecovery || !s.sample.lsnValid || s.lastPollFailed {
 			continue
 		}
-		if r.sentAt.After(s.doneAt) && r.sample.lsn < s.sample.lsn && s.divergedFrom != r.index {
-			s.divergedFrom, s.divergedTimeline = r.index, s.sample.timeline
+		if r.sentAt.After(s.doneAt) && r.sample.lsn < s.sample.lsn && s.divergedFrom != r.index &&
+			s.sample.timeline < r.sample.timeline {
+			s.divergedFrom, s.divergedTimeline = r.index, r.sample.timeline
 			m.log.Warn().Str("node", s.addr.Name).Str("primary", m.nodes[r.index].addr.Name).
 				Uint64("replayed", s.sample.lsn).Uint64("primary_inserted", r.sample.lsn).
 				Msg("standby has replayed WAL the primary does not have: it diverged from the primary's timeline and serves no reads until it is on a newer timeline (rewound or cloned)")
@@ -407,8 +415,8 @@ func lastPrimary(nodes []*tracker, snap *route.Snapshot) int {
 		}
 		found = i
 	}
-	if found < 0 || nodes[found].history.len() == 0 {
-		return -1
+	if found < 0 || nodes[found].history.len() == 0 || snap.Nodes[found].Timeline < snap.NewestPrimaryTimeline {
+		return -1 // none, no history, or a stale primary (its standbys follow an abandoned branch)
 	}
 	for i := range snap.Nodes {
 		if snap.Nodes[i].Timeline > snap.Nodes[found].Timeline {

@@ -188,7 +188,7 @@ func findPrimary(snap *Snapshot, pol Policy, now time.Time) (index, tied int, ti
 	index = -1
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		if !primaryAvailable(n, pol, now) {
+		if !primaryAvailable(n, pol, now) || stalePrimary(snap, n) {
 			continue
 		}
 		switch {
@@ -202,6 +202,12 @@ func findPrimary(snap *Snapshot, pol Policy, now time.Time) (index, tied int, ti
 		return -1, tied, timeline
 	}
 	return index, tied, timeline
+}
+
+// stalePrimary reports whether n claims primary on a timeline older than one
+// a node has been seen primary on (see Snapshot.NewestPrimaryTimeline).
+func stalePrimary(snap *Snapshot, n *NodeState) bool {
+	return n.Role == RolePrimary && n.Timeline < snap.NewestPrimaryTimeline
 }
 
 func primaryDecision(snap *Snapshot, index int, req Request, reason Reason) Decision {
@@ -290,6 +296,11 @@ func noPrimaryError(snap *Snapshot, pol Policy, now time.Time, tied int, timelin
 	return NewError(NoPrimary, what, nodeDetail(snap, now, func(_ int, n *NodeState) string {
 		if why := primaryWhyNot(n, pol, now); why != "" {
 			return why
+		}
+		if stalePrimary(snap, n) {
+			return "a stale primary: claims primary on timeline " + strconv.FormatUint(uint64(n.Timeline), 10) +
+				", but a node was seen primary on timeline " + strconv.FormatUint(uint64(snap.NewestPrimaryTimeline), 10) +
+				" (its writes since are on an abandoned branch; restart pgowl to accept it again)"
 		}
 		if n.Timeline < timeline {
 			return "claims primary on timeline " + strconv.FormatUint(uint64(n.Timeline), 10) +

@@ -37,7 +37,8 @@ type casePolicy struct {
 }
 
 type caseSnapshot struct {
-	Nodes []caseNode `json:"nodes"`
+	Nodes                 []caseNode `json:"nodes"`
+	NewestPrimaryTimeline uint32     `json:"newest_primary_timeline,omitempty"`
 }
 
 type caseNode struct {
@@ -82,7 +83,7 @@ func (c decideCase) inputs() (route.Request, *route.Snapshot, route.Policy) {
 		WhenNoStandby:      c.Policy.WhenNoStandby,
 		DownAfter:          ms(c.Policy.DownAfterMS),
 	}
-	snap := &route.Snapshot{TakenAt: testNow}
+	snap := &route.Snapshot{TakenAt: testNow, NewestPrimaryTimeline: c.Snapshot.NewestPrimaryTimeline}
 	for i, n := range c.Snapshot.Nodes {
 		state := route.NodeState{
 			Name:      n.Name,

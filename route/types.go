@@ -45,6 +45,12 @@ type Snapshot struct {
 	Nodes []NodeState
 	// TakenAt is when the snapshot was assembled.
 	TakenAt time.Time
+	// NewestPrimaryTimeline is the highest timeline a node has been seen
+	// primary on (0: none yet). A node that claims primary on a lower one is
+	// a stale primary: a standby was promoted past it, and its writes since
+	// are on an abandoned branch. It gets no statement, even when the
+	// promoted node is gone.
+	NewestPrimaryTimeline uint32
 }
 
 // Policy holds the operator's routing rules.
