@@ -31,31 +31,11 @@ import (
 // idle, then nine probes 5 minutes apart), and the statement hung.
 func TestVanishedNodeEndsTheStatementWaitingForIt(t *testing.T) {
 	node := startNodeInNamespace(t, 1)
-	c := &cluster.Cluster{Nodes: []*cluster.Node{{Name: "vn1", Host: node.addr, Port: node.port}}}
-	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+	// Once the statement runs on the node its request was sent and
+	// acknowledged, so only keepalives can find out that the node is gone.
+	cut, done := node.runThenCut(t, "SELECT pg_sleep(600)", func(cfg *config.Config) {
 		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
-		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
 	})
-	o.waitRoles(t, map[string]route.Role{"vn1": route.RolePrimary})
-
-	ctx := timeoutCtx(t, time.Minute)
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", appUser, appPassword, o.addr))
-	if err != nil {
-		t.Fatalf("connect through pgowl: %v", err)
-	}
-	defer conn.Close(context.Background())
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.Exec(ctx, "SELECT pg_sleep(600)")
-		done <- err
-	}()
-	// The statement runs on the node: its request was sent and acknowledged,
-	// so only keepalives can find out that the node is gone.
-	node.waitActive(t, "SELECT pg_sleep(600)")
-
-	node.cut(t)
-	cut := time.Now()
 	select {
 	case err := <-done:
 		waited := time.Since(cut).Round(100 * time.Millisecond)
@@ -84,29 +64,10 @@ func TestWriteIsNotSentTwiceAfterItsReplyWasLost(t *testing.T) {
 	if out, err := node.psql("CREATE TABLE vn_writes (id serial PRIMARY KEY, v text); GRANT ALL ON vn_writes, vn_writes_id_seq TO " + appUser); err != nil {
 		t.Fatalf("create table: %v: %s", err, out)
 	}
-	c := &cluster.Cluster{Nodes: []*cluster.Node{{Name: "vn2", Host: node.addr, Port: node.port}}}
-	o := startOwlNoWait(t, c, func(cfg *config.Config) {
-		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
+	cut, done := node.runThenCut(t, "INSERT INTO vn_writes (v) SELECT 'once' FROM pg_sleep(2)", func(cfg *config.Config) {
 		// Long enough for the node to be seen again before a resend gives up.
 		cfg.Routing.PrimaryWait = 15 * time.Second
 	})
-	o.waitRoles(t, map[string]route.Role{"vn2": route.RolePrimary})
-
-	ctx := timeoutCtx(t, time.Minute)
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", appUser, appPassword, o.addr))
-	if err != nil {
-		t.Fatalf("connect through pgowl: %v", err)
-	}
-	defer conn.Close(context.Background())
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.Exec(ctx, "INSERT INTO vn_writes (v) SELECT 'once' FROM pg_sleep(2)")
-		done <- err
-	}()
-	node.waitActive(t, "INSERT INTO vn_writes (v) SELECT 'once' FROM pg_sleep(2)")
-	node.cut(t)
-	cut := time.Now()
 	// The INSERT commits about 2s after it started; its reply is lost. The
 	// keepalives close pgowl's connection about 3s after the last traffic.
 	// Then the link comes back.
@@ -338,6 +299,34 @@ func (n *namespacedNode) psql(sql string) (string, error) {
 	out, err := exec.Command("runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/psql",
 		"-h", n.socketDir, "-p", strconv.Itoa(n.port), "-U", "postgres", "-d", "postgres", "-X", "-A", "-t", "-c", sql).CombinedOutput()
 	return string(out), err
+}
+
+// runThenCut starts pgowl in front of the node alone (TCP keepalives 1s, 2
+// probes 1s apart, user timeout 3s, then mutate), sends sql through it on a
+// client of its own, waits until the node runs it and cuts the link. It
+// returns the time of the cut and where the statement's outcome arrives.
+func (n *namespacedNode) runThenCut(t *testing.T, sql string, mutate func(*config.Config)) (time.Time, <-chan error) {
+	t.Helper()
+	c := &cluster.Cluster{Nodes: []*cluster.Node{{Name: "vn", Host: n.addr, Port: n.port}}}
+	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+		cfg.TCP = config.TCP{KeepaliveIdle: time.Second, KeepaliveInterval: time.Second, KeepaliveCount: 2, UserTimeout: 3 * time.Second}
+		mutate(cfg)
+	})
+	o.waitRoles(t, map[string]route.Role{"vn": route.RolePrimary})
+	ctx := timeoutCtx(t, time.Minute)
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/postgres?sslmode=disable", appUser, appPassword, o.addr))
+	if err != nil {
+		t.Fatalf("connect through pgowl: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, sql)
+		done <- err
+	}()
+	n.waitActive(t, sql)
+	n.cut(t)
+	return time.Now(), done
 }
 
 // waitActive waits until the node runs query.
