@@ -77,35 +77,32 @@ func TestShapeSharingMatchesFreshClassification(t *testing.T) {
 	}
 }
 
+// BenchmarkClassifyShapeHit classifies pgbench -S statements, each with a new aid: plain Classify,
+// and in_context the way a proxy session asks (ClassifyIn with a database whose catalogue is
+// loaded and a search path).
 func BenchmarkClassifyShapeHit(b *testing.B) {
-	c := New(Options{})
-	c.Classify("SELECT abalance FROM pgbench_accounts WHERE aid = 1;")
 	// More distinct statements than the cache holds, as pgbench -S sends them.
 	sqls := make([]string, 4*DefaultCacheSize)
 	for i := range sqls {
 		sqls[i] = "SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(i) + ";"
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		c.Classify(sqls[i%len(sqls)])
-	}
-}
-
-// BenchmarkClassifyShapeHitInContext is BenchmarkClassifyShapeHit the way a proxy session asks:
-// ClassifyIn with a database whose catalogue is loaded and a search path.
-func BenchmarkClassifyShapeHitInContext(b *testing.B) {
-	c := New(Options{Catalogues: staticSource{testCatalogue()}})
 	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
-	c.ClassifyIn("SELECT abalance FROM pgbench_accounts WHERE aid = 1;", ctx)
-	sqls := make([]string, 4*DefaultCacheSize)
-	for i := range sqls {
-		sqls[i] = "SELECT abalance FROM pgbench_accounts WHERE aid = " + strconv.Itoa(i) + ";"
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		c.ClassifyIn(sqls[i%len(sqls)], ctx)
+	for _, bm := range []struct {
+		name     string
+		classify func(c *Classifier, sql string)
+	}{
+		{"plain", func(c *Classifier, sql string) { c.Classify(sql) }},
+		{"in_context", func(c *Classifier, sql string) { c.ClassifyIn(sql, ctx) }},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			c := New(Options{Catalogues: staticSource{testCatalogue()}})
+			bm.classify(c, "SELECT abalance FROM pgbench_accounts WHERE aid = 1;")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				bm.classify(c, sqls[i%len(sqls)])
+			}
+		})
 	}
 }
 
