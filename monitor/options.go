@@ -45,6 +45,11 @@ type Options struct {
 	// Connections, when set, reports the backend connections in use and idle
 	// per node; each snapshot carries them for the least_connections choice.
 	Connections func(node string) (inUse, idle int)
+	// ConnectionLost, when set, is called (from the node's polling goroutine)
+	// each time a poll of the node fails on an open connection, which is then
+	// closed: a restart or a crash of the node may have closed every other
+	// connection to it too, such as the pool's idle ones.
+	ConnectionLost func(node string)
 }
 
 const (

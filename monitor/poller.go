@@ -57,6 +57,8 @@ type poller struct {
 	maxBackoff   time.Duration
 	// trigger asks for one poll; it holds at most one request.
 	trigger chan struct{}
+	// lost is Options.ConnectionLost for this node, or nil.
+	lost func()
 
 	conn        *pgx.Conn
 	backoff     time.Duration
@@ -73,7 +75,12 @@ func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
 	config.StatementCacheCapacity = 0
 	config.DescriptionCacheCapacity = 0
 	config.ConnectTimeout = opts.DialTimeout
+	var lost func()
+	if opts.ConnectionLost != nil {
+		lost = func() { opts.ConnectionLost(node.Name) }
+	}
 	return &poller{
+		lost:         lost,
 		index:        index,
 		config:       config,
 		dialTimeout:  opts.DialTimeout,
@@ -144,6 +151,9 @@ func (p *poller) poll(ctx context.Context) pollResult {
 	doneAt := time.Now()
 	if err != nil {
 		p.closeConn()
+		if p.lost != nil {
+			p.lost()
+		}
 		return pollResult{err: fmt.Errorf("poll: %w", err)}
 	}
 	if timeline < 0 || timeline > int64(^uint32(0)) {

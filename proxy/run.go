@@ -74,7 +74,10 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		DialTimeout: cfg.Monitor.DownAfter,
 		// Snapshots carry pool counts for routing.standby_choice: least_connections.
 		Connections: backends.Stats,
-		Logger:      logger.With().Str("component", "monitor").Logger(),
+		// A node that dropped the monitor's connection (a restart, a crash
+		// restart) may have dropped the pool's idle ones: check them before use.
+		ConnectionLost: backends.Suspect,
+		Logger:         logger.With().Str("component", "monitor").Logger(),
 	})
 	srv, err := NewServer(Options{
 		Config:     cfg,

@@ -408,12 +408,17 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 // connection the node had already closed (a restart, idle_session_timeout,
 // pg_terminate_backend of an idle backend) fails at once, and sending again
 // is what the client expects. But the node may also have run the unit and
-// gone before its reply left (a crash right after a COMMIT, a host that
-// vanished): sending a write again would run it twice. So a unit that may
-// write is sent again only when it cannot have run: its request never left
-// pgowl, or the node said it was terminating the connection (57P01, 57P02,
-// 57P05: a statement it was running is rolled back; one it had completed
-// would have sent its reply first). A timeout (TCP keepalive or user
+// gone before its reply left (a crash right after a COMMIT, or while the
+// COMMIT waited for a synchronous standby; a host that vanished): sending a
+// write again would run it twice. So a unit that may write is sent again
+// only when it cannot have run: its request never left pgowl, or the node
+// said it was terminating the connection (FATAL 57P01 or 57P05: a statement
+// it was running is rolled back; one it had completed would have sent its
+// reply first). A crash restart's WARNING 57P02 does not say that: it also
+// reaches a backend whose COMMIT is written and waits for a synchronous
+// standby. The pool's check of idle connections (a node's crash leaves its
+// WARNING on them) catches most of those before anything is sent on them.
+// A timeout (TCP keepalive or user
 // timeout, or the unreachable host it reports when the host's address
 // stopped answering too) means the node was reached and went silent: nothing
 // is sent again, and the client learns at once that the node is lost.
@@ -431,7 +436,7 @@ func safeToResend(u *unit, err error, sent bool) bool {
 	var closing *backendClosing
 	if errors.As(err, &closing) {
 		switch closing.code {
-		case "57P01", "57P02", "57P05":
+		case "57P01", "57P05":
 			return true
 		}
 	}
