@@ -151,8 +151,13 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			be.expect.pop()
 			return nil
 		}
-		if closing := deadConnectionReply(be, u, typ, body); closing != nil {
-			return closing // before BEGIN's NOTICE: the unit is sent again, or the client told it was lost
+		var code string
+		if typ == 'E' || typ == 'N' {
+			severity, c, message := errorSeverityFields(body)
+			if closing := deadConnectionReply(be, u, typ, severity, c, message); closing != nil {
+				return closing // before BEGIN's NOTICE: the unit is sent again, or the client told it was lost
+			}
+			code = c
 		}
 		if !u.beginReported {
 			// Once per unit, even when a dead backend makes it run again.
@@ -172,7 +177,6 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			}
 			return nil
 		case 'E':
-			_, code, _ := errorSeverityFields(body)
 			if u.errCode == "" {
 				u.errCode = code
 			}

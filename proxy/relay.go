@@ -144,13 +144,13 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if err != nil {
 				return err
 			}
-			if closing := deadConnectionReply(be, u, 'E', body); closing != nil {
+			severity, code, message := errorSeverityFields(body)
+			if closing := deadConnectionReply(be, u, 'E', severity, code, message); closing != nil {
 				// The node is closing this connection. The client's own
 				// connection must survive it: the session reports a lost
 				// backend (08006) instead of passing the FATAL on.
 				return closing
 			}
-			_, code, _ := errorSeverityFields(body)
 			if u.errCode == "" {
 				u.errCode = code
 			}
@@ -198,7 +198,8 @@ func (sess *session) relay(be *backend, u *unit) error {
 		case 'N':
 			if !u.forwarded {
 				if frame, err := r.PeekFrame(); err == nil {
-					if closing := deadConnectionReply(be, u, 'N', frame[wire.HeaderSize:]); closing != nil {
+					severity, code, message := errorSeverityFields(frame[wire.HeaderSize:])
+					if closing := deadConnectionReply(be, u, 'N', severity, code, message); closing != nil {
 						return closing
 					}
 				}
@@ -235,18 +236,15 @@ func (sess *session) relay(be *backend, u *unit) error {
 	return nil
 }
 
-// deadConnectionReply returns the error a reply of type typ stands for when
-// it says the node is closing the connection: a FATAL (or PANIC), or, before
-// any reply of the unit reached the client, the WARNING with which since
-// PostgreSQL 14 a crash restart ends idle backends before closing them (one
-// that comes first was there before the request: the dead connection's, not
-// the statement's). Otherwise nil.
-func deadConnectionReply(be *backend, u *unit, typ byte, body []byte) *backendClosing {
-	if typ != 'E' && (typ != 'N' || u.forwarded) {
-		return nil
-	}
-	severity, code, message := errorSeverityFields(body)
-	if typ == 'E' && (severity == "FATAL" || severity == "PANIC") || typ == 'N' && code == sqlstateCrashShutdown {
+// deadConnectionReply returns the error an ErrorResponse ('E') or
+// NoticeResponse ('N') with these fields stands for when it says the node is
+// closing the connection: a FATAL (or PANIC), or, before any reply of the
+// unit reached the client, the WARNING with which since PostgreSQL 14 a crash
+// restart ends idle backends before closing them (one that comes first was
+// there before the request: the dead connection's, not the statement's).
+// Otherwise nil.
+func deadConnectionReply(be *backend, u *unit, typ byte, severity, code, message string) *backendClosing {
+	if typ == 'E' && (severity == "FATAL" || severity == "PANIC") || typ == 'N' && !u.forwarded && code == sqlstateCrashShutdown {
 		return &backendClosing{node: be.node, code: code, message: message}
 	}
 	return nil
