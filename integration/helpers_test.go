@@ -108,6 +108,12 @@ type owl struct {
 func startOwl(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *owl {
 	t.Helper()
 	o := startOwlNoWait(t, c, mutate)
+	o.waitRoles(t, initialRoles(c))
+	return o
+}
+
+// initialRoles is the roles of c's nodes as started: pg1 primary, the others standbys.
+func initialRoles(c *cluster.Cluster) map[string]route.Role {
 	want := map[string]route.Role{}
 	for i, n := range c.Nodes {
 		if i == 0 {
@@ -116,8 +122,7 @@ func startOwl(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *ow
 			want[n.Name] = route.RoleStandby
 		}
 	}
-	o.waitRoles(t, want)
-	return o
+	return want
 }
 
 // startOwlNoWait is startOwl without waiting for the monitor.

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,36 +29,6 @@ func review10WaitFor(d time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// review10KillOneBackend SIGKILLs a backend of node (a connection of its
-// own): the postmaster ends every other backend with a WARNING 57P02 and
-// restarts after crash recovery. It returns once the node accepts
-// connections again.
-func review10KillOneBackend(t *testing.T, node *cluster.Node) {
-	t.Helper()
-	ctx := timeoutCtx(t, 2*time.Minute)
-	victim, err := node.Connect(ctx)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", node.Name, err)
-	}
-	defer victim.Close(context.Background())
-	var pid int
-	if err := victim.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-		t.Fatalf("backend pid on %s: %v", node.Name, err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("SIGKILL backend %d of %s: %v", pid, node.Name, err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	ok := review10WaitFor(60*time.Second, func() bool {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		return node.Exec(qctx, "SELECT 1") == nil
-	})
-	if !ok {
-		t.Fatalf("%s did not accept connections within 60s of the crash", node.Name)
 	}
 }
 
@@ -117,7 +86,7 @@ func TestReview10CrashRestartDoesNotRunACommittedInsertTwice(t *testing.T) {
 
 	// A crash restart of the primary: the committed INSERT's backend gets
 	// WARNING 57P02 before its reply.
-	review10KillOneBackend(t, primary)
+	crashRestart(t, primary)
 	// Let commits complete again, so that a second run (if any) ends.
 	for _, sql := range []string{
 		"ALTER SYSTEM RESET synchronous_standby_names",
