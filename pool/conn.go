@@ -173,6 +173,7 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 		return nil, err
 	}
 	now := time.Now()
+	rw := wire.Direct(h.Conn)
 	return &Conn{
 		Node:             t.Node,
 		Addr:             t.Addr(),
@@ -184,8 +185,8 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 		Prepared:         make(map[string]struct{}),
 		// Backend frames are forwarded in pieces, so a large row needs no large
 		// buffer; the limit only guards the few frames pgowl reads whole.
-		Reader:   wire.NewReader(h.Conn, backendReadBuffer, max(maxMessage, maxBackendMessage)),
-		Writer:   bufio.NewWriterSize(h.Conn, backendWriteBuffer),
+		Reader:   wire.NewReader(rw, backendReadBuffer, max(maxMessage, maxBackendMessage)),
+		Writer:   bufio.NewWriterSize(rw, backendWriteBuffer),
 		netConn:  h.Conn,
 		loginKey: login.key(),
 		created:  now,

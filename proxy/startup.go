@@ -99,8 +99,9 @@ func writeErrorNow(conn net.Conn, err error) {
 
 func (sess *session) resetIO(conn net.Conn) {
 	sess.conn = conn
-	sess.r = wire.NewReader(conn, clientReadBuffer, sess.srv.opts.Config.Limits.MaxMessageSize)
-	sess.w = bufio.NewWriterSize(conn, clientWriteBuffer)
+	rw := wire.Direct(conn)
+	sess.r = wire.NewReader(rw, clientReadBuffer, sess.srv.opts.Config.Limits.MaxMessageSize)
+	sess.w = bufio.NewWriterSize(rw, clientWriteBuffer)
 }
 
 // startup negotiates encryption, reads the startup packet, authenticates the
