@@ -285,17 +285,17 @@ func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration, bool) {
 			go c.Close()
 			continue
 		}
-		if len(list) == 0 {
-			delete(np.idle, key)
-		} else {
-			np.idle[key] = list
-		}
+		// An emptied list stays, with its array, for the connection's
+		// release (maintenance drops lists that stay empty).
+		np.idle[key] = list
 		idleFor := now.Sub(c.lastUsed)
 		suspect := c.lastUsed.Before(np.suspectSince)
 		c.lastUsed = now
 		return c, idleFor, suspect
 	}
-	delete(np.idle, key)
+	if list != nil {
+		np.idle[key] = list
+	}
 	return nil, 0, false
 }
 
