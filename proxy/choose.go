@@ -144,7 +144,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 		if err != nil {
 			return nil, dec, err
 		}
-		if dec.Role == route.RoleStandby && sess.backends[dec.Node] == nil {
+		if dec.Role == route.RoleStandby && sess.backendOn(dec.Node) == nil {
 			dec = sess.spreadReads(req, snap, pol, dec)
 		}
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
@@ -236,7 +236,7 @@ func connectFailure(err error) bool {
 // the session holds there (in session pool mode, or while a transaction, an
 // open batch or a pin keeps it), or else one from the pool.
 func (sess *session) backendFor(ctx context.Context, node string, role route.Role) (*backend, error) {
-	if be := sess.backends[node]; be != nil {
+	if be := sess.backendOn(node); be != nil {
 		be.role = role
 		return be, nil
 	}
@@ -267,10 +267,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
 		expect:  expectQueue{items: be.expect.items[:0]},
 	}
-	if sess.backends == nil {
-		sess.backends = make(map[string]*backend)
-	}
-	sess.backends[node] = be
+	sess.backends = append(sess.backends, be)
 	return be, nil
 }
 
@@ -282,7 +279,7 @@ func (sess *session) releaseIdle(be *backend) {
 	if !sess.srv.transactionPooling || sess.held == be || be.broken || be.expect.len() > 0 {
 		return
 	}
-	delete(sess.backends, be.node)
+	sess.forgetBackend(be)
 	if be.dirty {
 		// What the connection holds is not known: start it afresh.
 		code, err := sess.runQuietly(be, "DISCARD ALL")
@@ -491,7 +488,7 @@ const resetTimeout = 5 * time.Second
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
 	be.broken = true
-	delete(sess.backends, be.node)
+	sess.forgetBackend(be)
 	if sess.held == be {
 		sess.held = nil
 		sess.pinBits = 0
@@ -525,6 +522,30 @@ func (sess *session) closeBackends() {
 		sess.waitForCancel()
 		sess.srv.opts.Pool.Release(be.conn, reusable)
 	}
-	sess.backends = nil
+	clear(sess.backends)
+	sess.backends = sess.backends[:0]
 	sess.held = nil
+}
+
+// backendOn returns the session's connection to node, or nil.
+func (sess *session) backendOn(node string) *backend {
+	for _, be := range sess.backends {
+		if be.node == node {
+			return be
+		}
+	}
+	return nil
+}
+
+// forgetBackend removes be from the session's connections.
+func (sess *session) forgetBackend(be *backend) {
+	for i, other := range sess.backends {
+		if other == be {
+			last := len(sess.backends) - 1
+			sess.backends[i] = sess.backends[last]
+			sess.backends[last] = nil
+			sess.backends = sess.backends[:last]
+			return
+		}
+	}
 }

@@ -64,7 +64,10 @@ type session struct {
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
 
-	backends map[string]*backend
+	// backends are the connections the session has now, at most one per
+	// node: a short list (a session rarely holds more than one), searched
+	// by node name without hashing on every statement.
+	backends []*backend
 	// spare is a released backend struct, reused by the next backendFor.
 	spare *backend
 	// held is the backend the session must stay on: an open transaction, an
