@@ -1,12 +1,21 @@
+//go:build linux && !race
+
 package wire
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
+
+// rawIO says whether Direct reads and writes sockets with raw system calls
+// in this build: on Linux, except under the race detector, which cannot see
+// the buffers such calls fill and drain (syscall.Read and Write tell it).
+const rawIO = true
 
 // directConn reads and writes a non-blocking socket with syscall.RawSyscall.
 //
@@ -18,19 +27,26 @@ import (
 // call, and the woken receiver often preempts the writer, so writes pass
 // 20 µs routinely. A profile of pgbench through pgowl at 16 clients showed
 // the monitor, the hand-overs and the sleeping threads they wake at about a
-// tenth of pgowl's CPU. A read or write on a non-blocking socket returns at
-// once (EAGAIN when it would block, and then the goroutine waits in the
-// poller as usual), so it is safe to make without that state.
+// tenth of pgowl's CPU. A read or write on a non-blocking socket returns
+// without waiting for the peer (EAGAIN when it would have to, and then the
+// goroutine waits in the poller as usual), so it is made without that state.
+//
+// The price: the goroutine keeps its P for the call's kernel time, which a
+// garbage collection's stop-the-world waits for. That time is the
+// loopback delivery of at most one buffer (the proxy's are 8-16 KiB), or
+// longer only when the kernel itself must wait for memory.
 type directConn struct {
 	conn net.Conn
 	raw  syscall.RawConn
-	// A read and a write may be in flight at once, each from its own goroutine.
+	// A read and a write may be in flight at once, each from its own
+	// goroutine; calls in the same direction take turns, as on a net.Conn.
 	r, w directCall
 }
 
 // directCall holds the arguments and results of one read or write in
 // flight, so that its function (bound once) needs no closure per call.
 type directCall struct {
+	mu    sync.Mutex
 	buf   []byte
 	n     int
 	errno syscall.Errno
@@ -44,48 +60,60 @@ func newDirectConn(conn net.Conn, raw syscall.RawConn) io.ReadWriter {
 	return d
 }
 
-// readOnce reads once into d.buf; false asks the poller to wait for data.
-func (d *directCall) readOnce(fd uintptr) bool {
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(d.buf))), uintptr(len(d.buf)))
-	if errno == syscall.EINTR {
-		return d.readOnce(fd)
+// readOnce reads once into c.buf; false asks the poller to wait for data.
+func (c *directCall) readOnce(fd uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.buf))), uintptr(len(c.buf)))
+		switch errno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.n, c.errno = int(n), errno
+		return true
 	}
-	if errno == syscall.EAGAIN {
-		return false
-	}
-	d.n, d.errno = int(n), errno
-	return true
 }
 
-// writeSome writes what is left of d.buf; false asks the poller to wait
+// writeSome writes what is left of c.buf; false asks the poller to wait
 // until the socket takes more.
-func (d *directCall) writeSome(fd uintptr) bool {
-	for d.n < len(d.buf) {
-		rest := d.buf[d.n:]
+func (c *directCall) writeSome(fd uintptr) bool {
+	for c.n < len(c.buf) {
+		rest := c.buf[c.n:]
 		n, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
 		switch errno {
 		case 0:
-			d.n += int(n)
+			if n == 0 {
+				c.errno = syscall.EIO // a socket never takes nothing without saying why
+				return true
+			}
+			c.n += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
 		default:
-			d.errno = errno
+			c.errno = errno
 			return true
 		}
 	}
 	return true
 }
 
+// noWait is a read callback that reads nothing: a zero-length Read still
+// reports a closed connection or a passed deadline, as net.Conn's does.
+func noWait(uintptr) bool { return true }
+
 func (d *directConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
-		return 0, nil
+		return 0, d.opError("read", d.raw.Read(noWait))
 	}
 	c := &d.r
+	c.mu.Lock()
 	c.buf, c.n, c.errno = p, 0, 0
 	err := d.raw.Read(c.fn)
 	n, errno := c.n, c.errno
 	c.buf = nil
+	c.mu.Unlock()
 	switch {
 	case err != nil:
 		return 0, d.opError("read", err)
@@ -99,10 +127,12 @@ func (d *directConn) Read(p []byte) (int, error) {
 
 func (d *directConn) Write(p []byte) (int, error) {
 	c := &d.w
+	c.mu.Lock()
 	c.buf, c.n, c.errno = p, 0, 0
 	err := d.raw.Write(c.fn)
 	n, errno := c.n, c.errno
 	c.buf = nil
+	c.mu.Unlock()
 	switch {
 	case err != nil:
 		return n, d.opError("write", err)
@@ -112,8 +142,23 @@ func (d *directConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// opError wraps err as the net package would for a call on d.conn. A
-// deadline or a closed connection is reported as the poller reported it.
+// opError returns err as net.Conn's Read or Write (op) would: a
+// *net.OpError naming op and the connection's addresses. The poller's own
+// errors (a deadline, a closed connection) come from syscall.RawConn as a
+// *net.OpError already, named after the raw call: renamed, not wrapped
+// again. nil stays nil.
 func (d *directConn) opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: d.conn.LocalAddr().Network(), Source: d.conn.LocalAddr(), Addr: d.conn.RemoteAddr(), Err: err}
+	if err == nil {
+		return nil
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		opErr.Op = op
+		return opErr
+	}
+	network := "tcp"
+	if addr := d.conn.LocalAddr(); addr != nil {
+		network = addr.Network()
+	}
+	return &net.OpError{Op: op, Net: network, Source: d.conn.LocalAddr(), Addr: d.conn.RemoteAddr(), Err: err}
 }

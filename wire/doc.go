@@ -12,4 +12,11 @@
 // Reader enforces a maximum body size on every frame, the defence against a
 // peer that announces a huge message to exhaust memory. Bodies returned by
 // Reader are only valid until the next call, as in pgproto3: copy what you keep.
+//
+// Direct wraps a client or backend socket for the hot path. On Linux it
+// reads and writes the non-blocking socket with raw system calls and waits
+// for readiness in Go's poller, so that a loopback write, which runs the
+// receiver's TCP path inside the call, does not make the runtime hand the
+// goroutine's processor to another thread (directconn_linux.go says why
+// that mattered). Elsewhere, and for TLS, it is the connection itself.
 package wire
