@@ -11,6 +11,11 @@
 // and pgpool-II are installed with apt-get when missing, and run as the postgres user when the
 // benchmark runs as root. pgbench -i -s 10 fills the primary once.
 //
+// One more target runs only when named in -targets: "forward", integration/bench/forward, a
+// byte forwarder with one connection to the primary per client that parses, pools and routes
+// nothing. It is the floor of what any proxy costs on the machine: how close to direct a
+// proxy can get there at all.
+//
 // Every workload (select-only in each query mode at 1, 16 and 64 clients, TPC-B, and a mixed
 // 80 % read / 20 % write script) runs for -duration seconds per target, interleaved: for each
 // workload, for each round, every target once. Runs that touch the primary start from the same

@@ -91,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	quick := fs.Bool("quick", false, "smoke run: 1 round of 2s over five workloads (overrides -rounds and -duration)")
 	out := fs.String("out", "docs/benchmarks.md", "where to write the report (overwritten); empty: stdout only")
 	only := fs.String("workloads", "", "comma-separated workload keys to run instead of the default set")
-	targets := fs.String("targets", strings.Join(targetOrder, ","), "comma-separated targets to run")
+	targets := fs.String("targets", strings.Join(defaultTargets, ","), "comma-separated targets to run (known: "+strings.Join(targetOrder, ", ")+")")
 	quietBudget := fs.Duration("quiet-budget", 90*time.Second, "at most this long in all, runs wait for processes outside the benchmark to use less than 0.3 cores (0: never wait)")
 	source := fs.String("source", "head", "which pgowl to build: head (the committed HEAD, via git archive) or worktree (the checkout as it is)")
 	if err := fs.Parse(args); err != nil {
@@ -217,7 +217,13 @@ func run(ctx context.Context, o options) error {
 	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] {
 		build = describeBuild(ctx, moduleDir, o.fromHead)
 		logf("building pgowl from %s", build)
-		if pgowlBinary, err = buildPgowl(ctx, moduleDir, dir, o.fromHead); err != nil {
+		if pgowlBinary, err = buildCommand(ctx, moduleDir, dir, "./cmd/pgowl", o.fromHead); err != nil {
+			return err
+		}
+	}
+	var forwardBinary string
+	if o.targets[targetForward] {
+		if forwardBinary, err = buildCommand(ctx, moduleDir, dir, "./integration/bench/forward", o.fromHead); err != nil {
 			return err
 		}
 	}
@@ -279,6 +285,8 @@ func run(ctx context.Context, o options) error {
 			}
 		case targetPgowl, targetPgowlNotice:
 			t = l.startPgowl(ctx, pgowlBinary, name == targetPgowlNotice)
+		case targetForward:
+			t = l.startForward(ctx, forwardBinary)
 		}
 		if ctx.Err() != nil {
 			t.stop()

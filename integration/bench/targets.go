@@ -29,10 +29,16 @@ const (
 	targetPgpool      = "pgpool"
 	targetPgowl       = "pgowl"
 	targetPgowlNotice = "pgowl+notice"
+	// targetForward is integration/bench/forward, a byte forwarder: the floor
+	// of what any proxy costs on this machine. Run only when asked for.
+	targetForward = "forward"
 )
 
 // targetOrder lists every target name in run and report order.
-var targetOrder = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
+var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
+
+// defaultTargets are the targets run without -targets.
+var defaultTargets = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
 
 // pgbouncerPoolSize is PgBouncer's default_pool_size: one server connection per client of the
 // largest workload, so the pool never makes a client wait.
@@ -77,6 +83,8 @@ func (t *target) label() string {
 		return "PgBouncer"
 	case targetPgpool:
 		return "pgpool-II"
+	case targetForward:
+		return "byte forwarder"
 	}
 	return t.name
 }
@@ -448,35 +456,65 @@ func (l *lab) query(ctx context.Context, t *target, sql string, row func([]strin
 	return rows.Err()
 }
 
-// buildPgowl compiles ./cmd/pgowl into dir/bin. With fromHead it builds the module's
-// committed HEAD, exported with git archive into dir/src, so that uncommitted work of others in
-// the same checkout is not measured; otherwise it builds the working tree in moduleDir.
-func buildPgowl(ctx context.Context, moduleDir, dir string, fromHead bool) (string, error) {
+// buildCommand compiles the module's package pkg (such as ./cmd/pgowl) into dir/bin. With
+// fromHead it builds the module's committed HEAD, exported with git archive into dir/src (once),
+// so that uncommitted work of others in the same checkout is not measured; otherwise it builds
+// the working tree in moduleDir.
+func buildCommand(ctx context.Context, moduleDir, dir, pkg string, fromHead bool) (string, error) {
 	binDir := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return "", err
 	}
-	binary := filepath.Join(binDir, "pgowl")
+	binary := filepath.Join(binDir, filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	source := moduleDir
 	if fromHead {
 		source = filepath.Join(dir, "src")
-		if err := os.MkdirAll(source, 0o755); err != nil {
-			return "", err
-		}
-		archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive HEAD | tar -x -C "$2"`, "export", moduleDir, source)
-		if out, err := archive.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("export HEAD with git archive: %w\n%s", err, out)
+		if !fileExists(filepath.Join(source, "go.mod")) {
+			if err := os.MkdirAll(source, 0o755); err != nil {
+				return "", err
+			}
+			archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive HEAD | tar -x -C "$2"`, "export", moduleDir, source)
+			if out, err := archive.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("export HEAD with git archive: %w\n%s", err, out)
+			}
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binary, "./cmd/pgowl")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binary, pkg)
 	cmd.Dir = source
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/pgowl in %s: %w\n%s", source, err, out)
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, source, err, out)
 	}
 	return binary, nil
+}
+
+// startForward starts the byte forwarder in front of the primary.
+func (l *lab) startForward(ctx context.Context, binary string) *target {
+	t := &target{name: targetForward, host: "127.0.0.1"}
+	fail := func(err error) *target {
+		t.stop()
+		t.skipped = "the byte forwarder did not start: " + err.Error()
+		return t
+	}
+	dir, err := l.subdir(targetForward)
+	if err != nil {
+		return fail(err)
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return fail(err)
+	}
+	t.port = ports[0]
+	primary := l.cluster.Nodes[0]
+	t.setup = "integration/bench/forward: one connection to the primary per client, bytes copied both ways, nothing parsed, pooled or routed"
+	t.launch = l.launcher(t, dir, "forward.log", nil, binary,
+		net.JoinHostPort(t.host, strconv.Itoa(t.port)), net.JoinHostPort(primary.Host, strconv.Itoa(primary.Port)))
+	if err := t.launch(ctx); err != nil {
+		return fail(err)
+	}
+	return t
 }
 
 // moduleRoot returns the directory of the main module's go.mod.
