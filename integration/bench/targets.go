@@ -157,24 +157,33 @@ func daemonEnv(dir string) []string {
 	return append(env, "HOME="+dir)
 }
 
+// newProxyTarget begins a proxy target called name: its own directory in the lab, and count
+// free loopback ports, the first of which is where clients connect. fail marks the target
+// skipped ("<what> did not start: <err>"), stopping whatever was launched, and returns it.
+func (l *lab) newProxyTarget(name, what string, count int) (t *target, dir string, ports []int, fail func(error) *target, err error) {
+	t = &target{name: name, host: "127.0.0.1"}
+	fail = func(err error) *target {
+		t.stop()
+		t.skipped = what + " did not start: " + err.Error()
+		return t
+	}
+	if dir, err = l.subdir(strings.ReplaceAll(name, "+", "-")); err != nil {
+		return t, "", nil, fail, err
+	}
+	if ports, err = freePorts(count); err != nil {
+		return t, "", nil, fail, err
+	}
+	t.port = ports[0]
+	return t, dir, ports, fail, nil
+}
+
 // startPgBouncer writes a PgBouncer configuration (transaction pooling in front of the
 // primary, SCRAM with the user's password in auth_file) and starts it in the foreground.
 func (l *lab) startPgBouncer(ctx context.Context, binary string) *target {
-	t := &target{name: targetPgBouncer, host: "127.0.0.1"}
-	fail := func(err error) *target {
-		t.stop()
-		t.skipped = "PgBouncer did not start: " + err.Error()
-		return t
-	}
-	dir, err := l.subdir("pgbouncer")
+	t, dir, _, fail, err := l.newProxyTarget(targetPgBouncer, "PgBouncer", 1)
 	if err != nil {
 		return fail(err)
 	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return fail(err)
-	}
-	t.port = ports[0]
 	primary := l.cluster.Nodes[0]
 	userlistPath := filepath.Join(dir, "userlist.txt")
 	conf := fmt.Sprintf(`[databases]
@@ -220,21 +229,10 @@ pidfile = %[7]s
 // startPgpool writes a pgpool-II 4.3 configuration (streaming-replication mode, load balancing
 // over all three nodes with delay_threshold, no health checks, no failover) and starts it with -n.
 func (l *lab) startPgpool(ctx context.Context, binary string) *target {
-	t := &target{name: targetPgpool, host: "127.0.0.1"}
-	fail := func(err error) *target {
-		t.stop()
-		t.skipped = "pgpool-II did not start: " + err.Error()
-		return t
-	}
-	dir, err := l.subdir("pgpool")
+	t, dir, ports, fail, err := l.newProxyTarget(targetPgpool, "pgpool-II", 2)
 	if err != nil {
 		return fail(err)
 	}
-	ports, err := freePorts(2)
-	if err != nil {
-		return fail(err)
-	}
-	t.port = ports[0]
 	var backends strings.Builder
 	for i, node := range l.cluster.Nodes {
 		fmt.Fprintf(&backends, "backend_hostname%d = '%s'\nbackend_port%d = %d\nbackend_weight%d = 1\nbackend_flag%d = 'DISALLOW_TO_FAILOVER'\nbackend_application_name%d = '%s'\n",
@@ -316,21 +314,10 @@ func (l *lab) startPgowl(ctx context.Context, binary string, notice bool) *targe
 	if notice {
 		name = targetPgowlNotice
 	}
-	t := &target{name: name, host: "127.0.0.1"}
-	fail := func(err error) *target {
-		t.stop()
-		t.skipped = name + " did not start: " + err.Error()
-		return t
-	}
-	dir, err := l.subdir(strings.ReplaceAll(name, "+", "-"))
+	t, dir, _, fail, err := l.newProxyTarget(name, name, 1)
 	if err != nil {
 		return fail(err)
 	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return fail(err)
-	}
-	t.port = ports[0]
 	var nodes strings.Builder
 	for _, node := range l.cluster.Nodes {
 		fmt.Fprintf(&nodes, "  - {name: %s, host: %s, port: %d}\n", node.Name, node.Host, node.Port)
@@ -492,21 +479,10 @@ func buildCommand(ctx context.Context, moduleDir, dir, pkg string, fromHead bool
 
 // startForward starts the byte forwarder in front of the primary.
 func (l *lab) startForward(ctx context.Context, binary string) *target {
-	t := &target{name: targetForward, host: "127.0.0.1"}
-	fail := func(err error) *target {
-		t.stop()
-		t.skipped = "the byte forwarder did not start: " + err.Error()
-		return t
-	}
-	dir, err := l.subdir(targetForward)
+	t, dir, _, fail, err := l.newProxyTarget(targetForward, "the byte forwarder", 1)
 	if err != nil {
 		return fail(err)
 	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return fail(err)
-	}
-	t.port = ports[0]
 	primary := l.cluster.Nodes[0]
 	t.setup = "integration/bench/forward: one connection to the primary per client, bytes copied both ways, nothing parsed, pooled or routed"
 	t.launch = l.launcher(t, dir, "forward.log", nil, binary,
