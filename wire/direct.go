@@ -13,7 +13,9 @@ import (
 // or write there never blocks, so it need not hand the goroutine's
 // processor to another thread for the call's length, as an ordinary
 // blocking-capable system call does. On a busy proxy each such hand-over
-// is a thread wake-up (see directconn_linux.go). Elsewhere it returns conn.
+// is a thread wake-up (see directconn_linux.go). Elsewhere, for TLS, and in
+// race builds (whose detector sees only the ordinary calls' buffers) it
+// returns conn.
 //
 // Deadlines, Close and the errors a caller sees behave as with conn: a
 // closed connection reports net.ErrClosed, a deadline
