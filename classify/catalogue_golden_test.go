@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -262,12 +264,7 @@ func GoldenSetup(t testing.TB, tables map[string][]CatalogueCase) []SetupScript 
 		t.Fatal(err)
 	}
 	scripts := []SetupScript{{From: "testdata/catalogue/schema.sql", SQL: string(base)}}
-	paths := make([]string, 0, len(tables))
-	for path := range tables {
-		paths = append(paths, path)
-	}
-	sort.Strings(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(tables)) {
 		for _, tc := range tables[path] {
 			if tc.Setup != "" {
 				scripts = append(scripts, SetupScript{From: path + ": " + tc.Comment, SQL: tc.Setup})

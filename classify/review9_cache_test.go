@@ -2,9 +2,10 @@ package classify
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,12 +186,7 @@ func review9Statements(t *testing.T) []string {
 		}
 	}
 	tables := loadGolden(t)
-	paths := make([]string, 0, len(tables))
-	for path := range tables {
-		paths = append(paths, path)
-	}
-	sort.Strings(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(tables)) {
 		for _, tc := range tables[path] {
 			add(tc.SQL)
 		}

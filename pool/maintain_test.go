@@ -121,17 +121,7 @@ func TestSuspectConnectionsAreCheckedWithoutARoundTrip(t *testing.T) {
 	defer p.Close()
 	ctx := context.Background()
 
-	var conns []*Conn
-	for range 3 {
-		c, err := p.Acquire(ctx, target, login)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	for _, c := range conns {
-		p.Release(c, true)
-	}
+	conns := openIdle(t, p, target, login, 3)
 	// Two of the three die while idle, as in a restart that the third
 	// (released later) did not see.
 	terminateBackend(t, node, conns[1].PID)
@@ -177,17 +167,7 @@ func TestIdleTimeoutClosesIdleConnectionsDownToMinIdle(t *testing.T) {
 	defer p.Close()
 	ctx := context.Background()
 
-	var held []*Conn
-	for range 3 {
-		c, err := p.Acquire(ctx, target, login)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
-	for _, c := range held {
-		p.Release(c, true)
-	}
+	openIdle(t, p, target, login, 3)
 	waitFor(t, time.Second, "no background dial in flight", func() bool { return refillState(p, target.Node).inFlight == 0 })
 	released := idlePIDs(p, target.Node) // the held ones, and one dialled for min_idle if a round came meanwhile
 	waitFor(t, 5*time.Second, "idle connections closed down to min_idle", func() bool {
@@ -466,4 +446,23 @@ func runQuery(c *Conn, sql string) error {
 			return nil
 		}
 	}
+}
+
+// openIdle acquires n connections at once, so that each is a connection of
+// its own, and releases them all: the pool then holds them idle. It returns
+// them in the order they were acquired.
+func openIdle(t *testing.T, p *Pool, target Target, login Login, n int) []*Conn {
+	t.Helper()
+	var conns []*Conn
+	for range n {
+		c, err := p.Acquire(context.Background(), target, login)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		p.Release(c, true)
+	}
+	return conns
 }
