@@ -16,8 +16,14 @@ type Config struct {
 	Routing Routing `yaml:"routing" mapstructure:"routing"`
 	// Log configures the process log.
 	Log Log `yaml:"log" mapstructure:"log"`
-	// TLS configures TLS towards clients.
+	// TLS configures TLS towards clients and towards the nodes.
 	TLS TLS `yaml:"tls" mapstructure:"tls"`
+	// Auth configures credentials kept outside the users list: a file of SCRAM verifiers and an auth query.
+	Auth Auth `yaml:"auth" mapstructure:"auth"`
+	// Access holds the hba-style rules that decide who may log in from where, and how.
+	Access Access `yaml:"access" mapstructure:"access"`
+	// Admin names who may run pgowl's administrative commands.
+	Admin Admin `yaml:"admin" mapstructure:"admin"`
 	// Limits holds the defences against hostile or runaway clients.
 	Limits Limits `yaml:"limits" mapstructure:"limits"`
 	// Pool configures the server connection pools, one per node.
@@ -104,12 +110,38 @@ type Log struct {
 	Format string `yaml:"format" mapstructure:"format" help:"json | console"`
 }
 
-// TLS configures TLS towards clients; both files or neither must be set.
+// TLS configures TLS towards clients (both files or neither must be set) and towards the nodes.
 type TLS struct {
 	// CertFile is the PEM certificate chain presented to clients.
 	CertFile string `yaml:"cert_file" mapstructure:"cert_file" help:"PEM certificate chain presented to clients"`
 	// KeyFile is the PEM private key of CertFile.
 	KeyFile string `yaml:"key_file" mapstructure:"key_file" help:"PEM private key of tls.cert_file"`
+	// ClientMode says whether clients may, must, or must with a verified certificate use TLS:
+	// ClientTLSDisable, ClientTLSAllow, ClientTLSPrefer, ClientTLSRequire, ClientTLSVerifyCA or ClientTLSVerifyFull.
+	ClientMode string `yaml:"client_mode" mapstructure:"client_mode" help:"disable | allow | prefer | require | verify-ca | verify-full"`
+	// ClientCAFile holds the PEM certificates that sign client certificates; needed by verify-ca,
+	// verify-full and the cert access method.
+	ClientCAFile string `yaml:"client_ca_file" mapstructure:"client_ca_file" help:"PEM CA certificates that sign client certificates"`
+	// MinVersion is the oldest TLS version accepted from clients: TLSVersion12 or TLSVersion13.
+	MinVersion string `yaml:"min_version" mapstructure:"min_version" help:"oldest TLS version accepted from clients: 1.2 | 1.3"`
+	// CipherSuites restricts the TLS 1.2 cipher suites offered to clients, by their IANA names; empty
+	// keeps Go's secure defaults. TLS 1.3 suites are not configurable.
+	CipherSuites []string `yaml:"cipher_suites" mapstructure:"cipher_suites" help:"TLS 1.2 cipher suites for clients as a JSON list of IANA names, empty for Go's defaults"`
+	// Nodes configures TLS on every connection pgowl opens to a node.
+	Nodes NodeTLS `yaml:"nodes" mapstructure:"nodes"`
+}
+
+// NodeTLS configures TLS on every connection to a node: the pool's, the monitor's and the catalogue loader's.
+type NodeTLS struct {
+	// SSLMode is libpq's sslmode: SSLDisable, SSLPrefer, SSLRequire, SSLVerifyCA or SSLVerifyFull.
+	SSLMode string `yaml:"sslmode" mapstructure:"sslmode" help:"disable | prefer | require | verify-ca | verify-full"`
+	// CAFile holds the PEM certificates that sign the nodes' certificates; verify-ca and verify-full
+	// fall back to the system's roots when it is empty.
+	CAFile string `yaml:"ca_file" mapstructure:"ca_file" help:"PEM CA certificates that sign the nodes' certificates"`
+	// CertFile is the PEM client certificate pgowl presents to the nodes; KeyFile must be set with it.
+	CertFile string `yaml:"cert_file" mapstructure:"cert_file" help:"PEM client certificate presented to the nodes"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" mapstructure:"key_file" help:"PEM private key of tls.nodes.cert_file"`
 }
 
 // Limits holds the bounds that protect the proxy from hostile or runaway clients.
@@ -243,6 +275,17 @@ func Default() Config {
 			PrimaryWait:     2 * time.Second,
 		},
 		Log: Log{Level: LogInfo, Format: LogJSON},
+		TLS: TLS{
+			ClientMode: ClientTLSPrefer,
+			MinVersion: TLSVersion12,
+			Nodes:      NodeTLS{SSLMode: SSLPrefer},
+		},
+		Auth: Auth{
+			QueryUser:     "postgres",
+			QueryDatabase: "postgres",
+			Query:         DefaultAuthQuery,
+			CacheTTL:      10 * time.Second,
+		},
 		Limits: Limits{
 			MaxMessageSize:       64 << 20,
 			StartupTimeout:       10 * time.Second,

@@ -129,6 +129,9 @@ func TestExampleFile(t *testing.T) {
 		}
 		want := specExampleConfig()
 		want.Classify.Functions = ClassifyFunctions{Readonly: []string{}, Writes: []string{}}
+		want.TLS.CipherSuites = []string{}
+		want.Access.Rules = []AccessRule{}
+		want.Admin.Users = []string{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -169,6 +172,23 @@ func TestDefaults(t *testing.T) {
 		"log.format":                    "json",
 		"tls.cert_file":                 "",
 		"tls.key_file":                  "",
+		"tls.client_mode":               "prefer",
+		"tls.client_ca_file":            "",
+		"tls.min_version":               "1.2",
+		"tls.cipher_suites":             "",
+		"tls.nodes.sslmode":             "prefer",
+		"tls.nodes.ca_file":             "",
+		"tls.nodes.cert_file":           "",
+		"tls.nodes.key_file":            "",
+		"auth.users_file":               "",
+		"auth.query_enabled":            "false",
+		"auth.query":                    DefaultAuthQuery,
+		"auth.query_user":               "postgres",
+		"auth.query_password":           "",
+		"auth.query_database":           "postgres",
+		"auth.cache_ttl":                "10s",
+		"access.rules":                  "",
+		"admin.users":                   "",
 		"limits.max_message_size":       "64MiB",
 		"limits.startup_timeout":        "10s",
 		"limits.max_client_connections": "10000",
@@ -203,7 +223,8 @@ func TestDefaults(t *testing.T) {
 		if key.Default != expected {
 			t.Errorf("default of %s = %q, want %q", key.Path, key.Default, expected)
 		}
-		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.")
+		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.") ||
+			key.Path == "tls.cipher_suites" || key.Path == "access.rules"
 		if key.List != wantList {
 			t.Errorf("%s: List = %v, want %v", key.Path, key.List, wantList)
 		}

@@ -310,7 +310,7 @@ func TestTLSFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.TLS = test.tls
+			cfg.TLS.CertFile, cfg.TLS.KeyFile = test.tls.CertFile, test.tls.KeyFile
 			err = cfg.Validate()
 			var keys []string
 			for _, problem := range configErrors(err) {

@@ -17,12 +17,15 @@ func (c Config) Validate() error {
 	var v validator
 	v.listen("listen", c.Listen)
 	v.nodes(c.Nodes)
-	v.users(c.Users)
+	v.users(c.Users, c.Auth.UsersFile != "" || c.Auth.QueryEnabled)
 	v.monitor(c.Monitor)
 	v.routing(c.Routing)
 	v.oneOf("log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError)
 	v.oneOf("log.format", c.Log.Format, LogJSON, LogConsole)
 	v.tls(c.TLS)
+	v.nodeTLS(c.TLS.Nodes)
+	v.auth(c.Auth)
+	v.access(c.Access, c.TLS)
 	v.limits(c.Limits)
 	v.pool(c.Pool)
 	v.tcp(c.TCP)
@@ -134,10 +137,11 @@ func isNodeName(name string) bool {
 	return true
 }
 
-// users checks the user list: at least one, unique non-empty names, a known auth method and a password unless trusted.
-func (v *validator) users(users []User) {
-	if len(users) == 0 {
-		v.fail("users", "at least one user is required")
+// users checks the user list: at least one unless users come from elsewhere, unique non-empty names,
+// a known auth method and a password unless trusted.
+func (v *validator) users(users []User, usersElsewhere bool) {
+	if len(users) == 0 && !usersElsewhere {
+		v.fail("users", "at least one user is required (or auth.users_file, or auth.query_enabled)")
 	}
 	firstIndex := map[string]int{}
 	for i, user := range users {
@@ -175,7 +179,7 @@ func (v *validator) routing(r Routing) {
 	v.notNegative("routing.primary_wait", r.PrimaryWait)
 }
 
-// tls checks that both files or neither are set and that set files exist.
+// tls checks that both files or neither are set, that set files exist, and the client TLS settings.
 func (v *validator) tls(t TLS) {
 	switch {
 	case t.CertFile != "" && t.KeyFile == "":
@@ -185,6 +189,7 @@ func (v *validator) tls(t TLS) {
 	}
 	v.existingFile("tls.cert_file", t.CertFile)
 	v.existingFile("tls.key_file", t.KeyFile)
+	v.clientTLS(t)
 }
 
 // existingFile checks that path, when set, names an existing regular file.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/nodetls"
 )
 
 // NodeAddr names one node to monitor and where it listens.
@@ -26,6 +28,8 @@ type Options struct {
 	User string
 	// Password is User's password, if the nodes ask for one.
 	Password string
+	// TLS is how the monitor's connections are secured (tls.nodes); the zero value is sslmode=prefer.
+	TLS nodetls.Settings
 	// Database is the database the monitor connects to; "postgres" when empty.
 	Database string
 	// Interval is the time between polling rounds; 1s by default.

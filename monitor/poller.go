@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/nodetls"
 )
 
 // pollSQL reads a node's role, timeline and WAL position in one round trip.
@@ -93,27 +94,13 @@ func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
 
 // connString renders a keyword/value connection string with quoted values.
 func connString(node NodeAddr, opts Options) string {
-	var b strings.Builder
-	add := func(key, value string) {
-		if value == "" {
-			return
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(key)
-		b.WriteString("='")
-		b.WriteString(strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(value))
-		b.WriteByte('\'')
-	}
-	add("host", node.Host)
-	add("port", strconv.Itoa(node.Port))
-	add("user", opts.User)
-	add("password", opts.Password)
-	add("dbname", opts.Database)
-	add("application_name", applicationName)
-	add("sslmode", "prefer")
-	return b.String()
+	return opts.TLS.ConnString(
+		nodetls.Param{Key: "host", Value: node.Host},
+		nodetls.Param{Key: "port", Value: strconv.Itoa(node.Port)},
+		nodetls.Param{Key: "user", Value: opts.User},
+		nodetls.Param{Key: "password", Value: opts.Password},
+		nodetls.Param{Key: "dbname", Value: opts.Database},
+		nodetls.Param{Key: "application_name", Value: applicationName})
 }
 
 // run serves poll requests until ctx is done, then closes the connection.

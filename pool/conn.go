@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -126,19 +128,19 @@ const (
 
 func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
 	dialTimeout, maxMessage := opts.DialTimeout, opts.MaxMessageSize
-	cfg, err := pgconn.ParseConfig("sslmode=disable")
+	// The host and port go through the connection string so that the TLS
+	// settings (verify-full's host name) and prefer's plain-TCP fallback
+	// apply to them.
+	cfg, err := pgconn.ParseConfig(opts.TLS.ConnString(
+		nodetls.Param{Key: "host", Value: t.Host}, nodetls.Param{Key: "port", Value: strconv.Itoa(t.Port)}))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tls.nodes: %w", err)
 	}
-	cfg.Host = t.Host
-	cfg.Port = uint16(t.Port)
 	cfg.User = login.User
 	cfg.Password = login.Password
 	cfg.Database = login.Database
 	cfg.ConnectTimeout = dialTimeout
 	cfg.DialFunc = opts.TCP.DialFunc(dialTimeout)
-	cfg.Fallbacks = nil
-	cfg.TLSConfig = nil
 	cfg.RuntimeParams = make(map[string]string, len(login.Params))
 	for k, v := range login.Params {
 		cfg.RuntimeParams[k] = v

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/tcpopt"
 )
 
@@ -31,6 +32,8 @@ type Options struct {
 	// TCP is the keepalive and user timeout of every connection to a node,
 	// so that a session waiting for a node that vanished gets an error.
 	TCP tcpopt.Options
+	// TLS is how every connection to a node is secured (tls.nodes).
+	TLS nodetls.Settings
 }
 
 // Pool keeps backend connections per node and per login.

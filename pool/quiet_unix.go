@@ -3,6 +3,7 @@
 package pool
 
 import (
+	"crypto/tls"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +17,13 @@ func (c *Conn) quiet() bool {
 	if c.Reader.Buffered() > 0 {
 		return false
 	}
-	sc, ok := c.netConn.(syscall.Conn)
+	netConn := c.netConn
+	if tlsConn, ok := netConn.(*tls.Conn); ok {
+		// Any byte in the socket under TLS is a record the node sent: an
+		// alert, or a message, and neither is quiet.
+		netConn = tlsConn.NetConn()
+	}
+	sc, ok := netConn.(syscall.Conn)
 	if !ok {
 		return true // no socket to look at (a test's pipe)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -189,14 +190,12 @@ func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context,
 		if !ok {
 			return nil, fmt.Errorf("catalog: unknown node %q", snap.Nodes[index].Name)
 		}
-		var b strings.Builder
-		quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
-		for _, kv := range [][2]string{{"host", node.Host}, {"port", strconv.Itoa(node.Port)}, {"user", cfg.Monitor.User},
-			{"password", cfg.Monitor.Password}, {"dbname", database}, {"application_name", "pgowl catalogue"},
-			{"sslmode", "prefer"}, {"connect_timeout", strconv.Itoa(max(1, int(cfg.Pool.DialTimeout.Seconds())))}} {
-			fmt.Fprintf(&b, "%s='%s' ", kv[0], quote.Replace(kv[1]))
-		}
-		connConfig, err := pgx.ParseConfig(b.String())
+		connString := nodetls.FromConfig(cfg.TLS.Nodes).ConnString(
+			nodetls.Param{Key: "host", Value: node.Host}, nodetls.Param{Key: "port", Value: strconv.Itoa(node.Port)},
+			nodetls.Param{Key: "user", Value: cfg.Monitor.User}, nodetls.Param{Key: "password", Value: cfg.Monitor.Password},
+			nodetls.Param{Key: "dbname", Value: database}, nodetls.Param{Key: "application_name", Value: "pgowl catalogue"},
+			nodetls.Param{Key: "connect_timeout", Value: strconv.Itoa(max(1, int(cfg.Pool.DialTimeout.Seconds())))})
+		connConfig, err := pgx.ParseConfig(connString)
 		if err != nil {
 			return nil, err
 		}

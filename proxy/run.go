@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
+	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/auth"
 	"github.com/pgowl/pgowl/route"
@@ -61,12 +62,14 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		HealthCheckAfter: cfg.Pool.HealthCheckAfter,
 		MaxMessageSize:   cfg.Limits.MaxMessageSize,
 		TCP:              TCPOptions(cfg.TCP),
+		TLS:              nodetls.FromConfig(cfg.TLS.Nodes),
 	})
 	mon := monitor.New(monitor.Options{
 		Nodes:        nodes,
 		User:         cfg.Monitor.User,
 		Password:     cfg.Monitor.Password,
 		Database:     cfg.Monitor.Database,
+		TLS:          nodetls.FromConfig(cfg.TLS.Nodes),
 		Interval:     cfg.Monitor.Interval,
 		DownAfter:    cfg.Monitor.DownAfter,
 		QueryTimeout: cfg.Monitor.QueryTimeout,

@@ -1,0 +1,188 @@
+package integration
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
+)
+
+// requireNodeTLS turns TLS on for node with the given server certificate and replaces its
+// pg_hba.conf with hostssl lines only, so that the node refuses every connection without TLS.
+// It returns the superuser DSN that reaches the node afterwards (verify-full against caFile).
+func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, caFile string) string {
+	t.Helper()
+	ctx := timeoutCtx(t, 30*time.Second)
+	info, err := os.Stat(node.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := info.Sys().(*syscall.Stat_t)
+	for _, file := range []struct{ from, to string }{{server.CertFile, "server.crt"}, {server.KeyFile, "server.key"}} {
+		data, err := os.ReadFile(file.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(node.DataDir, file.to)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, int(owner.Uid), int(owner.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hba := strings.Join([]string{
+		"# Written by the node TLS test: TLS or nothing over TCP.",
+		"local    all  all                    trust",
+		"hostssl  all  postgres  127.0.0.1/32 trust",
+		"hostssl  all  all       127.0.0.1/32 scram-sha-256",
+	}, "\n") + "\n"
+	hbaPath := filepath.Join(node.DataDir, "pg_hba.conf")
+	if err := os.WriteFile(hbaPath, []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(hbaPath, int(owner.Uid), int(owner.Gid))
+	for _, sql := range []string{"ALTER SYSTEM SET ssl = on", "SELECT pg_reload_conf()"} {
+		if err := node.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dsn := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres",
+		RawQuery: url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}.Encode()}
+	// The reload is asynchronous: wait until a plain connection is refused and a TLS one works.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		plainErr := node.Exec(ctx, "SELECT 1")
+		conn, tlsErr := pgx.Connect(ctx, dsn.String())
+		if tlsErr == nil {
+			conn.Close(ctx)
+		}
+		if plainErr != nil && tlsErr == nil {
+			return dsn.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not switch to TLS only: plain connection error %v, TLS connection error %v", node.Name, plainErr, tlsErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestNodeTLSVerifyFull reaches a node that accepts TLS only (ssl = on, hostssl-only pg_hba.conf)
+// with tls.nodes.sslmode verify-full against a CA made by the test: the pool, the monitor and the
+// catalogue loader all connect with TLS. The same node refuses pgowl with sslmode disable, and
+// verify-full refuses a node whose certificate another CA signed.
+func TestNodeTLSVerifyFull(t *testing.T) {
+	c := ownCluster(t, 0)
+	node := c.Nodes[0]
+	ca := owltest.NewTestCA(t, "pgowl-test-nodes")
+	server := ca.Issue(t, "node", "localhost", "localhost", "127.0.0.1")
+	superuserDSN := requireNodeTLS(t, node, server, ca.CertFile)
+
+	t.Run("verify_full_reaches_the_node", func(t *testing.T) {
+		o := startOwl(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile}
+		})
+		conn := o.connect(t, nil)
+		// A volatile SQL function makes the classifier read the catalogue on the primary.
+		runOnPrimary(t, conn, "CREATE OR REPLACE FUNCTION node_tls_probe() RETURNS int LANGUAGE sql AS 'SELECT 41 + 1'")
+		if got := queryInt(t, conn, "through pgowl", "SELECT node_tls_probe()"); got != 42 {
+			t.Fatalf("SELECT node_tls_probe() = %d, want 42", got)
+		}
+		ctx := timeoutCtx(t, 30*time.Second)
+		check, err := pgx.Connect(ctx, superuserDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer check.Close(ctx)
+		// Every client backend pgowl opened (pool and monitor) uses TLS, and none does without.
+		var withTLS, without int
+		var names []string
+		rows, err := check.Query(ctx, `SELECT a.application_name, s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+			WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var ssl bool
+			if err := rows.Scan(&name, &ssl); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+			if ssl {
+				withTLS++
+			} else {
+				without++
+			}
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		if without > 0 || withTLS < 2 {
+			t.Fatalf("pgowl's backends %v: %d with TLS, %d without; want the pool's and the monitor's, all with TLS", names, withTLS, without)
+		}
+		if !containsString(names, "pgowl-monitor") {
+			t.Errorf("no monitor connection among %v", names)
+		}
+		// The catalogue loader logs each load, and a failed one at warn.
+		waitForLog(t, o, 10*time.Second, "function catalogue loaded")
+		if strings.Contains(o.logs.String(), "could not load the function catalogue") {
+			t.Errorf("the catalogue loader could not reach the node:\n%s", o.logs.Tail(4000))
+		}
+	})
+
+	t.Run("sslmode_disable_is_refused_by_the_node", func(t *testing.T) {
+		o := startOwlNoWait(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLDisable}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, appUser, appPassword, &noticeLog{}))
+		if err == nil {
+			conn.Close(ctx)
+			t.Fatal("logged in through pgowl with sslmode disable to a node that accepts TLS only")
+		}
+		if !strings.Contains(o.logs.String(), "no encryption") {
+			t.Errorf("pgowl's log does not show the node's refusal of a connection without TLS:\n%s", o.logs.Tail(4000))
+		}
+	})
+
+	t.Run("verify_full_refuses_a_certificate_of_another_ca", func(t *testing.T) {
+		other := owltest.NewTestCA(t, "pgowl-test-other")
+		o := startOwlNoWait(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: other.CertFile}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, appUser, appPassword, &noticeLog{}))
+		if err == nil {
+			conn.Close(ctx)
+			t.Fatal("logged in through pgowl although the node's certificate is not signed by tls.nodes.ca_file")
+		}
+		if !strings.Contains(o.logs.String(), "certificate signed by unknown authority") {
+			t.Errorf("pgowl's log does not show the failed verification:\n%s", o.logs.Tail(4000))
+		}
+	})
+}
+
+// waitForLog waits until the instance's log holds text.
+func waitForLog(t *testing.T, o *owl, timeout time.Duration, text string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(o.logs.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pgowl did not log %q within %s:\n%s", text, timeout, o.logs.Tail(4000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,16 @@
+// Package nodetls says how pgowl secures the connections it opens to the
+// nodes: the pool's backend connections, the monitor's polling connections
+// and the catalogue loader's. Every one of them is made by pgconn (directly
+// or through pgx), so the settings are expressed as libpq connection
+// keywords (sslmode, sslrootcert, sslcert, sslkey) and pgconn applies them
+// with libpq's meaning:
+//
+//	disable      plain TCP
+//	prefer       TLS when the node accepts SSLRequest, its certificate unchecked; plain TCP otherwise
+//	require      TLS, its certificate unchecked
+//	verify-ca    TLS, the certificate signed by a CA in ca_file (or the system's roots)
+//	verify-full  verify-ca, and the certificate names the host pgowl dials
+//
+// One Settings value, built from the tls.nodes section of the configuration,
+// is handed to each of the three; none of them decides on TLS by itself.
+package nodetls
