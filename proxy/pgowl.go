@@ -161,8 +161,14 @@ func (sess *session) showPgowl(name string) pgowlResult {
 	case "max_replica_lag":
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.max_replica_lag"}, rows: [][]string{{sess.effectiveMaxLag().String()}}}
 	case "nodes":
+		if err := sess.requireAdmin(name); err != nil {
+			return pgowlResult{err: err}
+		}
 		return sess.showNodes()
 	case "explain":
+		if err := sess.requireAdmin(name); err != nil {
+			return pgowlResult{err: err}
+		}
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.explain"}, rows: [][]string{{sess.last.explain()}}}
 	}
 	return pgowlResult{err: unknownPgowlSetting(name)}
@@ -342,3 +348,13 @@ func parseLag(v string) (time.Duration, error) {
 }
 
 var _ = route.ReasonReadOnly
+
+// requireAdmin refuses an admin command to a user not in admin.users (when the list is set).
+func (sess *session) requireAdmin(name string) error {
+	if sess.srv.admins == nil || sess.srv.admins[sess.user] {
+		return nil
+	}
+	return &clientError{SQLState: sqlstateInsufficientPrivilege,
+		Message: fmt.Sprintf("pgowl: permission denied to SHOW pgowl.%s", name),
+		Hint:    "Only the users listed in admin.users may run pgowl's admin commands."}
+}

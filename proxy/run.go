@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 	"github.com/pgowl/pgowl/route"
 )
@@ -40,13 +40,16 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		}
 		creds = append(creds, c)
 	}
-	var tlsConfig *tls.Config
-	if cfg.TLS.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsConfig, err := ClientTLSConfig(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	accessRules, err := access.Compile(cfg.Access.Rules)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Admin.Users) == 0 {
+		logger.Warn().Msg("admin.users is empty: every logged-in user may run SHOW pgowl.nodes and SHOW pgowl.explain")
 	}
 	nodes := make([]monitor.NodeAddr, 0, len(cfg.Nodes))
 	for _, n := range cfg.Nodes {
@@ -90,6 +93,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		Pool:       backends,
 		Auth:       auth.NewStore(creds...),
 		TLS:        tlsConfig,
+		Access:     accessRules,
 	})
 	if err != nil {
 		backends.Close() // stops its maintenance goroutine

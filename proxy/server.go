@@ -16,6 +16,7 @@ import (
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/pool"
+	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 	"github.com/pgowl/pgowl/route"
 	"github.com/pgowl/pgowl/tcpopt"
@@ -39,6 +40,8 @@ type Options struct {
 	Auth       *auth.Store
 	// TLS, when set, lets clients upgrade with SSLRequest.
 	TLS *tls.Config
+	// Access decides who may log in from where, and how; nil admits every user with its own method.
+	Access *access.Rules
 }
 
 // Server accepts client connections and runs their sessions.
@@ -59,6 +62,11 @@ type Server struct {
 	transactionPooling bool
 	// clientTCP is set on every client connection (the tcp section).
 	clientTCP tcpopt.Options
+	// channelBinding is the tls-server-end-point data of the certificate in opts.TLS, nil without
+	// one: SCRAM-SHA-256-PLUS is offered on TLS connections when it is set.
+	channelBinding []byte
+	// admins may run the pgowl admin commands; nil lets every user run them.
+	admins map[string]bool
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
@@ -84,6 +92,13 @@ func NewServer(opts Options) (*Server, error) {
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		clientTCP:          TCPOptions(opts.Config.TCP),
+		channelBinding:     tlsServerEndPoint(opts.TLS),
+	}
+	if len(opts.Config.Admin.Users) > 0 {
+		s.admins = make(map[string]bool, len(opts.Config.Admin.Users))
+		for _, user := range opts.Config.Admin.Users {
+			s.admins[user] = true
+		}
 	}
 	for _, n := range opts.Config.Nodes {
 		s.targets[n.Name] = pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}

@@ -34,6 +34,10 @@ type session struct {
 	w    *bufio.Writer
 	log  zerolog.Logger
 	tls  bool
+	// certName is the common name of the client's verified TLS certificate, "" without one.
+	certName string
+	// clientKey is the SCRAM ClientKey the client's proof revealed, for SCRAM passthrough to the nodes.
+	clientKey []byte
 
 	user, database, appName string
 	login                   pool.Login

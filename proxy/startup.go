@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -139,6 +138,9 @@ func (sess *session) startup(ctx context.Context) bool {
 			}
 			sess.resetIO(tlsConn)
 			sess.tls = true
+			if state := tlsConn.ConnectionState(); len(state.VerifiedChains) > 0 {
+				sess.certName = state.PeerCertificates[0].Subject.CommonName
+			}
 		case codeGSSENCRequest:
 			sess.conn.Write([]byte{'N'})
 		case codeCancelRequest:
@@ -204,7 +206,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	delete(params, "replication")
 	sess.log = sess.log.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", sess.appName).Logger()
 
-	if err := sess.srv.opts.Auth.Authenticate(clientAuthConn{sess}, sess.user, rand.Reader); err != nil {
+	if err := sess.authenticate(); err != nil {
 		reason := err.Error()
 		var ae *auth.Error
 		if errors.As(err, &ae) && ae.Reason != "" {

@@ -56,8 +56,24 @@ func NewCredentials(user, password string, method Method) (*Credentials, error) 
 		if password == "" {
 			return nil, fmt.Errorf("auth: user %q: empty password is not allowed for %s", user, method)
 		}
-		return &Credentials{user: user, method: MethodMD5, md5Hash: md5Hex([]byte(password + user))}, nil
+		// A SCRAM verifier too, for an access rule that asks this user for SCRAM.
+		creds, err := NewCredentials(user, password, MethodSCRAMSHA256)
+		if err != nil {
+			return nil, err
+		}
+		creds.method = MethodMD5
+		creds.md5Hash = md5Hex([]byte(password + user))
+		return creds, nil
 	case MethodTrust:
+		if password != "" {
+			// Both secrets, for an access rule that asks this user for a password.
+			creds, err := NewCredentials(user, password, MethodMD5)
+			if err != nil {
+				return nil, err
+			}
+			creds.method = MethodTrust
+			return creds, nil
+		}
 		return &Credentials{user: user, method: MethodTrust}, nil
 	default:
 		return nil, fmt.Errorf("auth: user %q: unknown method %d", user, uint8(method))
@@ -87,6 +103,9 @@ func newSCRAMCredentials(user, password string, salt []byte, iterations int) (*C
 	}
 	return creds, nil
 }
+
+// hasSCRAM reports whether the credentials hold a SCRAM-SHA-256 verifier.
+func (c *Credentials) hasSCRAM() bool { return c.iterations > 0 }
 
 // User returns the configured user name the credentials belong to.
 func (c *Credentials) User() string { return c.user }

@@ -12,6 +12,8 @@ const (
 	SQLStateInvalidPassword = "28P01"
 	// SQLStateProtocolViolation (08P01) is sent when the client's authentication messages are malformed.
 	SQLStateProtocolViolation = "08P01"
+	// SQLStateInvalidAuthorization (28000) is sent when certificate authentication fails.
+	SQLStateInvalidAuthorization = "28000"
 	// SQLStateFeatureNotSupported (0A000) is sent when the client asks for a SCRAM feature pgowl does not implement.
 	SQLStateFeatureNotSupported = "0A000"
 )
@@ -78,5 +80,14 @@ func unsupportedSCRAM(message string) *Error {
 		SQLState: SQLStateFeatureNotSupported,
 		Message:  message,
 		Reason:   "unsupported: " + message,
+	}
+}
+
+// certificateFailed builds the client-visible error of a failed cert method, as PostgreSQL words it.
+func certificateFailed(user, reason string) *Error {
+	return &Error{
+		SQLState: SQLStateInvalidAuthorization,
+		Message:  `certificate authentication failed for user "` + user + `"`,
+		Reason:   "certificate: " + reason,
 	}
 }

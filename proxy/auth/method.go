@@ -15,6 +15,9 @@ const (
 	MethodMD5
 	// MethodTrust accepts the user without any password exchange.
 	MethodTrust
+	// MethodCert accepts the user whose verified TLS client certificate names it as common name;
+	// only an access rule asks for it.
+	MethodCert
 )
 
 // DefaultMethod is the method used when the configuration names none, and for the fake exchange with unknown users.
@@ -29,6 +32,8 @@ func (m Method) String() string {
 		return "md5"
 	case MethodTrust:
 		return "trust"
+	case MethodCert:
+		return "cert"
 	default:
 		return fmt.Sprintf("Method(%d)", uint8(m))
 	}
@@ -37,7 +42,7 @@ func (m Method) String() string {
 // MarshalText encodes m as its configuration spelling so that it serialises in JSON and YAML.
 func (m Method) MarshalText() ([]byte, error) {
 	switch m {
-	case MethodSCRAMSHA256, MethodMD5, MethodTrust:
+	case MethodSCRAMSHA256, MethodMD5, MethodTrust, MethodCert:
 		return []byte(m.String()), nil
 	default:
 		return nil, fmt.Errorf("auth: cannot marshal unknown method %d", uint8(m))

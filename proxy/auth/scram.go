@@ -11,8 +11,14 @@ import (
 	"strings"
 )
 
-// SCRAMSHA256 is the only SASL mechanism pgowl advertises and accepts.
+// SCRAMSHA256 is the SASL mechanism without channel binding, offered on every connection.
 const SCRAMSHA256 = "SCRAM-SHA-256"
+
+// SCRAMSHA256Plus is the SASL mechanism with channel binding, offered on TLS connections only.
+const SCRAMSHA256Plus = "SCRAM-SHA-256-PLUS"
+
+// channelBindingType is the one channel binding pgowl supports, as PostgreSQL does (RFC 5929).
+const channelBindingType = "tls-server-end-point"
 
 // serverNonceLen is the number of random bytes in the server's nonce, as in PostgreSQL.
 const serverNonceLen = 18
@@ -59,8 +65,15 @@ type scramExchange struct {
 	creds       *Credentials
 	serverNonce string
 	doomed      bool
+	// channelBinding is the tls-server-end-point data of the connection, nil when SCRAMSHA256Plus
+	// was not offered; plus is true when the client selected it.
+	channelBinding []byte
+	plus           bool
 
-	gs2Header               string // "n,," or "y,,", checked against c= in the final message
+	// clientKey is the ClientKey the client's proof revealed, set once the proof matched.
+	clientKey [sha256.Size]byte
+
+	gs2Header               string // "n,,", "y,," or "p=tls-server-end-point,,", checked against c= in the final message
 	clientNonce             string
 	clientFirstBare         string
 	serverFirst             string
@@ -95,26 +108,45 @@ func (x *scramExchange) clientFirst(msg string) (string, *Error) {
 		return "", malformedSCRAM("empty client-first-message")
 	}
 	// gs2-header = gs2-cbind-flag "," [ authzid ] ","
+	var rest string
 	switch msg[0] {
 	case 'n', 'y':
-		// "y": the client could bind but we did not advertise -PLUS, so this is no downgrade.
+		if x.plus {
+			return "", malformedSCRAM("the client selected SCRAM-SHA-256-PLUS, but the SCRAM message does not include channel binding data")
+		}
+		if msg[0] == 'y' && x.channelBinding != nil {
+			// The client could bind but believes the server cannot: a downgrade by someone in between.
+			return "", protocolViolation("SCRAM channel binding negotiation error",
+				"the client supports SCRAM channel binding but thinks the server does not, while this server does")
+		}
+		if len(msg) < 2 || msg[1] != ',' {
+			return "", malformedSCRAM("comma expected after channel-binding flag")
+		}
+		rest = msg[2:]
 	case 'p':
-		return "", protocolViolation("malformed SCRAM message",
-			"client selected SCRAM-SHA-256 without channel binding, but the SCRAM message includes channel binding data")
+		if !x.plus {
+			return "", protocolViolation("malformed SCRAM message",
+				"client selected SCRAM-SHA-256 without channel binding, but the SCRAM message includes channel binding data")
+		}
+		comma := strings.IndexByte(msg, ',')
+		if comma < 0 || !strings.HasPrefix(msg, "p=") {
+			return "", malformedSCRAM("channel binding type expected after p")
+		}
+		if msg[2:comma] != channelBindingType {
+			return "", protocolViolation("unsupported SCRAM channel-binding type",
+				"channel binding type "+strconv.Quote(truncate(msg[2:comma], 32))+" is not "+channelBindingType)
+		}
+		rest = msg[comma+1:]
 	default:
 		return "", malformedSCRAM("unexpected channel-binding flag " + strconv.Quote(msg[:1]))
 	}
-	if len(msg) < 2 || msg[1] != ',' {
-		return "", malformedSCRAM("comma expected after channel-binding flag")
-	}
-	rest := msg[2:]
 	if strings.HasPrefix(rest, "a=") {
 		return "", unsupportedSCRAM("client uses authorization identity, but it is not supported")
 	}
 	if rest == "" || rest[0] != ',' {
 		return "", malformedSCRAM("comma expected after the authorization identity field")
 	}
-	x.gs2Header = msg[:3]
+	x.gs2Header = msg[:len(msg)-len(rest)+1]
 	x.clientFirstBare = rest[1:]
 
 	attrs, err := splitSCRAMAttributes(x.clientFirstBare)
@@ -155,7 +187,15 @@ func (x *scramExchange) clientFinal(msg string) (string, *Error) {
 	if attrs[0].name != 'c' {
 		return "", malformedSCRAM("expected attribute \"c\" in client-final-message")
 	}
-	if attrs[0].value != base64.StdEncoding.EncodeToString([]byte(x.gs2Header)) {
+	binding := []byte(x.gs2Header)
+	if x.plus {
+		binding = append(binding, x.channelBinding...)
+	}
+	if subtle.ConstantTimeCompare([]byte(attrs[0].value), []byte(base64.StdEncoding.EncodeToString(binding))) != 1 {
+		if x.plus {
+			return "", protocolViolation("SCRAM channel binding check failed",
+				"c= does not hold the gs2 header and this connection's tls-server-end-point data")
+		}
 		return "", protocolViolation("unexpected SCRAM channel-binding attribute in client-final-message",
 			"c= does not repeat the gs2 header "+strconv.Quote(x.gs2Header))
 	}
@@ -198,6 +238,7 @@ func (x *scramExchange) clientFinal(msg string) (string, *Error) {
 	case !matches:
 		return "", passwordFailed(x.creds.user, ReasonWrongPassword)
 	}
+	x.clientKey = clientKey
 	serverSignature := hmacSHA256(x.creds.serverKey[:], authMessage)
 	return "v=" + base64.StdEncoding.EncodeToString(serverSignature[:]), nil
 }

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/proxy/access"
+	"github.com/pgowl/pgowl/proxy/auth"
+)
+
+// authenticate applies tls.client_mode and the access rules to the startup user and database,
+// then runs the authentication exchange the deciding rule (or the user's method) asks for.
+func (sess *session) authenticate() error {
+	mode := sess.srv.opts.Config.TLS.ClientMode
+	switch mode {
+	case config.ClientTLSRequire, config.ClientTLSVerifyCA, config.ClientTLSVerifyFull:
+		if !sess.tls {
+			return &clientError{Severity: "FATAL", SQLState: sqlstateInvalidAuthSpec,
+				Message: fmt.Sprintf("pgowl: TLS is required (tls.client_mode = %s): connect with sslmode=require or stronger", mode)}
+		}
+	}
+	if mode == config.ClientTLSVerifyFull && sess.certName != sess.user {
+		return &clientError{Severity: "FATAL", SQLState: sqlstateInvalidAuthSpec,
+			Message: fmt.Sprintf("pgowl: the client certificate's common name does not match user %q (tls.client_mode = verify-full)", sess.user)}
+	}
+	login := access.Login{Addr: remoteAddr(sess.conn), TLS: sess.tls, Database: sess.database, User: sess.user}
+	decision := sess.srv.opts.Access.Decide(login)
+	request := auth.Request{User: sess.user, CertificateName: sess.certName, Rand: rand.Reader}
+	if sess.tls {
+		request.ChannelBinding = sess.srv.channelBinding
+	}
+	switch decision.Method {
+	case access.MethodUser:
+	case access.MethodReject:
+		encryption := "no encryption"
+		if sess.tls {
+			encryption = "TLS"
+		}
+		what := "no access rule admits"
+		if decision.Rule >= 0 {
+			what = fmt.Sprintf("access.rules[%d] rejects", decision.Rule)
+		}
+		sess.log.Info().Int("rule", decision.Rule).Msg("login refused by the access rules")
+		return &clientError{Severity: "FATAL", SQLState: sqlstateInvalidAuthSpec,
+			Message: fmt.Sprintf("pgowl: %s host %q, user %q, database %q, %s", what, login.Addr, sess.user, sess.database, encryption)}
+	default:
+		request.Override = true
+		request.Method = authMethod(decision.Method)
+	}
+	result, err := sess.srv.opts.Auth.AuthenticateRequest(clientAuthConn{sess}, request)
+	if err != nil {
+		return err
+	}
+	sess.clientKey = result.ClientKey
+	sess.log.Debug().Int("rule", decision.Rule).Str("method", result.Method.String()).
+		Bool("channel_binding", result.ChannelBound).Msg("client authenticated")
+	return nil
+}
+
+// authMethod converts a rule's method into the exchange auth runs.
+func authMethod(m access.Method) auth.Method {
+	switch m {
+	case access.MethodMD5:
+		return auth.MethodMD5
+	case access.MethodTrust:
+		return auth.MethodTrust
+	case access.MethodCert:
+		return auth.MethodCert
+	}
+	return auth.MethodSCRAMSHA256
+}
+
+// remoteAddr returns the IP address of the client, the zero Addr when it has none (a Unix socket).
+func remoteAddr(conn net.Conn) netip.Addr {
+	if addrPort, err := netip.ParseAddrPort(conn.RemoteAddr().String()); err == nil {
+		return addrPort.Addr().Unmap()
+	}
+	if tcp, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		addr, _ := netip.AddrFromSlice(tcp.IP)
+		return addr.Unmap()
+	}
+	return netip.Addr{}
+}
