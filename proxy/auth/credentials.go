@@ -51,7 +51,13 @@ func NewCredentials(user, password string, method Method) (*Credentials, error) 
 		if _, err := rand.Read(salt); err != nil {
 			return nil, fmt.Errorf("auth: user %q: generate salt: %w", user, err)
 		}
-		return newSCRAMCredentials(user, password, salt, SCRAMIterations)
+		creds, err := newSCRAMCredentials(user, password, salt, SCRAMIterations)
+		if err != nil {
+			return nil, err
+		}
+		// The MD5 hash too, for an access rule that asks this user for md5.
+		creds.md5Hash = md5Hex([]byte(password + user))
+		return creds, nil
 	case MethodMD5:
 		if password == "" {
 			return nil, fmt.Errorf("auth: user %q: empty password is not allowed for %s", user, method)

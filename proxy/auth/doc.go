@@ -35,16 +35,30 @@
 //	trust
 //	  -> AuthenticationOk
 //
-// SCRAM follows PostgreSQL. Only SCRAM-SHA-256 is advertised, never -PLUS.
-// The gs2 header "n,," is accepted, and so is "y,,", which means the client
-// could bind to the channel but the server did not offer it. "p=..." is a
-// protocol violation. An authorization identity ("a=") and mandatory
+// SCRAM follows PostgreSQL. On a TLS connection (Request.ChannelBinding set)
+// SCRAM-SHA-256-PLUS is advertised first, then SCRAM-SHA-256; without TLS only
+// SCRAM-SHA-256. With -PLUS the gs2 header must be "p=tls-server-end-point,,"
+// and c= must carry it followed by the hash of pgowl's certificate (RFC 5929),
+// so a client that binds cannot be relayed by someone in between. Without
+// -PLUS the gs2 header "n,," is accepted, and so is "y,," (the client could
+// bind but the server did not offer it) unless -PLUS was offered: that is a
+// downgrade, refused as "SCRAM channel binding negotiation error". "p=..."
+// with plain SCRAM is a protocol violation. An authorization identity ("a=") and mandatory
 // extensions ("m=") are rejected as not supported. The user name in n= is
 // ignored in favour of the startup user, just as PostgreSQL does. A
 // SASLInitialResponse without data (length -1) gets an empty challenge, and
 // the client-first-message then comes in the next message. Passwords go
 // through SASLprep as in PostgreSQL's pg_saslprep. Nonces and salts come from
 // the rnd argument, which is crypto/rand.Reader unless a test supplies one.
+//
+// # Requests
+//
+// AuthenticateRequest takes a Request: an access rule may override the user's
+// method (md5 for a user known only by a SCRAM verifier runs SCRAM, as in
+// PostgreSQL), and the cert method admits a user whose verified TLS
+// certificate names it as common name (28000 otherwise). Its Result carries
+// the ClientKey a SCRAM proof revealed, which SCRAM passthrough replays to a
+// node holding the same verifier.
 //
 // # Result and errors
 //

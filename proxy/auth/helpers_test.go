@@ -81,6 +81,8 @@ type testSCRAMClient struct {
 	finalExtensions string
 	// saltedPassword, when set, replaces the PBKDF2 result so tests can skip key derivation.
 	saltedPassword []byte
+	// bindingData follows the gs2 header in c= (tls-server-end-point data for "p=..." headers).
+	bindingData []byte
 }
 
 // clientFirst returns the client-first-message.
@@ -121,7 +123,7 @@ func (tc *testSCRAMClient) clientFinal(t testing.TB, serverFirst string) (final,
 	}
 	clientKey := mac(salted, "Client Key")
 	storedKey := sha256.Sum256(clientKey)
-	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(tc.gs2Header)) + ",r=" + nonce + tc.finalExtensions
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString(append([]byte(tc.gs2Header), tc.bindingData...)) + ",r=" + nonce + tc.finalExtensions
 	authMessage := strings.TrimPrefix(tc.clientFirst(), tc.gs2Header) + "," + serverFirst + "," + withoutProof
 	signature := mac(storedKey[:], authMessage)
 	proof := make([]byte, len(clientKey))
