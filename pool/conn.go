@@ -23,6 +23,9 @@ type Login struct {
 	// Params are the client's startup parameters (application_name,
 	// search_path, DateStyle, options, ...), forwarded to the node.
 	Params map[string]string
+	// SCRAM, when set and Password is empty, logs in with SCRAM passthrough
+	// instead of a password: the node must hold the same verifier.
+	SCRAM *SCRAMKeys
 
 	keyed string // the key, computed once by Keyed
 }
@@ -127,6 +130,9 @@ const (
 )
 
 func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
+	if login.Password == "" && login.SCRAM != nil {
+		return dialPassthrough(ctx, t, login, opts)
+	}
 	dialTimeout, maxMessage := opts.DialTimeout, opts.MaxMessageSize
 	// The host and port go through the connection string so that the TLS
 	// settings (verify-full's host name) and prefer's plain-TCP fallback

@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/netip"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 )
@@ -83,4 +85,23 @@ func remoteAddr(conn net.Conn) netip.Addr {
 		return addr.Unmap()
 	}
 	return netip.Addr{}
+}
+
+// nodeLogin returns how the session logs in to the nodes: with the user's password from the users
+// list when pgowl has one, otherwise with SCRAM passthrough when the client proved itself with
+// SCRAM against a verifier (users file or auth query). A user pgowl knows only by its verifier
+// and who logged in without SCRAM (trust or cert) gets no secret: the nodes must trust it.
+func (sess *session) nodeLogin(params map[string]string) pool.Login {
+	login := pool.Login{User: sess.user, Password: sess.srv.credentialsFor(sess.user), Database: sess.database, Params: params}
+	if login.Password != "" || len(sess.clientKey) != sha256.Size {
+		return login
+	}
+	creds, ok := sess.srv.opts.Auth.Lookup(sess.user)
+	if !ok || !creds.FromVerifier() {
+		return login
+	}
+	keys := &pool.SCRAMKeys{ServerKey: creds.ServerKey()}
+	copy(keys.ClientKey[:], sess.clientKey)
+	login.SCRAM = keys
+	return login
 }

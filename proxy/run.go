@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/rs/zerolog"
 
@@ -39,6 +40,13 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 			return nil, fmt.Errorf("users %q: %w", u.Name, err)
 		}
 		creds = append(creds, c)
+	}
+	if cfg.Auth.UsersFile != "" {
+		fileCreds, err := readUsersFile(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		creds = append(creds, fileCreds...)
 	}
 	tlsConfig, err := ClientTLSConfig(cfg.TLS)
 	if err != nil {
@@ -85,13 +93,17 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		ConnectionLost: backends.Suspect,
 		Logger:         logger.With().Str("component", "monitor").Logger(),
 	})
+	store := auth.NewStore(creds...)
+	if cfg.Auth.QueryEnabled {
+		store = store.WithLookup(newAuthQuery(cfg, mon, logger).lookup)
+	}
 	srv, err := NewServer(Options{
 		Config:     cfg,
 		Logger:     logger,
 		Nodes:      mon,
 		Classifier: newClassifier(cfg, mon, logger),
 		Pool:       backends,
-		Auth:       auth.NewStore(creds...),
+		Auth:       store,
 		TLS:        tlsConfig,
 		Access:     accessRules,
 	})
@@ -140,4 +152,30 @@ func (in *Instance) closeOnRoleChange(ctx context.Context) {
 			return changed
 		})
 	}
+}
+
+// readUsersFile reads auth.users_file; a user also in the users list keeps that entry.
+func readUsersFile(cfg config.Config, logger zerolog.Logger) ([]*auth.Credentials, error) {
+	file, err := os.Open(cfg.Auth.UsersFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth.users_file: %w", err)
+	}
+	defer file.Close()
+	fileCreds, err := auth.ParseUserList(file, cfg.Auth.UsersFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth.users_file: %w", err)
+	}
+	configured := make(map[string]bool, len(cfg.Users))
+	for _, u := range cfg.Users {
+		configured[u.Name] = true
+	}
+	var creds []*auth.Credentials
+	for _, c := range fileCreds {
+		if configured[c.User()] {
+			logger.Warn().Str("user", c.User()).Msg("auth.users_file: the user is also in users; that entry is used")
+			continue
+		}
+		creds = append(creds, c)
+	}
+	return creds, nil
 }

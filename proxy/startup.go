@@ -216,8 +216,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		sess.fail(err)
 		return false
 	}
-	password := sess.srv.credentialsFor(sess.user)
-	sess.login = pool.Login{User: sess.user, Password: password, Database: sess.database, Params: params}.Keyed()
+	sess.login = sess.nodeLogin(params).Keyed()
 
 	// Log in to a first node: it proves the database exists and gives the
 	// server parameters the client expects at startup.

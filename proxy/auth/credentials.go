@@ -35,6 +35,8 @@ type Credentials struct {
 
 	// md5hex(password + user), the value PostgreSQL stores for md5 users.
 	md5Hash string
+	// fromVerifier is true when the credentials were read from a verifier: pgowl knows no password.
+	fromVerifier bool
 }
 
 // NewCredentials derives the secret for user from password for the given method; for SCRAM it runs PBKDF2 once with a fresh random salt.
@@ -140,6 +142,8 @@ func md5Hex(data []byte) string {
 // one to apply a configuration reload.
 type Store struct {
 	users map[string]*Credentials
+	// lookup, when set, finds users not in users (see WithLookup).
+	lookup func(user string) (*Credentials, bool)
 	// fakeSecret keys the deterministic fake SCRAM verifier shown to unknown users.
 	fakeSecret [32]byte
 }
@@ -157,10 +161,23 @@ func NewStore(creds ...*Credentials) *Store {
 	return s
 }
 
-// Lookup returns the credentials configured for user.
+// Lookup returns the credentials configured for user, or those the Store's lookup function finds.
 func (s *Store) Lookup(user string) (*Credentials, bool) {
-	c, ok := s.users[user]
-	return c, ok
+	if c, ok := s.users[user]; ok {
+		return c, ok
+	}
+	if s.lookup != nil {
+		return s.lookup(user)
+	}
+	return nil, false
+}
+
+// WithLookup returns a copy of s that asks lookup for users it does not hold, such as an auth
+// query on the primary; lookup must be safe for concurrent use and bound its own time.
+func (s *Store) WithLookup(lookup func(user string) (*Credentials, bool)) *Store {
+	copied := *s
+	copied.lookup = lookup
+	return &copied
 }
 
 // fakeCredentials returns a SCRAM verifier for an unknown user that looks real and stable but matches no password.
