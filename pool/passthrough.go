@@ -305,4 +305,3 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
-
