@@ -93,12 +93,12 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile}
 		})
 		conn := o.connect(t, nil)
+		ctx := timeoutCtx(t, 30*time.Second)
 		// A volatile SQL function makes the classifier read the catalogue on the primary.
 		runOnPrimary(t, conn, "CREATE OR REPLACE FUNCTION node_tls_probe() RETURNS int LANGUAGE sql AS 'SELECT 41 + 1'")
 		if got := queryInt(t, conn, "through pgowl", "SELECT node_tls_probe()"); got != 42 {
 			t.Fatalf("SELECT node_tls_probe() = %d, want 42", got)
 		}
-		ctx := timeoutCtx(t, 30*time.Second)
 		check, err := pgx.Connect(ctx, superuserDSN)
 		if err != nil {
 			t.Fatal(err)
@@ -134,6 +134,16 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		if !containsString(names, "pgowl-monitor") {
 			t.Errorf("no monitor connection among %v", names)
 		}
+		// A cancel request reaches the TLS-only node (pg_hba.conf does not apply to it).
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			conn.PgConn().CancelRequest(context.Background())
+		}()
+		_, err = conn.Exec(ctx, "SELECT pg_sleep(30)")
+		if pgErr, ok := asPgError(err); !ok || pgErr.Code != "57014" {
+			t.Errorf("pg_sleep(30) with a cancel request after 300ms: %v, want 57014", err)
+		}
+		mustRun(t, conn.Conn, "after the cancel")
 		// The catalogue loader logs each load, and a failed one at warn.
 		waitForLog(t, o, 10*time.Second, "function catalogue loaded")
 		if strings.Contains(o.logs.String(), "could not load the function catalogue") {

@@ -108,4 +108,9 @@
 //
 // The monitor logs one line per change of a node's state (up/down, role,
 // timeline, lag known/unknown), never one per poll.
+//
+// # TLS
+//
+// The polling connections follow Options.TLS, the same tls.nodes settings
+// as the pool's (package nodetls); the zero value is sslmode=prefer.
 package monitor

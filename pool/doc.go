@@ -6,6 +6,22 @@
 // and is then taken over as a raw socket: from that point the proxy speaks the
 // protocol itself and forwards frames without decoding them.
 //
+// Every connection to a node follows Options.TLS (tls.nodes, package
+// nodetls): sslmode disable, prefer (TLS when the node offers it, else a new
+// plain connection), require, verify-ca or verify-full, with a CA file and a
+// client certificate. A connection whose TLS-wrapped socket is idle is
+// checked for stray bytes on the socket beneath TLS.
+//
+// A login without a password but with SCRAMKeys (a client pgowl checked
+// against a SCRAM verifier, from auth.users_file or auth.query) is dialled by
+// pgowl itself rather than pgconn, which only knows passwords: SCRAM
+// passthrough. pgowl answers the node's SCRAM-SHA-256 challenge with a proof
+// computed from the ClientKey the client's own proof revealed, and checks the
+// node's signature with the verifier's ServerKey. This works when the node
+// holds the same verifier (the same salt and iteration count) as pgowl, as it
+// does when the verifier was read from that node; any other node
+// authentication method is refused with an error that says so.
+//
 // Each node has a cap on the connections open to it (pool.max_per_node).
 // Acquire hands out an idle connection of the same login when one exists,
 // dials a new one while the node is under its cap, and otherwise waits in

@@ -4,11 +4,29 @@
 // # A session's life
 //
 // A client connects and sends a startup packet (after an optional SSLRequest
-// or GSSENCRequest). pgowl authenticates it against the configured users
-// (package proxy/auth), logs in to one node with the same credentials to learn
-// the server's parameters, and answers with pgowl's own BackendKeyData, so that
-// a cancel request comes to pgowl and is passed on to whichever backend is
-// running that client's statement.
+// or GSSENCRequest). SSLRequest is answered S when a certificate is
+// configured and tls.client_mode is not disable; the handshake asks for a
+// client certificate when tls.client_ca_file is set. Once the startup packet
+// names the user and database, pgowl applies, in this order (clientauth.go):
+//
+//  1. tls.client_mode: require, verify-ca and verify-full refuse a client
+//     without TLS (28000); verify-full also wants the certificate's common
+//     name to be the user name.
+//  2. The access rules (package proxy/access): the first rule matching the
+//     client's address, TLS, database and user gives the method, or rejects
+//     (28000). Without rules, the user's own method applies.
+//  3. The authentication exchange (package proxy/auth) against the users
+//     list, auth.users_file and auth.query: SCRAM-SHA-256, offered with
+//     SCRAM-SHA-256-PLUS over TLS; md5; trust; or cert.
+//
+// It then logs in to one node to learn the server's parameters: with the
+// user's password from the users list, or, for a user known only by its
+// SCRAM verifier, with SCRAM passthrough (package pool). It answers with
+// pgowl's own BackendKeyData, so that a cancel request comes to pgowl and is
+// passed on to whichever backend is running that client's statement.
+//
+// SHOW pgowl.nodes and SHOW pgowl.explain answer only the users in
+// admin.users when that list is set (42501 for others).
 //
 // From then on the session reads client messages and groups them into routed
 // units: one simple Query, or an extended-protocol batch up to Sync (or up to
