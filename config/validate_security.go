@@ -89,6 +89,9 @@ func (v *validator) access(a Access, t TLS) {
 			if t.ClientCAFile == "" {
 				v.fail(prefix+".method", "cert needs tls.client_ca_file")
 			}
+			if t.CertFile == "" || t.ClientMode == ClientTLSDisable {
+				v.fail(prefix+".method", "cert needs client TLS: tls.cert_file, and tls.client_mode other than disable")
+			}
 			if rule.Type != AccessHostSSL {
 				v.fail(prefix+".type", "must be hostssl when the method is cert")
 			}

@@ -85,6 +85,11 @@ func (s *Store) AuthenticateRequest(c Conn, r Request) (Result, error) {
 		if r.Override && r.Method == MethodCert {
 			return Result{}, certificateFailed(r.User, ReasonUnknownUser)
 		}
+		if r.Override && r.Method == MethodMD5 {
+			// A rule asks everyone for md5: an unknown user is asked too, so the exchange
+			// does not tell it apart from a configured user.
+			return Result{}, authenticateMD5(c, s.fakeMD5Credentials(r.User), rnd)
+		}
 		_, err := authenticateSCRAM(c, s.fakeCredentials(r.User), r.ChannelBinding, rnd, true)
 		return Result{}, err
 	}
@@ -207,7 +212,11 @@ func authenticateMD5(c Conn, creds *Credentials, rnd io.Reader) error {
 		return passwordFailed(creds.user, ReasonWrongPassword)
 	}
 	want := "md5" + md5Hex(append([]byte(creds.md5Hash), salt[:]...))
-	if subtle.ConstantTimeCompare(got, []byte(want)) != 1 {
+	matches := subtle.ConstantTimeCompare(got, []byte(want)) == 1
+	switch {
+	case creds.doomed:
+		return passwordFailed(creds.user, ReasonUnknownUser)
+	case !matches:
 		return passwordFailed(creds.user, ReasonWrongPassword)
 	}
 	return send(c, &pgproto3.AuthenticationOk{})

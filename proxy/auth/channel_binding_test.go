@@ -144,3 +144,31 @@ func TestMethodOverride(t *testing.T) {
 		t.Error("trust did not let the user in")
 	}
 }
+
+// TestMD5RuleAsksUnknownUsersForMD5Too checks that under a rule asking for md5, an unknown user
+// meets the same challenge as a configured one and the same refusal as a wrong password.
+func TestMD5RuleAsksUnknownUsersForMD5Too(t *testing.T) {
+	creds, err := NewCredentials("mia", "pw", MethodSCRAMSHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore(creds)
+	var refusals []*Error
+	for _, user := range []string{"mia", "ghost"} {
+		conn := &scriptedClient{answer: func(last pgproto3.BackendMessage) ([]byte, error) {
+			if _, ok := last.(*pgproto3.AuthenticationMD5Password); ok {
+				return []byte("md5" + strings.Repeat("0", 32) + "\x00"), nil
+			}
+			return nil, errClientGaveUp
+		}}
+		_, err := store.AuthenticateRequest(conn, Request{User: user, Method: MethodMD5, Override: true})
+		if _, ok := conn.sent[0].(*pgproto3.AuthenticationMD5Password); !ok {
+			t.Fatalf("%s was asked %T, want an MD5 challenge", user, conn.sent[0])
+		}
+		refusals = append(refusals, authError(t, err))
+	}
+	if refusals[0].SQLState != refusals[1].SQLState || refusals[1].Reason != ReasonUnknownUser ||
+		refusals[0].Message != strings.Replace(refusals[1].Message, "ghost", "mia", 1) {
+		t.Fatalf("refusals differ: %v / %v", refusals[0], refusals[1])
+	}
+}

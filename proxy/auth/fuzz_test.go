@@ -129,3 +129,81 @@ func checkAcceptedProof(t *testing.T, salted []byte, conn *scriptedClient, initi
 		t.Fatalf("server-final %q, want %q", serverFinal.Data, wantServerFinal)
 	}
 }
+
+// FuzzSCRAMPlusExchange is FuzzSCRAMExchange on a TLS connection, where SCRAM-SHA-256-PLUS is
+// offered: arbitrary SASLInitialResponse and SASLResponse bodies, and a channel binding the
+// client may or may not repeat.
+//
+// Properties: no panic; failures are *Error values with a documented SQLSTATE and never follow
+// an AuthenticationOk; success happens only for the configured user, with c= holding the gs2
+// header and, for -PLUS, this connection's binding data, and with a proof of the password.
+func FuzzSCRAMPlusExchange(f *testing.F) {
+	creds := mustSCRAMCredentials(f, fuzzUser, fuzzPassword, []byte(fuzzSalt), SCRAMIterations)
+	salted := mustSaltedPassword(f, fuzzPassword, []byte(fuzzSalt), SCRAMIterations)
+	store := NewStore(creds)
+	binding := []byte("0123456789abcdef0123456789abcdef")
+	plus := &testSCRAMClient{gs2Header: "p=tls-server-end-point,,", nonce: "fuzz", saltedPassword: salted, bindingData: binding}
+	serverFirst := "r=fuzz" + zeroNonce() + ",s=" + base64.StdEncoding.EncodeToString([]byte(fuzzSalt)) + ",i=4096"
+	final, _ := plus.clientFinal(f, serverFirst)
+	f.Add(saslInitialBody(SCRAMSHA256Plus, plus.clientFirst()), []byte(final))
+	f.Add(saslInitialBody(SCRAMSHA256, "y,,n=,r=fuzz"), []byte(final))
+	f.Add(saslInitialBody(SCRAMSHA256Plus, "p=tls-unique,,n=,r=fuzz"), []byte(final))
+
+	f.Fuzz(func(t *testing.T, initial, final []byte) {
+		for _, user := range []string{fuzzUser, "nobody"} {
+			answers := [][]byte{initial, final}
+			conn := &scriptedClient{answer: func(pgproto3.BackendMessage) ([]byte, error) {
+				if len(answers) == 0 {
+					return nil, errClientGaveUp
+				}
+				next := answers[0]
+				answers = answers[1:]
+				return next, nil
+			}}
+			result, err := store.AuthenticateRequest(conn, Request{User: user, ChannelBinding: binding, Rand: zeroReader{}})
+			if err == nil {
+				if user != fuzzUser {
+					t.Fatalf("unknown user authenticated with %q / %q", initial, final)
+				}
+				nul := strings.IndexByte(string(initial), 0)
+				clientFirst := string(initial[nul+5:])
+				gs2End := strings.Index(clientFirst, ",,") + 2
+				want := []byte(clientFirst[:gs2End])
+				if result.ChannelBound {
+					want = append(want, binding...)
+				}
+				if !strings.HasPrefix(string(final), "c="+base64.StdEncoding.EncodeToString(want)+",") {
+					t.Fatalf("accepted c= without the gs2 header and binding: %q", final)
+				}
+				if hmac.Equal(result.ClientKey, nil) || !hmac.Equal(result.ClientKey, mac256(salted, "Client Key")) {
+					t.Fatalf("accepted a proof that is not the password's")
+				}
+				continue
+			}
+			for _, m := range conn.sent {
+				if _, ok := m.(*pgproto3.AuthenticationOk); ok {
+					t.Fatalf("AuthenticationOk sent before failure %v", err)
+				}
+			}
+			if errors.Is(err, errClientGaveUp) {
+				continue
+			}
+			var ae *Error
+			if !errors.As(err, &ae) {
+				t.Fatalf("failure is %T, not *Error: %v", err, err)
+			}
+			switch ae.SQLState {
+			case SQLStateInvalidPassword, SQLStateProtocolViolation, SQLStateFeatureNotSupported:
+			default:
+				t.Fatalf("unexpected SQLSTATE in %v", ae)
+			}
+		}
+	})
+}
+
+// mac256 returns HMAC-SHA-256(key, message).
+func mac256(key []byte, message string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(message))
+	return h.Sum(nil)
+}
