@@ -76,6 +76,7 @@ func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
 	config.StatementCacheCapacity = 0
 	config.DescriptionCacheCapacity = 0
 	config.ConnectTimeout = opts.DialTimeout
+	opts.TLS.Apply(&config.Config)
 	var lost func()
 	if opts.ConnectionLost != nil {
 		lost = func() { opts.ConnectionLost(node.Name) }

@@ -12,5 +12,13 @@
 //	verify-full  verify-ca, and the certificate names the host pgowl dials
 //
 // One Settings value, built from the tls.nodes section of the configuration,
-// is handed to each of the three; none of them decides on TLS by itself.
+// is handed to each of them; none of them decides on TLS by itself.
+//
+// pgconn builds the TLS configuration for the mode from the connection
+// string, but under prefer it answers a node that refuses TLS by dialling a
+// second, plain connection (and the node starts a backend for each). Apply
+// moves the TLS step into the dial instead, as libpq does it: SSLRequest on
+// the new connection; S starts TLS; N goes on in plain TCP on the same
+// connection under prefer, and fails the dial (ErrTLSRefused) under require
+// and stronger.
 package nodetls

@@ -147,6 +147,7 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 	cfg.Database = login.Database
 	cfg.ConnectTimeout = dialTimeout
 	cfg.DialFunc = opts.TCP.DialFunc(dialTimeout)
+	opts.TLS.Apply(cfg)
 	cfg.RuntimeParams = make(map[string]string, len(login.Params))
 	for k, v := range login.Params {
 		cfg.RuntimeParams[k] = v

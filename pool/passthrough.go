@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -31,41 +30,20 @@ type SCRAMKeys struct {
 	ServerKey [sha256.Size]byte
 }
 
-// codeSSLRequest is the protocol code of an SSLRequest.
-const codeSSLRequest = 80877103
-
 // dialPassthrough opens a connection to t and logs in with SCRAM passthrough: pgconn knows only
 // passwords, so the startup is pgowl's own. TLS follows the same settings as every other node
-// connection (pgconn builds the TLS configuration from them; prefer falls back to plain TCP).
+// connection.
 func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
 	cfg, err := pgconn.ParseConfig(opts.TLS.ConnString(
 		nodetls.Param{Key: "host", Value: t.Host}, nodetls.Param{Key: "port", Value: strconv.Itoa(t.Port)}))
 	if err != nil {
 		return nil, fmt.Errorf("tls.nodes: %w", err)
 	}
+	cfg.DialFunc = opts.TCP.DialFunc(opts.DialTimeout)
+	opts.TLS.Apply(cfg)
 	dctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancel()
-	attempts := []*tls.Config{cfg.TLSConfig}
-	for _, fallback := range cfg.Fallbacks {
-		attempts = append(attempts, fallback.TLSConfig)
-	}
-	var lastErr error
-	for _, tlsConfig := range attempts {
-		c, err := passthroughAttempt(dctx, t, login, opts, tlsConfig)
-		if err == nil {
-			return c, nil
-		}
-		if PgError(err) != nil {
-			return nil, err // the node answered: no fallback changes its mind
-		}
-		lastErr = err
-	}
-	return nil, lastErr
-}
-
-// passthroughAttempt is one connection attempt of dialPassthrough, with TLS when tlsConfig is set.
-func passthroughAttempt(ctx context.Context, t Target, login Login, opts *Options, tlsConfig *tls.Config) (*Conn, error) {
-	netConn, err := opts.TCP.DialFunc(opts.DialTimeout)(ctx, "tcp", t.Addr())
+	netConn, err := cfg.DialFunc(dctx, "tcp", t.Addr())
 	if err != nil {
 		return nil, err
 	}
@@ -75,26 +53,8 @@ func passthroughAttempt(ctx context.Context, t Target, login Login, opts *Option
 			netConn.Close()
 		}
 	}()
-	if deadline, has := ctx.Deadline(); has {
+	if deadline, has := dctx.Deadline(); has {
 		netConn.SetDeadline(deadline)
-	}
-	if tlsConfig != nil {
-		request := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 8), codeSSLRequest)
-		if _, err := netConn.Write(request); err != nil {
-			return nil, err
-		}
-		var answer [1]byte
-		if _, err := netConn.Read(answer[:]); err != nil {
-			return nil, err
-		}
-		if answer[0] != 'S' {
-			return nil, errors.New("the node refused TLS")
-		}
-		tlsConn := tls.Client(netConn, tlsConfig)
-		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return nil, err
-		}
-		netConn = tlsConn
 	}
 	rw := wire.Direct(netConn)
 	reader := wire.NewReader(rw, backendReadBuffer, max(opts.MaxMessageSize, maxBackendMessage))

@@ -99,6 +99,7 @@ func (q *authQuery) query(ctx context.Context, user string) (*auth.Credentials, 
 		return nil, err
 	}
 	connConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	nodetls.FromConfig(q.cfg.TLS.Nodes).Apply(&connConfig.Config)
 	conn, err := pgx.ConnectConfig(ctx, connConfig)
 	if err != nil {
 		return nil, err

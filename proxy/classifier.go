@@ -199,6 +199,7 @@ func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context,
 		if err != nil {
 			return nil, err
 		}
+		nodetls.FromConfig(cfg.TLS.Nodes).Apply(&connConfig.Config)
 		return pgx.ConnectConfig(ctx, connConfig)
 	}
 }

@@ -1,0 +1,86 @@
+package nodetls
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/config"
+)
+
+// sslRequestCode is the protocol code of an SSLRequest.
+const sslRequestCode = 80877103
+
+// ErrTLSRefused is returned when a node answers SSLRequest with N and the mode requires TLS.
+var ErrTLSRefused = errors.New("the node refused TLS (it answered N to SSLRequest), and tls.nodes.sslmode requires it")
+
+// Apply makes cfg, parsed from a ConnString of s, negotiate TLS on the connection it dials, as
+// libpq does: pgconn would answer a node that refuses TLS under prefer by opening a second
+// connection, and a backend process is started for each attempt. Apply moves the TLS
+// configuration pgconn built for the mode into cfg.DialFunc, which sends SSLRequest on the new
+// connection and, under prefer, goes on in plain TCP on the same connection when the node
+// answers N. Call it after setting cfg.DialFunc; connections over Unix sockets stay plain.
+func (s Settings) Apply(cfg *pgconn.Config) {
+	tlsConfig := cfg.TLSConfig
+	cfg.TLSConfig = nil
+	cfg.Fallbacks = nil
+	if tlsConfig == nil {
+		return
+	}
+	required := s.SSLMode != "" && s.SSLMode != config.SSLPrefer
+	dial := cfg.DialFunc
+	if dial == nil {
+		dialer := &net.Dialer{KeepAlive: 5 * time.Minute}
+		dial = dialer.DialContext
+	}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil || network == "unix" {
+			return conn, err
+		}
+		secured, err := negotiate(ctx, conn, tlsConfig, required)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return secured, nil
+	}
+}
+
+// negotiate sends SSLRequest on conn and returns the TLS connection, or conn itself when the node
+// answers N and TLS is not required.
+func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, required bool) (net.Conn, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(deadline)
+		defer conn.SetDeadline(time.Time{})
+	}
+	request := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 8), sslRequestCode)
+	if _, err := conn.Write(request); err != nil {
+		return nil, fmt.Errorf("send SSLRequest: %w", err)
+	}
+	var answer [1]byte
+	if _, err := conn.Read(answer[:]); err != nil {
+		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
+	}
+	switch answer[0] {
+	case 'S':
+		tlsConn := tls.Client(conn, tlsConfig)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			return nil, fmt.Errorf("TLS handshake with the node: %w", err)
+		}
+		return tlsConn, nil
+	case 'N':
+		if required {
+			return nil, ErrTLSRefused
+		}
+		return conn, nil
+	default:
+		return nil, fmt.Errorf("the node answered SSLRequest with %q, not S or N", answer[0])
+	}
+}
