@@ -21,6 +21,12 @@ import (
 // pg_hba.conf with hostssl lines only, so that the node refuses every connection without TLS.
 // It returns the superuser DSN that reaches the node afterwards (verify-full against caFile).
 func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, caFile string) string {
+	return configureNodeTLS(t, node, server, caFile, nil)
+}
+
+// configureNodeTLS is requireNodeTLS; with client set, the node also wants a client certificate
+// signed by caFile on every connection (clientcert=verify-ca), and the returned DSN presents client.
+func configureNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, caFile string, client *owltest.CertPair) string {
 	t.Helper()
 	ctx := timeoutCtx(t, 30*time.Second)
 	info, err := os.Stat(node.DataDir)
@@ -28,7 +34,7 @@ func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, c
 		t.Fatal(err)
 	}
 	owner := info.Sys().(*syscall.Stat_t)
-	for _, file := range []struct{ from, to string }{{server.CertFile, "server.crt"}, {server.KeyFile, "server.key"}} {
+	for _, file := range []struct{ from, to string }{{server.CertFile, "server.crt"}, {server.KeyFile, "server.key"}, {caFile, "root.crt"}} {
 		data, err := os.ReadFile(file.from)
 		if err != nil {
 			t.Fatal(err)
@@ -41,28 +47,56 @@ func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, c
 			t.Fatal(err)
 		}
 	}
+	clientCert := ""
+	if client != nil {
+		clientCert = " clientcert=verify-ca"
+	}
 	hba := strings.Join([]string{
 		"# Written by the node TLS test: TLS or nothing over TCP.",
 		"local    all  all                    trust",
-		"hostssl  all  postgres  127.0.0.1/32 trust",
-		"hostssl  all  all       127.0.0.1/32 scram-sha-256",
+		"hostssl  all  postgres  127.0.0.1/32 trust" + clientCert,
+		"hostssl  all  all       127.0.0.1/32 scram-sha-256" + clientCert,
 	}, "\n") + "\n"
 	hbaPath := filepath.Join(node.DataDir, "pg_hba.conf")
 	if err := os.WriteFile(hbaPath, []byte(hba), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	os.Chown(hbaPath, int(owner.Uid), int(owner.Gid))
-	for _, sql := range []string{"ALTER SYSTEM SET ssl = on", "SELECT pg_reload_conf()"} {
-		if err := node.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
+	params := url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}
+	if client != nil {
+		params.Set("sslcert", client.CertFile)
+		params.Set("sslkey", client.KeyFile)
+	}
+	dsn := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres", RawQuery: params.Encode()}
+	withoutClientCert := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres",
+		RawQuery: url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}.Encode()}
+	reload := []string{"ALTER SYSTEM SET ssl = on", "ALTER SYSTEM SET ssl_ca_file = 'root.crt'", "SELECT pg_reload_conf()"}
+	if conn, err := pgx.Connect(ctx, withoutClientCert.String()); err == nil {
+		// Already TLS only (an earlier call): the plain helpers cannot reach the node any more.
+		for _, sql := range reload {
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close(ctx)
+	} else {
+		for _, sql := range reload {
+			if err := node.Exec(ctx, sql); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	dsn := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres",
-		RawQuery: url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}.Encode()}
-	// The reload is asynchronous: wait until a plain connection is refused and a TLS one works.
+	// The reload is asynchronous: wait until a plain connection is refused and a TLS one works
+	// (and, with client certificates, one without a certificate is refused).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		plainErr := node.Exec(ctx, "SELECT 1")
+		if client != nil && plainErr != nil {
+			if conn, err := pgx.Connect(ctx, withoutClientCert.String()); err == nil {
+				conn.Close(ctx)
+				plainErr = nil // not yet refused
+			}
+		}
 		conn, tlsErr := pgx.Connect(ctx, dsn.String())
 		if tlsErr == nil {
 			conn.Close(ctx)
@@ -71,7 +105,7 @@ func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, c
 			return dsn.String()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not switch to TLS only: plain connection error %v, TLS connection error %v", node.Name, plainErr, tlsErr)
+			t.Fatalf("%s did not switch to TLS only: plain (or certificate-less) connection error %v, TLS connection error %v", node.Name, plainErr, tlsErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -182,6 +216,24 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		if !strings.Contains(o.logs.String(), "certificate signed by unknown authority") {
 			t.Errorf("pgowl's log does not show the failed verification:\n%s", o.logs.Tail(4000))
 		}
+	})
+
+	t.Run("client_certificate_for_a_node_that_wants_one", func(t *testing.T) {
+		client := ca.Issue(t, "pgowl-to-nodes", "pgowl")
+		configureNodeTLS(t, node, server, ca.CertFile, &client)
+		without := startOwlNoWait(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if conn, err := pgx.ConnectConfig(ctx, without.connConfig(t, appUser, appPassword, &noticeLog{})); err == nil {
+			conn.Close(ctx)
+			t.Fatal("logged in through pgowl without a client certificate to a node that wants one")
+		}
+		o := startOwl(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile, CertFile: client.CertFile, KeyFile: client.KeyFile}
+		})
+		mustRun(t, o.connect(t, nil).Conn, "with tls.nodes.cert_file")
 	})
 }
 
