@@ -141,6 +141,23 @@ func TestClientTLSModes(t *testing.T) {
 		}
 	})
 
+	t.Run("verify_ca_wants_a_certificate_of_the_ca_whatever_its_name", func(t *testing.T) {
+		o := startOwl(t, c, files.withClientTLS(config.ClientTLSVerifyCA))
+		conn, err := tlsLogin(t, o, appUser, appPassword, files.verifyFull(&files.mallory), nil)
+		if err != nil {
+			t.Fatalf("login as %s with a certificate of the CA for another name: %v", appUser, err)
+		}
+		mustRun(t, conn, "verify-ca login")
+		if _, err := tlsLogin(t, o, appUser, appPassword, files.verifyFull(nil), nil); err == nil {
+			t.Error("logged in without a client certificate under verify-ca")
+		}
+		if _, err := tlsLogin(t, o, appUser, appPassword, files.verifyFull(&files.stranger), nil); err == nil {
+			t.Error("logged in with a client certificate of another CA under verify-ca")
+		}
+		_, err = tlsLogin(t, o, appUser, appPassword, url.Values{"sslmode": {"disable"}}, nil)
+		wantSQLState(t, "login without TLS under verify-ca", err, "28000")
+	})
+
 	t.Run("disable_answers_N_even_with_a_certificate", func(t *testing.T) {
 		o := startOwl(t, c, files.withClientTLS(config.ClientTLSDisable))
 		if _, err := tlsLogin(t, o, appUser, appPassword, url.Values{"sslmode": {"require"}}, nil); err == nil {
