@@ -10,9 +10,9 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	github.com/spf13/viper v1.21.0
+	github.com/xdg-go/stringprep v1.0.4
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/sys v0.29.0
-	golang.org/x/text v0.41.0
 	google.golang.org/protobuf v1.31.0
 )
 
@@ -30,4 +30,5 @@ require (
 	github.com/spf13/afero v1.15.0 // indirect
 	github.com/spf13/cast v1.10.0 // indirect
 	github.com/subosito/gotenv v1.6.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )
