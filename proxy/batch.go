@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"time"
 
@@ -198,29 +199,31 @@ func parsedHere(before []batchMsg, name string, parsed map[string]*preparedStmt)
 // own Parse messages by looking back rather than with a map.
 const shortBatch = 32
 
-// combine merges the effects of a batch's statements: it reads only when
-// every statement reads, and the first writer gives the reason.
-func combine(stmts []*preparedStmt) classify.Effects {
+// batchEffects merges the effects of a batch's statements with
+// classify.Merge. A statement the batch names more than once (Parse, Bind
+// and Describe of the same one) counts once.
+func batchEffects(stmts []*preparedStmt) classify.Effects {
 	if len(stmts) == 0 {
 		return classify.Effects{Access: classify.Read, Reason: classify.ReasonReadOnly, Subject: "protocol bookkeeping"}
 	}
-	eff := stmts[0].effects
-	for _, st := range stmts[1:] {
-		e := st.effects
-		if st == stmts[0] {
+	parts := make([]classify.Effects, 0, len(stmts))
+	var seen map[*preparedStmt]bool
+	if len(stmts) > shortBatch {
+		seen = make(map[*preparedStmt]bool, len(stmts))
+	}
+	for i, st := range stmts {
+		switch {
+		case seen != nil:
+			if seen[st] {
+				continue
+			}
+			seen[st] = true
+		case slices.Contains(stmts[:i], st):
 			continue
 		}
-		if eff.Access == classify.Read && e.Access == classify.Write {
-			eff.Access, eff.Reason, eff.Subject = e.Access, e.Reason, e.Subject
-		}
-		eff.Session |= e.Session
-		eff.CatalogueChange = eff.CatalogueChange || e.CatalogueChange
-		if eff.Tx == classify.TxNone {
-			eff.Tx = e.Tx
-		}
-		eff.Statements += e.Statements
+		parts = append(parts, st.effects)
 	}
-	return eff
+	return classify.Merge(parts)
 }
 
 // endsTransaction reports whether every statement of a batch ends a transaction.
@@ -258,7 +261,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if handled, err := sess.answerPgowlBatch(stmts, synced); handled {
 		return err
 	}
-	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced, stmts: stmts}
+	u := unit{start: time.Now(), effects: batchEffects(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
 	if u.runsNothing && sess.held == nil && synced {
 		// Nothing runs: Parse, Describe and Close only prepare and describe,
