@@ -398,6 +398,10 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	if sess.stmts == nil {
 		sess.stmts = make(map[string]*preparedStmt)
 	}
+	if held := sess.ensurePrepared(be, m.name); held != nil {
+		sess.writeDuplicateParse(be, held, st)
+		return
+	}
 	prev := sess.stmts[m.name]
 	sess.stmts[m.name] = st
 	_, reparsed := c.Prepared[st.serverName]
@@ -412,6 +416,23 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	c.Prepared[st.serverName] = struct{}{}
 	be.expect.push(expectation{typ: 'P', serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
+}
+
+// writeDuplicateParse enters a client's Parse of a name the client already
+// holds (held; ensurePrepared made sure be holds it too). PostgreSQL refuses
+// it with 42P05 (duplicate_prepared_statement) and skips the rest of the
+// batch up to Sync; the node does the same when it is asked to parse the new
+// text under held's managed name, after parsing and analysing the text as it
+// would for the client (a syntax error in it comes first, as it would). The
+// relay puts the client's name into the error's message.
+func (sess *session) writeDuplicateParse(be *backend, held, st *preparedStmt) {
+	rest := st.frame[wire.HeaderSize+len(st.serverName)+1:] // query, parameter count and types
+	n := len(held.serverName) + 1 + len(rest)
+	frame := wire.AppendHeader(sess.scratch[:0], 'P', n)
+	frame = append(append(append(frame, held.serverName...), 0), rest...)
+	sess.scratch = frame[:0]
+	be.conn.Writer.Write(frame)
+	be.expect.push(expectation{typ: 'P', duplicateOf: held.name})
 }
 
 // ensurePrepared makes sure be holds the client's statement name, preparing

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -29,6 +31,10 @@ type expectation struct {
 	stmt        *preparedStmt
 	clientOwn   bool
 	clientPrev  *preparedStmt
+	// duplicateOf, for a Parse, is the client's statement name it repeats:
+	// the node refuses it under the managed name, and the client is told
+	// its own name (see writeDuplicateParse).
+	duplicateOf string
 }
 
 // expectQueue is a FIFO of expectations that reuses its storage.
@@ -154,6 +160,9 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if u.errCode == "" {
 				u.errCode = code
 			}
+			if head.duplicateOf != "" && code == sqlstateDuplicatePreparedStatement {
+				body = duplicateStatementError(body, head.duplicateOf)
+			}
 			if head.typ != 'Q' && head.typ != 'S' && head.typ != 'F' {
 				// An extended message failed: the node skips the rest of
 				// the batch up to Sync, so those replies never come.
@@ -234,6 +243,21 @@ func (sess *session) relay(be *backend, u *unit) error {
 		}
 	}
 	return nil
+}
+
+// duplicateStatementError is the node's 42P05 ErrorResponse body with the
+// client's statement name in the message instead of the managed one.
+func duplicateStatementError(body []byte, name string) []byte {
+	var msg pgproto3.ErrorResponse
+	if err := msg.Decode(body); err != nil {
+		return body
+	}
+	msg.Message = "prepared statement \"" + name + "\" already exists"
+	frame, err := msg.Encode(nil)
+	if err != nil {
+		return body
+	}
+	return frame[wire.HeaderSize:]
 }
 
 // deadConnectionReply returns the error an ErrorResponse ('E') or
