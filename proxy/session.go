@@ -173,6 +173,11 @@ func (sess *session) fail(err error) {
 
 // sendReady ends a unit pgowl answered itself.
 func (sess *session) sendReady() {
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.readyStatus()})
+}
+
+// readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
+func (sess *session) readyStatus() byte {
 	status := byte('I')
 	if d := sess.deferred; d != nil && sess.held == nil {
 		status = 'T'
@@ -186,7 +191,7 @@ func (sess *session) sendReady() {
 			status = 'E'
 		}
 	}
-	sess.send(&pgproto3.ReadyForQuery{TxStatus: status})
+	return status
 }
 
 // run reads client messages until the client leaves.
@@ -280,6 +285,10 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	if eff.Pgowl != nil {
 		sess.answerPgowl(eff.Pgowl, false)
 		sess.sendReady()
+		return nil
+	}
+	if name, ok := deallocatedName(eff, sql); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
+		sess.deallocateClientStatement(name)
 		return nil
 	}
 	if sess.deferred != nil {
