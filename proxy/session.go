@@ -464,7 +464,18 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
+	listening := sess.held == be && sess.pinBits&classify.SessionListen != 0
 	sess.dropBackend(be)
+	if listening {
+		// The LISTEN is gone with the backend, and nothing would tell the
+		// client that notifications stopped: end the session, as when
+		// the loss happens while it is idle (see idleRelay).
+		sess.log.Warn().Err(cause).Str("node", be.node).Msg("listening session ended: its backend was lost while it ran a statement")
+		sess.startReply(u)
+		sess.terminateListening("pgowl: terminating connection: the connection to " + be.node + ", where this session listens, was lost while it ran a statement")
+		sess.logUnit(u, dec, sqlstateAdminShutdown)
+		return errListeningSessionLost
+	}
 	if u.carriesBegin || u.replaysFailure {
 		sess.deferred = nil // the transaction is gone with the backend, as the hint says
 	}
