@@ -60,6 +60,10 @@ type session struct {
 	// replay as sent; they are read back once the backend is idle (at the end
 	// of the unit, or of the transaction block or batch it ran in).
 	settingsToReadBack bool
+	// sequencesDiscarded: in transaction pooling, the session ran DISCARD
+	// SEQUENCES (or ALL) and has not run a unit on the primary since; the
+	// next primary backend it gets discards its sequence state first.
+	sequencesDiscarded bool
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
@@ -369,6 +373,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
 		err = sess.prepareBackend(be)
+		if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
+			err = sess.discardSequencesOn(be)
+		}
 		if err == nil {
 			if u.carriesBegin {
 				sess.writeDeferredBegin(be)
@@ -387,6 +394,10 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		if err == nil {
 			if u.carriesBegin || u.replaysFailure {
 				sess.deferred = nil
+			}
+			if sess.sequencesDiscarded && dec.Role == route.RolePrimary && u.errCode == "" && !u.runsNothing {
+				// What currval and lastval answer on this backend now, the session's own unit did.
+				sess.sequencesDiscarded = false
 			}
 			sess.afterUnit(be, u)
 			sess.releaseIdle(be)
@@ -534,6 +545,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		default:
 			sess.trackSessionEffects(be, u)
 		}
+	}
+	if discardsSequences(u) {
+		sess.discardSequencesElsewhere(be)
+		// In transaction pooling the state may be on any pooled backend of
+		// the primary: the next one the session runs on there discards it.
+		sess.sequencesDiscarded = sess.srv.transactionPooling
 	}
 	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && sess.pinBits&classify.SessionPrepare == 0 {
 		// A DO block or a procedure pgowl cannot read may have called
