@@ -64,6 +64,9 @@ type session struct {
 	// SEQUENCES (or ALL) and has not run a unit on the primary since; the
 	// next primary backend it gets discards its sequence state first.
 	sequencesDiscarded bool
+	// loads are the LOAD statements the session ran, replayed on its other
+	// backends ahead of its settings (see noteLoad).
+	loads []string
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
@@ -546,6 +549,9 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.trackSessionEffects(be, u)
 		}
 	}
+	if load, ok := loadStatement(u); ok {
+		sess.noteLoad(be, load)
+	}
 	if discardsSequences(u) {
 		sess.discardSequencesElsewhere(be)
 		// In transaction pooling the state may be on any pooled backend of
@@ -824,11 +830,16 @@ func cutWord(text string) (word, rest string) {
 }
 
 func (sess *session) updateSettingsKey() {
-	if len(sess.sets) == 0 {
+	if len(sess.sets) == 0 && len(sess.loads) == 0 {
 		sess.settingsKey = ""
 		return
 	}
 	h := sha256.New()
+	for _, s := range sess.loads {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{0})
 	for _, s := range sess.sets {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
