@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/pgowl/pgowl/classify"
 )
 
 // maxLoads bounds the LOAD statements a session replays.
@@ -12,7 +14,8 @@ const maxLoads = 16
 // loadStatement returns the statement that loads again what a unit that ran
 // without error loaded: it is one LOAD 'library'.
 func loadStatement(u *unit) (string, bool) {
-	if u.runsNothing || u.failed() || u.effects.Statements != 1 || u.setSQL == "" {
+	// LOAD's effect is unknown to the classifier: only such a unit is parsed again.
+	if u.runsNothing || u.failed() || u.effects.Statements != 1 || u.setSQL == "" || u.effects.Reason != classify.ReasonUnknownEffect {
 		return "", false
 	}
 	tree, err := pg_query.Parse(u.setSQL)
