@@ -293,38 +293,44 @@ func withFingerprint(sql string, effects Effects) Effects {
 	return effects
 }
 
-// combine merges per-statement verdicts: the string is a read only when every statement is; otherwise the
-// first writing statement (in statement order) supplies Reason and Subject. Tx is the first statement's,
-// Session is the union, and Pgowl is kept only when the string is that one statement.
+// combine gives the effects of a string's statements: each verdict's effects, merged by Merge. A
+// string that is exactly one SET, RESET or SHOW of a pgowl.* setting keeps Pgowl and no session
+// effects, since the proxy answers it itself.
 func combine(verdicts []verdict) Effects {
-	effects := Effects{Access: Read, Reason: ReasonReadOnly, Statements: len(verdicts)}
 	if len(verdicts) == 0 {
-		effects.Subject = "empty query"
-		return effects
+		return Effects{Access: Read, Reason: ReasonReadOnly, Subject: "empty query"}
 	}
-	effects.Subject = verdicts[0].subject
-	effects.Tx = verdicts[0].tx
-	for _, v := range verdicts {
-		effects.Session |= v.session &^ sessionCatalogueChange
-		effects.SetConfigNames = mergeNames(effects.SetConfigNames, v.settings)
-		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange || v.session&sessionCatalogueChange != 0
-		switch {
-		case v.access == Write && effects.Access == Read:
-			effects.Access, effects.Reason, effects.Subject = Write, v.reason, v.subject
-			effects.Chain, effects.Detail = v.chain, v.detail
-		case v.access == Read && effects.Access == Read && v.reason == ReasonOverride && effects.Reason == ReasonReadOnly:
-			effects.Reason, effects.Subject = ReasonOverride, v.subject
-		}
+	parts := make([]Effects, len(verdicts))
+	for i := range verdicts {
+		parts[i] = verdicts[i].effects()
 	}
-	if len(verdicts) == 1 {
-		effects.SearchPath = verdicts[0].searchPath
-	}
-	if len(verdicts) == 1 && verdicts[0].pgowl != nil {
+	effects := Merge(parts)
+	if effects.Pgowl != nil {
 		// The proxy answers the command itself: nothing reaches a server, so no session state changes.
-		effects.Pgowl = verdicts[0].pgowl
 		effects.Session = 0
 	}
 	return effects
+}
+
+// effects is the verdict of one statement as Effects. The analysis's catalogue-change mark moves from
+// the session bits to CatalogueChange; a chain explains a verdict only when the statement writes.
+func (v *verdict) effects() Effects {
+	e := Effects{
+		Access:          v.access,
+		Reason:          v.reason,
+		Subject:         v.subject,
+		Tx:              v.tx,
+		Session:         v.session &^ sessionCatalogueChange,
+		Pgowl:           v.pgowl,
+		Statements:      1,
+		CatalogueChange: v.catalogueChange || v.session&sessionCatalogueChange != 0,
+		SetConfigNames:  v.settings,
+		SearchPath:      v.searchPath,
+	}
+	if v.access == Write {
+		e.Chain, e.Detail = v.chain, v.detail
+	}
+	return e
 }
 
 // failClosed is the verdict for anything the classifier could not analyse.

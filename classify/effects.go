@@ -368,7 +368,7 @@ type Effects struct {
 	Reason Reason `json:"reason"`
 	// Subject names what decided the verdict, for example "INSERT", "FOR UPDATE" or "nextval()".
 	Subject string `json:"subject"`
-	// Tx is the transaction control of the first statement.
+	// Tx is the transaction control of the first statement that has one (see Merge).
 	Tx TxControl `json:"tx"`
 	// Session is the union of the session effects of all statements.
 	Session SessionEffect `json:"session"`

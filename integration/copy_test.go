@@ -127,3 +127,65 @@ func TestCopy(t *testing.T) {
 		}
 	})
 }
+
+// slowRows is a CopyFromSource of rows (n) counting up from 1, with a pause
+// every pauseEvery rows; it counts the rows the client asked for.
+type slowRows struct {
+	n, max, pauseEvery int
+	pause              time.Duration
+}
+
+func (s *slowRows) Next() bool {
+	if s.n >= s.max {
+		return false
+	}
+	s.n++
+	if s.n%s.pauseEvery == 0 {
+		time.Sleep(s.pause)
+	}
+	return true
+}
+func (s *slowRows) Values() ([]any, error) { return []any{s.n}, nil }
+func (s *slowRows) Err() error             { return nil }
+
+// TestCopyFromFailsMidwayReachesClientAtOnce copies rows into a table whose
+// CHECK refuses row 100, from a client that keeps producing rows for a
+// while (up to 3000 pauses of 2 ms). The node fails the COPY at row 100;
+// directly, the client learns it while still sending and stops. Through
+// pgowl it must learn it as early, not after it has sent everything: the
+// test counts the rows the client produced, against the node directly and
+// through pgowl.
+func TestCopyFromFailsMidwayReachesClientAtOnce(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	createTable(t, c, "t_copy_midway", "CREATE TABLE t_copy_midway (n int CHECK (n < 100))")
+	const max, pauseEvery = 3_000_000, 1000
+	run := func(name string, conn *pgx.Conn) int {
+		t.Helper()
+		ctx := timeoutCtx(t, 2*time.Minute)
+		src := &slowRows{max: max, pauseEvery: pauseEvery, pause: 2 * time.Millisecond}
+		_, err := conn.CopyFrom(ctx, pgx.Identifier{"t_copy_midway"}, []string{"n"}, src)
+		if rvSQLState(err) != "23514" {
+			t.Fatalf("%s: CopyFrom: %v, want 23514 (check_violation)", name, err)
+		}
+		var one int
+		if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Errorf("%s: the connection after the failed COPY: %v", name, err)
+		}
+		return src.n
+	}
+	direct, err := pgx.Connect(timeoutCtx(t, statementTimeout), c.Nodes[0].DSN(appUser, appPassword, appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(timeoutCtx(t, statementTimeout))
+	directRows := run("directly", direct)
+	viaOwl := run("through pgowl", o.connect(t, nil).Conn)
+	t.Logf("rows the client produced before it learned of the failure: directly %d, through pgowl %d (of at most %d)", directRows, viaOwl, max)
+	if directRows >= max {
+		t.Fatalf("directly, the client sent all %d rows before the failure reached it: the test cannot tell", max)
+	}
+	if viaOwl >= max {
+		t.Errorf("through pgowl the client sent all %d rows before it learned that the COPY failed at row 100 (directly: after %d rows)", max, directRows)
+	}
+}

@@ -19,6 +19,7 @@ type rawReply struct {
 	tag    string // CommandComplete
 	code   string // ErrorResponse / NoticeResponse
 	sev    string
+	msg    string // ErrorResponse / NoticeResponse
 }
 
 func (r rawReply) String() string {
@@ -82,7 +83,7 @@ func rawReceiveFor(t *testing.T, c *client, wait time.Duration, stop func(rawRep
 		case *pgproto3.CommandComplete:
 			r.tag = string(m.CommandTag)
 		case *pgproto3.ErrorResponse:
-			r.code, r.sev = m.Code, m.Severity
+			r.code, r.sev, r.msg = m.Code, m.Severity, m.Message
 		case *pgproto3.NoticeResponse:
 			r.code, r.sev = m.Code, m.Severity
 		}

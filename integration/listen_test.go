@@ -107,3 +107,55 @@ func TestListenerToldWhenItsBackendIsLost(t *testing.T) {
 		t.Fatalf("the new listener: %v %v", n, err)
 	}
 }
+
+// TestListenerToldWhenItsBackendIsLostDuringStatement: the listening
+// session's backend is terminated while one of its statements runs. The
+// LISTEN is gone with it, so the client must not go on with a connection
+// that will never receive a notification again: pgowl answers the
+// statement with a FATAL 57P01 and closes the connection, as it does when
+// the loss happens while the client is idle.
+func TestListenerToldWhenItsBackendIsLostDuringStatement(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	const app = "listen-lost-busy"
+	listener := o.connect(t, func(cfg *pgx.ConnConfig) { cfg.RuntimeParams["application_name"] = app })
+	ctx := timeoutCtx(t, 30*time.Second)
+	if _, err := listener.Exec(ctx, "LISTEN lost_busy_channel"); err != nil {
+		t.Fatalf("LISTEN: %v", err)
+	}
+	listener.routes(t)
+	ran := make(chan error, 1)
+	go func() {
+		_, err := listener.Exec(timeoutCtx(t, 20*time.Second), "SELECT pg_sleep(15)")
+		ran <- err
+	}()
+	primary := c.Nodes[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var terminated int
+		if err := primary.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%pg_sleep%' AND state = 'active'", app).Scan(&terminated); err != nil {
+			t.Fatal(err)
+		}
+		if terminated > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listener's pg_sleep never showed as active on the primary")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case err := <-ran:
+		pgErr, ok := asPgError(err)
+		if !ok || pgErr.Severity != "FATAL" || pgErr.Code != "57P01" {
+			t.Fatalf("the listener's statement got %v, want a FATAL 57P01 from pgowl", err)
+		}
+		t.Logf("listener told: %s", pgErr.Message)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the listener's statement did not end after its backend was terminated")
+	}
+	var one int
+	if err := listener.QueryRow(ctx, "SELECT 1").Scan(&one); err == nil {
+		t.Errorf("the listener's connection still answers after its LISTEN backend was lost: its notifications would silently stop")
+	}
+}

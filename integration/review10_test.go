@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -341,11 +342,11 @@ func TestReview10SwitchoverAndSwitchback(t *testing.T) {
 // restarts from the last common checkpoint, on the old timeline, and
 // reports that timeline until its next restartpoint, which needs a
 // checkpoint of the primary and checkpoint_timeout (5min) on the standby.
+// Left open (pg_stat_wal_receiver.received_tli would show the new timeline
+// sooner, but whether a diverged standby can report it there while its
+// replay is on the abandoned branch is not established): the test reports
+// the known gap, and checks that a restartpoint on pg3 ends it.
 func TestReview10RewoundStandbyServesReadsAgain(t *testing.T) {
-	t.Skip("left open: a diverged standby is unmarked only once its restartpoint reaches the primary's timeline; " +
-		"after pg_rewind that waits for its next restartpoint (a CHECKPOINT on it does it at once). " +
-		"pg_stat_wal_receiver.received_tli would show it sooner, but whether a diverged standby can report " +
-		"the new timeline there while its replay is on the abandoned branch is not established (README, Limits)")
 	opts := clusterOptions(2)
 	opts.Logf = t.Logf
 	settings := map[string]string{"wal_log_hints": "on"}
@@ -437,22 +438,22 @@ func TestReview10RewoundStandbyServesReadsAgain(t *testing.T) {
 		return n != nil && n.Up && n.Role == route.RoleStandby && n.LagKnown
 	})
 	pg3.QueryRow(ctx, "SELECT timeline_id FROM pg_control_checkpoint()").Scan(&tl)
-	if !ready {
+	n := findNode(o.states.Snapshot(), pg3.Name)
+	owltest.KnownGap(t, !ready, fmt.Sprintf("README \"Limits\": a diverged standby is unmarked only once its restartpoint reaches the primary's timeline; "+
+		"pg3, rewound from the primary pg2, streaming from it and caught up (even after a CHECKPOINT on pg2), still serves no reads after %s (checkpoint timeline %d; monitor: %+v)",
+		time.Since(start), tl, n))
+	if ready {
+		return
+	}
+	// How it ends: a restartpoint on the standby.
+	if err := pg3.Exec(ctx, "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	if !review10WaitFor(10*time.Second, func() bool {
 		n := findNode(o.states.Snapshot(), pg3.Name)
-		t.Errorf("pg3, rewound from the primary pg2, streaming from it and caught up (even after a CHECKPOINT on pg2), still serves no reads after %s (checkpoint timeline %d; monitor: %+v)",
-			time.Since(start), tl, n)
-		// How it ends: a restartpoint on the standby.
-		if err := pg3.Exec(ctx, "CHECKPOINT"); err != nil {
-			t.Fatal(err)
-		}
-		if review10WaitFor(10*time.Second, func() bool {
-			n := findNode(o.states.Snapshot(), pg3.Name)
-			return n != nil && n.LagKnown
-		}) {
-			t.Logf("pg3 serves reads once a CHECKPOINT (restartpoint) ran on it")
-		}
-	} else {
-		t.Logf("pg3 readable after %s (checkpoint timeline %d)", time.Since(start), tl)
+		return n != nil && n.LagKnown
+	}) {
+		t.Errorf("pg3 serves no reads even 10s after a CHECKPOINT (restartpoint) ran on it")
 	}
 }
 

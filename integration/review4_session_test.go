@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // Review 4: session settings and session state across pooled backends.
@@ -263,7 +264,8 @@ func TestReview4SessionFlushedSetRolledBack(t *testing.T) {
 }
 
 // TestReview4SessionSetBeforeSavepointRollback: BEGIN; SET work_mem;
-// SAVEPOINT s; ROLLBACK TO SAVEPOINT s; COMMIT. The SET was made before the
+// SAVEPOINT s; ROLLBACK TO SAVEPOINT s; COMMIT (a known limit, which the
+// test reports while it is there). The SET was made before the
 // savepoint, so the rollback to it keeps the SET and COMMIT makes it the
 // session's. pgowl marks every pending SET uncertain at ROLLBACK TO
 // SAVEPOINT and drops them at COMMIT (settlePendingSets), so the session's
@@ -271,9 +273,8 @@ func TestReview4SessionFlushedSetRolledBack(t *testing.T) {
 // Should: SETs before the savepoint survive (track the pending SETs per
 // savepoint level); at worst, not silently lose a committed setting.
 // Suspected cause: proxy/session.go settlePendingSets ("ROLLBACK TO
-// SAVEPOINT" -> pendingUncertain). Not listed in README "Limits".
+// SAVEPOINT" -> pendingUncertain). Listed in README "Limits".
 func TestReview4SessionSetBeforeSavepointRollback(t *testing.T) {
-	t.Skip(`known limit (README "Limits"): after ROLLBACK TO SAVEPOINT pgowl cannot tell which pending SETs survived; they are dropped and the backend reset when the transaction ends.`)
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -287,6 +288,10 @@ func TestReview4SessionSetBeforeSavepointRollback(t *testing.T) {
 			got = append(got, v)
 			bad = bad || v != "2468kB"
 			rtExec(t, conn, "SELECT nextval('public.r4s_seq')")
+		}
+		if target.name == "pgowl" {
+			owltest.KnownGap(t, bad, fmt.Sprintf(`README "Limits": after ROLLBACK TO SAVEPOINT pgowl cannot tell which pending SETs survived; they are dropped when the transaction ends, so SHOW work_mem gave %v where a direct connection gives 2468kB every time`, got))
+			continue
 		}
 		if bad {
 			t.Errorf("%s: SHOW work_mem gave %v, want 2468kB every time", target.name, got)

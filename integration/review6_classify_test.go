@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // Review 6: the classifier changes of 690164e (EXPLAIN planning, unlogged tables, catalogue
@@ -312,9 +314,8 @@ func TestReview6ClassifyPasses(t *testing.T) {
 // STABLE call is not run; EXPLAIN of a plpgsql STABLE SRF in FROM does not run it either; EXPLAIN of
 // a read of pg_stat_activity plans the view, runs none of its functions. pgowl counts all three at
 // plan time (skippedAtPlanTime keeps STABLE; resolveRelation's node-local views are not plan-time
-// aware).
+// aware). An accepted cost (docs/routing.md): the test reports it while it is there.
 func TestReview6ClassifyFalsePositiveExplain(t *testing.T) {
-	t.Skip(`accepted cost (docs/routing.md): at plan time STABLE user functions are analysed in full and node-local views count as when read, so these EXPLAINs go to the primary, which answers them the same`)
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	// Proof that the STABLE call is not folded: the VERBOSE plan is the same on both nodes.
@@ -327,6 +328,16 @@ func TestReview6ClassifyFalsePositiveExplain(t *testing.T) {
 		"EXPLAIN (COSTS OFF) SELECT * FROM public.r6c_stable_srf()",
 		"EXPLAIN (COSTS OFF) SELECT * FROM pg_catalog.pg_stat_activity",
 	} {
-		r6cNotPrimary(t, conn, sql)
+		_, err := conn.PgConn().Exec(timeoutCtx(t, statementTimeout), sql).ReadAll()
+		rs := conn.routes(t)
+		if err != nil {
+			t.Errorf("%s: %v (routes %v)", sql, err, rs)
+			continue
+		}
+		onPrimary := false
+		for _, r := range rs {
+			onPrimary = onPrimary || r.Role == "primary"
+		}
+		owltest.KnownGap(t, onPrimary, fmt.Sprintf("accepted cost (docs/routing.md): at plan time STABLE user functions are analysed in full and node-local views count as when read, so %s went to the primary (routes %v), which answers it the same", sql, rs))
 	}
 }

@@ -143,19 +143,12 @@ func TestReview6ReplacedSetReordersReplay(t *testing.T) {
 
 // TestReview6ParseSameNameTwiceInBatch:
 // Steps: Parse "r6_dup" 'SELECT 1' / Parse "r6_dup" 'SELECT 2' / Bind
-// "r6_dup" / Execute / Sync, without a Close between.
-// Observed (expected failure): both Parses succeed and the statement runs
-// SELECT 2 (pgowl only replaces the client's name; with the backend already
-// holding the text it sends Close+Parse of the managed name).
-// Should: PostgreSQL answers the second Parse with 42P05 ("prepared statement
-// "r6_dup" already exists"), skips the rest up to Sync, and r6_dup stays
-// SELECT 1.
-// Cause: proxy/batch.go writeClientParse never checks whether the client
-// already holds m.name (sess.stmts[m.name] is simply replaced; prev is kept
-// only for undo). This predates dc5dfbd (it answered a synthetic
-// ParseComplete) but the new Close+Parse path keeps it.
+// "r6_dup" / Execute / Sync, without a Close between; then, in a later
+// batch, Parse "r6_dup" again.
+// Should (as PostgreSQL): the second Parse fails with 42P05 ("prepared
+// statement "r6_dup" already exists"), the rest up to Sync is skipped, and
+// r6_dup stays SELECT 1; a later batch's Parse of the name fails alike.
 func TestReview6ParseSameNameTwiceInBatch(t *testing.T) {
-	t.Skip(`known gap, not fixed yet: a second Parse of a name the client already holds (no Close between) replaces it instead of failing with 42P05; pgowl would have to fail the node's batch at that point (a client bug in practice)`)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil)
@@ -166,12 +159,25 @@ func TestReview6ParseSameNameTwiceInBatch(t *testing.T) {
 		&pgproto3.Execute{},
 		&pgproto3.Sync{})
 	rs := rawReceive(t, a, untilReady(1))
-	if !hasType(rs, 'E', "42P05") {
+	if !hasType(rs, 'E', "42P05") || lastReady(rs) != 'I' || hasType(rs, 'D', "") {
 		t.Errorf("second Parse of r6_dup without Close: replies %s, want 1 E(42P05) Z(I)", describeReplies(rs))
+	}
+	for _, r := range rs {
+		if r.typ == 'E' && !strings.Contains(r.msg, `"r6_dup"`) {
+			t.Errorf("the 42P05 error names %q, want the client's name r6_dup", r.msg)
+		}
 	}
 	got, err := rvExecPrepared(ctx, a.PgConn(), "r6_dup")
 	if err != nil || got != "1" {
 		t.Errorf("r6_dup runs: %q, %v; want 1 (its first Parse)", got, err)
+	}
+
+	_, err = a.PgConn().Prepare(ctx, "r6_dup", "SELECT 3", nil)
+	if code := rvSQLState(err); code != "42P05" {
+		t.Errorf("Parse of r6_dup in a later batch: %v, want 42P05", err)
+	}
+	if got, err := rvExecPrepared(ctx, a.PgConn(), "r6_dup"); err != nil || got != "1" {
+		t.Errorf("r6_dup after the refused Parse runs: %q, %v; want 1", got, err)
 	}
 }
 

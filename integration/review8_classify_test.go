@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // Review 8: row security policies, domain checks, named notation, search_path changes inside
@@ -464,14 +466,26 @@ func TestReview8ClassifyBodySearchPathChangeMissed(t *testing.T) {
 // in the same target list: PL/pgSQL plans r8c_f() in r8c_call_f after set_config ran.
 //
 // BUG (found in review 8). READ_ONLY on a standby, 25006: the call is analysed on the path before
-// the statement.
+// the statement. A known gap (docs/routing.md): the test reports it while it is there.
 func TestReview8ClassifySetConfigThenCallInOneStatement(t *testing.T) {
-	t.Skip(`known gap (docs/routing.md): a search_path changed by set_config inside one statement is not applied to the functions the same statement calls later`)
 	c, o := r8cSetup(t)
 	const sql = "SELECT pg_catalog.set_config('search_path', 'r8c_s, public', true), public.r8c_call_f()"
 	r8cProveStandbyRefuses(t, c, "SET search_path = public; "+sql)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public"})
-	runOnPrimary(t, conn, sql)
+	_, err := conn.PgConn().Exec(timeoutCtx(t, statementTimeout), sql).ReadAll()
+	rs := conn.routes(t)
+	onPrimary := len(rs) > 0
+	for _, r := range rs {
+		onPrimary = onPrimary && r.Role == "primary"
+	}
+	switch {
+	case err == nil && onPrimary:
+		owltest.KnownGap(t, false, "docs/routing.md: a search_path changed by set_config inside one statement is not applied to the functions the same statement calls later")
+	case rvSQLState(err) == "25006" && !onPrimary:
+		owltest.KnownGap(t, true, fmt.Sprintf("docs/routing.md: a search_path changed by set_config inside one statement is not applied to the functions the same statement calls later: %s ran on %v and failed: %v", sql, rs, err))
+	default:
+		t.Errorf("%s: %v (routes %v); want it to run on the primary, or the known gap (25006 on a standby)", sql, err, rs)
+	}
 }
 
 // TestReview8ClassifyBodyMentionsSearchPath: a body that only mentions search_path (a comment, a

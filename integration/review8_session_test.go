@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // Review 8: session settings read back from the backend (set_config inside
@@ -168,9 +171,8 @@ func TestReview8SessionReadBackStandardConformingStringsOff(t *testing.T) {
 // 1234.56789 comes back as 1234.57, and plans are costed with another value.
 // pgowl: Total Cost 1234570.00 where PostgreSQL gives 1234567.89.
 // PostgreSQL keeps the value as set: EXPLAIN shows the same costs on every
-// statement.
+// statement. A known limit: the test reports it while it is there.
 func TestReview8SessionReadBackRealPrecision(t *testing.T) {
-	t.Skip(`known limit (README "Limits"): a setting read back from the node has the precision PostgreSQL shows (6 significant digits for real-valued settings); SET it on its own to keep the exact value`)
 	r8sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -182,11 +184,13 @@ func TestReview8SessionReadBackRealPrecision(t *testing.T) {
 	r4sExec(t, ctx, d, set)
 	r4sExec(t, ctx, p, set)
 	want := r4sOne(t, ctx, d, explain)
+	differ := 0
 	for i := 0; i < 3; i++ {
 		if got := r4sOne(t, ctx, p, explain); got != want {
-			t.Fatalf("EXPLAIN after %q through pgowl:\n got  %s\n want %s (direct connection)", set, got, want)
+			differ++
 		}
 	}
+	owltest.KnownGap(t, differ > 0, fmt.Sprintf(`README "Limits": a setting read back from the node has the precision PostgreSQL shows (6 significant digits for real-valued settings): after %q, %d of 3 EXPLAINs through pgowl differ from a direct connection's`, set, differ))
 }
 
 // TestReview8SessionMultiStatementPlaceholder: an application setting SET in

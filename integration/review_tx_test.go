@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // The tests of this file check transaction integrity through pgowl: every
@@ -178,10 +179,9 @@ func TestReviewTxFlushReadThenWrite(t *testing.T) {
 // PostgreSQL the batch is one implicit transaction and succeeds. pgowl sends
 // the part collected so far once it exceeds maxBatchBytes (session.run), routed
 // by that part's effects alone: the read goes to a standby, the open batch
-// holds the session there, and the INSERT fails with 25006.
+// holds the session there, and the INSERT fails with 25006. A known
+// limitation, not fixed yet: the test reports it while it is there.
 func TestReviewTxLargePipelineReadThenWrite(t *testing.T) {
-	t.Skip("known limitation, not fixed yet: a batch part sent because it passed 1 MiB may end inside a statement (Bind without its Execute); its portal lives on the standby, so the rest of the implicit transaction stays there and a write in it fails with 25006")
-
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	createTable(t, c, "t_rt_large", "CREATE TABLE t_rt_large (id int PRIMARY KEY, src text NOT NULL)")
@@ -195,11 +195,19 @@ func TestReviewTxLargePipelineReadThenWrite(t *testing.T) {
 			b := &pgx.Batch{}
 			b.Queue("SELECT length($1::text)", big).QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
 			b.Queue("INSERT INTO t_rt_large VALUES ($1, $2)", id, target.name)
-			if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			err := conn.SendBatch(ctx, b).Close()
+			rows := primaryInt(t, c, "SELECT count(*) FROM t_rt_large WHERE id = $1", id)
+			if target.name == "pgowl" {
+				owltest.KnownGap(t, rvSQLState(err) == "25006" && rows == 0, fmt.Sprintf("a batch part sent because it passed 1 MiB may end inside a statement (Bind without its Execute); its portal lives on the standby, so the rest of the implicit transaction stays there and a write in it fails with 25006: batch of a large read then an INSERT: %v, %d rows on the primary", err, rows))
+				if err == nil || rvSQLState(err) == "25006" {
+					return
+				}
+			}
+			if err != nil {
 				t.Errorf("%s: batch of a large read then an INSERT: %v; PostgreSQL runs it", target.name, err)
 			}
-			if got := primaryInt(t, c, "SELECT count(*) FROM t_rt_large WHERE id = $1", id); got != 1 {
-				t.Errorf("%s: the primary holds %d rows with id %d, want 1", target.name, got, id)
+			if rows != 1 {
+				t.Errorf("%s: the primary holds %d rows with id %d, want 1", target.name, rows, id)
 			}
 		})
 	}

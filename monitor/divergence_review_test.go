@@ -6,8 +6,9 @@ package monitor
 // through heavy and odd write loads and checks that no standby is ever
 // marked diverged: not in the coordinator's state after any single apply
 // (a mark may be cleared again before the round's snapshot is published),
-// not in any published snapshot of an instrumented coordinator or of a
-// monitor run by Run, and not by a raw check of the invariant the detection
+// not in any published snapshot of a monitor run by Run whose coordinator is
+// observed step by step (Monitor.observer) or of another monitor watched
+// from outside, and not by a raw check of the invariant the detection
 // rests on (a standby's replay position is never beyond a primary insert
 // position read after the standby answered).
 //
@@ -31,7 +32,8 @@ import (
 	"github.com/pgowl/pgowl/route"
 )
 
-// reviewAudit collects what an instrumented coordinator saw.
+// reviewAudit watches a monitor's coordinator, run by Run, after every
+// applied poll result and every published snapshot (a coordinatorObserver).
 type reviewAudit struct {
 	mu sync.Mutex
 	// applies counts applied poll results; primarySamples those of a primary.
@@ -46,90 +48,27 @@ type reviewAudit struct {
 	// snapshots counts published snapshots; snapMarks those naming a diverged standby.
 	snapshots, snapMarks int
 	snapDetail           []string
+	// before is each node's divergence mark before the apply being watched.
+	before []divergenceMark
+}
+
+// divergenceMark is a tracker's divergence state.
+type divergenceMark struct {
+	from int
+	at   uint64
 }
 
 func newReviewAudit() *reviewAudit { return &reviewAudit{minMargin: 1 << 62} }
 
-// run mirrors Monitor.Run, checking the coordinator's state after every apply.
-func (a *reviewAudit) run(ctx context.Context, m *Monitor) {
-	results := make(chan pollResult, len(m.nodes))
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, t := range m.nodes {
-		if t.poller == nil {
-			continue
-		}
-		wg.Go(func() { t.poller.run(ctx, results) })
-	}
-	ticker := time.NewTicker(m.opts.Interval)
-	defer ticker.Stop()
-	for round := uint64(1); ; round++ {
-		a.runRound(ctx, m, round, results)
-		if ctx.Err() != nil {
-			return
-		}
-		a.publish(m)
-		m.readyOnce.Do(func() { close(m.ready) })
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				waiting = false
-			case r := <-results:
-				a.apply(m, r, round)
-				a.publish(m)
-			}
-		}
+func (a *reviewAudit) beforeApply(m *Monitor, _ pollResult) {
+	a.before = a.before[:0]
+	for _, s := range m.nodes {
+		a.before = append(a.before, divergenceMark{s.divergedFrom, uint64(s.divergedTimeline)})
 	}
 }
 
-// runRound mirrors Monitor.runRound with an instrumented collect.
-func (a *reviewAudit) runRound(ctx context.Context, m *Monitor, round uint64, results <-chan pollResult) {
-	start := time.Now()
-	firstPhase, roundEnd := start.Add(m.opts.Interval/2), start.Add(m.opts.Interval)
-	if round == 1 {
-		longest := m.opts.DialTimeout + m.opts.QueryTimeout + m.opts.Interval
-		firstPhase, roundEnd = start.Add(longest), start.Add(2*longest)
-	}
-	pending := m.trigger(round, func(t *tracker) bool { return t.role() != route.RoleStandby })
-	pending = a.collect(ctx, m, round, results, pending, firstPhase)
-	pending += m.trigger(round, func(t *tracker) bool { return t.role() == route.RoleStandby })
-	a.collect(ctx, m, round, results, pending, roundEnd)
-}
-
-func (a *reviewAudit) collect(ctx context.Context, m *Monitor, round uint64, results <-chan pollResult, pending int, deadline time.Time) int {
-	if pending == 0 {
-		return 0
-	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	for pending > 0 {
-		select {
-		case <-ctx.Done():
-			return pending
-		case <-timer.C:
-			return pending
-		case r := <-results:
-			if a.apply(m, r, round) {
-				pending--
-			}
-		}
-	}
-	return 0
-}
-
-// apply applies r as the coordinator does and records every divergence mark.
-func (a *reviewAudit) apply(m *Monitor, r pollResult, round uint64) bool {
-	type prior struct {
-		from int
-		at   uint64
-	}
-	before := make([]prior, len(m.nodes))
-	for i, s := range m.nodes {
-		before[i] = prior{s.divergedFrom, uint64(s.divergedTimeline)}
-	}
-	ok := m.apply(r, round)
+// afterApply records the pairs markDiverged compared and every new divergence mark.
+func (a *reviewAudit) afterApply(m *Monitor, r pollResult) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.applies++
@@ -147,7 +86,7 @@ func (a *reviewAudit) apply(m *Monitor, r pollResult, round uint64) bool {
 		}
 	}
 	for i, s := range m.nodes {
-		if s.divergedFrom < 0 || (before[i].from == s.divergedFrom && before[i].at == uint64(s.divergedTimeline)) {
+		if s.divergedFrom < 0 || (a.before[i].from == s.divergedFrom && a.before[i].at == uint64(s.divergedTimeline)) {
 			continue
 		}
 		p := m.nodes[s.divergedFrom]
@@ -156,11 +95,10 @@ func (a *reviewAudit) apply(m *Monitor, r pollResult, round uint64) bool {
 			s.addr.Name, p.addr.Name, formatLSN(s.sample.lsn), s.sentAt.Format("15:04:05.000000"), s.doneAt.Format("15:04:05.000000"),
 			formatLSN(r.sample.lsn), r.sentAt.Format("15:04:05.000000"), r.doneAt.Format("15:04:05.000000"), r.sentAt.Sub(s.doneAt)))
 	}
-	return ok
 }
 
-func (a *reviewAudit) publish(m *Monitor) {
-	m.publish(time.Now())
+// published records a snapshot that names a standby diverged.
+func (a *reviewAudit) published(m *Monitor) {
 	snap := m.Snapshot()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -404,10 +342,12 @@ func reviewNoFalseDivergence(t *testing.T, interval time.Duration, full bool) {
 		bg.Wait()
 	}()
 
-	// An instrumented coordinator at the interval under test.
+	// A monitor run by Run at the interval under test, its coordinator
+	// watched after every step.
 	audit := newReviewAudit()
 	am := New(reviewOptions(c.Nodes, interval))
-	bg.Go(func() { audit.run(ctx, am) })
+	am.observer = audit
+	bg.Go(func() { am.Run(ctx) })
 	// A monitor run by Run at 20ms, watched snapshot by snapshot.
 	rm := New(reviewOptions(c.Nodes, 20*time.Millisecond))
 	bg.Go(func() { rm.Run(ctx) })
@@ -518,7 +458,7 @@ func reviewNoFalseDivergence(t *testing.T, interval time.Duration, full bool) {
 	defer audit.mu.Unlock()
 	watcher.mu.Lock()
 	defer watcher.mu.Unlock()
-	t.Logf("instrumented coordinator (interval %s): %d applies, %d primary samples, %d standby/primary pairs compared by markDiverged (smallest primary-minus-standby margin %d bytes), %d snapshots, %d divergence marks, %d snapshots naming a diverged node",
+	t.Logf("observed coordinator of Run (interval %s): %d applies, %d primary samples, %d standby/primary pairs compared by markDiverged (smallest primary-minus-standby margin %d bytes), %d snapshots, %d divergence marks, %d snapshots naming a diverged node",
 		interval, audit.applies, audit.primarySamples, audit.pairs, audit.minMargin, audit.snapshots, len(audit.marks), audit.snapMarks)
 	t.Logf("Run monitor (interval 20ms): %d snapshots seen, %d diverged node states", watcher.snapshots, watcher.marks)
 	t.Logf("raw check: %d (standby replay, later primary insert) pairs, %d with replay > insert", raw.pairs.Load(), raw.violations.Load())
@@ -529,7 +469,7 @@ func reviewNoFalseDivergence(t *testing.T, interval time.Duration, full bool) {
 		t.Errorf("false divergence mark: %s", m)
 	}
 	for _, d := range audit.snapDetail {
-		t.Errorf("instrumented snapshot names a healthy standby diverged: %s", d)
+		t.Errorf("observed snapshot names a healthy standby diverged: %s", d)
 	}
 	for _, d := range watcher.markDetail {
 		t.Errorf("Run snapshot names a healthy standby diverged: %s", d)

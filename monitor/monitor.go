@@ -31,6 +31,20 @@ type Monitor struct {
 	// newestPrimaryTimeline is the highest timeline a node was seen primary
 	// on (route.Snapshot.NewestPrimaryTimeline). Owned by the goroutine running Run.
 	newestPrimaryTimeline uint32
+	// observer, when set before Run, sees the coordinator's state around
+	// every applied poll result and after every publish, from the goroutine
+	// running Run: tests check invariants of the real loop with it. Nil in
+	// pgowl.
+	observer coordinatorObserver
+}
+
+// coordinatorObserver watches the coordinator step by step (see Monitor.observer).
+type coordinatorObserver interface {
+	// beforeApply and afterApply run around the application of r.
+	beforeApply(m *Monitor, r pollResult)
+	afterApply(m *Monitor, r pollResult)
+	// published runs after a snapshot is published.
+	published(m *Monitor)
 }
 
 // tracker is the coordinator's record of one node.
@@ -247,6 +261,10 @@ func (m *Monitor) collect(ctx context.Context, round uint64, results <-chan poll
 
 // apply records a poll result and reports whether the poll was started in round.
 func (m *Monitor) apply(r pollResult, round uint64) bool {
+	if m.observer != nil {
+		m.observer.beforeApply(m, r)
+		defer m.observer.afterApply(m, r)
+	}
 	t := m.nodes[r.index]
 	t.inFlight = false
 	if r.err != nil {
@@ -439,6 +457,9 @@ func (m *Monitor) publish(now time.Time) {
 	m.snapshot.Store(snap)
 	next := make(chan struct{})
 	close(*m.published.Swap(&next))
+	if m.observer != nil {
+		m.observer.published(m)
+	}
 }
 
 // logSplitBrain logs, once per change, when more than one up node says it is

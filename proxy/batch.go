@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"time"
 
@@ -198,29 +199,31 @@ func parsedHere(before []batchMsg, name string, parsed map[string]*preparedStmt)
 // own Parse messages by looking back rather than with a map.
 const shortBatch = 32
 
-// combine merges the effects of a batch's statements: it reads only when
-// every statement reads, and the first writer gives the reason.
-func combine(stmts []*preparedStmt) classify.Effects {
+// batchEffects merges the effects of a batch's statements with
+// classify.Merge. A statement the batch names more than once (Parse, Bind
+// and Describe of the same one) counts once.
+func batchEffects(stmts []*preparedStmt) classify.Effects {
 	if len(stmts) == 0 {
 		return classify.Effects{Access: classify.Read, Reason: classify.ReasonReadOnly, Subject: "protocol bookkeeping"}
 	}
-	eff := stmts[0].effects
-	for _, st := range stmts[1:] {
-		e := st.effects
-		if st == stmts[0] {
+	parts := make([]classify.Effects, 0, len(stmts))
+	var seen map[*preparedStmt]bool
+	if len(stmts) > shortBatch {
+		seen = make(map[*preparedStmt]bool, len(stmts))
+	}
+	for i, st := range stmts {
+		switch {
+		case seen != nil:
+			if seen[st] {
+				continue
+			}
+			seen[st] = true
+		case slices.Contains(stmts[:i], st):
 			continue
 		}
-		if eff.Access == classify.Read && e.Access == classify.Write {
-			eff.Access, eff.Reason, eff.Subject = e.Access, e.Reason, e.Subject
-		}
-		eff.Session |= e.Session
-		eff.CatalogueChange = eff.CatalogueChange || e.CatalogueChange
-		if eff.Tx == classify.TxNone {
-			eff.Tx = e.Tx
-		}
-		eff.Statements += e.Statements
+		parts = append(parts, st.effects)
 	}
-	return eff
+	return classify.Merge(parts)
 }
 
 // endsTransaction reports whether every statement of a batch ends a transaction.
@@ -258,7 +261,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if handled, err := sess.answerPgowlBatch(stmts, synced); handled {
 		return err
 	}
-	u := unit{start: time.Now(), effects: combine(stmts), expectsReady: synced, stmts: stmts}
+	u := unit{start: time.Now(), effects: batchEffects(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
 	if u.runsNothing && sess.held == nil && synced {
 		// Nothing runs: Parse, Describe and Close only prepare and describe,
@@ -395,6 +398,10 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	if sess.stmts == nil {
 		sess.stmts = make(map[string]*preparedStmt)
 	}
+	if held := sess.ensurePrepared(be, m.name); held != nil {
+		sess.writeDuplicateParse(be, held, st)
+		return
+	}
 	prev := sess.stmts[m.name]
 	sess.stmts[m.name] = st
 	_, reparsed := c.Prepared[st.serverName]
@@ -409,6 +416,23 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	c.Prepared[st.serverName] = struct{}{}
 	be.expect.push(expectation{typ: 'P', serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
+}
+
+// writeDuplicateParse enters a client's Parse of a name the client already
+// holds (held; ensurePrepared made sure be holds it too). PostgreSQL refuses
+// it with 42P05 (duplicate_prepared_statement) and skips the rest of the
+// batch up to Sync; the node does the same when it is asked to parse the new
+// text under held's managed name, after parsing and analysing the text as it
+// would for the client (a syntax error in it comes first, as it would). The
+// relay puts the client's name into the error's message.
+func (sess *session) writeDuplicateParse(be *backend, held, st *preparedStmt) {
+	rest := st.frame[wire.HeaderSize+len(st.serverName)+1:] // query, parameter count and types
+	n := len(held.serverName) + 1 + len(rest)
+	frame := wire.AppendHeader(sess.scratch[:0], 'P', n)
+	frame = append(append(append(frame, held.serverName...), 0), rest...)
+	sess.scratch = frame[:0]
+	be.conn.Writer.Write(frame)
+	be.expect.push(expectation{typ: 'P', duplicateOf: held.name})
 }
 
 // ensurePrepared makes sure be holds the client's statement name, preparing

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"slices"
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
@@ -386,6 +387,10 @@ func (sess *session) prepareBackend(be *backend) error {
 		if c.Settings != "" {
 			q.WriteString("RESET ALL;\n")
 		}
+		for _, s := range sess.loads {
+			q.WriteString(s)
+			q.WriteString(";\n")
+		}
 		for _, s := range sess.sets {
 			q.WriteString(s)
 			q.WriteString(";\n")
@@ -412,7 +417,7 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	c.Settings = ""
 	failed := false
-	for _, s := range sess.sets {
+	for _, s := range slices.Concat(sess.loads, sess.sets) {
 		code, err := sess.runQuietly(be, s)
 		if err != nil {
 			return err

@@ -79,7 +79,7 @@ func (sess *session) answerInDeferred(eff classify.Effects) bool {
 			tag = "ROLLBACK" // as PostgreSQL answers COMMIT of a failed transaction
 		}
 		sess.deferred = nil
-		sess.endPgowlTransaction(tag == "COMMIT" || tag == "END")
+		sess.endPgowlTransaction(tag == "COMMIT") // END's Subject is COMMIT
 		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 		sess.sendReady()
 		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")

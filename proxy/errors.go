@@ -36,6 +36,8 @@ const (
 	sqlstateInvalidParamValue     = "22023"
 	sqlstateFeatureNotSupported   = "0A000"
 	sqlstateInternalError         = "XX000"
+	// sqlstateDuplicatePreparedStatement is duplicate_prepared_statement.
+	sqlstateDuplicatePreparedStatement = "42P05"
 )
 
 func protocolViolation(format string, args ...any) *clientError {

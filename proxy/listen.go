@@ -119,11 +119,22 @@ func (ir *idleRelay) endSession(sess *session, cause error) {
 	}
 	sess.log.Warn().Err(cause).Str("node", ir.be.node).Msg("listening session ended: its node is gone or no longer the primary")
 	ir.be.broken = true
+	sess.terminateListening(message)
+}
+
+// terminateListening tells the client, with a FATAL 57P01, that the session
+// can no longer receive the notifications it listens for, and closes its
+// connection, so that it connects and listens again.
+func (sess *session) terminateListening(message string) {
 	sess.send(toErrorResponse(&clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: message,
 		Hint: "Connect again and LISTEN again: the session will run on the current primary."}))
 	sess.w.Flush()
 	sess.conn.Close()
 }
+
+// errListeningSessionLost ends a session whose LISTEN backend was lost
+// while it ran a statement (see lostBackend).
+var errListeningSessionLost = errors.New("the backend where the session listens was lost")
 
 // stop ends the relay before the session uses the backend again.
 func (ir *idleRelay) stop() {

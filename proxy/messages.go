@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strings"
-
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -134,8 +132,4 @@ func firstWords(sql string) string {
 		return sql[:40]
 	}
 	return sql
-}
-
-func isDiscardAll(sql string) bool {
-	return strings.EqualFold(strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";")), " "), "DISCARD ALL")
 }

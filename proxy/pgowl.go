@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/route"
 )
 
 // pgowlResult is what a pgowl.* command produces: a command tag and, for
@@ -346,8 +345,6 @@ func parseLag(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-var _ = route.ReasonReadOnly
 
 // requireAdmin refuses an admin command to a user not in admin.users (when the list is set).
 func (sess *session) requireAdmin(name string) error {

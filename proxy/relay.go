@@ -3,6 +3,9 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/wire"
 )
@@ -29,6 +32,10 @@ type expectation struct {
 	stmt        *preparedStmt
 	clientOwn   bool
 	clientPrev  *preparedStmt
+	// duplicateOf, for a Parse, is the client's statement name it repeats:
+	// the node refuses it under the managed name, and the client is told
+	// its own name (see writeDuplicateParse).
+	duplicateOf string
 }
 
 // expectQueue is a FIFO of expectations that reuses its storage.
@@ -76,6 +83,8 @@ func completes(e *expectation, typ byte) bool {
 // ErrorResponse and a few completions are looked at.
 func (sess *session) relay(be *backend, u *unit) error {
 	r := be.conn.Reader
+	// copying: the client is in COPY FROM STDIN mode, sending data.
+	copying := false
 	for be.expect.len() > 0 {
 		if head := be.expect.front(); head.synthetic != 0 {
 			// Every earlier message is answered: this one's turn.
@@ -89,6 +98,14 @@ func (sess *session) relay(be *backend, u *unit) error {
 				return err
 			}
 			continue
+		}
+		if copying {
+			// The client is sending COPY data: forward it until the node speaks.
+			ended, err := sess.copyIn(be)
+			if err != nil {
+				return err
+			}
+			copying = !ended
 		}
 		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
@@ -154,6 +171,12 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if u.errCode == "" {
 				u.errCode = code
 			}
+			// A COPY that failed ends for the node, which drops the data the
+			// client still sends (so does the session, outside a COPY).
+			copying = false
+			if head.duplicateOf != "" && code == sqlstateDuplicatePreparedStatement {
+				body = duplicateStatementError(body, head.duplicateOf)
+			}
 			if head.typ != 'Q' && head.typ != 'S' && head.typ != 'F' {
 				// An extended message failed: the node skips the rest of
 				// the batch up to Sync, so those replies never come.
@@ -213,9 +236,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
 			}
-			if err := sess.copyIn(be); err != nil {
-				return err
-			}
+			copying = true
 		default:
 			if completes(head, typ) {
 				if head.swallow {
@@ -234,6 +255,21 @@ func (sess *session) relay(be *backend, u *unit) error {
 		}
 	}
 	return nil
+}
+
+// duplicateStatementError is the node's 42P05 ErrorResponse body with the
+// client's statement name in the message instead of the managed one.
+func duplicateStatementError(body []byte, name string) []byte {
+	var msg pgproto3.ErrorResponse
+	if err := msg.Decode(body); err != nil {
+		return body
+	}
+	msg.Message = "prepared statement \"" + name + "\" already exists"
+	frame, err := msg.Encode(nil)
+	if err != nil {
+		return body
+	}
+	return frame[wire.HeaderSize:]
 }
 
 // deadConnectionReply returns the error an ErrorResponse ('E') or
@@ -330,29 +366,50 @@ func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
 	}
 }
 
-// copyIn forwards the client's COPY data to the backend until CopyDone or CopyFail.
-func (sess *session) copyIn(be *backend) error {
+// copyIn forwards the client's COPY data to the backend until CopyDone or
+// CopyFail (ended reports it), or until the node sends something first: an
+// ErrorResponse when the COPY failed midway, which the client must see at
+// once (a client stops sending its data when it does), or a notice. The
+// relay passes that on and, unless it ended the COPY, calls copyIn again.
+// While copyIn reads the client, a watcher waits for the node's next frame;
+// copyIn looks at it between client messages and returns only once the
+// watcher is done with the node's reader.
+func (sess *session) copyIn(be *backend) (ended bool, err error) {
 	if err := sess.w.Flush(); err != nil {
-		return &clientFatal{err}
+		return false, &clientFatal{err}
 	}
+	if be.conn.Reader.Buffered() > 0 {
+		return false, nil // the node has spoken already
+	}
+	var nodeSpoke atomic.Bool
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		be.conn.Reader.PeekHeader() // an error here meets the relay again
+		nodeSpoke.Store(true)
+	}()
+	defer func() { <-watched }()
 	w := be.conn.Writer
 	for {
+		if nodeSpoke.Load() {
+			return false, w.Flush()
+		}
 		typ, body, err := sess.r.ReadFrame()
 		if err != nil {
 			// The client is gone: abort the COPY so the node does not wait.
 			w.Write(appendFrame(sess.scratch[:0], 'f', []byte("client connection lost\x00")))
 			w.Flush()
-			return &clientFatal{err}
+			return true, &clientFatal{err}
 		}
 		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
-			return err
+			return true, err
 		}
 		switch typ {
 		case 'c', 'f':
-			return w.Flush()
+			return true, w.Flush()
 		case 'd', 'H', 'S':
 		default:
-			return &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
+			return true, &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
 		}
 	}
 }

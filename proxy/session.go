@@ -64,6 +64,13 @@ type session struct {
 	// replay as sent; they are read back once the backend is idle (at the end
 	// of the unit, or of the transaction block or batch it ran in).
 	settingsToReadBack bool
+	// sequencesDiscarded: in transaction pooling, the session ran DISCARD
+	// SEQUENCES (or ALL) and has not run a unit on the primary since; the
+	// next primary backend it gets discards its sequence state first.
+	sequencesDiscarded bool
+	// loads are the LOAD statements the session ran, replayed on its other
+	// backends ahead of its settings (see noteLoad).
+	loads []string
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
@@ -177,6 +184,11 @@ func (sess *session) fail(err error) {
 
 // sendReady ends a unit pgowl answered itself.
 func (sess *session) sendReady() {
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.readyStatus()})
+}
+
+// readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
+func (sess *session) readyStatus() byte {
 	status := byte('I')
 	if d := sess.deferred; d != nil && sess.held == nil {
 		status = 'T'
@@ -190,7 +202,7 @@ func (sess *session) sendReady() {
 			status = 'E'
 		}
 	}
-	sess.send(&pgproto3.ReadyForQuery{TxStatus: status})
+	return status
 }
 
 // run reads client messages until the client leaves.
@@ -286,6 +298,10 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
+	if name, ok := deallocatedName(eff, sql); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
+		sess.deallocateClientStatement(name)
+		return nil
+	}
 	if sess.deferred != nil {
 		if sess.answerInDeferred(eff) {
 			return nil
@@ -364,6 +380,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
 		err = sess.prepareBackend(be)
+		if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
+			err = sess.discardSequencesOn(be)
+		}
 		if err == nil {
 			if u.carriesBegin {
 				sess.writeDeferredBegin(be)
@@ -382,6 +401,10 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		if err == nil {
 			if u.carriesBegin || u.replaysFailure {
 				sess.deferred = nil
+			}
+			if sess.sequencesDiscarded && dec.Role == route.RolePrimary && u.errCode == "" && !u.runsNothing {
+				// What currval and lastval answer on this backend now, the session's own unit did.
+				sess.sequencesDiscarded = false
 			}
 			sess.afterUnit(be, u)
 			sess.releaseIdle(be)
@@ -459,7 +482,18 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
+	listening := sess.held == be && sess.pinBits&classify.SessionListen != 0
 	sess.dropBackend(be)
+	if listening {
+		// The LISTEN is gone with the backend, and nothing would tell the
+		// client that notifications stopped: end the session, as when
+		// the loss happens while it is idle (see idleRelay).
+		sess.log.Warn().Err(cause).Str("node", be.node).Msg("listening session ended: its backend was lost while it ran a statement")
+		sess.startReply(u)
+		sess.terminateListening("pgowl: terminating connection: the connection to " + be.node + ", where this session listens, was lost while it ran a statement")
+		sess.logUnit(u, dec, sqlstateAdminShutdown)
+		return errListeningSessionLost
+	}
 	if u.carriesBegin || u.replaysFailure {
 		sess.deferred = nil // the transaction is gone with the backend, as the hint says
 	}
@@ -518,6 +552,15 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		default:
 			sess.trackSessionEffects(be, u)
 		}
+	}
+	if load, ok := loadStatement(u); ok {
+		sess.noteLoad(be, load)
+	}
+	if discardsSequences(u) {
+		sess.discardSequencesElsewhere(be)
+		// In transaction pooling the state may be on any pooled backend of
+		// the primary: the next one the session runs on there discards it.
+		sess.sequencesDiscarded = sess.srv.transactionPooling
 	}
 	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && sess.pinBits&classify.SessionPrepare == 0 {
 		// A DO block or a procedure pgowl cannot read may have called
@@ -791,11 +834,16 @@ func cutWord(text string) (word, rest string) {
 }
 
 func (sess *session) updateSettingsKey() {
-	if len(sess.sets) == 0 {
+	if len(sess.sets) == 0 && len(sess.loads) == 0 {
 		sess.settingsKey = ""
 		return
 	}
 	h := sha256.New()
+	for _, s := range sess.loads {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write([]byte{0})
 	for _, s := range sess.sets {
 		h.Write([]byte(s))
 		h.Write([]byte{0})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // review5Conn opens a pgx connection to o (with extra runtime params) that
@@ -171,9 +172,8 @@ func TestReview5PgxCachedPlanAfterAlterTable(t *testing.T) {
 // passes). Suspected cause: managed statements are left on the pooled
 // backend and shared by text hash (proxy/batch.go writeClientParse,
 // releaseIdle keeps conn.Prepared). Another session must see nothing of A's (README: session state
-// "never reaches another client").
+// "never reaches another client"). By design, for now (README "Limits"): the test reports it.
 func TestReview5PreparedStatementsVisibleToOtherSession(t *testing.T) {
-	t.Skip(`by design (issue 5: a backend is returned clean, "DEALLOCATE only pgowl-unmanaged statements"): pgowl-managed statements stay prepared on pooled backends for reuse and are visible in pg_prepared_statements to whoever uses the backend next; README "Limits" says so`)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	ctx := timeoutCtx(t, time.Minute)
@@ -197,11 +197,13 @@ func TestReview5PreparedStatementsVisibleToOtherSession(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	var visible []string
 	for _, s := range seen {
 		if strings.Contains(s, secret) {
-			t.Errorf("session B sees session A's prepared statement in pg_prepared_statements: %q", s)
+			visible = append(visible, s)
 		}
 	}
+	owltest.KnownGap(t, len(visible) > 0, fmt.Sprintf(`by design (issue 5: a backend is returned clean, "DEALLOCATE only pgowl-unmanaged statements"; README "Limits"): pgowl-managed statements stay prepared on pooled backends for reuse and are visible in pg_prepared_statements to whoever uses the backend next: session B sees session A's %q`, visible))
 }
 
 // TestReview5DeallocateByNameFromOtherSession

@@ -1,0 +1,56 @@
+package classify
+
+import "slices"
+
+// Merge gives the effects of several statements that run as one unit: the
+// statements of one SQL string, or the statements of one extended-protocol
+// batch. It is the only rule for combining effects:
+//   - the unit only reads when every part reads; otherwise the first part that
+//     writes gives Access, Reason, Subject, Chain and Detail;
+//   - among reads, the first part whose read has a reason other than
+//     READ_ONLY (OVERRIDE, HINT) gives Reason and Subject, since the unit
+//     reads only because of it;
+//   - Tx is the first part's transaction control that is not TxNone;
+//   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
+//     when any part has it, and Statements is the sum;
+//   - SearchPath and Pgowl describe a single statement: they are kept only
+//     when there is one part;
+//   - Fingerprint, Normalized and ParseError are the first part's.
+//
+// With no parts the unit is a read of no statements with an empty Subject.
+// A part may be given more than once only if it runs more than once.
+func Merge(parts []Effects) Effects {
+	merged := Effects{Access: Read, Reason: ReasonReadOnly}
+	for i := range parts {
+		part := &parts[i]
+		if i == 0 {
+			merged.Access, merged.Reason, merged.Subject = part.Access, part.Reason, part.Subject
+			merged.Chain, merged.Detail = part.Chain, part.Detail
+			merged.Fingerprint, merged.Normalized, merged.ParseError = part.Fingerprint, part.Normalized, part.ParseError
+		} else {
+			switch {
+			case part.Access == Write && merged.Access == Read:
+				merged.Access, merged.Reason, merged.Subject = Write, part.Reason, part.Subject
+				merged.Chain, merged.Detail = part.Chain, part.Detail
+			case part.Access == Read && merged.Access == Read && merged.Reason == ReasonReadOnly && part.Reason != ReasonReadOnly:
+				merged.Reason, merged.Subject = part.Reason, part.Subject
+			}
+		}
+		if merged.Tx == TxNone {
+			merged.Tx = part.Tx
+		}
+		merged.Session |= part.Session
+		merged.CatalogueChange = merged.CatalogueChange || part.CatalogueChange
+		merged.SetConfigNames = mergeNames(merged.SetConfigNames, part.SetConfigNames)
+		for _, warning := range part.Warnings {
+			if !slices.Contains(merged.Warnings, warning) {
+				merged.Warnings = appendWarning(merged.Warnings, warning)
+			}
+		}
+		merged.Statements += part.Statements
+	}
+	if len(parts) == 1 {
+		merged.SearchPath, merged.Pgowl = parts[0].SearchPath, parts[0].Pgowl
+	}
+	return merged
+}

@@ -1,0 +1,39 @@
+package proxy
+
+import (
+	"github.com/jackc/pgx/v5/pgproto3"
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/pgowl/pgowl/classify"
+)
+
+// deallocatedName returns the statement name sql deallocates when it is one
+// DEALLOCATE [PREPARE] name (not DEALLOCATE ALL).
+func deallocatedName(eff classify.Effects, sql string) (string, bool) {
+	if eff.Statements != 1 || eff.Session&classify.SessionDeallocate == 0 || eff.Session&classify.SessionDeallocateAll != 0 {
+		return "", false
+	}
+	tree, err := pg_query.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 {
+		return "", false
+	}
+	stmt := tree.Stmts[0].GetStmt().GetDeallocateStmt()
+	if stmt == nil || stmt.Name == "" {
+		return "", false
+	}
+	return stmt.Name, true
+}
+
+// deallocateClientStatement answers a DEALLOCATE, sent as SQL, of a statement
+// the client prepared with the extended protocol. On the nodes the statement
+// has a managed name and may serve other sessions (see newStatement), so, as
+// for a client's Close, only the client's name goes; PostgreSQL's DEALLOCATE
+// does not take part in transactions, so the answer does not wait for one.
+// (In a failed transaction the session sends the statement on: the node
+// refuses it as PostgreSQL would.)
+func (sess *session) deallocateClientStatement(name string) {
+	delete(sess.stmts, name)
+	sess.send(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
+	sess.sendReady()
+	sess.log.Debug().Str("statement", name).Msg("DEALLOCATE of a protocol-level prepared statement answered by pgowl")
+}

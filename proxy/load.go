@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"slices"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/pgowl/pgowl/classify"
+)
+
+// maxLoads bounds the LOAD statements a session replays.
+const maxLoads = 16
+
+// loadStatement returns the statement that loads again what a unit that ran
+// without error loaded: it is one LOAD 'library'.
+func loadStatement(u *unit) (string, bool) {
+	// LOAD's effect is unknown to the classifier: only such a unit is parsed again.
+	if u.runsNothing || u.failed() || u.effects.Statements != 1 || u.setSQL == "" || u.effects.Reason != classify.ReasonUnknownEffect {
+		return "", false
+	}
+	tree, err := pg_query.Parse(u.setSQL)
+	if err != nil || len(tree.Stmts) != 1 {
+		return "", false
+	}
+	load := tree.Stmts[0].GetStmt().GetLoadStmt()
+	if load == nil {
+		return "", false
+	}
+	return "LOAD " + quoteLiteral(load.Filename), true
+}
+
+// noteLoad follows a LOAD that ran on be. A library stays loaded in a
+// backend for its life (RESET ALL and DISCARD ALL do not unload it), and it
+// may define settings (SET plpgsql.…) that the session's later statements
+// use on any of its backends: like a setting, the LOAD is replayed on the
+// session's other backends before their next use, ahead of the settings.
+func (sess *session) noteLoad(be *backend, load string) {
+	if slices.Contains(sess.loads, load) {
+		return
+	}
+	if len(sess.loads) >= maxLoads {
+		sess.log.Warn().Str("statement", load).Msg("too many LOADs to replay: this one holds on its backend only")
+		return
+	}
+	current := be.conn.Settings == sess.settingsKey
+	sess.loads = append(sess.loads, load)
+	sess.updateSettingsKey()
+	if current {
+		be.conn.Settings = sess.settingsKey
+	}
+}
