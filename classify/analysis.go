@@ -156,9 +156,10 @@ func fromFn(display string, r fnResult) callResult {
 
 // lookup asks the catalogue source about a name the current catalogue does not hold, once per name
 // and catalogue; it reports whether a newer catalogue is now in use.
-func (a *analysis) lookup(name string) bool {
+func (a *analysis) lookup(schema, name string) bool {
 	source, cat := a.c.catalogues, a.run.cat
-	if source == nil || cat == nil || a.env.database == "" || cat.missed(name) {
+	missing := qualifiedText(schema, name)
+	if source == nil || cat == nil || a.env.database == "" || cat.missed(missing) {
 		return false
 	}
 	newer, looked := source.Lookup(a.env.database, cat, name)
@@ -167,7 +168,7 @@ func (a *analysis) lookup(name string) bool {
 		a.run.uncacheable = true
 		return false
 	case newer == nil || newer == cat:
-		cat.noteMiss(name)
+		cat.noteMiss(missing)
 		return false
 	}
 	a.run.cat = newer
@@ -222,7 +223,7 @@ func (a *analysis) resolveCall(call *pg_query.FuncCall) callResult {
 		if effect, ok := a.c.functions.extensions[name]; ok {
 			return a.builtinResult(call, name, display, effect)
 		}
-		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+		if attempt > 0 || !a.lookup(schema, name) {
 			if attempt > 0 {
 				a.notFound(qualifiedText(schema, name))
 			}
@@ -1055,7 +1056,7 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 		if cat == nil || (schema == "" && ctes[name]) {
 			return callResult{access: Read}
 		}
-		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+		if attempt > 0 || !a.lookup(schema, name) {
 			if attempt > 0 {
 				a.notFound(qualifiedText(schema, name))
 			}
@@ -1122,53 +1123,4 @@ func (a *analysis) definitionEffect(kind byte, oid uint32, sql, what string) fnR
 		// writing function, node-local statistics) is what reading the relation does.
 		return combineBody(stmts, verdicts, func(r Reason) Reason { return r })
 	})
-}
-
-// changesCatalogue reports whether a statement changes what the function catalogue holds: functions,
-// procedures, aggregates, views, casts, operators, types, comments on functions, row security policies, schemas, extensions, rules, renames and
-// moves, and role or database defaults of search_path. DROP of tables, indexes, sequences and the
-// like does not: it leaves functions and views as they were.
-func changesCatalogue(node *pg_query.Node) bool {
-	switch stmt := node.GetNode().(type) {
-	case *pg_query.Node_CreateFunctionStmt, *pg_query.Node_AlterFunctionStmt, *pg_query.Node_ViewStmt,
-		*pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
-		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
-		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
-		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
-		// Casts, operators and types decide which function an expression runs.
-		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
-		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt, *pg_query.Node_AlterDomainStmt,
-		// Row security policies run when their table is read.
-		*pg_query.Node_CreatePolicyStmt, *pg_query.Node_AlterPolicyStmt,
-		// A DO block is how migrations often run DDL; what it runs is not analysed.
-		*pg_query.Node_DoStmt:
-		return true
-	case *pg_query.Node_AlterTableStmt:
-		// Persistence and partitions/inheritance decide whether a read needs the primary.
-		for _, cmd := range stmt.AlterTableStmt.GetCmds() {
-			switch cmd.GetAlterTableCmd().GetSubtype() {
-			case pg_query.AlterTableType_AT_SetLogged, pg_query.AlterTableType_AT_SetUnLogged,
-				pg_query.AlterTableType_AT_AttachPartition, pg_query.AlterTableType_AT_DetachPartition,
-				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit,
-				pg_query.AlterTableType_AT_EnableRowSecurity, pg_query.AlterTableType_AT_DisableRowSecurity:
-				return true
-			}
-		}
-	case *pg_query.Node_DropStmt:
-		switch stmt.DropStmt.GetRemoveType() {
-		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
-			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
-			pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
-			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
-			pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR, pg_query.ObjectType_OBJECT_POLICY:
-			return true
-		}
-	case *pg_query.Node_CommentStmt:
-		switch stmt.CommentStmt.GetObjtype() {
-		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE,
-			pg_query.ObjectType_OBJECT_ROUTINE, pg_query.ObjectType_OBJECT_AGGREGATE:
-			return true
-		}
-	}
-	return false
 }

@@ -96,7 +96,7 @@ func (c *Classifier) ClassifyIn(sql string, ctx *Context) Effects {
 	fetch := c.catalogues != nil && ctx != nil && ctx.Database != ""
 	effects := c.classifyCached(sql, ctx, nil, fetch)
 	if effects.CatalogueChange {
-		c.Invalidate(ctx)
+		c.CatalogueChanged(ctx, effects.CatalogueChanges)
 	}
 	return effects
 }
@@ -107,11 +107,20 @@ func (c *Classifier) ClassifyWith(sql string, ctx *Context, cat *Catalogue) Effe
 	return c.classifyCached(sql, ctx, cat, false)
 }
 
-// Invalidate tells the catalogue source that the functions or views of ctx's database changed; the
-// proxy calls it again once a statement with CatalogueChange has run.
+// Invalidate tells the catalogue source that anything in ctx's database may have changed.
 func (c *Classifier) Invalidate(ctx *Context) {
+	c.CatalogueChanged(ctx, everything())
+}
+
+// CatalogueChanged tells the catalogue source what changed in ctx's database (Effects.CatalogueChanges;
+// nil means everything); the proxy calls it once a statement with CatalogueChange has run and its
+// transaction ended, so that the session's next statement is classified with the change.
+func (c *Classifier) CatalogueChanged(ctx *Context, changes *CatalogueChanges) {
+	if changes == nil {
+		changes = everything()
+	}
 	if c.catalogues != nil && ctx != nil && ctx.Database != "" {
-		c.catalogues.Invalidate(ctx.Database)
+		c.catalogues.Changed(ctx.Database, changes)
 	}
 }
 
@@ -124,7 +133,13 @@ const keyBufferSize = 512
 func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fetch bool) Effects {
 	if c.cache == nil || len(sql) > c.maxCachedBytes {
 		if fetch {
-			cat = c.catalogues.Catalogue(ctx.Database)
+			var current bool
+			if cat, current = c.catalogues.Held(ctx.Database); !current {
+				if effects, dependent, _, _ := c.classifyUncached(sql, ctx, nil); !dependent {
+					return effects
+				}
+				cat = c.catalogues.Catalogue(ctx.Database)
+			}
 		}
 		effects, _, _, _ := c.classifyUncached(sql, ctx, cat)
 		return effects
@@ -151,7 +166,25 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		shapeDependent = hit
 	}
 	if fetch {
-		cat = c.catalogues.Catalogue(ctx.Database)
+		var current bool
+		if cat, current = c.catalogues.Held(ctx.Database); !current {
+			// A change is still to be read (or nothing is loaded yet): a statement whose verdict
+			// cannot depend on the catalogue (DDL, SET, BEGIN, ...) does not wait for it.
+			effects, dependent, _, cacheable := c.classifyUncached(sql, ctx, nil)
+			if !dependent {
+				if cacheable {
+					if !shaped {
+						shapeBytes, shaped = appendShape(shapeStack[:0], sql)
+					}
+					if shaped && shareable(&effects) {
+						c.cache.add(string(shapeBytes), effects, false)
+					}
+					c.cache.add(sql, effects, false)
+				}
+				return effects
+			}
+			cat = c.catalogues.Catalogue(ctx.Database)
+		}
 	}
 	var stack [keyBufferSize]byte
 	key := appendContextKey(stack[:0], ctx, cat)
@@ -307,7 +340,14 @@ func combine(verdicts []verdict) Effects {
 	for _, v := range verdicts {
 		effects.Session |= v.session &^ sessionCatalogueChange
 		effects.SetConfigNames = mergeNames(effects.SetConfigNames, v.settings)
-		effects.CatalogueChange = effects.CatalogueChange || v.catalogueChange || v.session&sessionCatalogueChange != 0
+		switch {
+		case v.session&sessionCatalogueChange != 0, v.catalogueChange && v.changes == nil:
+			effects.CatalogueChange = true
+			effects.CatalogueChanges = mergeChanges(effects.CatalogueChanges, everything())
+		case v.catalogueChange:
+			effects.CatalogueChange = true
+			effects.CatalogueChanges = mergeChanges(effects.CatalogueChanges, v.changes)
+		}
 		switch {
 		case v.access == Write && effects.Access == Read:
 			effects.Access, effects.Reason, effects.Subject = Write, v.reason, v.subject
@@ -375,4 +415,12 @@ func truncateUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// mergeChanges returns the union of two catalogue changes in a new value (verdicts are shared).
+func mergeChanges(into, more *CatalogueChanges) *CatalogueChanges {
+	merged := &CatalogueChanges{}
+	merged.Merge(into)
+	merged.Merge(more)
+	return merged
 }

@@ -394,6 +394,9 @@ type Effects struct {
 	// CatalogueChange is set when some statement creates, changes or drops a function, procedure or view,
 	// or comments on a function: cached function analyses of the database must be refreshed after it runs.
 	CatalogueChange bool `json:"catalogue_change,omitempty"`
+	// CatalogueChanges says what CatalogueChange changes: the names of the objects, or everything.
+	// Set exactly when CatalogueChange is; pass it to Classifier.CatalogueChanged once the statement ran.
+	CatalogueChanges *CatalogueChanges `json:"catalogue_changes,omitempty"`
 	// SetConfigNames are the settings (lower case) that SET, RESET and set_config calls, in the
 	// statement or in the functions it runs, may change, "" standing for a set_config whose name
 	// is not a constant. A proxy reads their values back: settings of extensions and applications

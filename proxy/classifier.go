@@ -29,8 +29,10 @@ type classifierState struct {
 	lastPending string
 	// changeRan: a unit that changes functions, views, casts, operators or types has run; once
 	// the session is outside a transaction block (the change is committed, or rolled back), the
-	// database's catalogue is invalidated again, so that what was loaded meanwhile is not kept.
+	// catalogue source is told what changed (changes: what the session's statements classified
+	// since said they change), so that the session's next statement sees the change.
 	changeRan bool
+	changes   classify.CatalogueChanges
 }
 
 // classify returns the effects of sql as the session would run it.
@@ -43,14 +45,25 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st := &sess.cls
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
-		// The change has run and its transaction ended: whatever was loaded while it ran
-		// (before it was committed) is outdated.
-		c.Invalidate(&st.ctx)
-		st.changeRan = false
+		// The change has run and its transaction ended: whatever was read while it ran
+		// (before it was committed) misses it.
+		changes := st.changes
+		if changes.Empty() {
+			changes.Everything = true
+		}
+		c.CatalogueChanged(&st.ctx, &changes)
+		st.changeRan, st.changes = false, classify.CatalogueChanges{}
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
-	return c.ClassifyIn(sql, &ctx)
+	effects := c.ClassifyIn(sql, &ctx)
+	if effects.CatalogueChange {
+		st.changes.Merge(effects.CatalogueChanges)
+		if effects.CatalogueChanges == nil {
+			st.changes.Merge(&classify.CatalogueChanges{Everything: true})
+		}
+	}
+	return effects
 }
 
 // idleForCatalogue reports whether the session is outside a transaction block.
