@@ -18,6 +18,10 @@ type analysis struct {
 	depth int
 	// body is set while analysing a function body, where COPY and transaction control are writes.
 	body bool
+	// declared is set while analysing the body of a STABLE or IMMUTABLE SQL or PL/pgSQL function:
+	// "f(text) is declared STABLE". PostgreSQL refuses data-modifying and utility statements there,
+	// dynamic ones included, so those are taken as reads (see takeDeclared).
+	declared string
 	// planTime is set while analysing what planning a statement runs (EXPLAIN without ANALYZE):
 	// only calls of IMMUTABLE and STABLE user functions, which the planner may evaluate with
 	// constant arguments, in the statement and the views it reads. The bodies of such functions
@@ -49,6 +53,8 @@ type run struct {
 	budget int
 	// uncacheable is set when a lookup could not be made: the verdict must not be cached.
 	uncacheable bool
+	// assumptions say where the verdict rests on a function's declared volatility (see assume).
+	assumptions []string
 }
 
 type frame struct {
@@ -58,6 +64,28 @@ type frame struct {
 	// tainted means the frame's result depends on something it cannot own (a frame further out in a
 	// cycle, or the depth limit), so it must not be memoised.
 	tainted bool
+	// assumptions are those made inside the frame, memoised with its result.
+	assumptions []string
+}
+
+// maxAssumptions bounds the assumptions one verdict lists.
+const maxAssumptions = 8
+
+// assume records that the verdict takes something on a function's declaration, for the statement
+// and for every function or view being analysed (their memoised results carry it, so a later
+// statement that reaches them reports it too).
+func (a *analysis) assume(texts ...string) {
+	r := a.run
+	for _, text := range texts {
+		if len(r.assumptions) < maxAssumptions && !slices.Contains(r.assumptions, text) {
+			r.assumptions = append(r.assumptions, text)
+		}
+		for i := range r.frames {
+			if f := &r.frames[i]; len(f.assumptions) < maxAssumptions && !slices.Contains(f.assumptions, text) {
+				f.assumptions = append(f.assumptions, text)
+			}
+		}
+	}
 }
 
 // memoKey identifies one memoised analysis: a function (kind 'f') under a search path, or a view ('v').
@@ -120,6 +148,8 @@ type fnResult struct {
 	// included; a memoised result deeper than the remaining depth is too deep, whatever the order
 	// in which functions happened to be analysed.
 	height int
+	// assumptions are what the result takes on declarations (see analysis.assume).
+	assumptions []string
 }
 
 // chainSubject renders a finding reached through functions or views as a Subject.
@@ -734,15 +764,17 @@ func (a *analysis) runEffect(f *Function) fnResult {
 	if nonVolatile {
 		// The declaration does not cover everything that matters: a STABLE
 		// function may call nextval() or read node-local statistics. Its
-		// body decides; an effect the analysis cannot know (a call into a
-		// function of another language) falls back to the declaration.
-		if r := a.functionBodyEffect(f); r.access == Write && r.reason != ReasonUnknownEffect {
-			return r
-		} else if r.access == Write {
-			return fnResult{access: Read, height: r.height}
-		} else {
-			return r
+		// body decides (with what PostgreSQL refuses there taken as reads,
+		// see takeDeclared); an effect the analysis cannot know (a call into
+		// a function of another language) falls back to the declaration.
+		r := a.functionBodyEffect(f)
+		if r.access == Write && r.reason == ReasonUnknownEffect {
+			assumption := chainSubject(r.reason, append([]string{f.Signature()}, r.chain...), r.detail) +
+				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
+			a.assume(assumption)
+			return fnResult{access: Read, height: r.height, assumptions: append(slices.Clone(r.assumptions), assumption)}
 		}
+		return r
 	}
 	return a.functionBodyEffect(f)
 }
@@ -761,6 +793,9 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	// nearest caller with a setting. The key holds both.
 	key := memoKey{kind: 'f', oid: f.OID, path: bodyEnv.pathKey + "\x01" + a.env.session.pathKey}
 	return a.memoised(key, bodyEnv, true, func(child *analysis) fnResult {
+		if f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's') {
+			child.declared = f.Signature() + " is declared " + volatilityName(f.Volatility)
+		}
 		switch {
 		case f.Kind == 'a':
 			return child.aggregate(f)
@@ -775,6 +810,46 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
 	})
+}
+
+// volatilityName is provolatile as CREATE FUNCTION spells it.
+func volatilityName(v byte) string {
+	switch v {
+	case 'i':
+		return "IMMUTABLE"
+	case 's':
+		return "STABLE"
+	}
+	return "VOLATILE"
+}
+
+// takeDeclared returns the verdict of a statement in the body of a function declared STABLE or
+// IMMUTABLE (a.declared set): a statement PostgreSQL refuses there wherever it runs — INSERT,
+// UPDATE, DELETE, MERGE, a SELECT that locks rows or modifies data in WITH, any utility statement
+// (DDL, LOCK, NOTIFY, COPY, CALL, SET, ...) — runs nothing, so it is taken as a read, and the
+// verdict says it rests on the declaration. What the statement runs that PostgreSQL does not refuse
+// (nextval(), advisory locks, node-local reads, a VOLATILE function that writes) still decides.
+func (a *analysis) takeDeclared(node *pg_query.Node, v verdict) verdict {
+	if a.declared == "" || v.access != Write || !refusedInNonVolatile(node, v) {
+		return v
+	}
+	a.assume(v.subject + " taken as a read: " + a.declared + ", and PostgreSQL refuses it there")
+	return read(v.subject)
+}
+
+// refusedInNonVolatile reports whether PostgreSQL refuses a statement, with verdict v, in a
+// non-volatile function: anything but a query that neither locks rows nor modifies data.
+func refusedInNonVolatile(node *pg_query.Node, v verdict) bool {
+	switch node.GetNode().(type) {
+	case nil:
+		return false
+	case *pg_query.Node_SelectStmt:
+		// WRITE and ROW_LOCK on a SELECT come from its own clauses (SELECT INTO, a
+		// data-modifying WITH, FOR UPDATE, a view that locks); what it calls shows as
+		// WRITING_FUNCTION, NODE_LOCAL_STATS or UNKNOWN_EFFECT and is not refused.
+		return v.reason == ReasonWrite || v.reason == ReasonRowLock
+	}
+	return true
 }
 
 // unfollowedPathChange turns a read into UNKNOWN_EFFECT when the body changes search_path as it
@@ -808,6 +883,7 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 				return a.tooDeep()
 			}
 			a.noteHeight(result.height)
+			a.assume(result.assumptions...)
 			return result
 		}
 	}
@@ -836,6 +912,7 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	top := r.frames[len(r.frames)-1]
 	r.frames = r.frames[:len(r.frames)-1]
 	result.height = 1 + top.height
+	result.assumptions = top.assumptions
 	if !top.tainted && cat != nil && cat == a.run.cat {
 		cat.memo.Store(key, result)
 	}

@@ -304,6 +304,9 @@ func (a *analysis) full(sql string) Effects {
 	if len(a.run.warnings) > 0 {
 		effects.Warnings = append([]string(nil), a.run.warnings...)
 	}
+	if len(a.run.assumptions) > 0 && effects.Access == Read {
+		effects.Assumptions = append([]string(nil), a.run.assumptions...)
+	}
 	if cat := a.run.cat; cat == nil && a.run.dependent && a.c.catalogues != nil && a.env.database != "" {
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}

@@ -52,6 +52,9 @@ const pgowlPrefix = "pgowl."
 // data-modifying WITH and function calls. Anything not recognised is a Write with an unknown effect.
 func (a *analysis) statement(node *pg_query.Node) verdict {
 	v := a.statementKind(node)
+	if a.declared != "" {
+		return a.takeDeclared(node, v)
+	}
 	if changes := catalogueChanges(node); changes != nil && (!a.body || !relationOnly(node) || a.dropsTrackedRelation(node)) {
 		// Inside a function body, creating and dropping tables and sequences leaves the catalogue's
 		// functions and views as they were (a function that creates a temporary table on every
