@@ -595,8 +595,9 @@ type CatalogueSource interface {
 	// again (false when failing or too slow: the verdict is then not cached, so that a later
 	// statement tries again); newer is the catalogue to use from now on, or nil when nothing changed.
 	Lookup(database string, current *Catalogue, name string) (newer *Catalogue, looked bool)
-	// Changed says that objects of the database changed (or are about to, when a statement that
-	// changes them passes through): the next Catalogue call must not return a catalogue that misses
-	// a change committed before Changed was called. changes names what changed.
-	Changed(database string, changes *CatalogueChanges)
+	// Changed says that objects of the database changed (committed: the change is committed or
+	// rolled back, so reading them now is worth it) or are about to (a statement that changes them
+	// is passing through): the next Catalogue call must not return a catalogue that misses a change
+	// committed before Changed was called. changes names what changed.
+	Changed(database string, changes *CatalogueChanges, committed bool)
 }

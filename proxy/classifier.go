@@ -45,14 +45,7 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st := &sess.cls
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
-		// The change has run and its transaction ended: whatever was read while it ran
-		// (before it was committed) misses it.
-		changes := st.changes
-		if changes.Empty() {
-			changes.Everything = true
-		}
-		c.CatalogueChanged(&st.ctx, &changes)
-		st.changeRan, st.changes = false, classify.CatalogueChanges{}
+		st.tellChanges(c)
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
@@ -64,6 +57,29 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 		}
 	}
 	return effects
+}
+
+// catalogueChangeRan records that a unit that changes the catalogue ran. When its transaction
+// ended with it (status 'I': committed, or rolled back) the classifier is told at once, so that the
+// catalogue is read while the client receives the answer and sends its next statement; otherwise
+// the session's first statement outside the transaction block tells it (see classify).
+func (sess *session) catalogueChangeRan(status byte) {
+	sess.cls.changeRan = true
+	if status == 'I' {
+		sess.cls.tellChanges(sess.srv.opts.Classifier)
+	}
+}
+
+// tellChanges tells the classifier what the session's statements changed in the catalogue: the
+// change has run and its transaction ended, and whatever was read while it ran (before it was
+// committed) misses it.
+func (st *classifierState) tellChanges(c *classify.Classifier) {
+	changes := st.changes
+	if changes.Empty() {
+		changes.Everything = true
+	}
+	c.CatalogueChanged(&st.ctx, &changes)
+	st.changeRan, st.changes = false, classify.CatalogueChanges{}
 }
 
 // idleForCatalogue reports whether the session is outside a transaction block.

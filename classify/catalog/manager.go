@@ -229,10 +229,19 @@ func (m *Manager) Lookup(name string, current *classify.Catalogue, object string
 
 // Changed records that objects of the database changed: the next Catalogue call reads them again
 // before it answers, and a background read follows shortly after in case no statement comes.
-func (m *Manager) Changed(name string, changes *classify.CatalogueChanges) {
+func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, committed bool) {
 	db := m.state(name)
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if committed {
+		defer func() {
+			// Read the change now, while the client receives the answer and sends its next
+			// statement; that statement waits only for what is left of the read.
+			if db.loading == nil && db.cat.Load() != nil {
+				m.startLoad(db)
+			}
+		}()
+	}
 	db.generation++
 	db.changed = db.generation
 	if changes == nil {
@@ -249,7 +258,7 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges) {
 
 // Invalidate records that anything in the database may have changed.
 func (m *Manager) Invalidate(name string) {
-	m.Changed(name, &classify.CatalogueChanges{Everything: true})
+	m.Changed(name, &classify.CatalogueChanges{Everything: true}, true)
 }
 
 // settlePending reads pending changes that no statement asked for yet.
