@@ -96,7 +96,7 @@ func (s staticSource) Catalogue(database string) *Catalogue {
 	return s.cat
 }
 func (s staticSource) Lookup(string, *Catalogue, string) (*Catalogue, bool) { return nil, true }
-func (s staticSource) Changed(string, *CatalogueChanges, bool)                    {}
+func (s staticSource) Changed(string, *CatalogueChanges, bool)              {}
 
 func (s staticSource) Held(database string) (*Catalogue, bool) { return s.Catalogue(database), true }
 
