@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -64,20 +65,34 @@ type step struct {
 	change bool
 }
 
+// options are the command-line settings.
+type options struct {
+	rounds, functions int
+	maxRatio          float64
+	logPath, out      string
+	// changesOnly leaves out the statements that use the changes: what pgowl costs a script of DDL alone.
+	changesOnly bool
+	command     string
+}
+
 // timing is one run's result.
 type timing struct {
 	total, change, use time.Duration
 }
 
 func main() {
-	rounds := flag.Int("rounds", 5, "runs per target and protocol")
-	maxRatio := flag.Float64("max-ratio", 1.5, "exit 1 when pgowl/direct exceeds this in either protocol")
-	functions := flag.Int("functions", defaultFunctions, "functions the script creates (a type and a view per 4)")
-	logPath := flag.String("log", "", "write pgowl's debug log to this file")
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 5, "runs per target and protocol")
+	flag.IntVar(&o.functions, "functions", defaultFunctions, "functions the script creates (a type and a view per 4)")
+	flag.Float64Var(&o.maxRatio, "max-ratio", 1.5, "exit 1 when pgowl/direct exceeds this in either protocol")
+	flag.StringVar(&o.logPath, "log", "", "write pgowl's debug log to this file")
+	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
+	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	flag.Parse()
-	if *rounds < 1 || *rounds > 50 {
-		fmt.Fprintln(os.Stderr, "migrationbench: -rounds must be between 1 and 50")
+	o.command = strings.Join(append([]string{"go run ./integration/migrationbench"}, os.Args[1:]...), " ")
+	if o.rounds < 1 || o.rounds > 50 || o.functions < 4 || o.functions > 2000 {
+		fmt.Fprintln(os.Stderr, "migrationbench: -rounds must be between 1 and 50, -functions between 4 and 2000")
 		os.Exit(2)
 	}
 	if *cpuProfile != "" {
@@ -93,15 +108,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ratios, err := run(ctx, *rounds, *functions, *logPath)
+	ratios, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "migrationbench:", err)
-		os.Exit(1) //nolint:gocritic // the profile of a failed run is not wanted
+		pprof.StopCPUProfile()
+		os.Exit(1)
 	}
 	failed := false
 	for _, proto := range protocols {
-		if ratio := ratios[proto.name]; ratio > *maxRatio {
-			fmt.Fprintf(os.Stderr, "migrationbench: %s protocol: pgowl took %.2fx direct, more than %.2fx\n", proto.name, ratio, *maxRatio)
+		if ratio := ratios[proto.name]; ratio > o.maxRatio {
+			fmt.Fprintf(os.Stderr, "migrationbench: %s protocol: pgowl took %.2fx direct, more than %.2fx\n", proto.name, ratio, o.maxRatio)
 			failed = true
 		}
 	}
@@ -113,7 +129,7 @@ func main() {
 
 // run starts the cluster and pgowl, runs every round and prints the report; it returns the ratio
 // of the medians per protocol.
-func run(ctx context.Context, rounds, functions int, logPath string) (map[string]float64, error) {
+func run(ctx context.Context, o options) (map[string]float64, error) {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	c, err := cluster.Start(startCtx, cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}})
@@ -125,7 +141,7 @@ func run(ctx context.Context, rounds, functions int, logPath string) (map[string
 	if err := primary.Exec(startCtx, "GRANT CREATE ON DATABASE postgres TO "+benchUser); err != nil {
 		return nil, err
 	}
-	addr, warnings, stopPgowl, err := startPgowl(startCtx, primary, logPath)
+	addr, warnings, stopPgowl, err := startPgowl(startCtx, primary, o.logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -135,14 +151,15 @@ func run(ctx context.Context, rounds, functions int, logPath string) (map[string
 		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
 	}
 	results := map[string][]timing{} // protocol/target -> runs
-	for round := 1; round <= rounds; round++ {
+	began, loadBefore := time.Now(), loadAverage()
+	for round := 1; round <= o.rounds; round++ {
 		for _, proto := range protocols {
 			for _, target := range targets {
 				schema := fmt.Sprintf("mig_%s_%s_%d", proto.name, target, round)
 				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
 					return nil, err
 				}
-				t, err := runScript(ctx, dsn[target], proto.mode, script(functions), schema)
+				t, err := runScript(ctx, dsn[target], proto.mode, script(o.functions), schema, o.changesOnly)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
 				}
@@ -156,20 +173,32 @@ func run(ctx context.Context, rounds, functions int, logPath string) (map[string
 		}
 	}
 	ratios := map[string]float64{}
-	fmt.Printf("Migration script: %d functions, %d types, %d views, each used right after it is created (%d statements), autocommit\n",
-		functions, functions/typeEvery, functions/typeEvery, len(script(functions)))
-	fmt.Printf("median of %d runs per target and protocol; pgowl in front of the primary alone\n\n", rounds)
-	fmt.Println("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
+	var report strings.Builder
+	fmt.Fprintf(&report, "## Migration script\n\nGenerated by `%s` on %s (%s of wall time; load average before and after: %s, %s).\n\n",
+		o.command, began.UTC().Format("2006-01-02 15:04 UTC"), time.Since(began).Round(time.Second), loadBefore, loadAverage())
+	steps := script(o.functions)
+	fmt.Fprintf(&report, "A migration-shaped script, %d statements in autocommit: %d functions (PL/pgSQL and SQL, each calling the previous), %d composite types and %d views, each used by the next statement (`SELECT f_n(n)`, a cast to the type, a read of the view).",
+		len(steps), o.functions, o.functions/typeEvery, o.functions/typeEvery)
+	if o.changesOnly {
+		report.WriteString(" With -changes-only: the uses are left out.")
+	}
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), in the benchmark's process, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds)
+	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
 		direct, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
 		ratio := float64(owl.total) / float64(direct.total)
 		ratios[proto.name] = ratio
-		fmt.Printf("| %s | %.0f ms | %.0f ms | %.2f | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
+		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
 			ms(direct.change), ms(direct.use), ms(owl.change), ms(owl.use))
 	}
 	if w := warnings(); len(w) > 0 {
-		fmt.Printf("\npgowl logged %d warnings, the first: %s\n", len(w), w[0])
+		fmt.Fprintf(&report, "\npgowl logged %d warnings, the first: `%s`\n", len(w), w[0])
+	}
+	fmt.Print("\n" + report.String())
+	if o.out != "" {
+		if err := writeSection(o.out, report.String()); err != nil {
+			return nil, err
+		}
 	}
 	return ratios, nil
 }
@@ -309,7 +338,7 @@ $$`, i, i), change: true})
 }
 
 // runScript runs the script over one new connection whose search_path is schema, timing each statement.
-func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []step, schema string) (timing, error) {
+func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []step, schema string, changesOnly bool) (timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	config, err := pgx.ParseConfig(dsn)
@@ -326,7 +355,7 @@ func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []
 	var t timing
 	began := time.Now()
 	for _, s := range steps {
-		if !s.change && os.Getenv("MIGRATIONBENCH_CHANGES_ONLY") != "" {
+		if !s.change && changesOnly {
 			continue
 		}
 		start := time.Now()
@@ -355,3 +384,41 @@ func median(runs []timing) timing {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// loadAverage is the machine's 1-minute load average as /proc/loadavg gives it, or "unknown".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return "unknown"
+	}
+	return fields[0]
+}
+
+// The markers around this benchmark's section of the report file; integration/bench keeps the
+// section when it writes the rest of the file.
+const (
+	sectionStart = "<!-- migrationbench -->"
+	sectionEnd   = "<!-- /migrationbench -->"
+)
+
+// writeSection replaces the section between the markers in the file at path with text, or appends
+// it when there is none.
+func writeSection(path, text string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	section := sectionStart + "\n" + text + sectionEnd
+	content := string(old)
+	start, end := strings.Index(content, sectionStart), strings.Index(content, sectionEnd)
+	if start >= 0 && end > start {
+		content = content[:start] + section + content[end+len(sectionEnd):]
+	} else {
+		content = strings.TrimRight(content, "\n") + "\n\n" + section + "\n"
+	}
+	return os.WriteFile(path, []byte(content), 0o644)
+}
