@@ -304,15 +304,14 @@ SELECT p.oid, n.nspname, p.proname, l.lanname, p.provolatile::text, p.prokind::t
        CASE WHEN p.prokind = 'p' THEN '' ELSE coalesce(pg_get_function_result(p.oid), '') END,
        coalesce(p.proconfig, '{}'),
        coalesce(d.description, ''),
-       CASE WHEN a.aggfnoid IS NULL THEN '{}'::oid[] ELSE
-         ARRAY(SELECT x FROM (VALUES (a.aggtransfn::oid), (a.aggfinalfn::oid), (a.aggcombinefn::oid),
-                                     (a.aggserialfn::oid), (a.aggdeserialfn::oid), (a.aggmtransfn::oid),
-                                     (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE x <> 0) END
+       CASE WHEN p.prokind <> 'a' THEN '{}'::oid[] ELSE
+         ARRAY(SELECT x FROM pg_aggregate a CROSS JOIN LATERAL (VALUES (a.aggtransfn::oid), (a.aggfinalfn::oid),
+                 (a.aggcombinefn::oid), (a.aggserialfn::oid), (a.aggdeserialfn::oid), (a.aggmtransfn::oid),
+                 (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE a.aggfnoid = p.oid AND x <> 0) END
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_language l ON l.oid = p.prolang
 LEFT JOIN pg_description d ON d.objoid = p.oid AND d.classoid = 'pg_proc'::regclass AND d.objsubid = 0
-LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid
 WHERE n.nspname <> 'pg_catalog' AND %s
 ORDER BY p.oid`,
 	scan: func(row pgx.CollectableRow, f *classify.Function) error {
