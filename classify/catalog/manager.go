@@ -185,9 +185,11 @@ func (m *Manager) await(db *database, target uint64, requested time.Time) (held 
 			return nil, false
 		}
 		if db.loading == nil {
+			kept := db.conn != nil
 			run, whole := m.beginLoad(db)
-			if !whole {
-				// A read of a few names is quick: run it here rather than hand it over.
+			if !whole && kept {
+				// A read of a few names over the kept connection is quick: run it here rather
+				// than hand it over (a read that must connect first is waited for, at most Wait).
 				db.mu.Unlock()
 				run()
 				db.mu.Lock()
@@ -319,8 +321,12 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			}
 		}
 		db.mu.Lock()
+		next := false // start the next read once this one is marked done
 		defer func() {
 			db.loading = nil
+			if next {
+				m.startLoad(db)
+			}
 			db.mu.Unlock()
 			close(done)
 		}()
@@ -360,6 +366,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.applied = generation
 		if db.applied >= db.changed {
 			db.dirty.Store(false)
+		} else if !db.pending.Empty() {
+			// Changes arrived while this read ran: read them now rather than when a statement asks.
+			next = true
 		}
 	}, whole
 }
