@@ -108,11 +108,6 @@ func (c *Classifier) ClassifyWith(sql string, ctx *Context, cat *Catalogue) Effe
 	return c.classifyCached(sql, ctx, cat, false)
 }
 
-// Invalidate tells the catalogue source that anything in ctx's database may have changed.
-func (c *Classifier) Invalidate(ctx *Context) {
-	c.CatalogueChanged(ctx, everything())
-}
-
 // CatalogueChanged tells the catalogue source what changed in ctx's database (Effects.CatalogueChanges;
 // nil means everything), which it reads at once; the proxy calls it as soon as a statement with
 // CatalogueChange has run and its transaction ended, so that the session's next statement is

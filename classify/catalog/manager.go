@@ -258,11 +258,6 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 	}
 }
 
-// Invalidate records that anything in the database may have changed.
-func (m *Manager) Invalidate(name string) {
-	m.Changed(name, &classify.CatalogueChanges{Everything: true}, true)
-}
-
 // settlePending reads pending changes that no statement asked for yet.
 func (m *Manager) settlePending(db *database) {
 	db.mu.Lock()
