@@ -18,6 +18,10 @@ type analysis struct {
 	depth int
 	// body is set while analysing a function body, where COPY and transaction control are writes.
 	body bool
+	// declared is set while analysing the body of a STABLE or IMMUTABLE SQL or PL/pgSQL function:
+	// "f(text) is declared STABLE". PostgreSQL refuses data-modifying and utility statements there,
+	// dynamic ones included, so those are taken as reads (see takeDeclared).
+	declared string
 	// planTime is set while analysing what planning a statement runs (EXPLAIN without ANALYZE):
 	// only calls of IMMUTABLE and STABLE user functions, which the planner may evaluate with
 	// constant arguments, in the statement and the views it reads. The bodies of such functions
@@ -49,6 +53,8 @@ type run struct {
 	budget int
 	// uncacheable is set when a lookup could not be made: the verdict must not be cached.
 	uncacheable bool
+	// assumptions say where the verdict rests on a function's declared volatility (see assume).
+	assumptions []string
 }
 
 type frame struct {
@@ -58,6 +64,28 @@ type frame struct {
 	// tainted means the frame's result depends on something it cannot own (a frame further out in a
 	// cycle, or the depth limit), so it must not be memoised.
 	tainted bool
+	// assumptions are those made inside the frame, memoised with its result.
+	assumptions []string
+}
+
+// maxAssumptions bounds the assumptions one verdict lists.
+const maxAssumptions = 8
+
+// assume records that the verdict takes something on a function's declaration, for the statement
+// and for every function or view being analysed (their memoised results carry it, so a later
+// statement that reaches them reports it too).
+func (a *analysis) assume(texts ...string) {
+	r := a.run
+	for _, text := range texts {
+		if len(r.assumptions) < maxAssumptions && !slices.Contains(r.assumptions, text) {
+			r.assumptions = append(r.assumptions, text)
+		}
+		for i := range r.frames {
+			if f := &r.frames[i]; len(f.assumptions) < maxAssumptions && !slices.Contains(f.assumptions, text) {
+				f.assumptions = append(f.assumptions, text)
+			}
+		}
+	}
 }
 
 // memoKey identifies one memoised analysis: a function (kind 'f') under a search path, or a view ('v').
@@ -120,6 +148,8 @@ type fnResult struct {
 	// included; a memoised result deeper than the remaining depth is too deep, whatever the order
 	// in which functions happened to be analysed.
 	height int
+	// assumptions are what the result takes on declarations (see analysis.assume).
+	assumptions []string
 }
 
 // chainSubject renders a finding reached through functions or views as a Subject.
@@ -156,9 +186,10 @@ func fromFn(display string, r fnResult) callResult {
 
 // lookup asks the catalogue source about a name the current catalogue does not hold, once per name
 // and catalogue; it reports whether a newer catalogue is now in use.
-func (a *analysis) lookup(name string) bool {
+func (a *analysis) lookup(schema, name string) bool {
 	source, cat := a.c.catalogues, a.run.cat
-	if source == nil || cat == nil || a.env.database == "" || cat.missed(name) {
+	missing := qualifiedText(schema, name)
+	if source == nil || cat == nil || a.env.database == "" || cat.missed(missing) {
 		return false
 	}
 	newer, looked := source.Lookup(a.env.database, cat, name)
@@ -167,7 +198,7 @@ func (a *analysis) lookup(name string) bool {
 		a.run.uncacheable = true
 		return false
 	case newer == nil || newer == cat:
-		cat.noteMiss(name)
+		cat.noteMiss(missing)
 		return false
 	}
 	a.run.cat = newer
@@ -222,7 +253,7 @@ func (a *analysis) resolveCall(call *pg_query.FuncCall) callResult {
 		if effect, ok := a.c.functions.extensions[name]; ok {
 			return a.builtinResult(call, name, display, effect)
 		}
-		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+		if attempt > 0 || !a.lookup(schema, name) {
 			if attempt > 0 {
 				a.notFound(qualifiedText(schema, name))
 			}
@@ -733,15 +764,17 @@ func (a *analysis) runEffect(f *Function) fnResult {
 	if nonVolatile {
 		// The declaration does not cover everything that matters: a STABLE
 		// function may call nextval() or read node-local statistics. Its
-		// body decides; an effect the analysis cannot know (a call into a
-		// function of another language) falls back to the declaration.
-		if r := a.functionBodyEffect(f); r.access == Write && r.reason != ReasonUnknownEffect {
-			return r
-		} else if r.access == Write {
-			return fnResult{access: Read, height: r.height}
-		} else {
-			return r
+		// body decides (with what PostgreSQL refuses there taken as reads,
+		// see takeDeclared); an effect the analysis cannot know (a call into
+		// a function of another language) falls back to the declaration.
+		r := a.functionBodyEffect(f)
+		if r.access == Write && r.reason == ReasonUnknownEffect {
+			assumption := chainSubject(r.reason, append([]string{f.Signature()}, r.chain...), r.detail) +
+				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
+			a.assume(assumption)
+			return fnResult{access: Read, height: r.height, assumptions: append(slices.Clone(r.assumptions), assumption)}
 		}
+		return r
 	}
 	return a.functionBodyEffect(f)
 }
@@ -760,6 +793,9 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	// nearest caller with a setting. The key holds both.
 	key := memoKey{kind: 'f', oid: f.OID, path: bodyEnv.pathKey + "\x01" + a.env.session.pathKey}
 	return a.memoised(key, bodyEnv, true, func(child *analysis) fnResult {
+		if f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's') {
+			child.declared = f.Signature() + " is declared " + volatilityName(f.Volatility)
+		}
 		switch {
 		case f.Kind == 'a':
 			return child.aggregate(f)
@@ -774,6 +810,46 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
 	})
+}
+
+// volatilityName is provolatile as CREATE FUNCTION spells it.
+func volatilityName(v byte) string {
+	switch v {
+	case 'i':
+		return "IMMUTABLE"
+	case 's':
+		return "STABLE"
+	}
+	return "VOLATILE"
+}
+
+// takeDeclared returns the verdict of a statement in the body of a function declared STABLE or
+// IMMUTABLE (a.declared set): a statement PostgreSQL refuses there wherever it runs — INSERT,
+// UPDATE, DELETE, MERGE, a SELECT that locks rows or modifies data in WITH, any utility statement
+// (DDL, LOCK, NOTIFY, COPY, CALL, SET, ...) — runs nothing, so it is taken as a read, and the
+// verdict says it rests on the declaration. What the statement runs that PostgreSQL does not refuse
+// (nextval(), advisory locks, node-local reads, a VOLATILE function that writes) still decides.
+func (a *analysis) takeDeclared(node *pg_query.Node, v verdict) verdict {
+	if a.declared == "" || v.access != Write || !refusedInNonVolatile(node, v) {
+		return v
+	}
+	a.assume(v.subject + " taken as a read: " + a.declared + ", and PostgreSQL refuses it there")
+	return read(v.subject)
+}
+
+// refusedInNonVolatile reports whether PostgreSQL refuses a statement, with verdict v, in a
+// non-volatile function: anything but a query that neither locks rows nor modifies data.
+func refusedInNonVolatile(node *pg_query.Node, v verdict) bool {
+	switch node.GetNode().(type) {
+	case nil:
+		return false
+	case *pg_query.Node_SelectStmt:
+		// WRITE and ROW_LOCK on a SELECT come from its own clauses (SELECT INTO, a
+		// data-modifying WITH, FOR UPDATE, a view that locks); what it calls shows as
+		// WRITING_FUNCTION, NODE_LOCAL_STATS or UNKNOWN_EFFECT and is not refused.
+		return v.reason == ReasonWrite || v.reason == ReasonRowLock
+	}
+	return true
 }
 
 // unfollowedPathChange turns a read into UNKNOWN_EFFECT when the body changes search_path as it
@@ -807,6 +883,7 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 				return a.tooDeep()
 			}
 			a.noteHeight(result.height)
+			a.assume(result.assumptions...)
 			return result
 		}
 	}
@@ -835,6 +912,7 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	top := r.frames[len(r.frames)-1]
 	r.frames = r.frames[:len(r.frames)-1]
 	result.height = 1 + top.height
+	result.assumptions = top.assumptions
 	if !top.tainted && cat != nil && cat == a.run.cat {
 		cat.memo.Store(key, result)
 	}
@@ -1055,7 +1133,7 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 		if cat == nil || (schema == "" && ctes[name]) {
 			return callResult{access: Read}
 		}
-		if attempt > 0 || !a.lookup(qualifiedText(schema, name)) {
+		if attempt > 0 || !a.lookup(schema, name) {
 			if attempt > 0 {
 				a.notFound(qualifiedText(schema, name))
 			}
@@ -1122,53 +1200,4 @@ func (a *analysis) definitionEffect(kind byte, oid uint32, sql, what string) fnR
 		// writing function, node-local statistics) is what reading the relation does.
 		return combineBody(stmts, verdicts, func(r Reason) Reason { return r })
 	})
-}
-
-// changesCatalogue reports whether a statement changes what the function catalogue holds: functions,
-// procedures, aggregates, views, casts, operators, types, comments on functions, row security policies, schemas, extensions, rules, renames and
-// moves, and role or database defaults of search_path. DROP of tables, indexes, sequences and the
-// like does not: it leaves functions and views as they were.
-func changesCatalogue(node *pg_query.Node) bool {
-	switch stmt := node.GetNode().(type) {
-	case *pg_query.Node_CreateFunctionStmt, *pg_query.Node_AlterFunctionStmt, *pg_query.Node_ViewStmt,
-		*pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
-		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
-		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
-		*pg_query.Node_DefineStmt, *pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
-		// Casts, operators and types decide which function an expression runs.
-		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CompositeTypeStmt,
-		*pg_query.Node_CreateEnumStmt, *pg_query.Node_CreateRangeStmt, *pg_query.Node_CreateDomainStmt, *pg_query.Node_AlterDomainStmt,
-		// Row security policies run when their table is read.
-		*pg_query.Node_CreatePolicyStmt, *pg_query.Node_AlterPolicyStmt,
-		// A DO block is how migrations often run DDL; what it runs is not analysed.
-		*pg_query.Node_DoStmt:
-		return true
-	case *pg_query.Node_AlterTableStmt:
-		// Persistence and partitions/inheritance decide whether a read needs the primary.
-		for _, cmd := range stmt.AlterTableStmt.GetCmds() {
-			switch cmd.GetAlterTableCmd().GetSubtype() {
-			case pg_query.AlterTableType_AT_SetLogged, pg_query.AlterTableType_AT_SetUnLogged,
-				pg_query.AlterTableType_AT_AttachPartition, pg_query.AlterTableType_AT_DetachPartition,
-				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit,
-				pg_query.AlterTableType_AT_EnableRowSecurity, pg_query.AlterTableType_AT_DisableRowSecurity:
-				return true
-			}
-		}
-	case *pg_query.Node_DropStmt:
-		switch stmt.DropStmt.GetRemoveType() {
-		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
-			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
-			pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
-			pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
-			pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR, pg_query.ObjectType_OBJECT_POLICY:
-			return true
-		}
-	case *pg_query.Node_CommentStmt:
-		switch stmt.CommentStmt.GetObjtype() {
-		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE,
-			pg_query.ObjectType_OBJECT_ROUTINE, pg_query.ObjectType_OBJECT_AGGREGATE:
-			return true
-		}
-	}
-	return false
 }

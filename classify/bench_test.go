@@ -96,7 +96,9 @@ func (s staticSource) Catalogue(database string) *Catalogue {
 	return s.cat
 }
 func (s staticSource) Lookup(string, *Catalogue, string) (*Catalogue, bool) { return nil, true }
-func (s staticSource) Invalidate(string)                                    {}
+func (s staticSource) Changed(string, *CatalogueChanges, bool)              {}
+
+func (s staticSource) Held(database string) (*Catalogue, bool) { return s.Catalogue(database), true }
 
 // catalogueStatements call user functions that the catalogue resolves: a PL/pgSQL function that
 // calls a writing SQL function, and a reading SQL function in a pgbench-like read.

@@ -249,6 +249,8 @@ type Catalogue struct {
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
 	castsTo map[uint32][]Cast
+	// rowTypes holds the composite types (tables' row types too).
+	rowTypes map[uint32]bool
 	// domainBase maps a domain to its base type: casts to and from a domain are those of its base.
 	domainBase map[uint32]uint32
 	// domainChecks holds the domains with CHECK constraints, by OID.
@@ -261,6 +263,8 @@ type Catalogue struct {
 	memo         sync.Map // memoKey -> fnResult
 	missMu       sync.Mutex
 	misses       map[string]bool // names looked up in vain since this catalogue was loaded
+	// checksum is computed on first use (only reloads compare catalogues).
+	checksumOnce sync.Once
 	checksum     string
 }
 
@@ -270,26 +274,67 @@ var catalogueVersions atomic.Uint64
 
 // NewCatalogue indexes data. Every catalogue gets a new Version, which cache keys include.
 func NewCatalogue(data CatalogueData) *Catalogue {
-	c := &Catalogue{
-		data:    data,
-		version: catalogueVersions.Add(1),
-		funcs:   make(map[qualified][]*Function, len(data.Functions)),
-		byOID:   make(map[uint32]*Function, len(data.Functions)),
-		views:   make(map[qualified]*View, len(data.Views)),
-		rels:    make(map[qualified]byte, len(data.Relations)),
-		types:   make(map[qualified]uint32, len(data.Types)),
-		misses:  make(map[string]bool),
+	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	c.indexFunctions()
+	c.indexRelations()
+	c.indexTypes()
+	c.indexOperatorsAndCasts()
+	c.indexRowFunctions()
+	return c
+}
+
+// CatalogueParts says which parts of a catalogue's data changed (see DeriveCatalogue).
+type CatalogueParts struct {
+	Functions, Relations, Types bool
+}
+
+// DeriveCatalogue indexes data, which is old's data with only the parts changed says replaced (the
+// others share old's slices), reusing old's indexes of the parts that did not change. The result is
+// a new catalogue, with a new Version and no memoised analyses.
+func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts) *Catalogue {
+	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	c.funcs, c.byOID = old.funcs, old.byOID
+	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
+	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
+	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
+	c.rowFunctions = old.rowFunctions
+	if changed.Functions {
+		c.indexFunctions()
 	}
+	if changed.Relations {
+		c.indexRelations()
+	}
+	if changed.Types {
+		c.indexTypes()
+		// Composite fields that casts convert are read with the types.
+		c.indexOperatorsAndCasts()
+	}
+	if changed.Functions || changed.Types {
+		c.indexRowFunctions()
+	}
+	return c
+}
+
+// indexFunctions indexes the functions by name and OID.
+func (c *Catalogue) indexFunctions() {
+	c.funcs = make(map[qualified][]*Function, len(c.data.Functions))
+	c.byOID = make(map[uint32]*Function, len(c.data.Functions))
 	for i := range c.data.Functions {
 		f := &c.data.Functions[i]
 		key := qualified{f.Schema, f.Name}
 		c.funcs[key] = append(c.funcs[key], f)
 		c.byOID[f.OID] = f
 	}
+}
+
+// indexRelations indexes views and relations by name.
+func (c *Catalogue) indexRelations() {
+	c.views = make(map[qualified]*View, len(c.data.Views))
 	for i := range c.data.Views {
 		v := &c.data.Views[i]
 		c.views[qualified{v.Schema, v.Name}] = v
 	}
+	c.rels = make(map[qualified]byte, len(c.data.Relations))
 	c.unlogged = make(map[qualified]bool)
 	c.readPolicies = make(map[qualified]*Relation)
 	for i := range c.data.Relations {
@@ -302,7 +347,12 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 			c.readPolicies[qualified{r.Schema, r.Name}] = r
 		}
 	}
-	rowTypes := make(map[uint32]bool)
+}
+
+// indexTypes indexes types by name, row types, and domains with their bases and checks.
+func (c *Catalogue) indexTypes() {
+	c.types = make(map[qualified]uint32, len(c.data.Types))
+	c.rowTypes = make(map[uint32]bool)
 	c.domainBase = make(map[uint32]uint32)
 	c.domainChecks = make(map[uint32]*Type)
 	for i := range c.data.Types {
@@ -310,7 +360,7 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 		c.types[qualified{t.Schema, t.Name}] = t.OID
 		switch t.Kind {
 		case 'c':
-			rowTypes[t.OID] = true
+			c.rowTypes[t.OID] = true
 		case 'd':
 			c.domainBase[t.OID] = t.Base
 			if t.Check != "" {
@@ -318,6 +368,10 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 			}
 		}
 	}
+}
+
+// indexOperatorsAndCasts indexes operators by name, casts by target and composite fields by type.
+func (c *Catalogue) indexOperatorsAndCasts() {
 	c.operators = make(map[qualified][]*Operator, len(c.data.Operators))
 	for i := range c.data.Operators {
 		o := &c.data.Operators[i]
@@ -332,16 +386,18 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 	for _, cast := range c.data.Casts {
 		c.castsTo[cast.Target] = append(c.castsTo[cast.Target], cast)
 	}
+}
+
+// indexRowFunctions lists the functions attribute notation may call.
+func (c *Catalogue) indexRowFunctions() {
 	c.rowFunctions = make(map[string][]*Function)
 	for i := range c.data.Functions {
 		f := &c.data.Functions[i]
 		if f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
-			(rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0])) {
+			(c.rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0])) {
 			c.rowFunctions[f.Name] = append(c.rowFunctions[f.Name], f)
 		}
 	}
-	c.checksum = checksum(&c.data)
-	return c
 }
 
 // Version identifies this catalogue; a reload that finds different data gets a new one.
@@ -386,7 +442,10 @@ func (c *Catalogue) SameContent(other *Catalogue) bool {
 }
 
 // Checksum is a digest of the catalogue's content.
-func (c *Catalogue) Checksum() string { return c.checksum }
+func (c *Catalogue) Checksum() string {
+	c.checksumOnce.Do(func() { c.checksum = checksum(&c.data) })
+	return c.checksum
+}
 
 // noteMiss records that name is not in the catalogue although the catalogue was looked at again.
 func (c *Catalogue) noteMiss(name string) {
@@ -523,16 +582,22 @@ func checksum(d *CatalogueData) string {
 // CatalogueSource gives the classifier each database's catalogue. It must be safe for concurrent use.
 type CatalogueSource interface {
 	// Catalogue returns the database's current catalogue, or nil when none is available. On first use
-	// of a database it may block briefly (bounded by its own timeout) while the catalogue loads; it must
-	// never do I/O when a current catalogue is held.
+	// of a database, and after a change it was told of, it may block briefly (bounded by its own
+	// timeout) while the catalogue loads; it must never do I/O when a current catalogue is held.
 	Catalogue(database string) *Catalogue
-	// Lookup is called when a statement names a function or relation that current does not hold. It
-	// may reload the catalogue (bounded and rate-limited). looked reports whether the database was
-	// looked at again (false when rate-limited, failing or too slow: the verdict is then not cached,
-	// so that a later statement tries again); newer is the catalogue to use from now on, or nil
-	// when nothing changed.
+	// Held returns the catalogue held for the database without waiting, and whether it is current:
+	// no change it was told of is still to be read. A statement whose verdict does not depend on
+	// the catalogue is classified without waiting when it is not.
+	Held(database string) (held *Catalogue, current bool)
+	// Lookup is called when a statement names a function or relation that current does not hold
+	// (name is the object's own name, without its schema). It
+	// may read the database again (bounded). looked reports whether the database was looked at
+	// again (false when failing or too slow: the verdict is then not cached, so that a later
+	// statement tries again); newer is the catalogue to use from now on, or nil when nothing changed.
 	Lookup(database string, current *Catalogue, name string) (newer *Catalogue, looked bool)
-	// Invalidate says that functions or views of the database changed (or are about to, when
-	// a statement that changes them passes through): the next Catalogue call must not return the old one.
-	Invalidate(database string)
+	// Changed says that objects of the database changed (committed: the change is committed or
+	// rolled back, so reading them now is worth it) or are about to (a statement that changes them
+	// is passing through): the next Catalogue call must not return a catalogue that misses a change
+	// committed before Changed was called. changes names what changed.
+	Changed(database string, changes *CatalogueChanges, committed bool)
 }

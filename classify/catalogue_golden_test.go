@@ -44,6 +44,8 @@ type CatalogueCase struct {
 	Subject string                 `json:"subject,omitempty"`
 	Chain   string                 `json:"chain,omitempty"`
 	Session classify.SessionEffect `json:"session,omitempty"`
+	// Assumption, when given, must be one of Effects.Assumptions.
+	Assumption string `json:"assumption,omitempty"`
 	// CatalogueChange is the expected Effects.CatalogueChange.
 	CatalogueChange bool `json:"catalogue_change,omitempty"`
 	// Standby says what a real hot standby does with the statement: "ok" (it runs: the default for
@@ -215,6 +217,9 @@ func catalogueMismatch(tc CatalogueCase, effects classify.Effects) []string {
 	}
 	if tc.Session != effects.Session {
 		diffs = append(diffs, fmt.Sprintf("session %v, want %v", effects.Session, tc.Session))
+	}
+	if tc.Assumption != "" && !slices.Contains(effects.Assumptions, tc.Assumption) {
+		diffs = append(diffs, fmt.Sprintf("assumptions %q, want %q among them", effects.Assumptions, tc.Assumption))
 	}
 	if tc.CatalogueChange != effects.CatalogueChange {
 		diffs = append(diffs, fmt.Sprintf("catalogue_change %v, want %v", effects.CatalogueChange, tc.CatalogueChange))

@@ -70,9 +70,9 @@ func TestCatalogueAnalysis(t *testing.T) {
 	}{
 		{"SELECT f_report()", Write, ReasonWritingFunction, "f_report() → audit_log(text)", "f_report() → audit_log(text) writes: INSERT INTO audit"},
 		{"SELECT pure_sql(1)", Read, ReasonReadOnly, "SELECT", ""},
-		// A STABLE function's body decides, not its volatility (PostgreSQL
-		// would refuse this INSERT at run time, on either node).
-		{"SELECT stable_writer()", Write, ReasonWritingFunction, "stable_writer()", "stable_writer() writes: INSERT INTO t"},
+		// PostgreSQL refuses this INSERT in a STABLE function at run time, on
+		// either node: it runs nothing, so the declaration is taken at its word.
+		{"SELECT stable_writer()", Read, ReasonReadOnly, "SELECT", ""},
 		{"SELECT cfunc(1)", Write, ReasonUnknownEffect, "cfunc(integer) (effect unknown: c function, VOLATILE, body cannot be analysed)", ""},
 		{"SELECT dyn()", Write, ReasonWritingFunction, "dyn()", "dyn() writes: EXECUTE of dynamic SQL"},
 		{"SELECT ping(3)", Read, ReasonReadOnly, "SELECT", ""},

@@ -95,8 +95,9 @@ func (c *Classifier) Classify(sql string) Effects {
 func (c *Classifier) ClassifyIn(sql string, ctx *Context) Effects {
 	fetch := c.catalogues != nil && ctx != nil && ctx.Database != ""
 	effects := c.classifyCached(sql, ctx, nil, fetch)
-	if effects.CatalogueChange {
-		c.Invalidate(ctx)
+	if effects.CatalogueChange && c.catalogues != nil && ctx != nil && ctx.Database != "" {
+		// About to change: the next statement must not be classified with what is held now.
+		c.catalogues.Changed(ctx.Database, effects.CatalogueChanges, false)
 	}
 	return effects
 }
@@ -107,11 +108,16 @@ func (c *Classifier) ClassifyWith(sql string, ctx *Context, cat *Catalogue) Effe
 	return c.classifyCached(sql, ctx, cat, false)
 }
 
-// Invalidate tells the catalogue source that the functions or views of ctx's database changed; the
-// proxy calls it again once a statement with CatalogueChange has run.
-func (c *Classifier) Invalidate(ctx *Context) {
+// CatalogueChanged tells the catalogue source what changed in ctx's database (Effects.CatalogueChanges;
+// nil means everything), which it reads at once; the proxy calls it as soon as a statement with
+// CatalogueChange has run and its transaction ended, so that the session's next statement is
+// classified with the change, and the read overlaps the client's next round trip.
+func (c *Classifier) CatalogueChanged(ctx *Context, changes *CatalogueChanges) {
+	if changes == nil {
+		changes = everything()
+	}
 	if c.catalogues != nil && ctx != nil && ctx.Database != "" {
-		c.catalogues.Invalidate(ctx.Database)
+		c.catalogues.Changed(ctx.Database, changes, true)
 	}
 }
 
@@ -124,7 +130,13 @@ const keyBufferSize = 512
 func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fetch bool) Effects {
 	if c.cache == nil || len(sql) > c.maxCachedBytes {
 		if fetch {
-			cat = c.catalogues.Catalogue(ctx.Database)
+			var current bool
+			if cat, current = c.catalogues.Held(ctx.Database); !current {
+				if effects, independent, _ := c.classifyIndependent(sql, ctx); independent {
+					return effects
+				}
+				cat = c.catalogues.Catalogue(ctx.Database)
+			}
 		}
 		effects, _, _, _ := c.classifyUncached(sql, ctx, cat)
 		return effects
@@ -151,7 +163,25 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		shapeDependent = hit
 	}
 	if fetch {
-		cat = c.catalogues.Catalogue(ctx.Database)
+		var current bool
+		if cat, current = c.catalogues.Held(ctx.Database); !current {
+			// A change is still to be read (or nothing is loaded yet): a statement whose verdict
+			// cannot depend on the catalogue (DDL, SET, BEGIN, ...) does not wait for it.
+			effects, independent, cacheable := c.classifyIndependent(sql, ctx)
+			if independent {
+				if cacheable {
+					if !shaped {
+						shapeBytes, shaped = appendShape(shapeStack[:0], sql)
+					}
+					if shaped && shareable(&effects) {
+						c.cache.add(string(shapeBytes), effects, false)
+					}
+					c.cache.add(sql, effects, false)
+				}
+				return effects
+			}
+			cat = c.catalogues.Catalogue(ctx.Database)
+		}
 	}
 	var stack [keyBufferSize]byte
 	key := appendContextKey(stack[:0], ctx, cat)
@@ -242,6 +272,22 @@ func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue) 
 	return effects, a.run.dependent, a.run.cat, !a.run.uncacheable
 }
 
+// classifyIndependent classifies sql without a catalogue when its verdict cannot depend on one
+// (DDL, SET, BEGIN, ...): independent is false when it may, and then nothing more is computed.
+func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effects, independent, cacheable bool) {
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			effects, independent, cacheable = failClosed(fmt.Sprintf("internal error: %v", recovered)), true, true
+		}
+	}()
+	if effects, fast := c.classifyFast(sql); fast {
+		return effects, true, true
+	}
+	a := c.newAnalysis(ctx, nil)
+	effects, dependent := a.fullUnless(sql, true)
+	return effects, !dependent, !a.run.uncacheable
+}
+
 // newAnalysis starts the analysis of one statement string.
 func (c *Classifier) newAnalysis(ctx *Context, cat *Catalogue) *analysis {
 	return &analysis{c: c, env: newEnv(ctx, cat), run: &run{cat: cat, budget: analysisBudget}}
@@ -254,9 +300,16 @@ func (c *Classifier) classifyFull(sql string) Effects {
 
 // full parses sql with pg_query and applies the statement rules and a leading hint.
 func (a *analysis) full(sql string) Effects {
+	effects, _ := a.fullUnless(sql, false)
+	return effects
+}
+
+// fullUnless is full, but when stopIfDependent is set and the verdict depends on the context it
+// stops before the finishing touches (fingerprint, normalised text), and reports stopped.
+func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects, stopped bool) {
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
-		return unparseable(err)
+		return unparseable(err), false
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
 	for _, raw := range tree.Stmts {
@@ -267,15 +320,21 @@ func (a *analysis) full(sql string) Effects {
 			a.followSearchPath(v.searchPath)
 		}
 	}
-	effects := combine(verdicts)
+	if stopIfDependent && a.run.dependent {
+		return Effects{}, true
+	}
+	effects = combine(verdicts)
 	if len(a.run.warnings) > 0 {
 		effects.Warnings = append([]string(nil), a.run.warnings...)
+	}
+	if len(a.run.assumptions) > 0 && effects.Access == Read {
+		effects.Assumptions = append([]string(nil), a.run.assumptions...)
 	}
 	if cat := a.run.cat; cat == nil && a.run.dependent && a.c.catalogues != nil && a.env.database != "" {
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}
 	applyHint(leadingHint(sql), &effects)
-	return withFingerprint(sql, effects)
+	return withFingerprint(sql, effects), false
 }
 
 // withFingerprint fills Fingerprint and Normalized; a failure here means the input did not parse after all.
@@ -326,6 +385,12 @@ func (v *verdict) effects() Effects {
 		CatalogueChange: v.catalogueChange || v.session&sessionCatalogueChange != 0,
 		SetConfigNames:  v.settings,
 		SearchPath:      v.searchPath,
+	}
+	switch {
+	case v.session&sessionCatalogueChange != 0, v.catalogueChange && v.changes == nil:
+		e.CatalogueChanges = everything()
+	case v.catalogueChange:
+		e.CatalogueChanges = v.changes
 	}
 	if v.access == Write {
 		e.Chain, e.Detail = v.chain, v.detail
@@ -381,4 +446,12 @@ func truncateUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// mergeChanges returns the union of two catalogue changes in a new value (verdicts are shared).
+func mergeChanges(into, more *CatalogueChanges) *CatalogueChanges {
+	merged := &CatalogueChanges{}
+	merged.Merge(into)
+	merged.Merge(more)
+	return merged
 }

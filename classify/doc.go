@@ -47,12 +47,25 @@
 // PL/pgSQL are trusted reads; SQL bodies (whatever their volatility) are
 // parsed statement by statement and PL/pgSQL bodies with pg_query's PL/pgSQL parser (plpgsql.go),
 // where EXECUTE of dynamic SQL, CALL, COPY, LOCK, NOTIFY, GRANT, REVOKE, maintenance and labelling
-// statements count as writes; other languages are UNKNOWN_EFFECT. Effects carry through calls with
+// statements count as writes; other languages are UNKNOWN_EFFECT. In the body of a STABLE or
+// IMMUTABLE SQL or PL/pgSQL function, what PostgreSQL refuses there (data-modifying and utility
+// statements) and dynamic SQL (which it runs read-only) are taken as reads, and the verdict lists
+// the assumption in Effects.Assumptions (takeDeclared); visible nextval(), advisory locks and
+// node-local reads still decide. Effects carry through calls with
 // memoisation (per catalogue, function and search path) and cycle detection; deeper than
 // Options.MaxDepth is NESTING_TOO_DEEP. Overloads are resolved by argument count and evident
 // argument types, and when they differ in effect and the call cannot be resolved, the call is
 // UNKNOWN_EFFECT. Effects.Chain and Effects.Detail say through which functions and views the
 // deciding effect was found.
+//
+// # Catalogue changes
+//
+// A statement that changes what the catalogue holds sets Effects.CatalogueChange and names, in
+// Effects.CatalogueChanges, the functions, relations and types it changes, or Everything when its
+// parse tree does not bound its reach (changes.go). The proxy passes them to CatalogueChanged once
+// the statement ran outside a transaction block; the source reads just those names again. While a
+// change is pending (CatalogueSource.Held reports it), a statement whose verdict cannot depend on
+// the catalogue is classified without waiting; one that may depend on it waits for the read.
 //
 // # Hints
 //

@@ -391,9 +391,17 @@ type Effects struct {
 	// statement would need the primary, overloads that could not be resolved, ignored hints, a catalogue
 	// that could not be loaded.
 	Warnings []string `json:"warnings,omitempty"`
+	// Assumptions say where a read verdict rests on a function's declared volatility rather than on
+	// what analysis saw, for example "EXECUTE of dynamic SQL taken as a read: f(text) is declared
+	// STABLE": PostgreSQL refuses writes there, so what such a function hides can at worst fail on a
+	// standby (nextval() in a dynamic string), never write.
+	Assumptions []string `json:"assumptions,omitempty"`
 	// CatalogueChange is set when some statement creates, changes or drops a function, procedure or view,
 	// or comments on a function: cached function analyses of the database must be refreshed after it runs.
 	CatalogueChange bool `json:"catalogue_change,omitempty"`
+	// CatalogueChanges says what CatalogueChange changes: the names of the objects, or everything.
+	// Set exactly when CatalogueChange is; pass it to Classifier.CatalogueChanged once the statement ran.
+	CatalogueChanges *CatalogueChanges `json:"catalogue_changes,omitempty"`
 	// SetConfigNames are the settings (lower case) that SET, RESET and set_config calls, in the
 	// statement or in the functions it runs, may change, "" standing for a set_config whose name
 	// is not a constant. A proxy reads their values back: settings of extensions and applications

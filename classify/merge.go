@@ -12,7 +12,8 @@ import "slices"
 //     reads only because of it;
 //   - Tx is the first part's transaction control that is not TxNone;
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
-//     when any part has it, and Statements is the sum;
+//     when any part has it (CatalogueChanges and Assumptions are unions too),
+//     and Statements is the sum;
 //   - SearchPath and Pgowl describe a single statement: they are kept only
 //     when there is one part;
 //   - Fingerprint, Normalized and ParseError are the first part's.
@@ -41,6 +42,14 @@ func Merge(parts []Effects) Effects {
 		}
 		merged.Session |= part.Session
 		merged.CatalogueChange = merged.CatalogueChange || part.CatalogueChange
+		if part.CatalogueChanges != nil {
+			merged.CatalogueChanges = mergeChanges(merged.CatalogueChanges, part.CatalogueChanges)
+		}
+		for _, assumption := range part.Assumptions {
+			if !slices.Contains(merged.Assumptions, assumption) {
+				merged.Assumptions = append(merged.Assumptions, assumption)
+			}
+		}
 		merged.SetConfigNames = mergeNames(merged.SetConfigNames, part.SetConfigNames)
 		for _, warning := range part.Warnings {
 			if !slices.Contains(merged.Warnings, warning) {
@@ -51,6 +60,10 @@ func Merge(parts []Effects) Effects {
 	}
 	if len(parts) == 1 {
 		merged.SearchPath, merged.Pgowl = parts[0].SearchPath, parts[0].Pgowl
+	}
+	if merged.Access == Write {
+		// A declaration's word matters only to a read.
+		merged.Assumptions = nil
 	}
 	return merged
 }

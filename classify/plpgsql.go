@@ -284,6 +284,15 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 			return
 		}
 	}
+	if w.a.declared != "" {
+		// PostgreSQL runs the string read-only, as it does every statement of a STABLE or
+		// IMMUTABLE function: whatever it writes is refused. Only what it calls that a
+		// standby refuses (nextval(), advisory locks) or that reads node-local state is
+		// not covered; the declaration is taken at its word for those.
+		w.a.assume(subject + " taken as a read: " + w.a.declared)
+		w.add(nil, read(subject))
+		return
+	}
 	v := write(subject)
 	v.catalogueChange = w.procedure
 	w.add(nil, v)

@@ -25,7 +25,9 @@ func (s *review9Source) Catalogue(database string) *Catalogue {
 	return s.cats[database]
 }
 func (s *review9Source) Lookup(string, *Catalogue, string) (*Catalogue, bool) { return nil, true }
-func (s *review9Source) Invalidate(string)                                    {}
+func (s *review9Source) Changed(string, *CatalogueChanges, bool)              {}
+
+func (s *review9Source) Held(database string) (*Catalogue, bool) { return s.Catalogue(database), true }
 func (s *review9Source) set(database string, cat *Catalogue) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -23,8 +23,10 @@ type verdict struct {
 	detail string
 	// searchPath is set when the statement changes the session's search_path.
 	searchPath *SearchPathChange
-	// catalogueChange marks DDL after which the function catalogue must be reloaded.
+	// catalogueChange marks DDL after which the function catalogue must be reloaded; changes says
+	// what it changes (nil: everything).
 	catalogueChange bool
+	changes         *CatalogueChanges
 }
 
 func read(subject string) verdict {
@@ -50,8 +52,16 @@ const pgowlPrefix = "pgowl."
 // data-modifying WITH and function calls. Anything not recognised is a Write with an unknown effect.
 func (a *analysis) statement(node *pg_query.Node) verdict {
 	v := a.statementKind(node)
-	if changesCatalogue(node) {
+	if a.declared != "" {
+		return a.takeDeclared(node, v)
+	}
+	if changes := catalogueChanges(node); changes != nil && (!a.body || !relationOnly(node) || a.dropsTrackedRelation(node)) {
+		// Inside a function body, creating and dropping tables and sequences leaves the catalogue's
+		// functions and views as they were (a function that creates a temporary table on every
+		// call must not reload the catalogue on every call), unless what reading a dropped
+		// table meant (its policies, unlogged data) is held.
 		v.catalogueChange = true
+		v.changes = changes
 	}
 	if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok {
 		if names := fn.CreateFunctionStmt.GetFuncname(); len(names) > 1 &&
@@ -64,13 +74,29 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE:
 			v.session |= SessionRelease // it may drop the last temporary table, view or sequence
 		}
-		if drop.DropStmt.GetRemoveType() == pg_query.ObjectType_OBJECT_TABLE && a.dropsTrackedTable(drop.DropStmt) {
-			// What reading it means (its policies, unlogged) is in the catalogue: a
-			// table created again under the name must not inherit it.
-			v.catalogueChange = true
-		}
 	}
 	return v
+}
+
+// relationOnly reports whether a statement creates or drops only tables, sequences or foreign tables.
+func relationOnly(node *pg_query.Node) bool {
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateStmt, *pg_query.Node_CreateTableAsStmt, *pg_query.Node_CreateSeqStmt:
+		return true
+	case *pg_query.Node_DropStmt:
+		switch stmt.DropStmt.GetRemoveType() {
+		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_SEQUENCE, pg_query.ObjectType_OBJECT_FOREIGN_TABLE:
+			return true
+		}
+	}
+	return false
+}
+
+// dropsTrackedRelation reports whether node is a DROP TABLE of a table the catalogue holds row
+// security policies or unlogged data for.
+func (a *analysis) dropsTrackedRelation(node *pg_query.Node) bool {
+	drop, ok := node.GetNode().(*pg_query.Node_DropStmt)
+	return ok && drop.DropStmt.GetRemoveType() == pg_query.ObjectType_OBJECT_TABLE && a.dropsTrackedTable(drop.DropStmt)
 }
 
 // dropsTrackedTable reports whether DROP TABLE names a table the catalogue holds row security

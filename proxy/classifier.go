@@ -30,8 +30,10 @@ type classifierState struct {
 	lastPending string
 	// changeRan: a unit that changes functions, views, casts, operators or types has run; once
 	// the session is outside a transaction block (the change is committed, or rolled back), the
-	// database's catalogue is invalidated again, so that what was loaded meanwhile is not kept.
+	// catalogue source is told what changed (changes: what the session's statements classified
+	// since said they change), so that the session's next statement sees the change.
 	changeRan bool
+	changes   classify.CatalogueChanges
 }
 
 // classify returns the effects of sql as the session would run it.
@@ -44,14 +46,41 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st := &sess.cls
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
-		// The change has run and its transaction ended: whatever was loaded while it ran
-		// (before it was committed) is outdated.
-		c.Invalidate(&st.ctx)
-		st.changeRan = false
+		st.tellChanges(c)
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
-	return c.ClassifyIn(sql, &ctx)
+	effects := c.ClassifyIn(sql, &ctx)
+	if effects.CatalogueChange {
+		st.changes.Merge(effects.CatalogueChanges)
+		if effects.CatalogueChanges == nil {
+			st.changes.Merge(&classify.CatalogueChanges{Everything: true})
+		}
+	}
+	return effects
+}
+
+// catalogueChangeRan records that a unit that changes the catalogue ran. When its transaction
+// ended with it (status 'I': committed, or rolled back) the classifier is told at once, so that the
+// catalogue is read while the client receives the answer and sends its next statement; otherwise
+// the session's first statement outside the transaction block tells it (see classify).
+func (sess *session) catalogueChangeRan(status byte) {
+	sess.cls.changeRan = true
+	if status == 'I' {
+		sess.cls.tellChanges(sess.srv.opts.Classifier)
+	}
+}
+
+// tellChanges tells the classifier what the session's statements changed in the catalogue: the
+// change has run and its transaction ended, and whatever was read while it ran (before it was
+// committed) misses it.
+func (st *classifierState) tellChanges(c *classify.Classifier) {
+	changes := st.changes
+	if changes.Empty() {
+		changes.Everything = true
+	}
+	c.CatalogueChanged(&st.ctx, &changes)
+	st.changeRan, st.changes = false, classify.CatalogueChanges{}
 }
 
 // idleForCatalogue reports whether the session is outside a transaction block.

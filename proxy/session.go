@@ -525,7 +525,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		}
 	}
 	if u.effects.CatalogueChange && !u.runsNothing {
-		sess.cls.changeRan = true
+		sess.catalogueChangeRan(status)
 	}
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.

@@ -1,15 +1,29 @@
 // Package catalog loads each database's function catalogue for the classifier: the functions of
 // pg_proc (language, volatility, kind, bodies, argument types, search_path settings, comments with
 // the pgowl:readonly / pgowl:writes directives), the views with their definitions, the relations,
-// the types and the default search paths, all read from the primary in one snapshot.
+// the types, operators and casts, and the default search paths, all read from the primary.
 //
-// A Manager implements classify.CatalogueSource. It loads a database's catalogue on its first use
-// (the statement that needs it waits at most Options.Wait; past that, or when the load fails, the
-// statement is classified without it and unknown functions go to the primary), reloads it in the
-// background every Options.RefreshInterval, reloads it before the next statement after Invalidate
-// (a CREATE, ALTER or DROP FUNCTION, CREATE OR REPLACE VIEW, COMMENT ON FUNCTION, ... passed through
-// pgowl), and reloads it when a statement names a function or relation it does not hold, so that a
-// function created elsewhere is found on its first use. A reload that finds the same content keeps
-// the old catalogue, so its version (part of the classifier's cache keys) and its memoised function
-// analyses survive. Holding a current catalogue costs no I/O: two atomic loads per statement.
+// A Manager implements classify.CatalogueSource. It reads a database's whole catalogue on its first
+// use (the statement that needs it waits at most Options.Wait; past that, or when the read fails,
+// the statement is classified without it and unknown functions go to the primary) and every
+// Options.RefreshInterval in the background. After Changed (a statement that changes functions,
+// relations or types passed through pgowl; the classifier names them from the parse tree) it reads
+// only the names that changed, in one batch over a connection it keeps while reads follow each
+// other, patches the held data and rebuilds only the indexes of the parts that changed
+// (classify.DeriveCatalogue). A change that does not name all it changes (Everything) reads the
+// whole catalogue. A name a statement uses that the catalogue does not hold is read the same way.
+// A read that finds the same content keeps the old catalogue, so its version (part of the
+// classifier's cache keys) and its memoised function analyses survive. Holding a current catalogue
+// costs no I/O: two atomic loads per statement.
+//
+// Per database the manager is in one of four states: no catalogue; current; pending (a change was
+// told: Held reports it, statements whose verdict depends on the catalogue wait for a read that
+// started after the change); reading (one read runs, changes and lookups arriving meanwhile are
+// read by the next one). Generations order them: every Changed and Lookup advances the database's
+// generation, a read reaches the generation it started at, and a statement waits until the held
+// catalogue reaches the generation of the last change it must see.
+//
+// Reads survive DDL running beside them (load.go): each part is its own statement, a part that
+// fails on an object that vanished meanwhile is read again with a new snapshot, and objects that
+// keep failing are left out with a warning, found by halving the OID range.
 package catalog

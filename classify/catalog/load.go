@@ -1,12 +1,17 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgowl/pgowl/classify"
 )
@@ -18,33 +23,134 @@ type Overrides struct {
 	Writes   []string
 }
 
-// Load reads one database's catalogue over conn: its functions (pg_proc, with bodies, argument types,
-// settings and comments), views (pg_get_viewdef), relations, types and the role and database defaults
-// of search_path. All of it is read in one REPEATABLE READ transaction, so it is one consistent
-// snapshot. conn must be connected to database; Load leaves it idle.
+// Load reads one database's whole catalogue over conn: its functions (pg_proc, with bodies, argument
+// types, settings and comments), views (pg_get_viewdef), relations, types, operators and casts, and
+// the role and database defaults of search_path. Each part is read in its own statement, after
+// every change committed before Load was called; an object dropped or changed while it is read is
+// read again or, when it is gone, left out (see readRows), so DDL running beside a load never fails
+// it. conn must be connected to database; Load leaves it idle with its search_path as it found it.
 func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.Catalogue, error) {
-	data := classify.CatalogueData{Database: database, LoadedAt: time.Now(), DefaultSearchPath: map[string][]string{}}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("catalog: begin: %w", err)
+	data, _, err := loadData(ctx, conn, database, overrides)
+	if _, resetErr := conn.Exec(ctx, "RESET search_path"); err == nil && resetErr != nil {
+		err = fmt.Errorf("catalog: reset search_path: %w", resetErr)
 	}
-	defer tx.Rollback(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return classify.NewCatalogue(*data), nil
+}
 
-	// The configured overrides name functions the way a client would, so they are resolved before
-	// the search path is narrowed below.
+// prepareConnection readies a connection that reads catalogues again and again: every name
+// qualified in what pg_get_viewdef and friends print, and the reads planned once (they are index
+// lookups by name, which planning again on every run would cost more than running). It refuses a
+// node in recovery; a primary does not turn into a standby without a restart, which closes the
+// connection.
+func prepareConnection(ctx context.Context, conn *pgx.Conn) error {
+	if err := checkPrimary(ctx, conn); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog; SET plan_cache_mode = force_generic_plan"); err != nil {
+		return fmt.Errorf("catalog: prepare the connection: %w", err)
+	}
+	return nil
+}
+
+// loadData reads a whole catalogue's data and the resolved overrides (function OID → kind); it
+// leaves the connection's search_path at pg_catalog.
+func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.CatalogueData, map[uint32]string, error) {
+	data := classify.CatalogueData{Database: database, LoadedAt: time.Now(), DefaultSearchPath: map[string][]string{}}
+	if err := checkPrimary(ctx, conn); err != nil {
+		return nil, nil, err
+	}
+	// The configured overrides name functions the way a client would, so they are resolved with
+	// the connection's own search_path, before it is narrowed below.
+	assertions, warnings, err := resolveOverrides(ctx, conn, database, overrides)
+	if err != nil {
+		return nil, nil, err
+	}
+	data.Warnings = append(data.Warnings, warnings...)
+	if err := loadDefaultSearchPaths(ctx, conn, &data); err != nil {
+		return nil, nil, err
+	}
+	// With only pg_catalog on the path, pg_get_viewdef and pg_get_functiondef qualify every other name.
+	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog"); err != nil {
+		return nil, nil, fmt.Errorf("catalog: set search_path: %w", err)
+	}
+	all := filter{}
+	for _, part := range []func() error{
+		func() (err error) {
+			data.Functions, err = readFunctions(ctx, conn, all, assertions, &data.Warnings)
+			return err
+		},
+		func() (err error) { data.Views, err = readRows(ctx, conn, viewsPart, all, &data.Warnings); return err },
+		func() (err error) {
+			data.Relations, err = readRows(ctx, conn, relationsPart, all, &data.Warnings)
+			return err
+		},
+		func() (err error) { data.Types, err = readRows(ctx, conn, typesPart, all, &data.Warnings); return err },
+		func() (err error) {
+			data.Operators, err = readRows(ctx, conn, operatorsPart, all, &data.Warnings)
+			return err
+		},
+		func() (err error) { data.Casts, err = readRows(ctx, conn, castsPart, all, &data.Warnings); return err },
+		func() (err error) {
+			data.FieldCasts, err = readRows(ctx, conn, fieldCastsPart, all, &data.Warnings)
+			return err
+		},
+	} {
+		if err := part(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return &data, assertions, nil
+}
+
+// checkPrimary refuses a node in recovery: a standby may not have every committed change yet.
+func checkPrimary(ctx context.Context, conn *pgx.Conn) error {
+	var inRecovery bool
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
+		return fmt.Errorf("catalog: ask the node's role: %w", err)
+	}
+	if inRecovery {
+		return errors.New("catalog: the node is in recovery (a standby); the catalogue is read from the primary")
+	}
+	return nil
+}
+
+// resolveOverrides resolves the configured assertions with to_regprocedure, in the connection's
+// default search_path.
+func resolveOverrides(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (map[uint32]string, []string, error) {
 	assertions := map[uint32]string{}
+	if len(overrides.Readonly)+len(overrides.Writes) == 0 {
+		return assertions, nil, nil
+	}
+	var warnings []string
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("catalog: begin: %w", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO DEFAULT"); err != nil {
+		return nil, nil, fmt.Errorf("catalog: set search_path: %w", err)
+	}
 	for _, list := range []struct {
 		kind    string
 		entries []string
 	}{{"readonly", overrides.Readonly}, {"writes", overrides.Writes}} {
 		for _, entry := range list.entries {
 			var oid *uint32
+			if _, err := tx.Exec(ctx, "SAVEPOINT entry"); err != nil {
+				return nil, nil, fmt.Errorf("catalog: savepoint: %w", err)
+			}
 			if err := tx.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", entry).Scan(&oid); err != nil {
-				data.Warnings = append(data.Warnings, fmt.Sprintf("classify.functions.%s: %q: %v", list.kind, entry, err))
+				warnings = append(warnings, fmt.Sprintf("classify.functions.%s: %q: %v", list.kind, entry, err))
+				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT entry"); err != nil {
+					return nil, nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
+				}
 				continue
 			}
 			if oid == nil {
-				data.Warnings = append(data.Warnings, fmt.Sprintf("classify.functions.%s: %q names no function in database %q", list.kind, entry, database))
+				warnings = append(warnings, fmt.Sprintf("classify.functions.%s: %q names no function in database %q", list.kind, entry, database))
 				continue
 			}
 			if previous := assertions[*oid]; previous != "writes" {
@@ -52,41 +158,139 @@ func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overri
 			}
 		}
 	}
-	if err := loadDefaultSearchPaths(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	// With only pg_catalog on the path, pg_get_viewdef and pg_get_functiondef qualify every other name.
-	if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
-		return nil, fmt.Errorf("catalog: set search_path: %w", err)
-	}
-	if err := loadFunctions(ctx, tx, &data, assertions); err != nil {
-		return nil, err
-	}
-	if err := loadViews(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := loadRelations(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := loadTypes(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := loadOperators(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := loadCasts(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := loadFieldCasts(ctx, tx, &data); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("catalog: commit: %w", err)
-	}
-	return classify.NewCatalogue(data), nil
+	return assertions, warnings, nil
 }
 
-const functionsQuery = `
+// part is one kind of catalogue object and the query that reads it. The query has one %s, where
+// the filter goes (with the name of the object's OID column as oidColumn and of its name column as
+// nameColumn), and reads the objects in OID order.
+type part[T any] struct {
+	what       string
+	query      string
+	oidColumn  string
+	nameColumn string
+	scan       func(pgx.CollectableRow, *T) error
+}
+
+// filter selects the objects a read covers: all (Names nil), or those called one of Names. First
+// and Last narrow it to an OID range when a read is split (see readRows).
+type filter struct {
+	Names       []string
+	First, Last uint32
+	ranged      bool
+}
+
+// sql renders the filter for p's query; args are its parameters.
+func (f filter) sql(oidColumn, nameColumn string) (string, []any) {
+	conditions, args := []string{"true"}, []any{}
+	if f.Names != nil {
+		args = append(args, f.Names)
+		conditions = append(conditions, fmt.Sprintf("%s = ANY($%d::text[])", nameColumn, len(args)))
+	}
+	if f.ranged {
+		args = append(args, f.First, f.Last)
+		conditions = append(conditions, fmt.Sprintf("%s BETWEEN $%d::oid AND $%d::oid", oidColumn, len(args)-1, len(args)))
+	}
+	return strings.Join(conditions, " AND "), args
+}
+
+// readAttempts is how often a read is tried whole before it is split; splitDepth bounds the
+// halvings of the OID range (2^32 OIDs: 32 halvings reach one object).
+const (
+	readAttempts = 3
+	splitDepth   = 33
+)
+
+// readRows reads p's objects that f selects. A read can fail while DDL runs beside it: functions
+// such as pg_get_viewdef and format_type look objects up in the server's caches, which already
+// miss an object that the statement's snapshot still lists ("could not open relation with OID N",
+// "cache lookup failed for type N"). Such a read is tried again, with a new snapshot in which the
+// object is gone; if it keeps failing, the OID range is halved until the failing objects are
+// alone, and those are left out with a warning. Only a broken connection fails the read.
+func readRows[T any](ctx context.Context, conn *pgx.Conn, p part[T], f filter, warnings *[]string) ([]T, error) {
+	var err error
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		var list []T
+		if list, err = queryPart(ctx, conn, p, f); err == nil {
+			return list, nil
+		}
+		if !objectError(err) {
+			return nil, fmt.Errorf("catalog: read %s: %w", p.what, err)
+		}
+	}
+	return splitRead(ctx, conn, p, filter{Names: f.Names, First: 0, Last: ^uint32(0), ranged: true}, warnings, 0)
+}
+
+// splitRead reads the range f in halves until the objects that fail are alone.
+func splitRead[T any](ctx context.Context, conn *pgx.Conn, p part[T], f filter, warnings *[]string, depth int) ([]T, error) {
+	list, err := queryPart(ctx, conn, p, f)
+	switch {
+	case err == nil:
+		return list, nil
+	case !objectError(err):
+		return nil, fmt.Errorf("catalog: read %s: %w", p.what, err)
+	case f.First == f.Last || depth >= splitDepth:
+		*warnings = append(*warnings, fmt.Sprintf("catalog: left out %s with OID %d..%d: %v", p.what, f.First, f.Last, err))
+		return nil, nil
+	}
+	middle := f.First + (f.Last-f.First)/2
+	low, err := splitRead(ctx, conn, p, filter{Names: f.Names, First: f.First, Last: middle, ranged: true}, warnings, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	high, err := splitRead(ctx, conn, p, filter{Names: f.Names, First: middle + 1, Last: f.Last, ranged: true}, warnings, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	return append(low, high...), nil
+}
+
+// queryPart runs p's query with filter f.
+func queryPart[T any](ctx context.Context, conn *pgx.Conn, p part[T], f filter) ([]T, error) {
+	condition, args := f.sql(p.oidColumn, p.nameColumn)
+	rows, err := conn.Query(ctx, fmt.Sprintf(p.query, condition), args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		var v T
+		err := p.scan(row, &v)
+		return v, err
+	})
+}
+
+// objectError reports whether err is the server's complaint about one object (a missing relation,
+// type or function, an internal cache lookup failure) rather than a broken connection or a bad
+// query: reading again may not meet it.
+func objectError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "XX000", // internal_error: cache lookup failed, could not open relation with OID
+		"42P01",          // undefined_table
+		"42704",          // undefined_object
+		"42883",          // undefined_function
+		"40001", "40P01": // serialization failure, deadlock
+		return true
+	}
+	return false
+}
+
+// readFunctions reads the functions f selects, with the assertions that apply to them.
+func readFunctions(ctx context.Context, conn *pgx.Conn, f filter, assertions map[uint32]string, warnings *[]string) ([]classify.Function, error) {
+	list, err := readRows(ctx, conn, functionsPart, f, warnings)
+	for i := range list {
+		list[i].Override = assertions[list[i].OID]
+	}
+	return list, err
+}
+
+// functionsPart reads pg_proc outside pg_catalog.
+var functionsPart = part[classify.Function]{
+	what: "pg_proc", oidColumn: "p.oid", nameColumn: "p.proname",
+	query: `
 SELECT p.oid, n.nspname, p.proname, l.lanname, p.provolatile::text, p.prokind::text, p.proretset,
        coalesce(p.prosrc, ''),
        CASE WHEN p.prosqlbody IS NOT NULL THEN pg_get_functiondef(p.oid) ELSE '' END,
@@ -100,31 +304,22 @@ SELECT p.oid, n.nspname, p.proname, l.lanname, p.provolatile::text, p.prokind::t
        CASE WHEN p.prokind = 'p' THEN '' ELSE coalesce(pg_get_function_result(p.oid), '') END,
        coalesce(p.proconfig, '{}'),
        coalesce(d.description, ''),
-       CASE WHEN a.aggfnoid IS NULL THEN '{}'::oid[] ELSE
-         ARRAY(SELECT x FROM (VALUES (a.aggtransfn::oid), (a.aggfinalfn::oid), (a.aggcombinefn::oid),
-                                     (a.aggserialfn::oid), (a.aggdeserialfn::oid), (a.aggmtransfn::oid),
-                                     (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE x <> 0) END
+       CASE WHEN p.prokind <> 'a' THEN '{}'::oid[] ELSE
+         ARRAY(SELECT x FROM pg_aggregate a CROSS JOIN LATERAL (VALUES (a.aggtransfn::oid), (a.aggfinalfn::oid),
+                 (a.aggcombinefn::oid), (a.aggserialfn::oid), (a.aggdeserialfn::oid), (a.aggmtransfn::oid),
+                 (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE a.aggfnoid = p.oid AND x <> 0) END
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_language l ON l.oid = p.prolang
 LEFT JOIN pg_description d ON d.objoid = p.oid AND d.classoid = 'pg_proc'::regclass AND d.objsubid = 0
-LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid
-WHERE n.nspname <> 'pg_catalog'
-ORDER BY p.oid`
-
-func loadFunctions(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData, assertions map[uint32]string) error {
-	rows, err := tx.Query(ctx, functionsQuery)
-	if err != nil {
-		return fmt.Errorf("catalog: read pg_proc: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var f classify.Function
+WHERE n.nspname <> 'pg_catalog' AND %s
+ORDER BY p.oid`,
+	scan: func(row pgx.CollectableRow, f *classify.Function) error {
 		var volatility, kind string
-		if err := rows.Scan(&f.OID, &f.Schema, &f.Name, &f.Language, &volatility, &kind, &f.ReturnsSet, &f.Source,
+		if err := row.Scan(&f.OID, &f.Schema, &f.Name, &f.Language, &volatility, &kind, &f.ReturnsSet, &f.Source,
 			&f.SQLBody, &f.ArgTypes, &f.ArgTypeNames, &f.ArgNames, &f.Defaults, &f.DefaultExprs, &f.Variadic, &f.Arguments, &f.Result,
 			&f.Config, &f.Comment, &f.Calls); err != nil {
-			return fmt.Errorf("catalog: read pg_proc row: %w", err)
+			return err
 		}
 		if volatility != "" {
 			f.Volatility = volatility[0]
@@ -132,28 +327,28 @@ func loadFunctions(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData,
 		if kind != "" {
 			f.Kind = kind[0]
 		}
-		f.Override = assertions[f.OID]
-		data.Functions = append(data.Functions, f)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read pg_proc: %w", err)
-	}
-	return nil
+		return nil
+	},
 }
 
-func loadViews(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.Views, err = readAll(ctx, tx, "views", `
+// viewsPart reads the views outside pg_catalog and information_schema with their definitions.
+var viewsPart = part[classify.View]{
+	what: "views", oidColumn: "c.oid", nameColumn: "c.relname",
+	query: `
 SELECT c.oid, n.nspname, c.relname, coalesce(pg_get_viewdef(c.oid), '')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-ORDER BY c.oid`, func(row pgx.CollectableRow, v *classify.View) error {
+WHERE c.relkind = 'v' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND %s
+ORDER BY c.oid`,
+	scan: func(row pgx.CollectableRow, v *classify.View) error {
 		return row.Scan(&v.OID, &v.Schema, &v.Name, &v.Definition)
-	})
-	return err
+	},
 }
 
-func loadRelations(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.Relations, err = readAll(ctx, tx, "relations", `
+// relationsPart reads every table-like relation (pg_catalog's too), whether reading it reads
+// unlogged data, and the read policies row security runs.
+var relationsPart = part[classify.Relation]{
+	what: "relations", oidColumn: "c.oid", nameColumn: "c.relname",
+	query: `
 SELECT n.nspname, c.relname, c.relkind::text,
        c.relpersistence = 'u' OR (c.relhassubclass AND EXISTS (
          WITH RECURSIVE d(oid) AS (
@@ -167,8 +362,9 @@ SELECT n.nspname, c.relname, c.relkind::text,
        ELSE '' END
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
-  AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
-ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
+  AND n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
+ORDER BY c.oid`,
+	scan: func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
 		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy); err != nil {
 			return err
@@ -177,19 +373,21 @@ ORDER BY 1, 2`, func(row pgx.CollectableRow, r *classify.Relation) error {
 			r.Kind = kind[0]
 		}
 		return nil
-	})
-	return err
+	},
 }
 
-func loadTypes(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.Types, err = readAll(ctx, tx, "types", `
+// typesPart reads every type, with a domain's CHECK expressions.
+var typesPart = part[classify.Type]{
+	what: "types", oidColumn: "t.oid", nameColumn: "t.typname",
+	query: `
 SELECT t.oid, n.nspname, t.typname, t.typtype::text, t.typbasetype::oid,
        CASE WHEN t.typtype = 'd' THEN coalesce((
          SELECT string_agg('(' || pg_get_expr(c.conbin, 0) || ')', ', ' ORDER BY c.conname)
          FROM pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c'), '') ELSE '' END
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast%'
-ORDER BY t.oid`, func(row pgx.CollectableRow, t *classify.Type) error {
+WHERE n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
+ORDER BY t.oid`,
+	scan: func(row pgx.CollectableRow, t *classify.Type) error {
 		var kind string
 		if err := row.Scan(&t.OID, &t.Schema, &t.Name, &kind, &t.Base, &t.Check); err != nil {
 			return err
@@ -198,15 +396,77 @@ ORDER BY t.oid`, func(row pgx.CollectableRow, t *classify.Type) error {
 			t.Kind = kind[0]
 		}
 		return nil
-	})
-	return err
+	},
+}
+
+// operatorsPart reads the operators outside pg_catalog: an expression such as a ### b runs the
+// operator's function without naming it.
+var operatorsPart = part[classify.Operator]{
+	what: "pg_operator", oidColumn: "o.oid", nameColumn: "o.oprname",
+	query: `
+SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END,
+       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
+         WHERE x.oid = o.oprnegate AND xp.pronamespace <> 'pg_catalog'::regnamespace),
+       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
+         WHERE x.oid = o.oprcom AND xp.pronamespace <> 'pg_catalog'::regnamespace)
+FROM pg_operator o
+JOIN pg_namespace n ON n.oid = o.oprnamespace
+JOIN pg_proc p ON p.oid = o.oprcode
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE n.nspname <> 'pg_catalog' AND %s
+ORDER BY o.oid`,
+	scan: func(row pgx.CollectableRow, o *classify.Operator) error {
+		var negator, commutator *uint32
+		if err := row.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction, &negator, &commutator); err != nil {
+			return err
+		}
+		if negator != nil {
+			o.Negator = *negator
+		}
+		if commutator != nil {
+			o.Commutator = *commutator
+		}
+		return nil
+	},
+}
+
+// castsPart reads the casts whose function is outside pg_catalog: x::t runs it without naming it.
+var castsPart = part[classify.Cast]{
+	what: "pg_cast", oidColumn: "c.oid", nameColumn: "p.proname",
+	query: `
+SELECT c.castsource::oid, c.casttarget::oid, c.castfunc::oid
+FROM pg_cast c
+JOIN pg_proc p ON p.oid = c.castfunc
+JOIN pg_namespace pn ON pn.oid = p.pronamespace
+WHERE pn.nspname <> 'pg_catalog' AND %s
+ORDER BY c.oid`,
+	scan: func(row pgx.CollectableRow, c *classify.Cast) error {
+		return row.Scan(&c.Source, &c.Target, &c.Function)
+	},
+}
+
+// fieldCastsPart reads which composite types have a field of a type that a cast of castsPart
+// converts to: ROW(...)::t may run that cast for the field.
+var fieldCastsPart = part[classify.FieldCast]{
+	what: "composite fields", oidColumn: "t.oid", nameColumn: "t.typname",
+	query: `
+SELECT DISTINCT t.oid, a.atttypid
+FROM pg_type t
+JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE t.typtype = 'c' AND a.atttypid IN (
+  SELECT c.casttarget FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
+  WHERE p.pronamespace <> 'pg_catalog'::regnamespace) AND %s
+ORDER BY 1, 2`,
+	scan: func(row pgx.CollectableRow, fc *classify.FieldCast) error {
+		return row.Scan(&fc.Composite, &fc.Target)
+	},
 }
 
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
 // the role in this database, else for the role, else for this database, else the server's.
-func loadDefaultSearchPaths(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) error {
+func loadDefaultSearchPaths(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
 	var server, source string
-	if err := tx.QueryRow(ctx, "SELECT coalesce(reset_val, boot_val), source FROM pg_settings WHERE name = 'search_path'").Scan(&server, &source); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT coalesce(reset_val, boot_val), source FROM pg_settings WHERE name = 'search_path'").Scan(&server, &source); err != nil {
 		return fmt.Errorf("catalog: read search_path default: %w", err)
 	}
 	switch source {
@@ -214,7 +474,7 @@ func loadDefaultSearchPaths(ctx context.Context, tx pgx.Tx, data *classify.Catal
 		// The loader's own value comes from a setting for its role or database: use the built-in default.
 		server = `"$user", public`
 	}
-	rows, err := tx.Query(ctx, `
+	rows, err := conn.Query(ctx, `
 SELECT coalesce(r.rolname, ''), s.setdatabase <> 0, cfg
 FROM pg_db_role_setting s
 LEFT JOIN pg_roles r ON r.oid = s.setrole
@@ -257,79 +517,232 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 	return nil
 }
 
-// loadOperators reads the operators outside pg_catalog: an expression such as a ### b runs the
-// operator's function without naming it.
-func loadOperators(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.Operators, err = readAll(ctx, tx, "pg_operator", `
-SELECT n.nspname, o.oprname, o.oprcode::oid, CASE WHEN pn.nspname = 'pg_catalog' THEN p.proname ELSE '' END,
-       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
-         WHERE x.oid = o.oprnegate AND xp.pronamespace <> 'pg_catalog'::regnamespace),
-       (SELECT x.oprcode::oid FROM pg_operator x JOIN pg_proc xp ON xp.oid = x.oprcode
-         WHERE x.oid = o.oprcom AND xp.pronamespace <> 'pg_catalog'::regnamespace)
-FROM pg_operator o
-JOIN pg_namespace n ON n.oid = o.oprnamespace
-JOIN pg_proc p ON p.oid = o.oprcode
-JOIN pg_namespace pn ON pn.oid = p.pronamespace
-WHERE n.nspname <> 'pg_catalog'
-ORDER BY o.oid`, func(row pgx.CollectableRow, o *classify.Operator) error {
-		var negator, commutator *uint32
-		if err := row.Scan(&o.Schema, &o.Name, &o.Function, &o.BuiltinFunction, &negator, &commutator); err != nil {
-			return err
-		}
-		if negator != nil {
-			o.Negator = *negator
-		}
-		if commutator != nil {
-			o.Commutator = *commutator
-		}
-		return nil
-	})
-	return err
-}
-
-// loadCasts reads the casts whose function is outside pg_catalog: x::t runs it without naming it.
-func loadCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.Casts, err = readAll(ctx, tx, "pg_cast", `
-SELECT c.castsource::oid, c.casttarget::oid, c.castfunc::oid
-FROM pg_cast c
-JOIN pg_proc p ON p.oid = c.castfunc
-JOIN pg_namespace pn ON pn.oid = p.pronamespace
-WHERE pn.nspname <> 'pg_catalog'
-ORDER BY c.oid`, func(row pgx.CollectableRow, c *classify.Cast) error {
-		return row.Scan(&c.Source, &c.Target, &c.Function)
-	})
-	return err
-}
-
-// loadFieldCasts reads which composite types have a field of a type that a cast of loadCasts
-// converts to: ROW(...)::t may run that cast for the field.
-func loadFieldCasts(ctx context.Context, tx pgx.Tx, data *classify.CatalogueData) (err error) {
-	data.FieldCasts, err = readAll(ctx, tx, "composite fields", `
-SELECT DISTINCT t.oid, a.atttypid
-FROM pg_type t
-JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE t.typtype = 'c' AND a.atttypid IN (
-  SELECT c.casttarget FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
-  WHERE p.pronamespace <> 'pg_catalog'::regnamespace)
-ORDER BY 1, 2`, func(row pgx.CollectableRow, fc *classify.FieldCast) error {
-		return row.Scan(&fc.Composite, &fc.Target)
-	})
-	return err
-}
-
-// readAll runs query in tx and scans each row into a new T; what names the rows in errors.
-func readAll[T any](ctx context.Context, tx pgx.Tx, what, query string, scan func(pgx.CollectableRow, *T) error) ([]T, error) {
-	rows, err := tx.Query(ctx, query)
+// refreshNames reads again the functions, relations (with views) and types that changes names (in
+// every schema) and returns old's data with exactly those replaced, and which parts changed. It
+// costs one round trip: the reads are sent as one batch. When the batch fails on an object that
+// changed beside it, the parts are read one by one as readRows does.
+func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, error) {
+	wanted := namedReadsFor(old, changes)
+	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: read %s: %w", what, err)
+		if !objectError(err) {
+			return nil, classify.CatalogueParts{}, err
+		}
+		if fresh, err = readNamesOneByOne(ctx, conn, wanted); err != nil {
+			return nil, classify.CatalogueParts{}, err
+		}
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+	for i := range fresh.Functions {
+		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
+	}
+	data, parts := patch(old, fresh, wanted)
+	return data, parts, nil
+}
+
+// namedReads says which names each part is read again for.
+type namedReads struct {
+	functions, relations, types, fieldCasts []string
+}
+
+// namedReadsFor returns the reads that changes needs: composite fields only when a cast outside
+// pg_catalog could convert one (a new cast is a change of everything).
+func namedReadsFor(old *classify.CatalogueData, changes *classify.CatalogueChanges) namedReads {
+	r := namedReads{functions: changes.Functions, relations: changes.Relations, types: changes.Types}
+	if len(old.Casts) > 0 {
+		r.fieldCasts = changes.Types
+	}
+	return r
+}
+
+// readNamesBatch reads what wanted names in one batch, over a connection prepared for reads (see
+// prepareConnection).
+func readNamesBatch(ctx context.Context, conn *pgx.Conn, wanted namedReads) (*classify.CatalogueData, error) {
+	batch := &pgx.Batch{}
+	queue := func(names []string, query, oidColumn, nameColumn string) {
+		if len(names) > 0 {
+			condition, args := filter{Names: names}.sql(oidColumn, nameColumn)
+			batch.Queue(fmt.Sprintf(query, condition), args...)
+		}
+	}
+	queue(wanted.functions, functionsPart.query, functionsPart.oidColumn, functionsPart.nameColumn)
+	queue(wanted.relations, viewsPart.query, viewsPart.oidColumn, viewsPart.nameColumn)
+	queue(wanted.relations, relationsPart.query, relationsPart.oidColumn, relationsPart.nameColumn)
+	queue(wanted.types, typesPart.query, typesPart.oidColumn, typesPart.nameColumn)
+	queue(wanted.fieldCasts, fieldCastsPart.query, fieldCastsPart.oidColumn, fieldCastsPart.nameColumn)
+	results := conn.SendBatch(ctx, batch)
+	data, err := collectNames(results, wanted)
+	if closeErr := results.Close(); err == nil && closeErr != nil {
+		err = closeErr
+	}
+	return data, err
+}
+
+// collectNames reads the results of readNamesBatch in order.
+func collectNames(results pgx.BatchResults, wanted namedReads) (*classify.CatalogueData, error) {
+	data := &classify.CatalogueData{}
+	var err error
+	if len(wanted.functions) > 0 {
+		if data.Functions, err = collectPart(results, functionsPart); err != nil {
+			return nil, err
+		}
+	}
+	if len(wanted.relations) > 0 {
+		if data.Views, err = collectPart(results, viewsPart); err != nil {
+			return nil, err
+		}
+		if data.Relations, err = collectPart(results, relationsPart); err != nil {
+			return nil, err
+		}
+	}
+	if len(wanted.types) > 0 {
+		if data.Types, err = collectPart(results, typesPart); err != nil {
+			return nil, err
+		}
+	}
+	if len(wanted.fieldCasts) > 0 {
+		if data.FieldCasts, err = collectPart(results, fieldCastsPart); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+// collectPart reads the next result of a batch as p's rows.
+func collectPart[T any](results pgx.BatchResults, p part[T]) ([]T, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
 		var v T
-		err := scan(row, &v)
+		err := p.scan(row, &v)
 		return v, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("catalog: read %s: %w", what, err)
+}
+
+// readNamesOneByOne reads what readNamesBatch reads, part by part, surviving objects that change
+// while they are read.
+func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (*classify.CatalogueData, error) {
+	data := &classify.CatalogueData{}
+	var err error
+	if len(wanted.functions) > 0 {
+		if data.Functions, err = readRows(ctx, conn, functionsPart, filter{Names: wanted.functions}, &data.Warnings); err != nil {
+			return nil, err
+		}
 	}
-	return list, nil
+	if len(wanted.relations) > 0 {
+		if data.Views, err = readRows(ctx, conn, viewsPart, filter{Names: wanted.relations}, &data.Warnings); err != nil {
+			return nil, err
+		}
+		if data.Relations, err = readRows(ctx, conn, relationsPart, filter{Names: wanted.relations}, &data.Warnings); err != nil {
+			return nil, err
+		}
+	}
+	if len(wanted.types) > 0 {
+		if data.Types, err = readRows(ctx, conn, typesPart, filter{Names: wanted.types}, &data.Warnings); err != nil {
+			return nil, err
+		}
+	}
+	if len(wanted.fieldCasts) > 0 {
+		if data.FieldCasts, err = readRows(ctx, conn, fieldCastsPart, filter{Names: wanted.fieldCasts}, &data.Warnings); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+// patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.
+// old is not modified; parts that did not change share old's slices.
+func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, classify.CatalogueParts) {
+	set := func(names []string) map[string]bool {
+		m := make(map[string]bool, len(names))
+		for _, name := range names {
+			m[name] = true
+		}
+		return m
+	}
+	var parts classify.CatalogueParts
+	data := *old
+	data.LoadedAt = time.Now()
+	if len(fresh.Warnings) > 0 {
+		data.Warnings = append(slices.Clone(old.Warnings), fresh.Warnings...)
+		parts.Functions = true
+	}
+	byOID := func(a, b uint32) int { return cmp.Compare(a, b) }
+	if len(wanted.functions) > 0 {
+		functions := set(wanted.functions)
+		var changed bool
+		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions[f.Name] },
+			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
+		parts.Functions = parts.Functions || changed
+	}
+	if len(wanted.relations) > 0 {
+		relations := set(wanted.relations)
+		var views, rels bool
+		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations[v.Name] },
+			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
+		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations[r.Name] },
+			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
+		parts.Relations = views || rels
+	}
+	if len(wanted.types) > 0 {
+		types := set(wanted.types)
+		replacedTypes := map[uint32]bool{}
+		data.Types, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
+			if types[t.Name] {
+				replacedTypes[t.OID] = true
+				return true
+			}
+			return false
+		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) })
+		if len(wanted.fieldCasts) > 0 {
+			for _, t := range fresh.Types {
+				replacedTypes[t.OID] = true
+			}
+			var changed bool
+			data.FieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts, func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
+				func(a, b *classify.FieldCast) int {
+					if c := byOID(a.Composite, b.Composite); c != 0 {
+						return c
+					}
+					return byOID(a.Target, b.Target)
+				})
+			parts.Types = parts.Types || changed
+		}
+	}
+	return &data, parts
+}
+
+// replace returns list (sorted by order) without the elements drop selects and with fresh merged
+// in, sorted by order, and whether the result differs from list (when not, list itself).
+func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
+	var dropped []T
+	kept := make([]T, 0, len(list))
+	for i := range list {
+		if drop(&list[i]) {
+			dropped = append(dropped, list[i])
+			continue
+		}
+		kept = append(kept, list[i])
+	}
+	fresh = slices.Clone(fresh)
+	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
+	slices.SortFunc(dropped, func(a, b T) int { return order(&a, &b) })
+	changed := len(fresh) != len(dropped) || (len(fresh) > 0 && !reflect.DeepEqual(fresh, dropped))
+	if !changed {
+		return list, false
+	}
+	out := make([]T, 0, len(kept)+len(fresh))
+	i, j := 0, 0
+	for i < len(kept) && j < len(fresh) {
+		if order(&fresh[j], &kept[i]) < 0 {
+			out = append(out, fresh[j])
+			j++
+		} else {
+			out = append(out, kept[i])
+			i++
+		}
+	}
+	out = append(append(out, kept[i:]...), fresh[j:]...)
+	return out, changed
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +16,15 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultRefreshInterval   = 30 * time.Second
-	DefaultWait              = 2 * time.Second
-	DefaultLoadTimeout       = 15 * time.Second
-	DefaultRetryAfter        = 5 * time.Second
-	DefaultMinLookupInterval = 100 * time.Millisecond
-	// settleDelay is when a catalogue is reloaded again after a statement that changes functions
-	// passed through, in case the session that ran it never sends another statement.
+	DefaultRefreshInterval = 30 * time.Second
+	DefaultWait            = 2 * time.Second
+	DefaultLoadTimeout     = 15 * time.Second
+	DefaultRetryAfter      = 5 * time.Second
+	// settleDelay is when the changes a statement made are read in the background, in case the
+	// session that ran it never sends another statement.
 	settleDelay = time.Second
+	// keepIdle is how long the connection catalogues are read over stays open after its last use.
+	keepIdle = 3 * time.Second
 )
 
 // Options configures a Manager.
@@ -31,28 +33,31 @@ type Options struct {
 	Connect func(ctx context.Context, database string) (*pgx.Conn, error)
 	// Overrides are the configured function assertions.
 	Overrides Overrides
-	// RefreshInterval is how old a catalogue may grow before it is reloaded in the background.
+	// RefreshInterval is how old a catalogue may grow before it is read again whole in the background.
 	RefreshInterval time.Duration
-	// Wait bounds how long a statement waits for a catalogue that must be loaded first: the first
-	// use of a database, or the first use after an invalidation. Past it the statement is classified
-	// without the catalogue (unknown functions go to the primary) while the load goes on.
+	// Wait bounds how long a statement waits for a catalogue that must be read first: the first
+	// use of a database, or the first use after a change. Past it the statement is classified
+	// without the catalogue (unknown functions go to the primary) while the read goes on.
 	Wait time.Duration
-	// LoadTimeout bounds one load (connect and queries).
+	// LoadTimeout bounds one load or refresh (connect and queries).
 	LoadTimeout time.Duration
-	// RetryAfter is how long a failed first load is not retried; statements meanwhile go on without it.
+	// RetryAfter is how long a failed load is not retried; statements meanwhile go on without it.
 	RetryAfter time.Duration
-	// MinLookupInterval is the least time between two loads triggered by names missing from the
-	// catalogue; a lookup within it waits for the interval to pass (within Wait).
-	MinLookupInterval time.Duration
 	// Logger receives one line per load, failure and change.
 	Logger zerolog.Logger
 }
 
-// Manager keeps one catalogue per database and implements classify.CatalogueSource. Catalogues are
-// loaded on first use, reloaded in the background every RefreshInterval (a reload that finds the same
-// content keeps the old catalogue and its memoised analyses), reloaded at once after Invalidate, and
-// reloaded when a statement names something the catalogue does not hold (once per name per
-// catalogue, loads at least MinLookupInterval apart). A held, current catalogue costs two atomic loads.
+// Manager keeps one catalogue per database and implements classify.CatalogueSource. A catalogue is
+// read whole on first use and every RefreshInterval (a reload that finds the same content keeps the
+// old catalogue and its memoised analyses); after Changed, only the objects the change names are
+// read again (one round trip), and so is a name a statement uses that the catalogue does not hold.
+// Reads of one database run one at a time over a connection the Manager keeps while it is in use.
+// A held, current catalogue costs two atomic loads.
+//
+// Per database, the state is: no catalogue (the first Catalogue call loads it); current (held, no
+// change pending: Catalogue answers at once); pending (Changed was called: Held reports it not
+// current, and Catalogue waits, at most Wait, for a read that started after the last Changed);
+// loading (one read runs; changes and lookups arriving meanwhile are read by the next one).
 type Manager struct {
 	opts Options
 	mu   sync.RWMutex
@@ -62,16 +67,27 @@ type Manager struct {
 type database struct {
 	name string
 	cat  atomic.Pointer[classify.Catalogue]
-	// dirty: invalidated; the next Catalogue call reloads before answering. stale: old; reload in the background.
+	// dirty: a change is pending; the next Catalogue call waits for it to be read. stale: the
+	// periodic whole reload is due.
 	dirty, stale atomic.Bool
 
-	mu         sync.Mutex
-	loading    chan struct{} // non-nil while a load runs; closed when it ends
-	generation uint64        // advanced by Invalidate
-	failedAt   time.Time
-	lastLookup time.Time
-	// lastGoodStart is when the last successful load started: it saw everything committed before.
-	lastGoodStart time.Time
+	mu      sync.Mutex
+	loading chan struct{} // non-nil while a read runs; closed when it ends
+	// generation advances with every Changed and Lookup; changed is the generation of the last
+	// Changed, and applied the generation the held catalogue reflects.
+	generation, changed, applied uint64
+	// pending is what the next read must read again.
+	pending classify.CatalogueChanges
+	// failedAt is when the last read failed, failedGeneration the generation it was to reach.
+	failedAt         time.Time
+	failedGeneration uint64
+	// conn is the connection reads use, kept between reads for keepIdle; only the running read
+	// touches it. assertions are the configured overrides as resolved by the last whole load.
+	conn       *pgx.Conn
+	lastUse    time.Time
+	idleTimer  *time.Timer
+	settle     *time.Timer
+	assertions map[uint32]string
 }
 
 // New returns a Manager; nothing is loaded until a database is first used.
@@ -87,9 +103,6 @@ func New(opts Options) *Manager {
 	}
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = DefaultRetryAfter
-	}
-	if opts.MinLookupInterval <= 0 {
-		opts.MinLookupInterval = DefaultMinLookupInterval
 	}
 	return &Manager{opts: opts, dbs: make(map[string]*database)}
 }
@@ -110,79 +123,79 @@ func (m *Manager) state(name string) *database {
 	return db
 }
 
-// Catalogue returns the database's current catalogue, loading it first when there is none or it was
-// invalidated (waiting at most Options.Wait), or nil when none is available.
+// Held returns the database's catalogue without waiting, and whether no change is pending. A
+// current catalogue whose periodic reload is due is reloaded in the background.
+func (m *Manager) Held(name string) (*classify.Catalogue, bool) {
+	db := m.state(name)
+	cat := db.cat.Load()
+	if cat == nil || db.dirty.Load() {
+		return cat, false
+	}
+	m.refreshIfStale(db)
+	return cat, true
+}
+
+// refreshIfStale starts the periodic reload when it is due and no read runs.
+func (m *Manager) refreshIfStale(db *database) {
+	if db.stale.Load() {
+		db.mu.Lock()
+		if db.loading == nil && db.stale.Load() {
+			m.startLoad(db)
+		}
+		db.mu.Unlock()
+	}
+}
+
+// Catalogue returns the database's current catalogue, reading it first when there is none or a
+// change is pending (waiting at most Options.Wait), or nil when none is available.
 func (m *Manager) Catalogue(name string) *classify.Catalogue {
 	db := m.state(name)
 	cat := db.cat.Load()
 	if cat != nil && !db.dirty.Load() {
-		if db.stale.Load() {
-			db.mu.Lock()
-			if db.loading == nil && db.stale.Load() {
-				m.startLoad(db)
-			}
-			db.mu.Unlock()
-		}
+		m.refreshIfStale(db)
 		return cat
 	}
 	db.mu.Lock()
-	if db.loading == nil {
-		if !db.failedAt.IsZero() && time.Since(db.failedAt) < m.opts.RetryAfter {
-			// The last load failed moments ago: answer without a catalogue rather than wait again.
-			db.mu.Unlock()
-			return nil
-		}
-		m.startLoad(db)
+	target := db.changed
+	if db.loading == nil && !db.failedAt.IsZero() && time.Since(db.failedAt) < m.opts.RetryAfter && db.failedGeneration >= target {
+		// The last read failed moments ago: answer without a catalogue rather than wait again.
+		db.mu.Unlock()
+		return nil
 	}
-	done := db.loading
-	db.mu.Unlock()
-	timer := time.NewTimer(m.opts.Wait)
-	select {
-	case <-done:
-	case <-timer.C:
+	held, ok := m.await(db, target, time.Now())
+	if !ok {
+		return nil // not read in time (or failed): never answer from a catalogue that misses the change
 	}
-	timer.Stop()
-	if db.dirty.Load() {
-		return nil // the reload did not finish (or failed): do not answer from the old catalogue
-	}
-	return db.cat.Load()
+	return held
 }
 
-// Lookup reloads the catalogue when a statement names something current does not hold, and waits
-// (at most Options.Wait) for a load that started after the statement asked, so that anything
-// committed before is seen. Loads are single-flight and at least MinLookupInterval apart; a lookup
-// that cannot finish in time, or whose load fails, reports looked false.
-func (m *Manager) Lookup(name string, current *classify.Catalogue, _ string) (*classify.Catalogue, bool) {
-	db := m.state(name)
-	requested := time.Now()
+// await waits (db.mu held on entry, released on return) until the held catalogue reflects
+// generation target, starting reads as needed, for at most Options.Wait; ok is false when that
+// did not happen in time or a read that started after requested failed.
+func (m *Manager) await(db *database, target uint64, requested time.Time) (held *classify.Catalogue, ok bool) {
 	deadline := time.NewTimer(m.opts.Wait)
 	defer deadline.Stop()
-	for round := 0; round < 8; round++ {
-		db.mu.Lock()
-		if !db.lastGoodStart.Before(requested) {
-			held := db.cat.Load()
+	for {
+		if cat := db.cat.Load(); cat != nil && db.applied >= target {
 			db.mu.Unlock()
-			if held == current {
-				return nil, true
-			}
-			return held, true
+			return cat, true
 		}
-		if !db.failedAt.IsZero() && !db.failedAt.Before(requested) {
+		if !db.failedAt.IsZero() && db.failedAt.After(requested) && db.failedGeneration >= target {
 			db.mu.Unlock()
 			return nil, false
 		}
 		if db.loading == nil {
-			if pause := m.opts.MinLookupInterval - time.Since(db.lastLookup); pause > 0 {
+			kept := db.conn != nil
+			run, whole := m.beginLoad(db)
+			if !whole && kept {
+				// A read of a few names over the kept connection is quick: run it here rather
+				// than hand it over (a read that must connect first is waited for, at most Wait).
 				db.mu.Unlock()
-				select {
-				case <-time.After(pause):
-					continue
-				case <-deadline.C:
-					return nil, false
-				}
+				run()
+				db.mu.Lock()
+				continue
 			}
-			db.lastLookup = time.Now()
-			m.startLoad(db)
+			go run()
 		}
 		done := db.loading
 		db.mu.Unlock()
@@ -191,19 +204,67 @@ func (m *Manager) Lookup(name string, current *classify.Catalogue, _ string) (*c
 		case <-deadline.C:
 			return nil, false
 		}
+		db.mu.Lock()
 	}
-	return nil, false
 }
 
-// Invalidate marks the database's catalogue as outdated: the next Catalogue call reloads it, and a
-// background reload follows shortly after in case no statement comes.
-func (m *Manager) Invalidate(name string) {
+// Lookup reads the objects called name again when a statement names something current does not
+// hold, and waits (at most Options.Wait) for that read, so that anything committed before is seen.
+// A lookup that cannot finish in time, or whose read fails, reports looked false.
+func (m *Manager) Lookup(name string, current *classify.Catalogue, object string) (*classify.Catalogue, bool) {
 	db := m.state(name)
+	requested := time.Now()
 	db.mu.Lock()
 	db.generation++
+	target := db.generation
+	// The statement named a function or a relation; a relation may be a type's name too.
+	db.pending.Merge(&classify.CatalogueChanges{Functions: []string{object}, Relations: []string{object}, Types: []string{object}})
+	held, ok := m.await(db, target, requested)
+	if !ok {
+		return nil, false
+	}
+	if held == current {
+		return nil, true
+	}
+	return held, true
+}
+
+// Changed records that objects of the database changed: the next Catalogue call reads them again
+// before it answers, and a background read follows shortly after in case no statement comes.
+func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, committed bool) {
+	db := m.state(name)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if committed {
+		defer func() {
+			// Read the change now, while the client receives the answer and sends its next
+			// statement; that statement waits only for what is left of the read.
+			if db.loading == nil && db.cat.Load() != nil {
+				m.startLoad(db)
+			}
+		}()
+	}
+	db.generation++
+	db.changed = db.generation
+	if changes == nil {
+		changes = &classify.CatalogueChanges{Everything: true}
+	}
+	db.pending.Merge(changes)
 	db.dirty.Store(true)
-	db.mu.Unlock()
-	time.AfterFunc(settleDelay, func() { db.stale.Store(true) })
+	if db.settle == nil {
+		db.settle = time.AfterFunc(settleDelay, func() { m.settlePending(db) })
+	} else {
+		db.settle.Reset(settleDelay)
+	}
+}
+
+// settlePending reads pending changes that no statement asked for yet.
+func (m *Manager) settlePending(db *database) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.loading == nil && db.dirty.Load() && db.cat.Load() != nil {
+		m.startLoad(db)
+	}
 }
 
 // Loaded returns the database's catalogue if one is held, without loading anything.
@@ -217,65 +278,160 @@ func (m *Manager) Loaded(name string) *classify.Catalogue {
 	return db.cat.Load()
 }
 
-// startLoad starts a background load of db; db.mu must be held and no load running.
+// startLoad starts a background read of db (see beginLoad). db.mu must be held and no read running.
 func (m *Manager) startLoad(db *database) {
+	run, _ := m.beginLoad(db)
+	go run()
+}
+
+// beginLoad marks a read of db as running and returns it, to be run without db.mu held: the pending
+// names only when a catalogue is held and neither everything nor the periodic reload is due (whole
+// false; bounded by Options.Wait, since a statement waits for it), else the whole catalogue. db.mu
+// must be held and no read running.
+func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	done := make(chan struct{})
 	db.loading = done
 	generation := db.generation
+	pending := db.pending
+	db.pending = classify.CatalogueChanges{}
+	old := db.cat.Load()
+	whole = old == nil || pending.Everything || db.stale.Load()
 	db.stale.Store(false)
+	if db.idleTimer != nil {
+		db.idleTimer.Stop()
+	}
+	conn, assertions := db.conn, db.assertions
 	started := time.Now()
-	go func() {
-		cat, err := m.load(db.name)
+	return func() {
+		var cat *classify.Catalogue
+		var changed bool
+		var err error
+		conn, err = m.connection(db.name, conn)
+		if err == nil {
+			if whole {
+				cat, assertions, err = m.loadWhole(conn, db.name)
+				changed = err == nil && (old == nil || !old.SameContent(cat))
+			} else {
+				cat, changed, err = m.refresh(conn, old, &pending, assertions)
+			}
+		}
 		db.mu.Lock()
+		next := false // start the next read once this one is marked done
 		defer func() {
 			db.loading = nil
+			if next {
+				m.startLoad(db)
+			}
 			db.mu.Unlock()
 			close(done)
 		}()
 		if err != nil {
-			db.failedAt = time.Now()
-			m.opts.Logger.Warn().Err(err).Str("database", db.name).Msg("could not load the function catalogue; unknown functions go to the primary")
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+			db.conn = nil
+			db.failedAt, db.failedGeneration = time.Now(), generation
+			db.pending.Merge(&pending)
+			m.opts.Logger.Warn().Err(err).Str("database", db.name).Bool("whole", whole).
+				Msg("could not read the function catalogue; unknown functions go to the primary")
 			time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
 			return
 		}
+		db.conn, db.lastUse = conn, time.Now()
+		db.idleTimer = time.AfterFunc(keepIdle, func() { m.closeIdle(db) })
 		db.failedAt = time.Time{}
-		db.lastGoodStart = started
-		old := db.cat.Load()
-		switch {
-		case old != nil && old.SameContent(cat):
-			// Nothing changed: keep the old catalogue, its version and its memoised analyses.
-		default:
+		if whole {
+			db.assertions = assertions
+			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
+		}
+		if changed {
 			db.cat.Store(cat)
 			event := m.opts.Logger.Info()
-			if old == nil {
+			if old == nil || !whole {
 				event = m.opts.Logger.Debug()
 			}
 			event.Str("database", db.name).Int("functions", cat.FunctionCount()).Uint64("version", cat.Version()).
-				Dur("took", time.Since(started)).Msg("function catalogue loaded")
+				Bool("whole", whole).Strs("functions", pending.Functions).Strs("relations", pending.Relations).Strs("types", pending.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
 			for _, warning := range cat.Warnings() {
-				m.opts.Logger.Warn().Str("database", db.name).Msg(warning)
+				if old == nil || !slices.Contains(old.Warnings(), warning) {
+					m.opts.Logger.Warn().Str("database", db.name).Msg(warning)
+				}
 			}
 		}
-		if db.generation == generation {
+		db.applied = generation
+		if db.applied >= db.changed {
 			db.dirty.Store(false)
+		} else if !db.pending.Empty() {
+			// Changes arrived while this read ran: read them now rather than when a statement asks.
+			next = true
 		}
-		time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
-	}()
+	}, whole
 }
 
-// load connects and reads one catalogue within LoadTimeout.
-func (m *Manager) load(name string) (*classify.Catalogue, error) {
+// connection returns conn if it is usable, else a new connection to database.
+func (m *Manager) connection(database string, conn *pgx.Conn) (*pgx.Conn, error) {
+	if conn != nil && !conn.IsClosed() {
+		return conn, nil
+	}
 	if m.opts.Connect == nil {
 		return nil, errors.New("catalog: no connection configured")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
 	defer cancel()
-	conn, err := m.opts.Connect(ctx, name)
+	conn, err := m.opts.Connect(ctx, database)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close(context.Background())
-	return Load(ctx, conn, name, m.opts.Overrides)
+	if err := prepareConnection(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// closeIdle closes the kept connection when no read used it for keepIdle.
+func (m *Manager) closeIdle(db *database) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.loading != nil || db.conn == nil || time.Since(db.lastUse) < keepIdle {
+		return
+	}
+	conn := db.conn
+	db.conn = nil
+	go conn.Close(context.Background())
+}
+
+// loadWhole reads the whole catalogue within LoadTimeout.
+func (m *Manager) loadWhole(conn *pgx.Conn, name string) (*classify.Catalogue, map[uint32]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
+	defer cancel()
+	data, assertions, err := loadData(ctx, conn, name, m.opts.Overrides)
+	if err != nil {
+		return nil, nil, err
+	}
+	return classify.NewCatalogue(*data), assertions, nil
+}
+
+// refresh reads the objects changes names again within LoadTimeout and Wait; changed is false (and the old
+// catalogue kept, with its memoised analyses) when they are as held.
+func (m *Manager) refresh(conn *pgx.Conn, old *classify.Catalogue, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.Catalogue, bool, error) {
+	if changes.Empty() {
+		return old, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(m.opts.LoadTimeout, m.opts.Wait))
+	defer cancel()
+	if len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
+		// An assertion may name a function created since the last whole load.
+		var err error
+		if assertions, _, err = resolveOverrides(ctx, conn, old.Database(), m.opts.Overrides); err != nil {
+			return nil, false, err
+		}
+	}
+	data, parts, err := refreshNames(ctx, conn, old.Data(), changes, assertions)
+	if err != nil || parts == (classify.CatalogueParts{}) {
+		return old, false, err
+	}
+	return classify.DeriveCatalogue(old, *data, parts), true, nil
 }
 
 var _ classify.CatalogueSource = (*Manager)(nil)

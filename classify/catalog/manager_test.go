@@ -96,9 +96,8 @@ func TestManagerAgainstPostgres(t *testing.T) {
 			connects.Add(1)
 			return pgx.Connect(ctx, cluster.DSN(database))
 		},
-		RefreshInterval:   time.Hour, // the refresh is tested below, with a second manager
-		MinLookupInterval: time.Millisecond,
-		Wait:              10 * time.Second,
+		RefreshInterval: time.Hour, // the refresh is tested below, with a second manager
+		Wait:            10 * time.Second,
 	})
 	classifier := classify.New(classify.Options{Catalogues: m})
 	appCtx := &classify.Context{Database: "app", User: "postgres"}
@@ -128,8 +127,8 @@ func TestManagerAgainstPostgres(t *testing.T) {
 	// A function created elsewhere after the load is found on its first use.
 	exec(db, "CREATE FUNCTION audit_it(m text) RETURNS void LANGUAGE sql AS $$ INSERT INTO audit VALUES (m) $$")
 	want("SELECT audit_it('x')", classify.Write, classify.ReasonWritingFunction)
-	if n := connects.Load(); n != 2 {
-		t.Errorf("the miss made %d connections, want 1", n-1)
+	if n := connects.Load(); n > 2 {
+		t.Errorf("the miss made %d connections, want at most 1 (the kept one is reused)", n-1)
 	}
 	// A name that is nowhere is looked up once, not on every statement.
 	want("SELECT nowhere()", classify.Write, classify.ReasonUnknownEffect)

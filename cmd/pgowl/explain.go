@@ -135,8 +135,24 @@ func writeExplanation(out io.Writer, e classify.Effects, ctx *classify.Context, 
 	if e.Pgowl != nil {
 		line("pgowl", e.Pgowl.Kind.String()+" pgowl."+e.Pgowl.Name)
 	}
+	for _, assumption := range e.Assumptions {
+		line("declared", assumption)
+	}
 	if e.CatalogueChange {
-		line("catalogue", "changes functions or views: the catalogue is reloaded after it runs")
+		what := "everything: the whole catalogue is read again after it runs"
+		if c := e.CatalogueChanges; c != nil && !c.Everything {
+			var names []string
+			for _, kind := range []struct {
+				label string
+				names []string
+			}{{"functions", c.Functions}, {"relations", c.Relations}, {"types", c.Types}} {
+				if len(kind.names) > 0 {
+					names = append(names, kind.label+" "+strings.Join(kind.names, ", "))
+				}
+			}
+			what = strings.Join(names, "; ") + ": read again after it runs"
+		}
+		line("catalogue", "changes "+what)
 	}
 	for _, warning := range e.Warnings {
 		line("warning", warning)

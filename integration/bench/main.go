@@ -339,7 +339,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Println()
 	fmt.Print(rep.tables())
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(rep.markdown()), 0o644); err != nil {
+		if err := os.WriteFile(o.out, []byte(keepSections(o.out, rep.markdown())), 0o644); err != nil {
 			return err
 		}
 		logf("wrote %s", o.out)

@@ -1,0 +1,138 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+)
+
+// BenchmarkRefresh measures reading one changed function again over a kept connection, against a
+// real server with 200 user functions, and what rebuilding the catalogue around it costs.
+func BenchmarkRefresh(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if errors.Is(err, pgcluster.ErrUnavailable) {
+		b.Skipf("PostgreSQL not available: %v", err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cluster.Stop() })
+	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for i := 0; i < 200; i++ {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION f_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", i, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	data, assertions, err := loadData(ctx, conn, "postgres", Overrides{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := prepareConnection(ctx, conn); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read names", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := readNamesBatch(ctx, conn, namedReads{functions: []string{"f_7"}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	f := filter{Names: []string{"f_7"}}
+	var warnings []string
+	for _, p := range []struct {
+		name string
+		run  func() error
+	}{
+		{"functions", func() error { _, err := readRows(ctx, conn, functionsPart, f, &warnings); return err }},
+		{"views", func() error { _, err := readRows(ctx, conn, viewsPart, f, &warnings); return err }},
+		{"relations", func() error { _, err := readRows(ctx, conn, relationsPart, f, &warnings); return err }},
+		{"types", func() error { _, err := readRows(ctx, conn, typesPart, f, &warnings); return err }},
+		{"field casts", func() error { _, err := readRows(ctx, conn, fieldCastsPart, f, &warnings); return err }},
+	} {
+		b.Run("part "+p.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := p.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("refresh names", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, _, err := refreshNames(ctx, conn, data, &classify.CatalogueChanges{Functions: []string{"f_7"}}, assertions); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("new catalogue", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			classify.NewCatalogue(*data)
+		}
+	})
+	old := classify.NewCatalogue(*data)
+	b.Run("derive catalogue", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			classify.DeriveCatalogue(old, *data, classify.CatalogueParts{Functions: true})
+		}
+	})
+}
+
+// BenchmarkChangeThenUse measures what classifying a statement that uses a function costs right
+// after the statement that created it ran: the refresh of the function and its analysis.
+func BenchmarkChangeThenUse(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if errors.Is(err, pgcluster.ErrUnavailable) {
+		b.Skipf("PostgreSQL not available: %v", err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cluster.Stop() })
+	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	m := New(Options{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
+		return pgx.Connect(ctx, cluster.DSN(database))
+	}})
+	classifier := classify.New(classify.Options{Catalogues: m})
+	session := &classify.Context{Database: "postgres", User: "postgres"}
+	classifier.ClassifyIn("SELECT 1 FROM pg_class", session)
+	var changeTime, useTime time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		create := fmt.Sprintf("CREATE FUNCTION g_%d(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN x + %d; END $$", i, i)
+		started := time.Now()
+		classifier.ClassifyIn(create, session)
+		changeTime += time.Since(started)
+		b.StopTimer()
+		if _, err := conn.Exec(ctx, create); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		started = time.Now()
+		classifier.CatalogueChanged(session, &classify.CatalogueChanges{Functions: []string{fmt.Sprintf("g_%d", i)}})
+		if got := classifier.ClassifyIn(fmt.Sprintf("SELECT g_%d(1)", i), session); got.Access != classify.Read {
+			b.Fatalf("SELECT g_%d(1): %v %s", i, got.Reason, got.Subject)
+		}
+		useTime += time.Since(started)
+	}
+	b.ReportMetric(float64(changeTime.Microseconds())/float64(b.N), "µs/change")
+	b.ReportMetric(float64(useTime.Microseconds())/float64(b.N), "µs/use")
+}

@@ -1,0 +1,236 @@
+package classify
+
+import (
+	"slices"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// maxChangedNames bounds the names a CatalogueChanges carries; past it the change is Everything.
+const maxChangedNames = 64
+
+// CatalogueChanges says which part of a database's catalogue a statement changes, as far as its parse
+// tree tells: the names of the functions, relations and types it creates, replaces, alters,
+// comments on or drops, or Everything when it may change objects it does not name (a DROP ...
+// CASCADE, a rename, a schema, an extension, a DO block, a function that runs DDL, ...). Names are
+// exactly as PostgreSQL stores them and unqualified: every schema's objects of that name are read
+// again.
+type CatalogueChanges struct {
+	// Functions are names of functions, procedures and aggregates.
+	Functions []string `json:"functions,omitempty"`
+	// Relations are names of tables, views, materialized views and sequences (their kind, view
+	// definition, persistence and read policies).
+	Relations []string `json:"relations,omitempty"`
+	// Types are names of types and domains, a relation's row type and its array type ("_name").
+	Types []string `json:"types,omitempty"`
+	// Everything is set when the whole catalogue must be read again.
+	Everything bool `json:"everything,omitempty"`
+}
+
+// Merge adds other's changes to c, turning into Everything past maxChangedNames names.
+func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
+	if other == nil || c.Everything {
+		return
+	}
+	if other.Everything {
+		*c = CatalogueChanges{Everything: true}
+		return
+	}
+	c.Functions = addNames(c.Functions, other.Functions)
+	c.Relations = addNames(c.Relations, other.Relations)
+	c.Types = addNames(c.Types, other.Types)
+	if len(c.Functions)+len(c.Relations)+len(c.Types) > maxChangedNames {
+		*c = CatalogueChanges{Everything: true}
+	}
+}
+
+// Empty reports whether c names no change.
+func (c *CatalogueChanges) Empty() bool {
+	return c == nil || (!c.Everything && len(c.Functions)+len(c.Relations)+len(c.Types) == 0)
+}
+
+// addNames appends to list the names of more it does not hold yet.
+func addNames(list, more []string) []string {
+	for _, name := range more {
+		if !slices.Contains(list, name) {
+			list = append(list, name)
+		}
+	}
+	return list
+}
+
+// everything is the change of a statement whose reach the parse tree does not bound.
+func everything() *CatalogueChanges { return &CatalogueChanges{Everything: true} }
+
+// functionNamed is the change of the functions called name.
+func functionNamed(name string) *CatalogueChanges {
+	if name == "" {
+		return everything()
+	}
+	return &CatalogueChanges{Functions: []string{name}}
+}
+
+// relationsNamed is the change of the relations called names, with their row and array types.
+func relationsNamed(names ...string) *CatalogueChanges {
+	c := typesNamed(names...)
+	if !c.Everything {
+		c.Relations = addNames(nil, names)
+	}
+	return c
+}
+
+// typesNamed is the change of the types called names, with their array types.
+func typesNamed(names ...string) *CatalogueChanges {
+	c := &CatalogueChanges{}
+	for _, name := range names {
+		if name == "" {
+			return everything()
+		}
+		c.Types = addNames(c.Types, []string{name, "_" + name})
+	}
+	if len(c.Types) == 0 {
+		return everything()
+	}
+	return c
+}
+
+// catalogueChanges returns what a top-level statement changes in the catalogue, or nil when it
+// changes nothing the classifier reads: functions, procedures, aggregates, views, relations (their
+// kind, persistence, inheritance and read policies), types and domains, casts, operators, comments on
+// functions, row security policies, schemas, extensions, rules, renames and moves, and role or
+// database defaults of search_path.
+func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateFunctionStmt:
+		return functionNamed(lastName(stmt.CreateFunctionStmt.GetFuncname()))
+	case *pg_query.Node_AlterFunctionStmt:
+		return functionNamed(lastName(stmt.AlterFunctionStmt.GetFunc().GetObjname()))
+	case *pg_query.Node_ViewStmt:
+		// A view is a relation with a row type of the same name.
+		return relationsNamed(stmt.ViewStmt.GetView().GetRelname())
+	case *pg_query.Node_CreateStmt:
+		if stmt.CreateStmt.GetRelation().GetRelpersistence() == "t" {
+			return nil // a temporary table: in no catalogue pgowl reads
+		}
+		// A table: its name, its row type, and the parents whose partitions or children it joins
+		// (whether reading them reads unlogged data).
+		names := []string{stmt.CreateStmt.GetRelation().GetRelname()}
+		for _, parent := range stmt.CreateStmt.GetInhRelations() {
+			names = append(names, parent.GetRangeVar().GetRelname())
+		}
+		return relationsNamed(names...)
+	case *pg_query.Node_CreateTableAsStmt:
+		if stmt.CreateTableAsStmt.GetInto().GetRel().GetRelpersistence() == "t" {
+			return nil
+		}
+		return relationsNamed(stmt.CreateTableAsStmt.GetInto().GetRel().GetRelname())
+	case *pg_query.Node_CreateSeqStmt:
+		if stmt.CreateSeqStmt.GetSequence().GetRelpersistence() == "t" {
+			return nil
+		}
+		return relationsNamed(stmt.CreateSeqStmt.GetSequence().GetRelname())
+	case *pg_query.Node_CompositeTypeStmt:
+		return typesNamed(stmt.CompositeTypeStmt.GetTypevar().GetRelname())
+	case *pg_query.Node_CreateEnumStmt:
+		return typesNamed(lastName(stmt.CreateEnumStmt.GetTypeName()))
+	case *pg_query.Node_CreateDomainStmt:
+		return typesNamed(lastName(stmt.CreateDomainStmt.GetDomainname()))
+	case *pg_query.Node_AlterDomainStmt:
+		return typesNamed(lastName(stmt.AlterDomainStmt.GetTypeName()))
+	case *pg_query.Node_CreatePolicyStmt:
+		return relationsNamed(stmt.CreatePolicyStmt.GetTable().GetRelname())
+	case *pg_query.Node_AlterPolicyStmt:
+		return relationsNamed(stmt.AlterPolicyStmt.GetTable().GetRelname())
+	case *pg_query.Node_DefineStmt:
+		if stmt.DefineStmt.GetKind() == pg_query.ObjectType_OBJECT_AGGREGATE {
+			return functionNamed(lastName(stmt.DefineStmt.GetDefnames()))
+		}
+		return everything() // operators, base types, collations, text search objects
+	case *pg_query.Node_CommentStmt:
+		switch stmt.CommentStmt.GetObjtype() {
+		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE,
+			pg_query.ObjectType_OBJECT_ROUTINE, pg_query.ObjectType_OBJECT_AGGREGATE:
+			return functionNamed(lastName(stmt.CommentStmt.GetObject().GetObjectWithArgs().GetObjname()))
+		}
+	case *pg_query.Node_DropStmt:
+		return dropChanges(stmt.DropStmt)
+	case *pg_query.Node_AlterTableStmt:
+		// Persistence and partitions/inheritance decide whether a read needs the primary, and
+		// row security whether reading runs policies; which relations a partition or an
+		// inheritance change reaches is not named in full, so everything is read again.
+		for _, cmd := range stmt.AlterTableStmt.GetCmds() {
+			switch cmd.GetAlterTableCmd().GetSubtype() {
+			case pg_query.AlterTableType_AT_SetLogged, pg_query.AlterTableType_AT_SetUnLogged,
+				pg_query.AlterTableType_AT_AttachPartition, pg_query.AlterTableType_AT_DetachPartition,
+				pg_query.AlterTableType_AT_AddInherit, pg_query.AlterTableType_AT_DropInherit,
+				pg_query.AlterTableType_AT_EnableRowSecurity, pg_query.AlterTableType_AT_DisableRowSecurity:
+				return everything()
+			}
+		}
+	case *pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
+		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
+		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
+		*pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
+		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CreateRangeStmt,
+		// A DO block is how migrations often run DDL; what it runs is not analysed.
+		*pg_query.Node_DoStmt:
+		// A rename changes the text of every view definition that names the object; the others
+		// create or drop objects they do not name (a range type's constructors, a schema's contents).
+		return everything()
+	}
+	return nil
+}
+
+// dropChanges is what a DROP changes: the objects it names, unless CASCADE may drop others.
+func dropChanges(drop *pg_query.DropStmt) *CatalogueChanges {
+	switch drop.GetRemoveType() {
+	case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
+		pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
+		pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_SEQUENCE,
+		pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN, pg_query.ObjectType_OBJECT_POLICY:
+	case pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
+		pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR:
+		return everything()
+	default:
+		return nil
+	}
+	if drop.GetBehavior() == pg_query.DropBehavior_DROP_CASCADE {
+		return everything()
+	}
+	var names []string
+	for _, object := range drop.GetObjects() {
+		var parts []*pg_query.Node
+		switch {
+		case object.GetObjectWithArgs() != nil:
+			parts = object.GetObjectWithArgs().GetObjname()
+		case object.GetList() != nil:
+			parts = object.GetList().GetItems()
+		case object.GetTypeName() != nil:
+			parts = object.GetTypeName().GetNames()
+		}
+		if drop.GetRemoveType() == pg_query.ObjectType_OBJECT_POLICY && len(parts) > 1 {
+			parts = parts[:len(parts)-1] // [schema.]table.policy: the table's read policies change
+		}
+		name := lastName(parts)
+		if name == "" {
+			return everything()
+		}
+		names = append(names, name)
+	}
+	switch drop.GetRemoveType() {
+	case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
+		pg_query.ObjectType_OBJECT_AGGREGATE:
+		return &CatalogueChanges{Functions: addNames(nil, names)}
+	case pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN:
+		return typesNamed(names...)
+	}
+	return relationsNamed(names...)
+}
+
+// lastName returns the last element of a qualified name list, "" when it is not a string.
+func lastName(names []*pg_query.Node) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[len(names)-1].GetString_().GetSval()
+}

@@ -1,0 +1,28 @@
+// Command migrationbench measures what pgowl adds to a schema migration: a script that creates
+// functions, types and views and uses each one right after creating it, the way migration tools
+// (Flyway, Liquibase, Alembic, Rails, golang-migrate) run through a connection string.
+//
+// # What it runs
+//
+// One throw-away PostgreSQL 15 primary from integration/cluster, and pgowl in this process in
+// front of it (the slowdown it measures does not depend on standbys: routing plays no part).
+// The script, per run, in a fresh schema:
+//
+//   - 200 PL/pgSQL and SQL functions, each called at once (SELECT f_n(n));
+//   - 50 composite types, each used at once in a cast (SELECT ROW(...)::t_n) and by a function
+//     that takes it;
+//   - 50 views over the functions, each read at once (SELECT * FROM v_n).
+//
+// Every statement is sent on its own, in autocommit, once with the simple query protocol and once
+// with the extended protocol (pgx's default: Parse/Describe, then Bind/Execute, each to Sync).
+// Runs alternate between the targets ("direct" to the primary, "pgowl" through the proxy), for
+// -rounds rounds; the report gives each target's median time, the ratio pgowl/direct, and the
+// time spent in the statements that change the catalogue and in those that use the change.
+//
+// # Usage
+//
+//	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
+//	go run ./integration/migrationbench -rounds 1    # one quick round
+//
+// The exit status is 1 when the ratio of either protocol exceeds -max-ratio (default 1.5).
+package main

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/proxy"
+)
+
+// The login the script runs as, through pgowl and directly.
+const (
+	benchUser     = "migrator"
+	benchPassword = "migration-secret"
+)
+
+// Script size: what the issue that asked for this benchmark names.
+const (
+	defaultFunctions = 200
+	// every typeEvery-th function is followed by a type and a view.
+	typeEvery = 4
+)
+
+// runTimeout bounds one run of the script; startTimeout bounds starting the cluster and pgowl.
+const (
+	runTimeout   = 2 * time.Minute
+	startTimeout = 2 * time.Minute
+)
+
+// Target and protocol names, in report order.
+const (
+	targetDirect = "direct"
+	targetPgowl  = "pgowl"
+)
+
+var (
+	targets   = []string{targetDirect, targetPgowl}
+	protocols = []protocol{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}}
+)
+
+// protocol is how the client sends each statement.
+type protocol struct {
+	name string
+	mode pgx.QueryExecMode
+}
+
+// step is one statement of the script; change says it changes the catalogue (else it uses a change).
+type step struct {
+	sql    string
+	change bool
+}
+
+// options are the command-line settings.
+type options struct {
+	rounds, functions int
+	maxRatio          float64
+	logPath, out      string
+	// changesOnly leaves out the statements that use the changes: what pgowl costs a script of DDL alone.
+	changesOnly bool
+	command     string
+}
+
+// timing is one run's result.
+type timing struct {
+	total, change, use time.Duration
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 5, "runs per target and protocol")
+	flag.IntVar(&o.functions, "functions", defaultFunctions, "functions the script creates (a type and a view per 4)")
+	flag.Float64Var(&o.maxRatio, "max-ratio", 1.5, "exit 1 when pgowl/direct exceeds this in either protocol")
+	flag.StringVar(&o.logPath, "log", "", "write pgowl's debug log to this file")
+	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
+	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
+	flag.Parse()
+	o.command = strings.Join(append([]string{"go run ./integration/migrationbench"}, os.Args[1:]...), " ")
+	if o.rounds < 1 || o.rounds > 50 || o.functions < 4 || o.functions > 2000 {
+		fmt.Fprintln(os.Stderr, "migrationbench: -rounds must be between 1 and 50, -functions between 4 and 2000")
+		os.Exit(2)
+	}
+	if *cpuProfile != "" {
+		file, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(file)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "migrationbench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ratios, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "migrationbench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+	failed := false
+	for _, proto := range protocols {
+		if ratio := ratios[proto.name]; ratio > o.maxRatio {
+			fmt.Fprintf(os.Stderr, "migrationbench: %s protocol: pgowl took %.2fx direct, more than %.2fx\n", proto.name, ratio, o.maxRatio)
+			failed = true
+		}
+	}
+	if failed {
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+// run starts the cluster and pgowl, runs every round and prints the report; it returns the ratio
+// of the medians per protocol.
+func run(ctx context.Context, o options) (map[string]float64, error) {
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c, err := cluster.Start(startCtx, cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}})
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer c.Close()
+	primary := c.Nodes[0]
+	if err := primary.Exec(startCtx, "GRANT CREATE ON DATABASE postgres TO "+benchUser); err != nil {
+		return nil, err
+	}
+	addr, warnings, stopPgowl, err := startPgowl(startCtx, primary, o.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer stopPgowl()
+	dsn := map[string]string{
+		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
+		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
+	}
+	results := map[string][]timing{} // protocol/target -> runs
+	began, loadBefore := time.Now(), loadAverage()
+	for round := 1; round <= o.rounds; round++ {
+		for _, proto := range protocols {
+			for _, target := range targets {
+				schema := fmt.Sprintf("mig_%s_%s_%d", proto.name, target, round)
+				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
+					return nil, err
+				}
+				t, err := runScript(ctx, dsn[target], proto.mode, script(o.functions), schema, o.changesOnly)
+				if err != nil {
+					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
+				}
+				key := proto.name + "/" + target
+				results[key] = append(results[key], t)
+				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
+				if err := primary.Exec(ctx, fmt.Sprintf("DROP SCHEMA %s CASCADE", schema)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	ratios := map[string]float64{}
+	var report strings.Builder
+	fmt.Fprintf(&report, "## Migration script\n\nGenerated by `%s` on %s (%s of wall time; load average before and after: %s, %s).\n\n",
+		o.command, began.UTC().Format("2006-01-02 15:04 UTC"), time.Since(began).Round(time.Second), loadBefore, loadAverage())
+	steps := script(o.functions)
+	fmt.Fprintf(&report, "A migration-shaped script, %d statements in autocommit: %d functions (PL/pgSQL and SQL, each calling the previous), %d composite types and %d views, each used by the next statement (`SELECT f_n(n)`, a cast to the type, a read of the view).",
+		len(steps), o.functions, o.functions/typeEvery, o.functions/typeEvery)
+	if o.changesOnly {
+		report.WriteString(" With -changes-only: the uses are left out.")
+	}
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), in the benchmark's process, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds)
+	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, proto := range protocols {
+		direct, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
+		ratio := float64(owl.total) / float64(direct.total)
+		ratios[proto.name] = ratio
+		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
+			ms(direct.change), ms(direct.use), ms(owl.change), ms(owl.use))
+	}
+	if w := warnings(); len(w) > 0 {
+		fmt.Fprintf(&report, "\npgowl logged %d warnings, the first: `%s`\n", len(w), w[0])
+	}
+	fmt.Print("\n" + report.String())
+	if o.out != "" {
+		if err := writeSection(o.out, report.String()); err != nil {
+			return nil, err
+		}
+	}
+	return ratios, nil
+}
+
+// startPgowl runs pgowl in this process in front of primary with benchUser as its login, and
+// waits until a statement passes through it. warnings returns the warning lines logged so far.
+func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (addr string, warnings func() []string, stop func(), err error) {
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Nodes = []config.Node{{Name: primary.Name, Host: primary.Host, Port: primary.Port}}
+	cfg.Users = []config.User{{Name: benchUser, Password: benchPassword, Auth: config.AuthSCRAM}}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cfg.Listen = ln.Addr().String()
+	if err := cfg.Validate(); err != nil {
+		ln.Close()
+		return "", nil, nil, err
+	}
+	logs := &warningLog{}
+	logger := zerolog.New(logs).Level(zerolog.WarnLevel)
+	if logPath != "" {
+		file, err := os.Create(logPath)
+		if err != nil {
+			ln.Close()
+			return "", nil, nil, err
+		}
+		defer func() {
+			if err != nil {
+				file.Close()
+			}
+		}()
+		logger = zerolog.New(zerolog.MultiLevelWriter(file, &levelFilter{logs, zerolog.WarnLevel})).
+			Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	}
+	inst, err := proxy.Build(cfg, logger)
+	if err != nil {
+		ln.Close()
+		return "", nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inst.Run(runCtx, ln) }()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	dsn := "postgres://" + benchUser + ":" + benchPassword + "@" + cfg.Listen + "/postgres?sslmode=disable"
+	for attempt := 0; ; attempt++ {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			_, err = conn.Exec(ctx, "SELECT 1")
+			conn.Close(context.Background())
+			if err == nil {
+				return cfg.Listen, logs.lines, stop, nil
+			}
+		}
+		if attempt == 100 || ctx.Err() != nil {
+			stop()
+			return "", nil, nil, fmt.Errorf("pgowl did not answer: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// levelFilter passes on only lines of at least level.
+type levelFilter struct {
+	next  *warningLog
+	level zerolog.Level
+}
+
+func (f *levelFilter) Write(p []byte) (int, error) { return len(p), nil }
+
+func (f *levelFilter) WriteLevel(level zerolog.Level, p []byte) (int, error) {
+	if level >= f.level {
+		return f.next.Write(p)
+	}
+	return len(p), nil
+}
+
+// warningLog keeps pgowl's warning lines.
+type warningLog struct {
+	mu    sync.Mutex
+	kept  []string
+	total int
+}
+
+func (w *warningLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.total++
+	if len(w.kept) < 20 {
+		w.kept = append(w.kept, strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func (w *warningLog) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.kept)
+}
+
+// script is the migration.
+func script(functionCount int) []step {
+	var steps []step
+	for i := 0; i < functionCount; i++ {
+		switch {
+		case i%2 == 0:
+			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%d(x integer) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+  result integer;
+BEGIN
+  SELECT x + %d INTO result;
+  RETURN result;
+END
+$$`, i, i), change: true})
+		default:
+			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%d(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT f_%d(x) + 1 $$`, i, i-1), change: true})
+		}
+		steps = append(steps, step{sql: fmt.Sprintf("SELECT f_%d(%d)", i, i)})
+		if i%typeEvery == typeEvery-1 {
+			n := i / typeEvery
+			steps = append(steps,
+				step{sql: fmt.Sprintf("CREATE TYPE t_%d AS (a integer, b text)", n), change: true},
+				step{sql: fmt.Sprintf("SELECT (ROW(%d, 'x')::t_%d).a", n, n)},
+				step{sql: fmt.Sprintf("CREATE VIEW v_%d AS SELECT g, f_%d(g) AS y FROM generate_series(1, 3) AS g", n, i), change: true},
+				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%d", n)},
+			)
+		}
+	}
+	return steps
+}
+
+// runScript runs the script over one new connection whose search_path is schema, timing each statement.
+func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []step, schema string, changesOnly bool) (timing, error) {
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	config, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return timing{}, err
+	}
+	config.DefaultQueryExecMode = mode
+	config.RuntimeParams["search_path"] = schema
+	conn, err := pgx.ConnectConfig(ctx, config)
+	if err != nil {
+		return timing{}, err
+	}
+	defer conn.Close(context.Background())
+	var t timing
+	began := time.Now()
+	for _, s := range steps {
+		if !s.change && changesOnly {
+			continue
+		}
+		start := time.Now()
+		if _, err := conn.Exec(ctx, s.sql); err != nil {
+			return timing{}, fmt.Errorf("%.60s: %w", s.sql, err)
+		}
+		took := time.Since(start)
+		if s.change {
+			t.change += took
+		} else {
+			t.use += took
+		}
+	}
+	t.total = time.Since(began)
+	return t, nil
+}
+
+// median returns the run with the median total time.
+func median(runs []timing) timing {
+	if len(runs) == 0 {
+		return timing{}
+	}
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b timing) int { return int(a.total - b.total) })
+	return sorted[len(sorted)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// loadAverage is the machine's 1-minute load average as /proc/loadavg gives it, or "unknown".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return "unknown"
+	}
+	return fields[0]
+}
+
+// The markers around this benchmark's section of the report file; integration/bench keeps the
+// section when it writes the rest of the file.
+const (
+	sectionStart = "<!-- migrationbench -->"
+	sectionEnd   = "<!-- /migrationbench -->"
+)
+
+// writeSection replaces the section between the markers in the file at path with text, or appends
+// it when there is none.
+func writeSection(path, text string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	section := sectionStart + "\n" + text + sectionEnd
+	content := string(old)
+	start, end := strings.Index(content, sectionStart), strings.Index(content, sectionEnd)
+	if start >= 0 && end > start {
+		content = content[:start] + section + content[end+len(sectionEnd):]
+	} else {
+		content = strings.TrimRight(content, "\n") + "\n\n" + section + "\n"
+	}
+	return os.WriteFile(path, []byte(content), 0o644)
+}
