@@ -323,7 +323,7 @@ func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects
 	if stopIfDependent && a.run.dependent {
 		return Effects{}, true
 	}
-	effects = combine(verdicts)
+	effects = stringEffects(verdicts)
 	if len(a.run.warnings) > 0 {
 		effects.Warnings = append([]string(nil), a.run.warnings...)
 	}
@@ -352,16 +352,20 @@ func withFingerprint(sql string, effects Effects) Effects {
 	return effects
 }
 
-// combine gives the effects of a string's statements: each verdict's effects, merged by Merge. A
+// stringEffects gives the effects of a string's statements: each verdict's effects, merged by Merge. A
 // string that is exactly one SET, RESET or SHOW of a pgowl.* setting keeps Pgowl and no session
 // effects, since the proxy answers it itself.
-func combine(verdicts []verdict) Effects {
+func stringEffects(verdicts []verdict) Effects {
 	if len(verdicts) == 0 {
 		return Effects{Access: Read, Reason: ReasonReadOnly, Subject: "empty query"}
 	}
-	parts := make([]Effects, len(verdicts))
+	var small [4]Effects // most strings are one statement: no allocation
+	parts := small[:0]
+	if len(verdicts) > len(small) {
+		parts = make([]Effects, 0, len(verdicts))
+	}
 	for i := range verdicts {
-		parts[i] = verdicts[i].effects()
+		parts = append(parts, verdicts[i].effects())
 	}
 	effects := Merge(parts)
 	if effects.Pgowl != nil {

@@ -213,7 +213,7 @@ const (
 // sessionCatalogueChange is not a session effect: it marks, inside the analysis, a function or
 // procedure whose body creates, changes or drops what the catalogue holds (CREATE FUNCTION in a
 // migration procedure), so that the finding travels to the caller along with the session effects.
-// combine moves it to Effects.CatalogueChange; it never leaves the package in Effects.Session.
+// verdict.effects moves it to Effects.CatalogueChange; it never leaves the package in Effects.Session.
 const sessionCatalogueChange SessionEffect = 1 << 31
 
 // sessionNames lists the bits in declaration order with their codes.

@@ -268,7 +268,7 @@ func (c *Classifier) classifyFast(sql string) (Effects, bool) {
 	if err != nil {
 		return Effects{}, false
 	}
-	effects := combine([]verdict{v})
+	effects := stringEffects([]verdict{v})
 	effects.Fingerprint = fingerprint
 	effects.Normalized = normalized
 	return effects, true

@@ -59,9 +59,30 @@
 // messages in order, an ErrorResponse drops the rest of its Sync segment
 // (skip-until-Sync), and the session knows exactly when a unit is complete.
 //
+// The client's statement names are the session's: a Parse of a name the
+// client still holds fails with 42P05 where PostgreSQL's would (the node is
+// asked to parse the text under the held statement's managed name), and a
+// DEALLOCATE of a protocol-level statement sent as SQL is answered by pgowl,
+// as a Close is, since the managed statement may serve other sessions.
+//
+// # COPY FROM STDIN
+//
+// While the client sends COPY data, a watcher waits for the node's next
+// frame: an error the node raises midway (a constraint, a cancel) reaches
+// the client at once, and the client's remaining data is dropped, as the
+// node drops it.
+//
 // # Session settings
 //
 // SET and RESET run where the statement is routed; the session keeps the
 // successful ones and replays them on its other backends before their next
-// use, so every node sees the same settings.
+// use, so every node sees the same settings. A LOAD is replayed the same
+// way, ahead of the settings. DISCARD SEQUENCES (or ALL) reaches every
+// backend of the session, since currval and lastval live where nextval ran.
+//
+// # Listening sessions
+//
+// A session pinned by LISTEN whose backend is lost, while it is idle (see
+// idleRelay) or while one of its statements runs, is closed with FATAL
+// 57P01: its notifications would otherwise silently stop.
 package proxy
