@@ -129,6 +129,7 @@ func TestExampleFile(t *testing.T) {
 		}
 		want := specExampleConfig()
 		want.Classify.Functions = ClassifyFunctions{Readonly: []string{}, Writes: []string{}}
+		want.Admin.Users = []string{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -189,6 +190,9 @@ func TestDefaults(t *testing.T) {
 		"classify.cache_size":           "10000",
 		"classify.functions.readonly":   "",
 		"classify.functions.writes":     "",
+		"admin.listen":                  "127.0.0.1:6480",
+		"admin.users":                   "",
+		"admin.history_size":            "10000",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {

@@ -39,6 +39,12 @@ type Options struct {
 	Auth       *auth.Store
 	// TLS, when set, lets clients upgrade with SSLRequest.
 	TLS *tls.Config
+	// Observer, when set, is told about every routed unit (metrics, history).
+	Observer UnitObserver
+	// Console, when set, answers clients of the database pgowl who log in
+	// with ConsoleAuth (the admin users).
+	Console     AdminConsole
+	ConsoleAuth *auth.Store
 }
 
 // Server accepts client connections and runs their sessions.
@@ -60,6 +66,9 @@ type Server struct {
 	// clientTCP is set on every client connection (the tcp section).
 	clientTCP tcpopt.Options
 
+	// serveCtx is Serve's context: admin console sessions end with it.
+	serveCtx context.Context
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup
@@ -74,6 +83,9 @@ type cancelKey struct {
 func NewServer(opts Options) (*Server, error) {
 	if opts.Nodes == nil || opts.Classifier == nil || opts.Pool == nil || opts.Auth == nil {
 		return nil, errors.New("proxy: Nodes, Classifier, Pool and Auth are required")
+	}
+	if opts.Console != nil && opts.ConsoleAuth == nil {
+		return nil, errors.New("proxy: a Console needs ConsoleAuth")
 	}
 	s := &Server{
 		opts:     opts,
@@ -126,6 +138,7 @@ func PolicyFromConfig(cfg config.Config) route.Policy {
 // Serve accepts connections on ln until ctx is cancelled, then stops
 // accepting, gives running sessions a grace period and closes the rest.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.serveCtx = ctx
 	go func() {
 		<-ctx.Done()
 		ln.Close()

@@ -335,6 +335,8 @@ log:
   format: json
 pool:
   max_per_node: %d
+admin:
+  listen: 127.0.0.1:0   # the recorder runs as by default; a free port, so that runs never collide
 `, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := writeFiles(map[string]string{confPath: conf}); err != nil {
