@@ -385,6 +385,7 @@ func TestAdminConsoleAsPgbouncerExporter(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	t.Logf("during pgbench -c 8: SHOW POOLS cl_active up to %d, sv_active up to %d; SHOW STATS_TOTALS query_count up to %d", maxActive, maxSvActive, maxQueries)
 	if maxActive < 8 || maxSvActive < 1 || maxQueries < 100 {
 		t.Errorf("during pgbench -c 8: cl_active reached %d (want 8), sv_active %d (want > 0), query_count %d (want > 100)", maxActive, maxSvActive, maxQueries)
 	}
@@ -470,4 +471,62 @@ func TestAdminConsoleAsPgbouncerExporter(t *testing.T) {
 	if _, err := db.Exec("SHOW NONSENSE"); err == nil {
 		t.Error("SHOW NONSENSE succeeded")
 	}
+}
+
+// TestAdminReadyzFollowsNodes: /readyz turns unready within two monitor
+// intervals of every node going down, and ready again when the primary is
+// back (reads then fall back to it: routing.when_no_standby: primary).
+func TestAdminReadyzFollowsNodes(t *testing.T) {
+	c := ownCluster(t, 1)
+	const interval = 250 * time.Millisecond
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Monitor.Interval = interval
+		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
+	})
+	if status, body := o.adminGet(t, "/readyz"); status != http.StatusOK {
+		t.Fatalf("/readyz before = %d %s, want 200", status, body)
+	}
+	ctx := timeoutCtx(t, 2*time.Minute)
+	if err := c.Nodes[1].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[0].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	var body string
+	for {
+		var status int
+		status, body = o.adminGet(t, "/readyz")
+		if status == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(down) > 10*time.Second {
+			t.Fatalf("/readyz still %d 10s after every node stopped: %s", status, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(down)
+	t.Logf("/readyz unready %s after the last node stopped: %s", took.Round(time.Millisecond), strings.TrimSpace(body))
+	if took > 2*interval {
+		t.Errorf("/readyz took %s to turn unready, more than two monitor intervals (%s)", took, 2*interval)
+	}
+	if err := c.Nodes[0].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	for {
+		status, body := o.adminGet(t, "/readyz")
+		if status == http.StatusOK {
+			if !strings.Contains(body, `"primary":"pg1"`) || !strings.Contains(body, `"reads":"pg1"`) {
+				t.Errorf("/readyz = %s, want primary pg1 serving reads too", body)
+			}
+			break
+		}
+		if time.Since(up) > 20*time.Second {
+			t.Fatalf("/readyz still %d 20s after the primary started: %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("/readyz ready %s after the primary started", time.Since(up).Round(time.Millisecond))
 }
