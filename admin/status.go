@@ -48,7 +48,7 @@ h1{font-size:1.3em;margin:.3em 0}h2{font-size:1.05em;margin:1.2em 0 .4em}
 .ok{color:#17672a}.bad{color:#b00020;font-weight:600}
 .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;font-size:.9em}
 th,td{text-align:left;padding:4px 6px;border-bottom:1px solid #ddd;white-space:nowrap}
-td.wrap{white-space:normal;min-width:14em}
+td.wrap{white-space:normal;min-width:9em;overflow-wrap:anywhere}
 svg{width:100%;height:auto;background:#fafafa;border:1px solid #e3e3e3}
 .legend span{display:inline-block;margin-right:1em;font-size:.85em}
 .legend i{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:-.1em}
