@@ -2,6 +2,7 @@ package admin
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,23 @@ type metrics struct {
 	decision   prometheus.Histogram
 	promotions *prometheus.CounterVec // node
 	timelines  *prometheus.CounterVec // node
+
+	// children caches the routed counter and duration histogram of each
+	// label combination (routedKey → *routedChildren): a sync.Map read
+	// costs less than the vectors' label hashing and validation, per unit.
+	children sync.Map
+}
+
+type routedKey struct {
+	node    string
+	role    route.Role
+	reason  string
+	outcome string
+}
+
+type routedChildren struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newMetrics(src *Sources) *metrics {
@@ -71,8 +89,17 @@ func (m *metrics) observe(u *Unit) {
 		m.refusals.WithLabelValues(u.Refusal).Inc()
 		return
 	}
-	m.routed.WithLabelValues(u.Node, u.Role.String(), u.Reason, u.Outcome).Inc()
-	m.duration.WithLabelValues(u.Node).Observe(u.Duration.Seconds())
+	key := routedKey{node: u.Node, role: u.Role, reason: u.Reason, outcome: u.Outcome}
+	v, ok := m.children.Load(key)
+	if !ok {
+		v, _ = m.children.LoadOrStore(key, &routedChildren{
+			count:    m.routed.WithLabelValues(u.Node, u.Role.String(), u.Reason, u.Outcome),
+			duration: m.duration.WithLabelValues(u.Node),
+		})
+	}
+	c := v.(*routedChildren)
+	c.count.Inc()
+	c.duration.Observe(u.Duration.Seconds())
 }
 
 // stateCollector reads the node, pool, client and cache figures at scrape time.
