@@ -74,6 +74,10 @@ func newMetrics(src *Sources) *metrics {
 		&stateCollector{src: src},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, code := range []route.Code{route.NoReadableReplica, route.ReplicaLagExceeded, route.NoPrimary, route.DatabaseBusy} {
+		// Present from the start, so that rate() sees the first refusal.
+		m.refusals.WithLabelValues(code.String())
+	}
 	for _, n := range src.Config.Nodes {
 		// Present from the start, so that rate() sees the first promotion.
 		m.promotions.WithLabelValues(n.Name)

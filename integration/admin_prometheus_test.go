@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,4 +201,45 @@ func TestPrometheusScrapesPgowl(t *testing.T) {
 	if up := prom.query(t, `up{job="pgowl"}`); len(up) != 1 || up[0].value(t) != 1 {
 		t.Errorf("up{job=pgowl} = %v, want 1", up)
 	}
+	checkDashboard(t, prom)
+}
+
+// checkDashboard runs every query of deploy/grafana-dashboard.json through
+// Prometheus (with Grafana's variables filled in) and checks that every
+// pgowl metric it names exists.
+func checkDashboard(t *testing.T, prom *prometheusServer) {
+	t.Helper()
+	data, err := os.ReadFile("../deploy/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("deploy/grafana-dashboard.json: %v", err)
+	}
+	names := map[string]bool{}
+	metricName := regexp.MustCompile(`pgowl_[a-z_]+`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			expr := strings.NewReplacer("$__rate_interval", "1m", "$job", ".*", "$instance", ".*").Replace(target.Expr)
+			prom.query(t, expr) // fails the test if Prometheus cannot run it
+			for _, n := range metricName.FindAllString(expr, -1) {
+				names[strings.TrimSuffix(n, "_bucket")] = true
+			}
+		}
+	}
+	for n := range names {
+		series := prom.query(t, `count({__name__=~"`+n+`(_bucket)?"})`)
+		if len(series) == 0 {
+			t.Errorf("the dashboard uses %s, which pgowl does not export", n)
+		}
+	}
+	t.Logf("the dashboard's %d panels use %d pgowl metrics", len(dash.Panels), len(names))
 }
