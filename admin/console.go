@@ -239,7 +239,7 @@ func (r *Recorder) show(what string) (*table, bool) {
 	case "CLIENTS":
 		return r.showClients(), true
 	case "SERVERS":
-		return r.showServers(now), true
+		return r.showServers(), true
 	case "STATS":
 		return r.showStats(now, false), true
 	case "STATS_TOTALS":
@@ -357,7 +357,7 @@ func (r *Recorder) showClients() *table {
 	return t
 }
 
-func (r *Recorder) showServers(now time.Time) *table {
+func (r *Recorder) showServers() *table {
 	t := &table{cols: []column{{"type", oidText}, {"user", oidText}, {"database", oidText}, {"replication", oidText}, {"state", oidText},
 		{"addr", oidText}, {"port", oidInt4}, {"local_addr", oidText}, {"local_port", oidInt4}, {"connect_time", oidText}, {"request_time", oidText},
 		{"wait", oidInt4}, {"wait_us", oidInt4}, {"close_needed", oidInt4}, {"ptr", oidText}, {"link", oidText}, {"remote_pid", oidInt4},

@@ -136,13 +136,11 @@ func (r *Recorder) watchRoles(ctx context.Context) {
 				if ok && was.timeline != 0 && n.Timeline != 0 && n.Timeline != was.timeline {
 					r.metrics.timelines.WithLabelValues(n.Name).Inc()
 				}
-				if n.Timeline == 0 {
-					n := *n
-					n.Timeline = was.timeline
-					last[n.Name] = seen{role: n.Role, timeline: n.Timeline}
-					continue
+				timeline := n.Timeline
+				if timeline == 0 {
+					timeline = was.timeline
 				}
-				last[n.Name] = seen{role: n.Role, timeline: n.Timeline}
+				last[n.Name] = seen{role: n.Role, timeline: timeline}
 			}
 			return false
 		})
