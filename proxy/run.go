@@ -141,13 +141,17 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	go in.Monitor.Run(ctx)
 	go in.closeOnRoleChange(ctx)
+	// The admin side outlives ctx until the server has drained, so that
+	// metrics and /readyz stay readable while sessions finish.
+	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAdmin()
 	if in.Admin != nil {
-		go in.Admin.Run(ctx)
+		go in.Admin.Run(adminCtx)
 	}
 	if in.adminListener != nil {
 		in.log.Info().Str("admin_listen", in.adminListener.Addr().String()).Msg("admin listener serving /metrics, /healthz, /readyz, /history and the status page")
 		go func() {
-			if err := in.Admin.Serve(ctx, in.adminListener); err != nil {
+			if err := in.Admin.Serve(adminCtx, in.adminListener); err != nil {
 				in.log.Error().Err(err).Msg("admin listener stopped")
 			}
 		}()
