@@ -249,6 +249,14 @@ func TestAdminConsoleRefusesOthers(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SHOW VERSION").Scan(&version); err != nil || !strings.HasPrefix(version, "pgowl ") {
 		t.Errorf("SHOW VERSION = %q, %v", version, err)
 	}
+	// psql, as operators use PgBouncer's console.
+	psql := pgBinary(t, "psql")
+	env := []string{"PGHOST=" + o.host, "PGPORT=" + fmt.Sprint(o.port), "PGUSER=" + adminUser, "PGPASSWORD=" + adminPassword,
+		"PGDATABASE=" + config.AdminDatabase, "PGSSLMODE=disable", "PSQLRC=/dev/null", "PGCONNECT_TIMEOUT=10"}
+	res := runCmd(t, 30*time.Second, env, psql, "-X", "-A", "-c", "SHOW NODES", "-c", "SHOW POOLS", "-c", "SHOW HELP")
+	if res.exitCode != 0 || !strings.Contains(res.stdout, "pg1|") || !strings.Contains(res.stdout, "cl_active") || !strings.Contains(res.stderr+res.stdout, "SHOW HISTORY") {
+		t.Errorf("psql on the console: exit %d\nstdout:\n%s\nstderr:\n%s", res.exitCode, res.stdout, res.stderr)
+	}
 	app := o.connect(t, nil)
 	if got := queryInt(t, app, "app still routes", "SELECT 1"); got != 1 {
 		t.Errorf("SELECT 1 = %d", got)
