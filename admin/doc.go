@@ -13,9 +13,9 @@
 //     the next sequence number atomically and fills that slot under the
 //     slot's own lock, so writers only meet when the ring has wrapped onto a
 //     slot another writer still fills.
-//   - Sampler wakes once a second (and on every monitor snapshot) to keep the
-//     few minutes of series the status page draws (lag per node, routed units
-//     per node and reason) and to count promotions and timeline changes.
+//   - Run samples once a second the five minutes of series the status page
+//     draws (each node's lag, routed units per node and per reason), and reads
+//     every monitor snapshot to count promotions and timeline changes.
 //   - Handler serves /metrics, /healthz, /readyz, /history and the status
 //     page (/). Readiness is computed from the monitor's latest snapshot at
 //     request time (see Ready).

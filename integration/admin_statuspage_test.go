@@ -133,6 +133,10 @@ func TestStatusPageShowsPausedStandby(t *testing.T) {
 		t.Fatal("no read was refused with REPLICA_LAG_EXCEEDED under a 1ms session limit")
 	}
 
+	if _, metrics := o.adminGet(t, "/metrics"); !strings.Contains(metrics, `pgowl_refusals_total{code="REPLICA_LAG_EXCEEDED"} `) ||
+		metricValue(t, metrics, `pgowl_refusals_total{code="REPLICA_LAG_EXCEEDED"}`) < float64(refused) {
+		t.Errorf("/metrics does not count the %d refused reads", refused)
+	}
 	url := "http://" + o.inst.AdminAddr().String() + "/"
 	shot := filepath.Join(artifactsDir(t), "status-page-paused-standby.png")
 	os.Remove(shot)
