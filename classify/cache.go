@@ -23,6 +23,8 @@ type lruShard struct {
 	entries  map[string]*lruEntry
 	// sentinel.next is the most recently used entry, sentinel.prev the least.
 	sentinel lruEntry
+	// textLookups counts get calls, under mu: one per cached classification.
+	textLookups uint64
 }
 
 type lruEntry struct {
@@ -60,6 +62,7 @@ func (c *lruCache) shard(key string) *lruShard {
 func (c *lruCache) get(key string) (effects Effects, dependent, ok bool) {
 	shard := c.shard(key)
 	shard.mu.Lock()
+	shard.textLookups++
 	entry, ok := shard.entries[key]
 	if !ok {
 		shard.mu.Unlock()
@@ -108,6 +111,18 @@ func (c *lruCache) add(key string, effects Effects, dependent bool) {
 	entry.key, entry.effects, entry.dependent = key, effects, dependent
 	shard.pushFront(entry)
 	shard.entries[key] = entry
+}
+
+// lookups returns the number of get calls so far.
+func (c *lruCache) lookups() uint64 {
+	var total uint64
+	for i := range c.shards {
+		shard := &c.shards[i]
+		shard.mu.Lock()
+		total += shard.textLookups
+		shard.mu.Unlock()
+	}
+	return total
 }
 
 // len returns the number of cached entries.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
@@ -47,6 +48,24 @@ type Classifier struct {
 	functions      functionTable
 	walkPlans      walkPlans
 	catalogues     CatalogueSource
+	// cacheMisses counts cached classifications that had to classify: the
+	// statement was in neither the text nor the shape cache.
+	cacheMisses atomic.Uint64
+}
+
+// CacheStats reports how many classifications the cache answered (hits) and
+// how many it could not (misses) since the Classifier was made; both are
+// zero when the cache is off. A statement longer than the cached limit counts as neither.
+func (c *Classifier) CacheStats() (hits, misses uint64) {
+	if c.cache == nil {
+		return 0, 0
+	}
+	lookups := c.cache.lookups()
+	misses = c.cacheMisses.Load()
+	if misses > lookups { // read between the two counters' updates
+		misses = lookups
+	}
+	return lookups - misses, misses
 }
 
 // New returns a Classifier configured by opts.
@@ -211,6 +230,7 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 	if shaped {
 		shape = string(shapeBytes)
 	}
+	c.cacheMisses.Add(1)
 	effects, dependent, used, cacheable := c.classifyUncached(sql, ctx, cat)
 	if !cacheable {
 		return effects

@@ -22,8 +22,6 @@ type Config struct {
 	Auth Auth `yaml:"auth" mapstructure:"auth"`
 	// Access holds the hba-style rules that decide who may log in from where, and how.
 	Access Access `yaml:"access" mapstructure:"access"`
-	// Admin names who may run pgowl's administrative commands.
-	Admin Admin `yaml:"admin" mapstructure:"admin"`
 	// Limits holds the defences against hostile or runaway clients.
 	Limits Limits `yaml:"limits" mapstructure:"limits"`
 	// Pool configures the server connection pools, one per node.
@@ -32,7 +30,25 @@ type Config struct {
 	TCP TCP `yaml:"tcp" mapstructure:"tcp"`
 	// Classify configures the statement classifier.
 	Classify Classify `yaml:"classify" mapstructure:"classify"`
+	// Admin configures the admin HTTP listener, the routing history and the admin console.
+	Admin Admin `yaml:"admin" mapstructure:"admin"`
 }
+
+// Admin configures what operators look at: the HTTP listener (/metrics, /healthz, /readyz,
+// /history, the status page), the routing history and the admin console on the PostgreSQL port.
+type Admin struct {
+	// Listen is the host:port of the admin HTTP listener; empty turns it off.
+	Listen string `yaml:"listen" mapstructure:"listen" help:"host:port of the admin HTTP listener (/metrics, /healthz, /readyz, /history, /), empty turns it off"`
+	// Users may open the admin console (database pgowl) and run SHOW pgowl.nodes and SHOW
+	// pgowl.explain. When empty, nobody may open the console, every logged-in user may run the SHOW
+	// commands, and pgowl warns about it at start-up.
+	Users []string `yaml:"users" mapstructure:"users" help:"users who may open the admin console (database pgowl) and run SHOW pgowl.nodes / SHOW pgowl.explain, as a JSON list; empty: no console, SHOW commands for everyone"`
+	// HistorySize is the number of routed units kept in the routing history; 0 keeps none.
+	HistorySize int `yaml:"history_size" mapstructure:"history_size" help:"routed units kept in the routing history, 0 keeps none"`
+}
+
+// AdminDatabase is the database name that opens the admin console instead of a node session.
+const AdminDatabase = "pgowl"
 
 // TCP sets how soon a peer that vanished without closing its connection (a host that lost power,
 // a cut network) is noticed, on connections to clients and to nodes alike.
@@ -304,6 +320,10 @@ func Default() Config {
 			MaxDepth:        16,
 			RefreshInterval: 30 * time.Second,
 			CacheSize:       10000,
+		},
+		Admin: Admin{
+			Listen:      "127.0.0.1:6480",
+			HistorySize: 10000,
 		},
 		TCP: TCP{
 			KeepaliveIdle:     10 * time.Second,

@@ -209,6 +209,8 @@ func TestDefaults(t *testing.T) {
 		"classify.cache_size":           "10000",
 		"classify.functions.readonly":   "",
 		"classify.functions.writes":     "",
+		"admin.listen":                  "127.0.0.1:6480",
+		"admin.history_size":            "10000",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {

@@ -10,7 +10,7 @@ import (
 type Key struct {
 	// Path is the dotted key path, e.g. "routing.max_replica_lag".
 	Path string
-	// List is true for keys that hold a list (nodes, users, classify.functions.*) rather than a scalar.
+	// List is true for keys that hold a list (nodes, users, classify.functions.*, admin.users) rather than a scalar.
 	List bool
 	// Default is the default value as it would be written in the file; empty for lists.
 	Default string

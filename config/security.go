@@ -53,13 +53,6 @@ func (r *AccessRule) setDefaults() {
 	r.User = "all"
 }
 
-// Admin configures pgowl's administrative commands.
-type Admin struct {
-	// Users may run SHOW pgowl.nodes and SHOW pgowl.explain; when empty every logged-in user may,
-	// and pgowl warns about it at start-up.
-	Users []string `yaml:"users" mapstructure:"users" help:"users allowed to run SHOW pgowl.nodes and SHOW pgowl.explain, as a JSON list; empty allows everyone"`
-}
-
 // Values of AccessRule.Type.
 const (
 	// AccessHost matches a client connection with or without TLS.

@@ -30,6 +30,7 @@ func (c Config) Validate() error {
 	v.pool(c.Pool)
 	v.tcp(c.TCP)
 	v.classify(c.Classify)
+	v.admin(c.Admin, c.Users, c.Auth)
 	return joinErrors(v.problems)
 }
 
@@ -367,4 +368,22 @@ func skipIdentifier(text string) (string, error) {
 		return "", fmt.Errorf("is not of the form schema.name(argtypes) or name(argtypes)")
 	}
 	return text[end:], nil
+}
+
+// admin checks the admin listener, the history size and that every admin user is a configured user
+// (when users come only from the users list: a users file or the auth query may name others).
+func (v *validator) admin(a Admin, users []User, auth Auth) {
+	if a.Listen != "" {
+		v.listen("admin.listen", a.Listen)
+	}
+	v.atLeast("admin.history_size", a.HistorySize, 0)
+	if auth.UsersFile != "" || auth.QueryEnabled {
+		return
+	}
+	for i, name := range a.Users {
+		key := fmt.Sprintf("admin.users[%d]", i)
+		if !slices.ContainsFunc(users, func(u User) bool { return u.Name == name }) {
+			v.fail(key, "%q is not one of the configured users", name)
+		}
+	}
 }

@@ -57,6 +57,7 @@ type nodePool struct {
 	open    int                // connections counted against the cap, idle, in use or being dialled
 	idle    map[string][]*Conn // by login key, most recently used last
 	waiters []*waiter          // in arrival order
+	waits   uint64             // acquires that had to wait, since the pool was made
 
 	// For MinIdle: where the node was last reached, the logins that acquired
 	// a connection there, and the background dials in flight by login key
@@ -161,6 +162,7 @@ func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (
 	}
 	w := &waiter{key: key, grant: make(chan grant, 1)}
 	np.waiters = append(np.waiters, w)
+	np.waits++
 	p.mu.Unlock()
 
 	timer := time.NewTimer(p.opts.AcquireTimeout)
@@ -466,6 +468,34 @@ func (p *Pool) Stats(node string) (inUse, idle int) {
 		idle += len(list)
 	}
 	return np.open - idle - np.refillsInFlight(), idle
+}
+
+// NodeStats is a node's pool at one moment, for metrics and the admin console.
+type NodeStats struct {
+	// InUse and Idle are as Stats reports them.
+	InUse, Idle int
+	// Waiting is the number of acquires waiting for a connection now.
+	Waiting int
+	// Waits counts the acquires that had to wait since the pool was made.
+	Waits uint64
+}
+
+// NodeStats reports node's connections in use and idle, its waiting acquires
+// and how many acquires waited so far.
+func (p *Pool) NodeStats(node string) NodeStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	np := p.nodes[node]
+	if np == nil {
+		return NodeStats{}
+	}
+	var st NodeStats
+	for _, list := range np.idle {
+		st.Idle += len(list)
+	}
+	st.InUse = np.open - st.Idle - np.refillsInFlight()
+	st.Waiting, st.Waits = len(np.waiters), np.waits
+	return st
 }
 
 // Close closes every idle connection, stops the maintenance goroutine and

@@ -18,7 +18,9 @@ import (
 type unit struct {
 	start   time.Time
 	effects classify.Effects
-	sql     string // for the log's ai marker; never logged raw
+	// decideTime is from start to the node being chosen, without waits (for metrics).
+	decideTime time.Duration
+	sql        string // for the log's ai marker; never logged raw
 	// setSQL is the statement to replay on other nodes when the unit changed a setting.
 	setSQL string
 	// stmts are the prepared statements of an extended batch (nil for a simple Query).
@@ -109,6 +111,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 				}
 			}
 		}
+		u.decideTime = time.Since(u.start)
 		return be, dec, nil
 	}
 	req := routeRequest(sess.routingEffects(u))
@@ -133,6 +136,9 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	deadline := now.Add(wait)
 	for {
 		dec, err := route.Decide(req, snap, pol, now)
+		if u.decideTime == 0 {
+			u.decideTime = time.Since(u.start)
+		}
 		if err != nil && req.Access == route.AccessWrite && time.Now().Before(deadline) {
 			// No primary right now: a switchover may be under way. Wait for one.
 			req, pol := req, pol // copies for the closure: the fast path stays on the stack

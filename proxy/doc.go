@@ -39,7 +39,13 @@
 //  4. writes a NOTICE naming the node and the reason, forwards the unit, and
 //     streams the replies back as raw frames until every message of the unit
 //     is answered,
-//  5. writes one routing-log line.
+//  5. writes one routing-log line, and hands the same record to the
+//     Options.Observer (package admin: metrics and the routing history).
+//
+// A client that asks for the database pgowl (config.AdminDatabase) gets the
+// admin console (Options.Console) instead of a node session, once it has
+// authenticated as one of admin.users; anyone else gets 28P01, as an
+// unknown user does.
 //
 // Transaction state is read from ReadyForQuery's status byte: while it is T or
 // E the session stays on the backend that started the transaction

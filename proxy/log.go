@@ -14,7 +14,8 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	eff := &u.effects
 	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true}
 	ev := sess.log.Info()
-	if !ev.Enabled() {
+	observed := sess.srv.opts.Observer != nil
+	if !ev.Enabled() && !observed {
 		return
 	}
 	reason := dec.Reason.String()
@@ -22,11 +23,20 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 		// Not routed: the reason is the statement's own effect.
 		reason = eff.Reason.String()
 	}
+	duration := time.Since(u.start)
+	p := sess.srv.opts.Config.Routing.AICommentPrefix
+	ai := p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p)
+	if observed {
+		sess.observeUnit(u, dec, reason, outcome, ai, duration)
+	}
+	if !ev.Enabled() {
+		return
+	}
 	ev = ev.Str("node", dec.Node).
 		Str("role", dec.Role.String()).
 		Str("reason", reason).
 		Int64("lag_ms", dec.Lag.Milliseconds()).
-		Float64("duration_ms", float64(time.Since(u.start).Microseconds())/1000).
+		Float64("duration_ms", float64(duration.Microseconds())/1000).
 		Str("outcome", outcome).
 		Str("fingerprint", eff.Fingerprint).
 		Str("statement", eff.Normalized)
@@ -36,9 +46,7 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	if dec.FallbackRule != "" {
 		ev = ev.Str("fallback_rule", dec.FallbackRule)
 	}
-	p := sess.srv.opts.Config.Routing.AICommentPrefix
-	ev = ev.Bool("ai", p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p))
-	ev.Msg("routed")
+	ev.Bool("ai", ai).Msg("routed")
 }
 
 // lastUnit remembers the session's last routed unit for SHOW pgowl.explain.

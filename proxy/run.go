@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pgowl/pgowl/admin"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/nodetls"
@@ -23,8 +24,14 @@ type Instance struct {
 	Server  *Server
 	Monitor *monitor.Monitor
 	Pool    *pool.Pool
-	cfg     config.Config
-	log     zerolog.Logger
+	// Admin records routed units and serves the admin listener and console;
+	// nil when admin.listen is empty and admin.users is too.
+	Admin *admin.Recorder
+	// adminListener is bound by Build (so that port 0 and errors are known
+	// early) and served by Run; nil when admin.listen is empty.
+	adminListener net.Listener
+	cfg           config.Config
+	log           zerolog.Logger
 }
 
 // Build wires an Instance from cfg. Nothing runs until Run.
@@ -97,21 +104,52 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	if cfg.Auth.QueryEnabled {
 		store = store.WithLookup(newAuthQuery(cfg, mon, logger).lookup)
 	}
-	srv, err := NewServer(Options{
+	classifier := newClassifier(cfg, mon, logger)
+	opts := Options{
 		Config:     cfg,
 		Logger:     logger,
 		Nodes:      mon,
-		Classifier: newClassifier(cfg, mon, logger),
+		Classifier: classifier,
 		Pool:       backends,
 		Auth:       store,
 		TLS:        tlsConfig,
 		Access:     accessRules,
-	})
+	}
+	var recorder *admin.Recorder
+	if cfg.Admin.Listen != "" || len(cfg.Admin.Users) > 0 {
+		recorder = admin.New(admin.Sources{
+			Config: cfg,
+			Policy: PolicyFromConfig(cfg),
+			Nodes:  mon,
+			Pool:   backends,
+			Cache:  classifier,
+		})
+		opts.Observer, opts.Console, opts.ConsoleAuth = recorder, recorder, consoleAuthStore(cfg, creds)
+	}
+	srv, err := NewServer(opts)
 	if err != nil {
 		backends.Close() // stops its maintenance goroutine
 		return nil, err
 	}
-	return &Instance{Server: srv, Monitor: mon, Pool: backends, cfg: cfg, log: logger}, nil
+	in := &Instance{Server: srv, Monitor: mon, Pool: backends, Admin: recorder, cfg: cfg, log: logger}
+	if recorder != nil {
+		recorder.SetClients(srv)
+	}
+	if cfg.Admin.Listen != "" {
+		if in.adminListener, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			backends.Close()
+			return nil, fmt.Errorf("admin.listen: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// AdminAddr is the admin HTTP listener's address, nil when it is off.
+func (in *Instance) AdminAddr() net.Addr {
+	if in.adminListener == nil {
+		return nil
+	}
+	return in.adminListener.Addr()
 }
 
 // Run starts the monitor, waits briefly for its first round, and serves
@@ -122,6 +160,21 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	go in.Monitor.Run(ctx)
 	go in.closeOnRoleChange(ctx)
+	// The admin side outlives ctx until the server has drained, so that
+	// metrics and /readyz stay readable while sessions finish.
+	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAdmin()
+	if in.Admin != nil {
+		go in.Admin.Run(adminCtx)
+	}
+	if in.adminListener != nil {
+		in.log.Info().Str("admin_listen", in.adminListener.Addr().String()).Msg("admin listener serving /metrics, /healthz, /readyz, /history and the status page")
+		go func() {
+			if err := in.Admin.Serve(adminCtx, in.adminListener); err != nil {
+				in.log.Error().Err(err).Msg("admin listener stopped")
+			}
+		}()
+	}
 	readyCtx, readyCancel := context.WithTimeout(ctx, in.cfg.Monitor.DownAfter+in.cfg.Monitor.Interval)
 	if err := in.Monitor.Ready(readyCtx); err != nil {
 		in.log.Warn().Err(err).Msg("the node monitor has not finished its first round; serving anyway")

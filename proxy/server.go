@@ -42,6 +42,12 @@ type Options struct {
 	TLS *tls.Config
 	// Access decides who may log in from where, and how; nil admits every user with its own method.
 	Access *access.Rules
+	// Observer, when set, is told about every routed unit (metrics, history).
+	Observer UnitObserver
+	// Console, when set, answers clients of the database pgowl who log in
+	// with ConsoleAuth (the admin users).
+	Console     AdminConsole
+	ConsoleAuth *auth.Store
 }
 
 // Server accepts client connections and runs their sessions.
@@ -68,6 +74,9 @@ type Server struct {
 	// admins may run the pgowl admin commands; nil lets every user run them.
 	admins map[string]bool
 
+	// serveCtx is Serve's context: admin console sessions end with it.
+	serveCtx context.Context
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup
@@ -82,6 +91,9 @@ type cancelKey struct {
 func NewServer(opts Options) (*Server, error) {
 	if opts.Nodes == nil || opts.Classifier == nil || opts.Pool == nil || opts.Auth == nil {
 		return nil, errors.New("proxy: Nodes, Classifier, Pool and Auth are required")
+	}
+	if opts.Console != nil && opts.ConsoleAuth == nil {
+		return nil, errors.New("proxy: a Console needs ConsoleAuth")
 	}
 	s := &Server{
 		opts:     opts,
@@ -141,6 +153,7 @@ func PolicyFromConfig(cfg config.Config) route.Policy {
 // Serve accepts connections on ln until ctx is cancelled, then stops
 // accepting, gives running sessions a grace period and closes the rest.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.serveCtx = ctx
 	go func() {
 		<-ctx.Done()
 		ln.Close()

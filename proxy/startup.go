@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/auth"
 	"github.com/pgowl/pgowl/route"
@@ -205,6 +206,9 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	delete(params, "database")
 	delete(params, "replication")
 	sess.log = sess.log.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", sess.appName).Logger()
+	if sess.database == config.AdminDatabase && sess.srv.opts.Console != nil {
+		return sess.serveConsole()
+	}
 
 	if err := sess.authenticate(); err != nil {
 		reason := err.Error()

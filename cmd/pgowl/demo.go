@@ -82,6 +82,7 @@ func runDemo(ctx context.Context, out io.Writer, opts demoOptions) error {
 	cfg.Monitor.User = cluster.Superuser
 	cfg.Log.Format = "console"
 	cfg.Log.Level = opts.logLevel
+	cfg.Admin.Listen = "127.0.0.1:0" // a free port; the log names it
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -78,5 +78,8 @@ func runProxy(ctx context.Context, cfg config.Config, logger zerolog.Logger, ln 
 	if err != nil {
 		return err
 	}
+	if instance.Admin != nil {
+		instance.Admin.SetVersion(versionString())
+	}
 	return instance.Run(ctx, ln)
 }

@@ -16,6 +16,10 @@
 // nothing. It is the floor of what any proxy costs on the machine: how close to direct a
 // proxy can get there at all.
 //
+// Another, "pgowl+admin", is pgowl with its admin listener on and /metrics fetched every
+// second, as Prometheus would; the "pgowl" targets run with admin.listen "" (no listener,
+// no metrics or history). Comparing the two measures what the admin side costs.
+//
 // Every workload (select-only in each query mode at 1, 16 and 64 clients, TPC-B, and a mixed
 // 80 % read / 20 % write script) runs for -duration seconds per target, interleaved: for each
 // workload, for each round, every target once. Runs that touch the primary start from the same

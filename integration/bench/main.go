@@ -214,7 +214,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var pgowlBinary, build string
-	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] {
+	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] || o.targets[targetPgowlAdmin] {
 		build = describeBuild(ctx, moduleDir, o.fromHead)
 		logf("building pgowl from %s", build)
 		if pgowlBinary, err = buildCommand(ctx, moduleDir, dir, "./cmd/pgowl", o.fromHead); err != nil {
@@ -283,8 +283,8 @@ func run(ctx context.Context, o options) error {
 			} else {
 				t = l.startPgpool(ctx, bins.pgpool)
 			}
-		case targetPgowl, targetPgowlNotice:
-			t = l.startPgowl(ctx, pgowlBinary, name == targetPgowlNotice)
+		case targetPgowl, targetPgowlNotice, targetPgowlAdmin:
+			t = l.startPgowl(ctx, pgowlBinary, name == targetPgowlNotice, name == targetPgowlAdmin)
 		case targetForward:
 			t = l.startForward(ctx, forwardBinary)
 		}

@@ -279,6 +279,7 @@ func (r *report) ratioTable() string {
 		{"pgowl / pgpool-II", targetPgowl, targetPgpool},
 		{"pgowl / direct", targetPgowl, targetDirect},
 		{"pgowl+notice / pgowl", targetPgowlNotice, targetPgowl},
+		{"pgowl+admin / pgowl", targetPgowlAdmin, targetPgowl},
 		{"PgBouncer / direct", targetPgBouncer, targetDirect},
 		{"pgpool-II / direct", targetPgpool, targetDirect},
 	}
@@ -433,6 +434,7 @@ func (r *report) findings() []string {
 	compare(targetPgowl, targetPgpool)
 	compare(targetPgowl, targetDirect)
 	compare(targetPgowlNotice, targetPgowl)
+	compare(targetPgowlAdmin, targetPgowl)
 	if w, ok := r.workload("select-simple-1"); ok && r.has(targetPgowl) && r.has(targetDirect) {
 		s, d := r.results.stats(w.key, targetPgowl), r.results.stats(w.key, targetDirect)
 		if s.usable() && d.usable() {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,13 +31,16 @@ const (
 	targetPgpool      = "pgpool"
 	targetPgowl       = "pgowl"
 	targetPgowlNotice = "pgowl+notice"
+	// targetPgowlAdmin is pgowl with its admin listener on and scraped
+	// every second (pgowl runs with it off); run only when asked for.
+	targetPgowlAdmin = "pgowl+admin"
 	// targetForward is integration/bench/forward, a byte forwarder: the floor
 	// of what any proxy costs on this machine. Run only when asked for.
 	targetForward = "forward"
 )
 
 // targetOrder lists every target name in run and report order.
-var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
+var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin}
 
 // defaultTargets are the targets run without -targets.
 var defaultTargets = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
@@ -309,14 +314,23 @@ memory_cache_enabled = off
 }
 
 // startPgowl writes a pgowl configuration for the three nodes and starts `pgowl serve`.
-func (l *lab) startPgowl(ctx context.Context, binary string, notice bool) *target {
+// With admin, the admin listener is on and scraped every second until ctx ends; without, it is
+// off (admin.listen "").
+func (l *lab) startPgowl(ctx context.Context, binary string, notice, admin bool) *target {
 	name := targetPgowl
-	if notice {
+	switch {
+	case admin:
+		name = targetPgowlAdmin
+	case notice:
 		name = targetPgowlNotice
 	}
-	t, dir, _, fail, err := l.newProxyTarget(name, name, 1)
+	t, dir, ports, fail, err := l.newProxyTarget(name, name, 2)
 	if err != nil {
 		return fail(err)
+	}
+	adminListen := `""`
+	if admin {
+		adminListen = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	}
 	var nodes strings.Builder
 	for _, node := range l.cluster.Nodes {
@@ -335,7 +349,9 @@ log:
   format: json
 pool:
   max_per_node: %d
-`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode)
+admin:
+  listen: %s
+`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode, adminListen)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := writeFiles(map[string]string{confPath: conf}); err != nil {
 		return fail(err)
@@ -346,7 +362,31 @@ pool:
 	}
 	t.setup = fmt.Sprintf("routing.notice: %t, log.level: warn, pool.max_per_node: %d, other keys default (max_replica_lag 5s, standby_choice least_lag)",
 		notice, pgowlPoolPerNode)
+	if admin {
+		go scrapeEverySecond(ctx, "http://"+adminListen+"/metrics")
+		t.setup += "; admin.listen on, /metrics scraped every second"
+	} else {
+		t.setup += `; admin.listen: "" (no listener, no metrics or history)`
+	}
 	return t
+}
+
+// scrapeEverySecond fetches url once a second until ctx ends, as Prometheus would.
+func scrapeEverySecond(ctx context.Context, url string) {
+	client := http.Client{Timeout: 900 * time.Millisecond}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if resp, err := client.Get(url); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
 }
 
 // launcher returns t's launch function: start argv in dir as owner, logging to logName there

@@ -97,6 +97,7 @@ func Start(t testing.TB, c *cluster.Cluster, user, password string, mutate func(
 	}
 	cfg.Users = []config.User{{Name: user, Password: password, Auth: config.AuthSCRAM}}
 	cfg.Monitor.Interval = 100 * time.Millisecond
+	cfg.Admin.Listen = "127.0.0.1:0" // a free port: tests run side by side; Instance.AdminAddr says which
 	if mutate != nil {
 		mutate(&cfg)
 	}

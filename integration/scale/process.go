@@ -114,6 +114,8 @@ limits:
   max_client_connections: %d
 pool:
   max_per_node: %d
+admin:
+  listen: 127.0.0.1:0
 `, ports[0], nodes.String(), appUser, appPassword, cfg.maxClients, poolMaxPerNode)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
