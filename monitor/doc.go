@@ -90,7 +90,7 @@
 // latest sample is not trusted either. The check
 // rests on positions only; a diverged standby that never gets ahead of the
 // new primary is not detected, and its lag grows until the limit refuses it.
-// monitor/divergence_review_test.go checks, under heavy and odd write loads,
+// monitor/divergence_detection_test.go checks, under heavy and odd write loads,
 // that no healthy standby is ever marked.
 //
 // # Timeline
