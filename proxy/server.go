@@ -49,8 +49,12 @@ type Server struct {
 	log     zerolog.Logger
 
 	nextConnID atomic.Uint64
-	clients    atomic.Int64
-	stmtSeq    atomic.Uint64
+	// clients counts logged-in clients (limits.max_client_connections);
+	// logins counts those still logging in, in all and per address.
+	clients  atomic.Int64
+	logins   *loginGate
+	loginLog *loginLog
+	stmtSeq  atomic.Uint64
 	// statementGenerations counts, per statement (generationKey), how often a node refused
 	// its managed prepared statement (0A000): the server-side name changes each time.
 	statementGenerations sync.Map
@@ -81,6 +85,9 @@ func NewServer(opts Options) (*Server, error) {
 		targets:  make(map[string]pool.Target),
 		log:      opts.Logger,
 		sessions: make(map[cancelKey]*session),
+
+		logins:   newLoginGate(opts.Config.Limits.MaxLoginsInProgress, opts.Config.Limits.MaxLoginsInProgressPerAddress),
+		loginLog: &loginLog{log: opts.Logger},
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		clientTCP:          TCPOptions(opts.Config.TCP),
@@ -172,7 +179,7 @@ func (s *Server) drain(grace time.Duration) {
 	<-done
 }
 
-// ActiveClients reports the number of connected clients.
+// ActiveClients reports the number of logged-in clients.
 func (s *Server) ActiveClients() int64 { return s.clients.Load() }
 
 func (s *Server) register(sess *session) (cancelKey, error) {

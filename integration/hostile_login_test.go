@@ -1,0 +1,291 @@
+package integration
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// startupPacket is a v3 StartupMessage for user and database, laid out as
+// PostgreSQL requires: name/value pairs, then a final NUL.
+func startupPacket(user, database string) []byte {
+	body := binary.BigEndian.AppendUint32(nil, 3<<16)
+	body = append(body, "user\x00"+user+"\x00database\x00"+database+"\x00\x00"...)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(4+len(body))), body...)
+}
+
+// untypedPacket frames body as an untyped packet (length, then body).
+func untypedPacket(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(4+len(body))), body...)
+}
+
+// requestPacket is an SSLRequest, GSSENCRequest or CancelRequest with code.
+func requestPacket(code uint32) []byte {
+	return untypedPacket(binary.BigEndian.AppendUint32(nil, code))
+}
+
+// dialOwl opens a raw TCP connection to pgowl, closed when t ends.
+func dialOwl(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial pgowl: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// readBackend reads one backend message within limit.
+func readBackend(conn net.Conn, limit time.Duration) (pgproto3.BackendMessage, error) {
+	conn.SetReadDeadline(time.Now().Add(limit))
+	defer conn.SetReadDeadline(time.Time{})
+	return pgproto3.NewFrontend(conn, io.Discard).Receive()
+}
+
+// readFatal reads messages until an ErrorResponse and returns it, failing t
+// when none comes within limit.
+func readFatal(t *testing.T, what string, conn net.Conn, limit time.Duration) *pgproto3.ErrorResponse {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(limit))
+	defer conn.SetReadDeadline(time.Time{})
+	fe := pgproto3.NewFrontend(conn, io.Discard)
+	for {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("%s: no ErrorResponse from pgowl: %v", what, err)
+		}
+		if er, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Logf("%s: pgowl said %s %s: %s", what, er.Severity, er.Code, er.Message)
+			return er
+		}
+	}
+}
+
+// wantFatal requires a FATAL ErrorResponse with code, then the connection's close.
+func wantFatal(t *testing.T, what string, conn net.Conn, code string) {
+	t.Helper()
+	er := readFatal(t, what, conn, 3*time.Second)
+	if er.Severity != "FATAL" || er.Code != code {
+		t.Errorf("%s: got %s %s (%s), want FATAL %s", what, er.Severity, er.Code, er.Message, code)
+	}
+	if _, closed, _ := readUntilClosed(conn, 2*time.Second); !closed {
+		t.Errorf("%s: pgowl kept the connection open after the FATAL", what)
+	}
+}
+
+// TestUnauthenticatedHugeMessagesKeepMemoryFlat: 200 connections that
+// have sent a startup packet and announce a 64 MiB authentication message
+// (then send megabytes of it) are refused from the header, and pgowl's
+// resident memory, measured on its own process, stays within 20 MiB of
+// where it started, at its peak as well as after.
+func TestUnauthenticatedHugeMessagesKeepMemoryFlat(t *testing.T) {
+	const (
+		connections   = 200
+		announced     = 64 << 20
+		sentPerConn   = 8 << 20 // what an attacker pushes after the header, if pgowl reads it
+		allowedGrowth = 20 << 10
+	)
+	c := sharedClusterFor(t)
+	p := startOwlProcess(t, c, "")
+	for range 5 { // settle the pool and the runtime before the baseline
+		if err := p.runSelect(); err != nil {
+			t.Fatalf("warm-up statement: %v", err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	rss0, peak0 := p.memory(t)
+
+	chunk := make([]byte, 256<<10)
+	for i := range chunk {
+		chunk[i] = byte('a' + i%26)
+	}
+	header := []byte{'p', 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(header[1:], announced+4)
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		codes   = map[string]int{}
+		pushed  int64
+		conns   []net.Conn
+		dialErr error
+	)
+	for range connections {
+		conn, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			dialErr = err
+			break
+		}
+		conns = append(conns, conn)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code := "none"
+			sent := int64(0)
+			defer func() {
+				mu.Lock()
+				codes[code]++
+				pushed += sent
+				mu.Unlock()
+			}()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := conn.Write(startupPacket(appUser, appDatabase)); err != nil {
+				code = "write startup: " + err.Error()
+				return
+			}
+			msg, err := readBackend(conn, 5*time.Second)
+			if _, ok := msg.(*pgproto3.AuthenticationSASL); err != nil || !ok {
+				code = "no SASL challenge"
+				return
+			}
+			if _, err := conn.Write(header); err != nil {
+				return
+			}
+			if msg, err := readBackend(conn, 3*time.Second); err == nil {
+				if er, ok := msg.(*pgproto3.ErrorResponse); ok {
+					code = er.Severity + " " + er.Code
+				}
+			}
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			for sent < sentPerConn {
+				n, err := conn.Write(chunk)
+				sent += int64(n)
+				if err != nil {
+					if errorsIsTimeout(err) {
+						code += ", body write timed out"
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	if dialErr != nil {
+		t.Fatalf("opened only %d of %d connections: %v", len(conns), connections, dialErr)
+	}
+	time.Sleep(time.Second)
+	rss1, peak1 := p.memory(t)
+	t.Logf("%d connections announcing %d MiB each; answers: %v; body bytes written before the connection failed: %d in all", connections, announced>>20, codes, pushed)
+	t.Logf("pgowl RSS %d KiB -> %d KiB (%+d KiB); peak %d KiB -> %d KiB (%+d KiB); allowed growth %d KiB",
+		rss0, rss1, rss1-rss0, peak0, peak1, peak1-peak0, allowedGrowth)
+	if codes["FATAL 08P01"] != connections {
+		t.Errorf("want FATAL 08P01 from the header for all %d connections, got %v", connections, codes)
+	}
+	if rss1-rss0 > allowedGrowth {
+		t.Errorf("pgowl's RSS grew by %d KiB, more than %d KiB", rss1-rss0, allowedGrowth)
+	}
+	if peak1-peak0 > allowedGrowth {
+		t.Errorf("pgowl's peak RSS grew by %d KiB, more than %d KiB", peak1-peak0, allowedGrowth)
+	}
+	if err := p.runSelect(); err != nil {
+		t.Errorf("a legitimate login after the flood failed: %v", err)
+	}
+}
+
+// TestLoginFramingErrors: malformed input before the login ends gets
+// PostgreSQL's answer (FATAL, 08P01 for framing, 0A000 for a repeated
+// encryption request) and the connection's close, never an ERROR with Go's
+// error text.
+func TestLoginFramingErrors(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	bystander := o.connect(t, nil)
+
+	v3 := binary.BigEndian.AppendUint32(nil, 3<<16)
+	cases := []struct {
+		name  string
+		sends [][]byte
+		// afterChallenge is sent once the SASL challenge has come, when set.
+		afterChallenge []byte
+		code           string
+	}{
+		{name: "startup_without_final_nul", code: "08P01",
+			sends: [][]byte{untypedPacket(append(append([]byte{}, v3...), "user\x00app\x00database\x00postgres\x00"...))}},
+		{name: "startup_with_trailing_bytes", code: "08P01",
+			sends: [][]byte{untypedPacket(append(append([]byte{}, v3...), "user\x00app\x00\x00junk"...))}},
+		{name: "startup_value_without_nul", code: "08P01",
+			sends: [][]byte{untypedPacket(append(append([]byte{}, v3...), "user\x00app"...))}},
+		{name: "ssl_request_twice", code: "0A000",
+			sends: [][]byte{requestPacket(80877103), requestPacket(80877103)}},
+		{name: "gssenc_request_twice", code: "0A000",
+			sends: [][]byte{requestPacket(80877104), requestPacket(80877104)}},
+		{name: "auth_message_length_below_four", code: "08P01",
+			sends: [][]byte{startupPacket(appUser, appDatabase)}, afterChallenge: []byte{'p', 0, 0, 0, 2}},
+		{name: "auth_message_over_the_login_limit", code: "08P01",
+			sends: [][]byte{startupPacket(appUser, appDatabase)}, afterChallenge: []byte{'p', 0, 0, 0x40, 0}},
+		{name: "auth_message_of_another_type", code: "08P01",
+			sends: [][]byte{startupPacket(appUser, appDatabase)}, afterChallenge: []byte{'Q', 0, 0, 0, 5, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := dialOwl(t, o.addr)
+			for i, packet := range tc.sends {
+				if _, err := conn.Write(packet); err != nil {
+					t.Fatal(err)
+				}
+				if i < len(tc.sends)-1 { // an encryption request's one-byte answer
+					var answer [1]byte
+					conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+					if _, err := io.ReadFull(conn, answer[:]); err != nil || answer[0] != 'N' {
+						t.Fatalf("answer to request %d: %q, %v; want N", i, answer[0], err)
+					}
+				}
+			}
+			if tc.afterChallenge != nil {
+				msg, err := readBackend(conn, 3*time.Second)
+				if _, ok := msg.(*pgproto3.AuthenticationSASL); err != nil || !ok {
+					t.Fatalf("want the SASL challenge, got %T %v", msg, err)
+				}
+				if _, err := conn.Write(tc.afterChallenge); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantFatal(t, tc.name, conn, tc.code)
+		})
+	}
+
+	t.Run("ssl_refused_then_gssenc_then_login", func(t *testing.T) {
+		// Either order of the two requests is allowed once each, as in PostgreSQL.
+		conn := dialOwl(t, o.addr)
+		for _, code := range []uint32{80877103, 80877104} {
+			conn.Write(requestPacket(code))
+			var answer [1]byte
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, err := io.ReadFull(conn, answer[:]); err != nil || answer[0] != 'N' {
+				t.Fatalf("answer to request %d: %q, %v; want N", code, answer[0], err)
+			}
+		}
+		conn.Write(startupPacket(appUser, appDatabase))
+		msg, err := readBackend(conn, 3*time.Second)
+		if _, ok := msg.(*pgproto3.AuthenticationSASL); err != nil || !ok {
+			t.Fatalf("want the SASL challenge after SSLRequest and GSSENCRequest, got %T %v", msg, err)
+		}
+	})
+
+	t.Run("cancel_request_of_wrong_length_is_ignored", func(t *testing.T) {
+		conn := dialOwl(t, o.addr)
+		conn.Write(untypedPacket(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 80877102), 42)))
+		data, closed, _ := readUntilClosed(conn, 3*time.Second)
+		if !closed || len(data) != 0 {
+			t.Errorf("a short CancelRequest: closed=%t, answer %q; want a silent close", closed, data)
+		}
+	})
+	requireServing(t, o, bystander, "framing errors during login")
+}
+
+// errorsIsTimeout reports a network timeout.
+func errorsIsTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
