@@ -136,4 +136,3 @@ func (p *owlProcess) memory(t *testing.T) (rssKiB, peakKiB int64) {
 	}
 	return rssKiB, peakKiB
 }
-
