@@ -1,14 +1,22 @@
 package integration
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -288,4 +296,160 @@ func TestLoginFramingErrors(t *testing.T) {
 func errorsIsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestSilentSocketFloodDoesNotLockOutLogins: 20,000 sockets from one
+// address that connect and send nothing fill only that address's share of
+// the logins in progress; a legitimate login from another address succeeds
+// within 1 s while they are open, and again when the flood is repeated. The
+// refusals and the flood's login timeouts are logged at info, rate-limited.
+//
+// pgowl runs as its own process, and the flood comes from two more
+// (integration/silentflood), so that no process needs more than the
+// machine's open-file limit of 20,000.
+func TestSilentSocketFloodDoesNotLockOutLogins(t *testing.T) {
+	const (
+		floodSockets = 20000
+		floods       = 2
+		loginBudget  = time.Second
+		startup      = 2 * time.Second
+	)
+	c := sharedClusterFor(t)
+	p := startOwlProcess(t, c, fmt.Sprintf("limits: {startup_timeout: %s}\n", startup))
+	flooder := buildProgram(t, "./integration/silentflood")
+	host, port, _ := net.SplitHostPort(p.addr)
+	legit, err := pgconn.ParseConfig(fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable", host, port, appUser, appPassword, appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legitDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	legit.DialFunc = legitDialer.DialContext
+
+	for round := 1; round <= 2; round++ {
+		began := time.Now()
+		var holders []*silentFlood
+		for range floods {
+			holders = append(holders, startSilentFlood(t, flooder, p.addr, floodSockets/floods))
+		}
+		opened := 0
+		for _, h := range holders {
+			opened += h.waitOpen(t)
+		}
+		t.Logf("round %d: %d silent sockets from 127.0.0.1 open in %s", round, opened, time.Since(began).Round(time.Millisecond))
+		if opened != floodSockets {
+			t.Fatalf("round %d: opened only %d of %d silent sockets", round, opened, floodSockets)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), loginBudget)
+		start := time.Now()
+		conn, err := pgconn.ConnectConfig(ctx, legit)
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("round %d: legitimate login from 127.0.0.2 during the flood failed after %s: %v", round, took, err)
+		} else {
+			if _, err := conn.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
+				t.Errorf("round %d: SELECT 1 after the login: %v", round, err)
+			}
+			conn.Close(ctx)
+			t.Logf("round %d: legitimate login from 127.0.0.2 took %s (budget %s)", round, took.Round(time.Millisecond), loginBudget)
+		}
+		cancel()
+		// Let pgowl end the flood's logins itself (refusals at once, the
+		// admitted share at limits.startup_timeout), then release the sockets.
+		time.Sleep(startup + time.Second)
+		for _, h := range holders {
+			h.release(t)
+		}
+	}
+
+	var refused, timedOut, refusedLines, timedOutLines int
+	for _, e := range p.log.Entries(t) {
+		n, _ := e["not_logged_since_last"].(float64)
+		switch e["message"] {
+		case "login refused":
+			refusedLines++
+			refused += 1 + int(n)
+			if e["level"] != "info" || e["detail"] != "limits.max_logins_in_progress_per_address" {
+				t.Errorf("refusal logged as %v", e)
+			}
+		case "login timed out (limits.startup_timeout)":
+			timedOutLines++
+			timedOut += 1 + int(n)
+			if e["level"] != "info" {
+				t.Errorf("login timeout logged as %v", e)
+			}
+		}
+	}
+	t.Logf("pgowl's log: %d refused logins in %d lines, %d timed-out logins in %d lines", refused, refusedLines, timedOut, timedOutLines)
+	if refusedLines == 0 || timedOutLines == 0 {
+		t.Errorf("want refused and timed-out logins in the log at info, got %d and %d lines", refusedLines, timedOutLines)
+	}
+	if refusedLines > 20 || timedOutLines > 20 {
+		t.Errorf("login refusals and timeouts are not rate-limited: %d and %d lines", refusedLines, timedOutLines)
+	}
+}
+
+// silentFlood is a running integration/silentflood process.
+type silentFlood struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	done  chan struct{}
+}
+
+// startSilentFlood starts a flood of count silent sockets to addr; it is
+// released when t ends at the latest.
+func startSilentFlood(t *testing.T, binary, addr string, count int) *silentFlood {
+	t.Helper()
+	f := &silentFlood{lines: make(chan string, 4), done: make(chan struct{})}
+	f.cmd = exec.Command(binary, "-addr", addr, "-count", strconv.Itoa(count), "-parallel", "8", "-hold", "60s")
+	f.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	f.cmd.Stderr = os.Stderr
+	var err error
+	if f.stdin, err = f.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := f.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cmd.Start(); err != nil {
+		t.Fatalf("start silentflood: %v", err)
+	}
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			f.lines <- scanner.Text()
+		}
+		close(f.lines)
+	}()
+	go func() { f.cmd.Wait(); close(f.done) }()
+	t.Cleanup(func() { f.release(t) })
+	return f
+}
+
+// waitOpen returns how many sockets the flood opened.
+func (f *silentFlood) waitOpen(t *testing.T) int {
+	t.Helper()
+	select {
+	case line := <-f.lines:
+		var n int
+		if _, err := fmt.Sscanf(line, "open %d", &n); err != nil {
+			t.Fatalf("silentflood: %s", line)
+		}
+		return n
+	case <-time.After(60 * time.Second):
+		t.Fatalf("silentflood did not report within 60s")
+	}
+	return 0
+}
+
+// release closes the flood's sockets and waits for it to exit.
+func (f *silentFlood) release(t *testing.T) {
+	f.stdin.Close()
+	select {
+	case <-f.done:
+	case <-time.After(10 * time.Second):
+		f.cmd.Process.Kill()
+		<-f.done
+	}
 }

@@ -32,13 +32,8 @@ type owlProcess struct {
 // until a client can run a statement through it. It is stopped when t ends.
 func startOwlProcess(t *testing.T, c *cluster.Cluster, extraYAML string) *owlProcess {
 	t.Helper()
-	dir := t.TempDir()
-	binary := filepath.Join(dir, "pgowl")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/pgowl")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pgowl: %v\n%s", err, out)
-	}
+	binary := buildProgram(t, "./cmd/pgowl")
+	dir := filepath.Dir(binary)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +89,19 @@ func startOwlProcess(t *testing.T, c *cluster.Cluster, extraYAML string) *owlPro
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// buildProgram compiles the main package pkg (a path from the module's
+// root) from this tree into a temporary directory and returns the binary.
+func buildProgram(t *testing.T, pkg string) string {
+	t.Helper()
+	binary := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	build := exec.Command("go", "build", "-o", binary, pkg)
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return binary
 }
 
 // runSelect logs in as the app user and runs SELECT 1.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -145,9 +146,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.drain(5 * time.Second)
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+			if acceptRetriable(err) {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), maxAcceptDelay)
+				s.log.Warn().Err(err).Dur("retry_in", tempDelay).Msg("accept failed; retrying")
 				time.Sleep(tempDelay)
 				continue
 			}
@@ -160,6 +161,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.handle(ctx, conn)
 		}()
 	}
+}
+
+// maxAcceptDelay bounds the pause after a failed accept: short, so that a
+// burst of connections that used up the process's descriptors (a flood of
+// silent sockets, refused and closed within a second) delays the logins
+// waiting behind it by little.
+const maxAcceptDelay = 100 * time.Millisecond
+
+// acceptRetriable reports an accept error that passes: a timeout, running
+// out of descriptors or memory, or a connection reset before it was accepted.
+// Any other ends Serve.
+func acceptRetriable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // drain waits up to grace for sessions to end, then closes them.
