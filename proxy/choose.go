@@ -474,7 +474,7 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 			if sqlstate == "" {
 				sqlstate = code
 			}
-			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("error", msg).Str("statement", firstWords(sql)).Msg("a statement pgowl ran for the session failed")
+			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("error", msg).Str("statement", classify.Redact(sql)).Msg("a statement pgowl ran for the session failed")
 		case 'Z':
 			be.conn.TxStatus = body[0]
 			return sqlstate, nil

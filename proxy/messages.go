@@ -127,15 +127,6 @@ func wireReady(dst []byte, status byte) []byte {
 	return append(dst, 'Z', 0, 0, 0, 5, status)
 }
 
-// firstWords returns the start of a statement, for log lines about
-// statements pgowl itself runs (never client text).
-func firstWords(sql string) string {
-	if len(sql) > 40 {
-		return sql[:40]
-	}
-	return sql
-}
-
 func isDiscardAll(sql string) bool {
 	return strings.EqualFold(strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";")), " "), "DISCARD ALL")
 }
