@@ -96,6 +96,10 @@ type session struct {
 
 	batch         batch
 	skipUntilSync bool
+	// syncRefusedSegment: with skipUntilSync, pgowl refused a message of an
+	// extended segment whose start a node already has (sent at a Flush):
+	// the client's Sync still goes to that node, to end the segment there.
+	syncRefusedSegment bool
 	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
 	deferred *deferredBegin
 
@@ -222,6 +226,11 @@ func (sess *session) run(ctx context.Context) {
 			}
 		case 'P', 'B', 'D', 'E', 'C':
 			if err := sess.batch.add(sess, typ, body); err != nil {
+				var limit *statementLimitError
+				if errors.As(err, &limit) {
+					sess.refuseInBatch(limit.clientError())
+					continue
+				}
 				sess.fail(protocolViolation("invalid %q message: %v", typ, err))
 				return
 			}
@@ -238,8 +247,12 @@ func (sess *session) run(ctx context.Context) {
 			if sess.skipUntilSync {
 				sess.skipUntilSync = false
 				sess.batch.reset()
-				sess.sendReady()
-				continue
+				if !sess.syncRefusedSegment {
+					sess.sendReady()
+					continue
+				}
+				// The node holds the start of the refused segment: its Sync ends it there.
+				sess.syncRefusedSegment = false
 			}
 			sess.batch.addSync()
 			if err := sess.runBatch(ctx, true); err != nil {
@@ -258,6 +271,18 @@ func (sess *session) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// refuseInBatch answers a message of an extended batch that pgowl refuses
+// itself with err, and skips the rest of the segment until Sync, as a node
+// does after an error. The batch's earlier messages, not sent yet, are
+// dropped with it: nothing of the segment runs.
+func (sess *session) refuseInBatch(err *clientError) {
+	sess.batch.reset()
+	sess.send(toErrorResponse(err))
+	sess.skipUntilSync = true
+	sess.syncRefusedSegment = sess.held != nil && sess.held.openBatch
+	sess.log.Info().Str("sqlstate", err.SQLState).Str("error", err.Message).Msg("message refused")
 }
 
 // maxBatchBytes bounds how much of an extended batch is held before it is sent.
