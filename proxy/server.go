@@ -239,6 +239,12 @@ func (s *Server) cancel(k cancelKey) {
 	if sess == nil {
 		return
 	}
+	sess.passOnCancel()
+}
+
+// passOnCancel sends a CancelRequest for the statement the session is
+// running, if any, to its node, and waits until the node has taken it.
+func (sess *session) passOnCancel() {
 	// Until the node has taken the request, the session keeps the backend
 	// from the pool: a cancel that arrives after the statement finished
 	// reaches an idle backend, which ignores it, never the next session's

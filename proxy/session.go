@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +94,11 @@ type session struct {
 	// backend's settings count as unknown and the pending SETs are dropped.
 	pendingUncertain bool
 	settingsKey      string
+
+	// idleTransactionDeadline: the client connection has a read deadline,
+	// limits.idle_transaction_timeout, because the session is idle inside a
+	// transaction.
+	idleTransactionDeadline bool
 
 	batch         batch
 	skipUntilSync bool
@@ -203,17 +209,27 @@ func (sess *session) run(ctx context.Context) {
 			}
 		}
 		idle := sess.startIdleRelay()
+		sess.armIdleTransactionTimeout()
 		typ, body, err := sess.r.ReadFrame()
 		if idle != nil {
 			idle.stop()
 		}
 		if err != nil {
+			if sess.idleTransactionDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+				sess.endIdleTransaction()
+				return
+			}
 			if errors.Is(err, wire.ErrMessageTooLarge) {
 				sess.fail(protocolViolation("%v (limits.max_message_size)", err))
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				sess.log.Debug().Err(err).Msg("client read failed")
 			}
 			return
+		}
+		if sess.idleTransactionDeadline {
+			// Not idle any more: what the unit reads from the client (COPY data) is not bound.
+			sess.conn.SetReadDeadline(time.Time{})
+			sess.idleTransactionDeadline = false
 		}
 		if sess.skipUntilSync && typ != 'S' && typ != 'X' {
 			continue
@@ -396,7 +412,11 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			err = be.conn.Writer.Flush()
 			if err == nil {
 				sent = true
+				timeout := sess.armQueryTimeout(be)
 				err = sess.relay(be, u)
+				if timeout != nil {
+					timeout.Stop()
+				}
 			}
 			sess.running.Store(nil)
 		}
