@@ -35,15 +35,16 @@ type Conn interface {
 // closes. Errors from c are returned wrapped (errors.As finds an *Error a Conn
 // returns). rnd supplies nonces and salts; nil means crypto/rand.Reader.
 //
-// An unknown user gets a complete fake SCRAM exchange that fails with the same
-// client-visible error as a wrong password. No key derivation runs here.
+// An unknown user gets a complete fake exchange (SCRAM or md5: see
+// fakeMethod) that fails with the same client-visible error as a wrong
+// password. No key derivation runs here.
 func (s *Store) Authenticate(c Conn, user string, rnd io.Reader) error {
 	if rnd == nil {
 		rnd = rand.Reader
 	}
 	creds, ok := s.Lookup(user)
 	if !ok {
-		return authenticateSCRAM(c, s.fakeCredentials(user), rnd, true)
+		return s.authenticateUnknown(c, user, rnd)
 	}
 	switch creds.method {
 	case MethodSCRAMSHA256:
@@ -131,11 +132,11 @@ func authenticateMD5(c Conn, creds *Credentials, rnd io.Reader) error {
 	}
 	got := body[:nul]
 	if len(got) == 0 {
-		return passwordFailed(creds.user, ReasonWrongPassword)
+		return passwordFailed(creds.user, creds.failureReason())
 	}
 	want := "md5" + md5Hex(append([]byte(creds.md5Hash), salt[:]...))
 	if subtle.ConstantTimeCompare(got, []byte(want)) != 1 {
-		return passwordFailed(creds.user, ReasonWrongPassword)
+		return passwordFailed(creds.user, creds.failureReason())
 	}
 	return send(c, &pgproto3.AuthenticationOk{})
 }

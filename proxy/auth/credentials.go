@@ -35,6 +35,8 @@ type Credentials struct {
 
 	// md5hex(password + user), the value PostgreSQL stores for md5 users.
 	md5Hash string
+	// unknown marks the fake credentials of a user who is not configured.
+	unknown bool
 }
 
 // NewCredentials derives the secret for user from password for the given method; for SCRAM it runs PBKDF2 once with a fresh random salt.
@@ -117,6 +119,8 @@ type Store struct {
 	users map[string]*Credentials
 	// fakeSecret keys the deterministic fake SCRAM verifier shown to unknown users.
 	fakeSecret [32]byte
+	// scramUsers and md5Users count the configured users of each method (see fakeMethod).
+	scramUsers, md5Users int
 }
 
 // NewStore indexes creds by user name; nil entries are skipped and a later duplicate replaces an earlier one.
@@ -129,6 +133,7 @@ func NewStore(creds ...*Credentials) *Store {
 	}
 	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
 	_, _ = rand.Read(s.fakeSecret[:])
+	s.scramUsers, s.md5Users = s.methodCounts()
 	return s
 }
 
