@@ -138,6 +138,10 @@ type Limits struct {
 	// IdleTransactionTimeout closes a session that stays idle inside a transaction for longer, as
 	// idle_in_transaction_session_timeout does; zero means no limit.
 	IdleTransactionTimeout time.Duration `yaml:"idle_transaction_timeout" mapstructure:"idle_transaction_timeout" help:"close a session idle in a transaction for longer, 0 never"`
+	// FirstReplyTimeout is how long a statement waits for the first reply of a node that the
+	// monitor has meanwhile found unresponsive: a read is then sent to another node, anything else
+	// ends with 08006. Zero waits for the connection's own timeouts.
+	FirstReplyTimeout time.Duration `yaml:"first_reply_timeout" mapstructure:"first_reply_timeout" help:"move a statement away from a node the monitor finds unresponsive after waiting this long for its first reply, 0 never"`
 }
 
 // Pool configures the pools of server connections, one pool per node.
@@ -270,6 +274,7 @@ func Default() Config {
 			MaxLoginsInProgressPerAddress: 100,
 			MaxPreparedStatements:         1000,
 			MaxPreparedStatementBytes:     16 << 20,
+			FirstReplyTimeout:             time.Second,
 		},
 		Pool: Pool{
 			Mode:             PoolTransaction,

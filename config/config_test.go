@@ -178,6 +178,7 @@ func TestDefaults(t *testing.T) {
 		"limits.max_prepared_statement_bytes":       "16MiB",
 		"limits.query_timeout":                      "0s",
 		"limits.idle_transaction_timeout":           "0s",
+		"limits.first_reply_timeout":                "1s",
 		"pool.mode":                                 "transaction",
 		"pool.max_per_node":                         "40",
 		"pool.min_idle":                             "0",

@@ -214,6 +214,7 @@ func (v *validator) limits(l Limits) {
 	v.intRange("limits.max_prepared_statement_bytes", l.MaxPreparedStatementBytes, 1<<10, math.MaxInt32)
 	v.notNegative("limits.query_timeout", l.QueryTimeout)
 	v.notNegative("limits.idle_transaction_timeout", l.IdleTransactionTimeout)
+	v.notNegative("limits.first_reply_timeout", l.FirstReplyTimeout)
 }
 
 // pool checks the pool settings.

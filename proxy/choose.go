@@ -247,7 +247,8 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 	// The pool bounds the wait (acquire_timeout) and the dial (dial_timeout) itself.
 	c, err := sess.srv.opts.Pool.Acquire(ctx, target, sess.login)
 	if err != nil {
-		if pool.PgError(err) == nil {
+		var abandoned *pool.AbandonedError
+		if pool.PgError(err) == nil && !errors.As(err, &abandoned) {
 			if _, busy := err.(*pool.BusyError); !busy {
 				err = &clientError{SQLState: sqlstateConnectionFailure, Message: "pgowl: could not connect to " + node + ": " + err.Error(),
 					Hint: "This condition is transient: retry shortly."}

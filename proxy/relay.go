@@ -76,6 +76,7 @@ func completes(e *expectation, typ byte) bool {
 // ErrorResponse and a few completions are looked at.
 func (sess *session) relay(be *backend, u *unit) error {
 	r := be.conn.Reader
+	replied := false
 	for be.expect.len() > 0 {
 		if head := be.expect.front(); head.synthetic != 0 {
 			// Every earlier message is answered: this one's turn.
@@ -99,6 +100,10 @@ func (sess *session) relay(be *backend, u *unit) error {
 		typ, _, err := r.PeekHeader()
 		if err != nil {
 			return err
+		}
+		if !replied {
+			replied = true
+			sess.firstReplyCame()
 		}
 		if typ == 'D' {
 			// The hot path: rows pass through untouched and complete nothing.

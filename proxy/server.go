@@ -138,6 +138,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	go s.watchUnresponsiveNodes(ctx)
 	var tempDelay time.Duration
 	for {
 		conn, err := ln.Accept()

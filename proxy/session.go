@@ -109,6 +109,10 @@ type session struct {
 	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
 	deferred *deferredBegin
 
+	// replyWait is the unit's wait for a node's first reply, which the
+	// unresponsive-node watcher may interrupt (unresponsive.go).
+	replyWait replyWait
+
 	running atomic.Pointer[runningStatement]
 	// cancelling is held while a cancel request is passed on to the node
 	// running the session's statement. A backend goes back to the pool only
@@ -373,10 +377,28 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// (on any node, without waiting: see runBatch); relay reports the
 	// transaction's status for it.
 	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
+	// takenOff: an earlier attempt was taken off a node that stopped
+	// answering; if no node can take the unit now, the client learns that.
+	var takenOff *nodeUnresponsive
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
 		be, dec, err := sess.choose(ctx, u)
+		var abandoned *pool.AbandonedError
+		if errors.As(err, &abandoned) {
+			if !wasHeld && attempt < maxAttempts {
+				sess.log.Info().Str("node", abandoned.Node).Int("attempt", attempt).Msg("gave up a new connection to a node that stopped answering; routing the statement again")
+				continue
+			}
+			err = &clientError{SQLState: sqlstateConnectionFailure, Message: "pgowl: " + abandoned.Error(),
+				Hint: "This condition is transient: retry shortly."}
+		}
+		if err != nil && takenOff != nil {
+			err = &clientError{SQLState: sqlstateConnectionFailure,
+				Message: "pgowl: lost the connection to " + takenOff.node + " while it ran this statement, and no other node can run it",
+				Detail:  takenOff.Error() + "; " + err.Error(),
+				Hint:    "This condition is transient: retry shortly."}
+		}
 		if err != nil {
 			if u.carriesBegin {
 				// The transaction's first statement found no node: the
@@ -400,6 +422,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		// The NOTICE says where a statement ran: a unit that runs nothing
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
+		sess.awaitFirstReply(be)
 		err = sess.prepareBackend(be)
 		if err == nil {
 			if u.carriesBegin {
@@ -419,6 +442,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				}
 			}
 			sess.running.Store(nil)
+		}
+		if sess.endAwait(err, be) && err != nil {
+			err = &nodeUnresponsive{node: be.node, limit: sess.srv.opts.Config.Limits.FirstReplyTimeout, cause: err}
 		}
 		if err == nil {
 			if u.carriesBegin || u.replaysFailure {
@@ -445,6 +471,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.srv.opts.Pool.Suspect(be.node)
 			sess.dropBackend(be)
 			u.errCode = ""
+			errors.As(err, &takenOff)
 			continue
 		}
 		return sess.lostBackend(be, u, dec, err)
@@ -471,6 +498,12 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 // stopped answering too) means the node was reached and went silent: nothing
 // is sent again, and the client learns at once that the node is lost.
 func safeToResend(u *unit, err error, sent bool) bool {
+	var taken *nodeUnresponsive
+	if errors.As(err, &taken) {
+		// Taken off a node that stopped answering: the unit may go
+		// elsewhere when it cannot have had an effect there.
+		return !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0)
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return false
