@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,10 @@ func TestQueryTimeoutCancelsOnTheNode(t *testing.T) {
 		if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
 			t.Fatalf("%s: got %v after %s, want 57014", what, err, took)
 		}
-		t.Logf("%s: %s %s after %s", what, pgErr.Code, pgErr.Message, took.Round(time.Millisecond))
+		t.Logf("%s: %s %s (%s) after %s", what, pgErr.Code, pgErr.Message, pgErr.Detail, took.Round(time.Millisecond))
+		if !strings.Contains(pgErr.Message, "limits.query_timeout") {
+			t.Errorf("%s: the message does not name limits.query_timeout: %q", what, pgErr.Message)
+		}
 		if took < limit || took > limit+3*time.Second {
 			t.Errorf("%s: cancelled after %s, want within %s of the %s limit", what, took, 3*time.Second, limit)
 		}
@@ -88,6 +92,20 @@ func TestQueryTimeoutCancelsOnTheNode(t *testing.T) {
 		t.Fatalf("ROLLBACK of the transaction whose statement was cancelled: %v", err)
 	}
 	stillWorks("after the cancelled transaction")
+
+	// A client's own cancel still reads as the node's.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pg.CancelRequest(cctx)
+	}()
+	_, err := pg.Exec(ctx, "SELECT pg_sleep(60) /* qt_client */").ReadAll()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57014" || strings.Contains(pgErr.Message, "limits.query_timeout") {
+		t.Errorf("a client's own cancel: %v, want the node's 57014", err)
+	}
+	stillWorks("after the client's own cancel")
 
 	// A statement within the limit is not touched.
 	if _, err := pg.Exec(ctx, "SELECT pg_sleep(0.2)").ReadAll(); err != nil {

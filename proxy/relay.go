@@ -173,6 +173,14 @@ func (sess *session) relay(be *backend, u *unit) error {
 				}
 			}
 			sess.startReply(u)
+			if code == sqlstateQueryCanceled && sess.queryTimedOut.Load() {
+				// The cancel was pgowl's (limits.query_timeout): say so, as
+				// PostgreSQL's statement_timeout does.
+				if err := sess.forwardFrame(sess.queryTimeoutError(be, body)); err != nil {
+					return err
+				}
+				break
+			}
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
 				return err
 			}

@@ -113,6 +113,9 @@ type session struct {
 	// unresponsive-node watcher may interrupt (unresponsive.go).
 	replyWait replyWait
 
+	// queryTimedOut: limits.query_timeout cancelled the unit being relayed.
+	queryTimedOut atomic.Bool
+
 	running atomic.Pointer[runningStatement]
 	// cancelling is held while a cancel request is passed on to the node
 	// running the session's statement. A backend goes back to the pool only

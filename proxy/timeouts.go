@@ -2,7 +2,12 @@ package proxy
 
 import (
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
+
+// sqlstateQueryCanceled is query_canceled, which a cancelled statement reports.
+const sqlstateQueryCanceled = "57014"
 
 // sqlstateIdleInTransactionTimeout is idle_in_transaction_session_timeout.
 const sqlstateIdleInTransactionTimeout = "25P03"
@@ -20,7 +25,9 @@ func (sess *session) armQueryTimeout(be *backend) *time.Timer {
 		return nil
 	}
 	node := be.node
+	sess.queryTimedOut.Store(false)
 	return time.AfterFunc(limit, func() {
+		sess.queryTimedOut.Store(true)
 		sess.log.Info().Str("node", node).Dur("limit", limit).Msg("statement ran past limits.query_timeout; cancelling it on its node")
 		sess.passOnCancel()
 	})
@@ -53,4 +60,22 @@ func (sess *session) endIdleTransaction() {
 	sess.conn.SetDeadline(time.Now().Add(time.Second))
 	sess.fail(&clientError{Severity: "FATAL", SQLState: sqlstateIdleInTransactionTimeout,
 		Message: "pgowl: terminating connection due to idle-in-transaction timeout (limits.idle_transaction_timeout)"})
+}
+
+// queryTimeoutError is the ErrorResponse frame a client gets for a statement
+// that limits.query_timeout cancelled, in place of the node's "canceling
+// statement due to user request" (body): the same code, and a message that
+// names the limit.
+func (sess *session) queryTimeoutError(be *backend, body []byte) []byte {
+	severity, _, message := errorSeverityFields(body)
+	if severity == "" {
+		severity = "ERROR"
+	}
+	frame, err := (&pgproto3.ErrorResponse{Severity: severity, SeverityUnlocalized: severity, Code: sqlstateQueryCanceled,
+		Message: "pgowl: canceling statement due to limits.query_timeout (" + sess.srv.opts.Config.Limits.QueryTimeout.String() + ")",
+		Detail:  "pgowl cancelled the statement on " + be.node + ", which answered: " + message}).Encode(sess.scratch[:0])
+	if err != nil {
+		return appendFrame(sess.scratch[:0], 'E', body)
+	}
+	return frame
 }
