@@ -3,6 +3,8 @@ package classify
 import (
 	"strings"
 	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
 // TestRedactMasksEveryLiteral: the text logs carry keeps no literal and no
@@ -40,4 +42,30 @@ func TestRedactMasksEveryLiteral(t *testing.T) {
 			t.Errorf("Redact(%q) kept the literal: %q", tc.sql, got)
 		}
 	}
+}
+
+// FuzzRedact: whatever the input, Redact returns the placeholder or a text
+// in which the scanner finds no constant and no comment.
+func FuzzRedact(f *testing.F) {
+	for _, seed := range []string{
+		"SELECT 'a'", "SET x = y", "COMMENT ON TABLE t IS 'c'", "SELECT 1 /* c */", "DO $$ x $$",
+		"SET search_path = a, -1, 'b'", "ALTER ROLE r SET x.y TO DEFAULT", "SELECT $1, 2; SET LOCAL a TO b",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		got := Redact(sql)
+		if got == UnparseablePlaceholder {
+			return
+		}
+		scan, err := pg_query.Scan(got)
+		if err != nil {
+			t.Fatalf("Redact(%q) = %q, which does not scan: %v", sql, got, err)
+		}
+		for _, tok := range scan.GetTokens() {
+			if isConstantToken(tok.Token) || tok.Token == pg_query.Token_SQL_COMMENT || tok.Token == pg_query.Token_C_COMMENT {
+				t.Fatalf("Redact(%q) = %q keeps %s %q", sql, got, tok.Token, got[tok.Start:tok.End])
+			}
+		}
+	})
 }
