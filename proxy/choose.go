@@ -471,11 +471,13 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 		case 'A':
 			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case 'E':
-			code, msg := errorFields(body)
+			code, _ := errorFields(body)
 			if sqlstate == "" {
 				sqlstate = code
 			}
-			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("error", msg).Str("statement", classify.Redact(sql)).Msg("a statement pgowl ran for the session failed")
+			// The node's message may quote a value (invalid value for
+			// parameter ...: "..."): the log keeps its code only.
+			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("statement", classify.Redact(sql)).Msg("a statement pgowl ran for the session failed")
 		case 'Z':
 			be.conn.TxStatus = body[0]
 			return sqlstate, nil
