@@ -132,30 +132,50 @@ func (e loginEvent) String() string {
 const loginLogInterval = time.Second
 
 // loginLog writes failed logins at info level, at most one line per kind
-// every loginLogInterval; a line counts the events of its kind that were
-// not written since the last one, so that a flood neither fills the log nor
-// goes unseen.
+// every loginLogInterval, so that a flood neither fills the log nor goes
+// unseen: each line's count says how many logins it stands for, and the
+// logins held back after a line are written as one line when the interval
+// has passed.
 type loginLog struct {
 	log zerolog.Logger
 
-	mu         sync.Mutex
-	last       [loginEventCount]time.Time
-	suppressed [loginEventCount]int
+	mu      sync.Mutex
+	last    [loginEventCount]time.Time
+	held    [loginEventCount]int
+	heldFor [loginEventCount]string // the detail of the latest held login
+	pending [loginEventCount]bool   // a flush of the held logins is scheduled
 }
 
-// note logs one failed login of kind ev from addr, or counts it when a line
-// of its kind was written less than loginLogInterval ago.
+// note logs one failed login of kind ev from addr, or holds it back when a
+// line of its kind was written less than loginLogInterval ago.
 func (l *loginLog) note(ev loginEvent, addr netip.Addr, detail string) {
 	now := time.Now()
 	l.mu.Lock()
-	if now.Sub(l.last[ev]) < loginLogInterval {
-		l.suppressed[ev]++
+	if wait := loginLogInterval - now.Sub(l.last[ev]); wait > 0 {
+		l.held[ev]++
+		l.heldFor[ev] = detail
+		if !l.pending[ev] {
+			l.pending[ev] = true
+			time.AfterFunc(wait, func() { l.flush(ev) })
+		}
 		l.mu.Unlock()
 		return
 	}
 	l.last[ev] = now
-	suppressed := l.suppressed[ev]
-	l.suppressed[ev] = 0
 	l.mu.Unlock()
-	l.log.Info().Str("client_ip", addr.String()).Str("detail", detail).Int("not_logged_since_last", suppressed).Msg(ev.String())
+	l.log.Info().Str("client_ip", addr.String()).Str("detail", detail).Int("count", 1).Msg(ev.String())
+}
+
+// flush writes the logins of kind ev held back since the last line.
+func (l *loginLog) flush(ev loginEvent) {
+	l.mu.Lock()
+	n, detail := l.held[ev], l.heldFor[ev]
+	l.held[ev], l.pending[ev] = 0, false
+	if n > 0 {
+		l.last[ev] = time.Now()
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.log.Info().Str("detail", detail).Int("count", n).Msg(ev.String())
+	}
 }
