@@ -363,7 +363,7 @@ func withFingerprint(sql string, effects Effects) Effects {
 	if err != nil {
 		return unparseable(err)
 	}
-	normalized, err := pg_query.Normalize(sql)
+	normalized, err := redact(sql)
 	if err != nil {
 		return unparseable(err)
 	}

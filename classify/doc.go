@@ -97,8 +97,9 @@
 // takes a few hundred nanoseconds, allocates nothing and does no catalogue I/O. On a miss a keyword fast path handles BEGIN, COMMIT, ROLLBACK, END,
 // SET name = literal and SHOW name without building the Go parse tree; TestFastPathMatchesFullPath
 // and FuzzClassify check that it always agrees with the full parse. Fingerprint and Normalized are
-// computed on a miss only; Normalized (literals replaced by $n) is what logs may carry, and for
-// unparseable input it is a fixed placeholder.
+// computed on a miss only; Normalized (pg_query's normalised text, with the literals, SET values and
+// comments it keeps masked as well: see Redact) is what logs may carry, and for unparseable input it is
+// a fixed placeholder.
 //
 // # Testing
 //

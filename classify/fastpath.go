@@ -264,7 +264,7 @@ func (c *Classifier) classifyFast(sql string) (Effects, bool) {
 	if err != nil {
 		return Effects{}, false // the full path reports the parse error
 	}
-	normalized, err := pg_query.Normalize(sql)
+	normalized, err := redact(sql)
 	if err != nil {
 		return Effects{}, false
 	}

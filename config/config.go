@@ -166,8 +166,30 @@ type Limits struct {
 	MaxMessageSize int `yaml:"max_message_size" mapstructure:"max_message_size" format:"size" help:"largest protocol message accepted (size, e.g. 64MiB)"`
 	// StartupTimeout bounds the time from accept to the end of authentication; greater than zero.
 	StartupTimeout time.Duration `yaml:"startup_timeout" mapstructure:"startup_timeout" help:"time limit from accept to the end of authentication"`
-	// MaxClientConnections caps concurrent client connections; at least 1.
-	MaxClientConnections int `yaml:"max_client_connections" mapstructure:"max_client_connections" help:"most concurrent client connections"`
+	// MaxClientConnections caps concurrent logged-in client connections; at least 1. Logins in
+	// progress count against MaxLoginsInProgress instead.
+	MaxClientConnections int `yaml:"max_client_connections" mapstructure:"max_client_connections" help:"most concurrent logged-in client connections"`
+	// MaxLoginsInProgress caps the connections still logging in (from accept to the end of
+	// authentication and the first node login); at least 1.
+	MaxLoginsInProgress int `yaml:"max_logins_in_progress" mapstructure:"max_logins_in_progress" help:"most connections logging in at once"`
+	// MaxLoginsInProgressPerAddress is the share of MaxLoginsInProgress one client IP address may
+	// hold; 1..MaxLoginsInProgress.
+	MaxLoginsInProgressPerAddress int `yaml:"max_logins_in_progress_per_address" mapstructure:"max_logins_in_progress_per_address" help:"most connections logging in at once from one client address"`
+	// MaxPreparedStatements caps the named prepared statements one session keeps; at least 1.
+	MaxPreparedStatements int `yaml:"max_prepared_statements" mapstructure:"max_prepared_statements" help:"most named prepared statements one session keeps"`
+	// MaxPreparedStatementBytes caps the total size of one session's prepared statements (their
+	// Parse messages); at least 1KiB.
+	MaxPreparedStatementBytes int `yaml:"max_prepared_statement_bytes" mapstructure:"max_prepared_statement_bytes" format:"size" help:"total size of one session's prepared statements (size, e.g. 16MiB)"`
+	// QueryTimeout cancels a statement on its node when its reply has not ended after this long,
+	// as statement_timeout does; zero means no limit.
+	QueryTimeout time.Duration `yaml:"query_timeout" mapstructure:"query_timeout" help:"cancel a statement that runs longer, 0 never"`
+	// IdleTransactionTimeout closes a session that stays idle inside a transaction for longer, as
+	// idle_in_transaction_session_timeout does; zero means no limit.
+	IdleTransactionTimeout time.Duration `yaml:"idle_transaction_timeout" mapstructure:"idle_transaction_timeout" help:"close a session idle in a transaction for longer, 0 never"`
+	// FirstReplyTimeout is how long a statement waits for the first reply of a node that the
+	// monitor has meanwhile found unresponsive: a read is then sent to another node, anything else
+	// ends with 08006. Zero waits for the connection's own timeouts.
+	FirstReplyTimeout time.Duration `yaml:"first_reply_timeout" mapstructure:"first_reply_timeout" help:"move a statement away from a node the monitor finds unresponsive after waiting this long for its first reply, 0 never"`
 }
 
 // Pool configures the pools of server connections, one pool per node.
@@ -306,6 +328,12 @@ func Default() Config {
 			MaxMessageSize:       64 << 20,
 			StartupTimeout:       10 * time.Second,
 			MaxClientConnections: 10000,
+
+			MaxLoginsInProgress:           1000,
+			MaxLoginsInProgressPerAddress: 100,
+			MaxPreparedStatements:         1000,
+			MaxPreparedStatementBytes:     16 << 20,
+			FirstReplyTimeout:             time.Second,
 		},
 		Pool: Pool{
 			Mode:             PoolTransaction,

@@ -212,6 +212,15 @@ func (v *validator) limits(l Limits) {
 	v.intRange("limits.max_message_size", l.MaxMessageSize, 1<<10, math.MaxInt32)
 	v.positive("limits.startup_timeout", l.StartupTimeout)
 	v.atLeast("limits.max_client_connections", l.MaxClientConnections, 1)
+	v.atLeast("limits.max_logins_in_progress", l.MaxLoginsInProgress, 1)
+	if l.MaxLoginsInProgress >= 1 {
+		v.intRange("limits.max_logins_in_progress_per_address", l.MaxLoginsInProgressPerAddress, 1, l.MaxLoginsInProgress)
+	}
+	v.atLeast("limits.max_prepared_statements", l.MaxPreparedStatements, 1)
+	v.intRange("limits.max_prepared_statement_bytes", l.MaxPreparedStatementBytes, 1<<10, math.MaxInt32)
+	v.notNegative("limits.query_timeout", l.QueryTimeout)
+	v.notNegative("limits.idle_transaction_timeout", l.IdleTransactionTimeout)
+	v.notNegative("limits.first_reply_timeout", l.FirstReplyTimeout)
 }
 
 // pool checks the pool settings.

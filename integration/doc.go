@@ -21,6 +21,11 @@
 // authentication, session settings, the routing log, hostile input and node
 // failures. Tests that stop or kill nodes start their own cluster.
 //
+// Tests that measure pgowl's own memory, or need more descriptors than one
+// process may hold here (20,000), run pgowl as a process built from the tree
+// (process_helpers_test.go), and the silent-socket flood from helper
+// processes (integration/silentflood).
+//
 // # Running
 //
 //	go test ./integration/ -count=1 -v

@@ -67,6 +67,10 @@ type nodePool struct {
 	refilling   map[string]int
 	refillAfter time.Time // no background dial before this, after one failed
 	refillDials int       // background dials started, for tests
+	// abandon ends the dials in flight to this node (AbandonDials); a
+	// new one is made for later dials.
+	abandon       context.Context
+	abandonCancel context.CancelFunc
 	// suspectSince: a connection of this node turned out dead at that time
 	// (a restart or crash closes every connection at once), so connections
 	// idle since before it are checked before they are handed out.
@@ -210,11 +214,23 @@ func (p *Pool) granted(ctx context.Context, t Target, login Login, g grant) (*Co
 // dialSlot dials a connection for a slot already counted in open.
 func (p *Pool) dialSlot(ctx context.Context, t Target, login Login) (*Conn, error) {
 	p.mu.Lock()
-	gen := p.node(t.Node).gen
+	np := p.node(t.Node)
+	gen := np.gen
+	if np.abandon == nil {
+		np.abandon, np.abandonCancel = context.WithCancel(context.Background())
+	}
+	abandon := np.abandon
 	p.mu.Unlock()
-	c, err := dial(ctx, t, login, &p.opts)
+	dctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(abandon, cancel)
+	c, err := dial(dctx, t, login, &p.opts)
+	stop()
+	cancel()
 	if err != nil {
 		p.forget(t.Node)
+		if abandon.Err() != nil && ctx.Err() == nil {
+			return nil, &AbandonedError{Node: t.Node}
+		}
 		if TooManyConnections(err) {
 			return nil, &BusyError{Node: t.Node, Reason: "the node refused a new connection: " + PgError(err).Message}
 		}
@@ -302,6 +318,29 @@ func (p *Pool) takeIdle(np *nodePool, key string) (*Conn, time.Duration, bool) {
 		np.idle[key] = list
 	}
 	return nil, 0, false
+}
+
+// AbandonDials ends the dials in flight to node, which fail with
+// *AbandonedError: the node stopped answering (a host that still
+// acknowledges TCP but runs nothing), and a dial would otherwise wait its
+// whole DialTimeout. Later dials are not affected.
+func (p *Pool) AbandonDials(node string) {
+	p.mu.Lock()
+	np := p.node(node)
+	cancel := np.abandonCancel
+	np.abandon, np.abandonCancel = nil, nil
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// AbandonedError reports a dial that AbandonDials ended: nothing was sent
+// on the connection, so what it was for may go to another node.
+type AbandonedError struct{ Node string }
+
+func (e *AbandonedError) Error() string {
+	return "the dial to " + e.Node + " was given up: the node does not answer"
 }
 
 // Suspect says that a connection to node turned out dead while idle: the

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +22,9 @@ type batch struct {
 	buf   []byte
 	msgs  []batchMsg
 	stmts []*preparedStmt // statements' result, reused
+	// newNamed and newNamedBytes count the named Parse messages of the
+	// batch and their size, against the session's statement limits.
+	newNamed, newNamedBytes int
 }
 
 type batchMsg struct {
@@ -39,6 +43,7 @@ func (b *batch) reset() {
 	b.msgs = b.msgs[:0]
 	clear(b.stmts)
 	b.stmts = b.stmts[:0]
+	b.newNamed, b.newNamedBytes = 0, 0
 	if cap(b.buf) > 4*maxBatchBytes {
 		b.buf = nil
 	}
@@ -52,6 +57,13 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 		pm, err := decodeParse(body)
 		if err != nil {
 			return err
+		}
+		if pm.name != "" {
+			if err := sess.checkStatementLimits(len(body)); err != nil {
+				return err
+			}
+			b.newNamed++
+			b.newNamedBytes += len(body)
 		}
 		m.name, m.stmt = pm.name, sess.newStatement(pm, body)
 	case 'B':
@@ -381,6 +393,41 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 			w.Write(frame)
 		}
 	}
+}
+
+// statementLimitError refuses a named Parse beyond the session's limits
+// (limits.max_prepared_statements, limits.max_prepared_statement_bytes).
+type statementLimitError struct {
+	limit string // the configuration key
+	value int
+}
+
+func (e *statementLimitError) Error() string {
+	return fmt.Sprintf("pgowl: too many prepared statements in this session (%s = %d)", e.limit, e.value)
+}
+
+// clientError is what the client sees: ERROR 53400 (configuration_limit_exceeded).
+func (e *statementLimitError) clientError() *clientError {
+	return &clientError{Severity: "ERROR", SQLState: sqlstateConfigurationLimitExceeded, Message: e.Error(),
+		Hint: "Deallocate (Close) prepared statements the session no longer uses, or raise the limit."}
+}
+
+// checkStatementLimits refuses a named Parse of parseBytes bytes when the
+// session's named statements, with those the batch parses already, would
+// exceed the configured count or size.
+func (sess *session) checkStatementLimits(parseBytes int) error {
+	limits := sess.srv.opts.Config.Limits
+	if len(sess.stmts)+sess.batch.newNamed+1 > limits.MaxPreparedStatements {
+		return &statementLimitError{limit: "limits.max_prepared_statements", value: limits.MaxPreparedStatements}
+	}
+	total := sess.batch.newNamedBytes + parseBytes
+	for _, st := range sess.stmts {
+		total += len(st.frame)
+	}
+	if total > limits.MaxPreparedStatementBytes {
+		return &statementLimitError{limit: "limits.max_prepared_statement_bytes", value: limits.MaxPreparedStatementBytes}
+	}
+	return nil
 }
 
 // writeClientParse enters a client's Parse. A named statement the connection

@@ -254,7 +254,8 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 	// The pool bounds the wait (acquire_timeout) and the dial (dial_timeout) itself.
 	c, err := sess.srv.opts.Pool.Acquire(ctx, target, sess.login)
 	if err != nil {
-		if pool.PgError(err) == nil {
+		var abandoned *pool.AbandonedError
+		if pool.PgError(err) == nil && !errors.As(err, &abandoned) {
 			if _, busy := err.(*pool.BusyError); !busy {
 				err = &clientError{SQLState: sqlstateConnectionFailure, Message: "pgowl: could not connect to " + node + ": " + err.Error(),
 					Hint: "This condition is transient: retry shortly."}
@@ -481,11 +482,13 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 		case 'A':
 			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case 'E':
-			code, msg := errorFields(body)
+			code, _ := errorFields(body)
 			if sqlstate == "" {
 				sqlstate = code
 			}
-			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("error", msg).Str("statement", firstWords(sql)).Msg("a statement pgowl ran for the session failed")
+			// The node's message may quote a value (invalid value for
+			// parameter ...: "..."): the log keeps its code only.
+			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("statement", classify.Redact(sql)).Msg("a statement pgowl ran for the session failed")
 		case 'Z':
 			be.conn.TxStatus = body[0]
 			return sqlstate, nil

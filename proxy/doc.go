@@ -53,6 +53,38 @@
 // temporary tables, WITH HOLD cursors, session advisory locks, SET ROLE)
 // pins the session to its node (reason SESSION_PINNED).
 //
+// # Login: phases, limits and counting
+//
+// A connection logs in through phases, each with its own bound on what the
+// client may send, checked from a message's header before its body is read
+// or allocated: the startup packet (and SSLRequest, GSSENCRequest,
+// CancelRequest) at most wire.MaxStartupPacketLen, as in PostgreSQL; the
+// authentication messages at most loginMessageLimit (auth's password-message
+// limit); limits.max_message_size only once the login is over. Framing errors
+// before then are FATAL 08P01; the startup packet must end with its one
+// final NUL; SSLRequest and GSSENCRequest come at most once each, and none
+// inside TLS (a repeated one is answered, as PostgreSQL does, as the
+// unsupported protocol version its code is: FATAL 0A000).
+//
+// From accept to the end of its login (authentication and the first node
+// login) a connection is counted in the loginGate (admission.go): at most
+// limits.max_logins_in_progress in all and limits.max_logins_in_progress_per_address
+// from one IP address. Only then does it count against
+// limits.max_client_connections. So sockets that connect and stay silent
+// until limits.startup_timeout fill their own address's share and lock no
+// one else out. Refused and timed-out logins are logged at info, at most one
+// line a second per kind (loginLog), each line counting those it stands for.
+//
+// # Timeouts
+//
+// limits.query_timeout cancels a unit on its node (a CancelRequest, the path
+// a client's cancel takes) and the client gets 57014 naming the limit;
+// limits.idle_transaction_timeout is a read deadline on the client while the
+// session waits inside a transaction, and ends the session with FATAL 25P03.
+// limits.first_reply_timeout takes a unit off a node the monitor finds
+// unresponsive (unresponsive.go): a SIGSTOPped host still acknowledges TCP,
+// so nothing else would.
+//
 // # Extended protocol across nodes
 //
 // A client prepares a statement once and executes it many times, and pgowl may
@@ -60,7 +92,10 @@
 // statement the client made (name, SQL, parameter types, effects) and each
 // backend connection records which of them it holds. When a Bind or Describe
 // reaches a backend that lacks the statement, the session injects a Parse
-// before it and swallows that Parse's reply. Every message sent to a backend
+// before it and swallows that Parse's reply. A session keeps at most
+// limits.max_prepared_statements named statements of at most
+// limits.max_prepared_statement_bytes in all: a Parse beyond gets ERROR 53400
+// and the rest of its segment is skipped until Sync. Every message sent to a backend
 // is entered in an expectation queue, so the replies are matched to the
 // messages in order, an ErrorResponse drops the rest of its Sync segment
 // (skip-until-Sync), and the session knows exactly when a unit is complete.

@@ -38,6 +38,8 @@ const (
 	sqlstateInternalError         = "XX000"
 	// sqlstateDuplicatePreparedStatement is duplicate_prepared_statement.
 	sqlstateDuplicatePreparedStatement = "42P05"
+	// sqlstateConfigurationLimitExceeded refuses what a pgowl limit does not allow.
+	sqlstateConfigurationLimitExceeded = "53400"
 )
 
 func protocolViolation(format string, args ...any) *clientError {

@@ -85,6 +85,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 	r := be.conn.Reader
 	// copying: the client is in COPY FROM STDIN mode, sending data.
 	copying := false
+	replied := false
 	for be.expect.len() > 0 {
 		if head := be.expect.front(); head.synthetic != 0 {
 			// Every earlier message is answered: this one's turn.
@@ -116,6 +117,10 @@ func (sess *session) relay(be *backend, u *unit) error {
 		typ, _, err := r.PeekHeader()
 		if err != nil {
 			return err
+		}
+		if !replied {
+			replied = true
+			sess.firstReplyCame()
 		}
 		if typ == 'D' {
 			// The hot path: rows pass through untouched and complete nothing.
@@ -191,6 +196,14 @@ func (sess *session) relay(be *backend, u *unit) error {
 				}
 			}
 			sess.startReply(u)
+			if code == sqlstateQueryCanceled && sess.queryTimedOut.Load() {
+				// The cancel was pgowl's (limits.query_timeout): say so, as
+				// PostgreSQL's statement_timeout does.
+				if err := sess.forwardFrame(sess.queryTimeoutError(be, body)); err != nil {
+					return err
+				}
+				break
+			}
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
 				return err
 			}

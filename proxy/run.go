@@ -46,6 +46,9 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		if err != nil {
 			return nil, fmt.Errorf("users %q: %w", u.Name, err)
 		}
+		if method == auth.MethodTrust && u.Password != "" {
+			logger.Warn().Str("user", u.Name).Msg("users: auth is trust and a password is set: clients log in as this user without a password; the password only logs pgowl in to the nodes")
+		}
 		creds = append(creds, c)
 	}
 	if cfg.Auth.UsersFile != "" {

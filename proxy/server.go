@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,8 +59,12 @@ type Server struct {
 	log     zerolog.Logger
 
 	nextConnID atomic.Uint64
-	clients    atomic.Int64
-	stmtSeq    atomic.Uint64
+	// clients counts logged-in clients (limits.max_client_connections);
+	// logins counts those still logging in, in all and per address.
+	clients  atomic.Int64
+	logins   *loginGate
+	loginLog *loginLog
+	stmtSeq  atomic.Uint64
 	// statementGenerations counts, per statement (generationKey), how often a node refused
 	// its managed prepared statement (0A000): the server-side name changes each time.
 	statementGenerations sync.Map
@@ -101,6 +106,9 @@ func NewServer(opts Options) (*Server, error) {
 		targets:  make(map[string]pool.Target),
 		log:      opts.Logger,
 		sessions: make(map[cancelKey]*session),
+
+		logins:   newLoginGate(opts.Config.Limits.MaxLoginsInProgress, opts.Config.Limits.MaxLoginsInProgressPerAddress),
+		loginLog: &loginLog{log: opts.Logger},
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		clientTCP:          TCPOptions(opts.Config.TCP),
@@ -158,6 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	go s.watchUnresponsiveNodes(ctx)
 	var tempDelay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -166,9 +175,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.drain(5 * time.Second)
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+			if acceptRetriable(err) {
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), maxAcceptDelay)
+				s.log.Warn().Err(err).Dur("retry_in", tempDelay).Msg("accept failed; retrying")
 				time.Sleep(tempDelay)
 				continue
 			}
@@ -181,6 +190,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.handle(ctx, conn)
 		}()
 	}
+}
+
+// maxAcceptDelay bounds the pause after a failed accept: short, so that a
+// burst of connections that used up the process's descriptors (a flood of
+// silent sockets, refused and closed within a second) delays the logins
+// waiting behind it by little.
+const maxAcceptDelay = 100 * time.Millisecond
+
+// acceptRetriable reports an accept error that passes: a timeout, running
+// out of descriptors or memory, or a connection reset before it was accepted.
+// Any other ends Serve.
+func acceptRetriable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // drain waits up to grace for sessions to end, then closes them.
@@ -200,7 +231,7 @@ func (s *Server) drain(grace time.Duration) {
 	<-done
 }
 
-// ActiveClients reports the number of connected clients.
+// ActiveClients reports the number of logged-in clients.
 func (s *Server) ActiveClients() int64 { return s.clients.Load() }
 
 func (s *Server) register(sess *session) (cancelKey, error) {
@@ -237,6 +268,12 @@ func (s *Server) cancel(k cancelKey) {
 	if sess == nil {
 		return
 	}
+	sess.passOnCancel()
+}
+
+// passOnCancel sends a CancelRequest for the statement the session is
+// running, if any, to its node, and waits until the node has taken it.
+func (sess *session) passOnCancel() {
 	// Until the node has taken the request, the session keeps the backend
 	// from the pool: a cancel that arrives after the statement finished
 	// reaches an idle backend, which ignores it, never the next session's

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -105,10 +106,26 @@ type session struct {
 	pendingUncertain bool
 	settingsKey      string
 
+	// idleTransactionDeadline: the client connection has a read deadline,
+	// limits.idle_transaction_timeout, because the session is idle inside a
+	// transaction.
+	idleTransactionDeadline bool
+
 	batch         batch
 	skipUntilSync bool
+	// syncRefusedSegment: with skipUntilSync, pgowl refused a message of an
+	// extended segment whose start a node already has (sent at a Flush):
+	// the client's Sync still goes to that node, to end the segment there.
+	syncRefusedSegment bool
 	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
 	deferred *deferredBegin
+
+	// replyWait is the unit's wait for a node's first reply, which the
+	// unresponsive-node watcher may interrupt (unresponsive.go).
+	replyWait replyWait
+
+	// queryTimedOut: limits.query_timeout cancelled the unit being relayed.
+	queryTimedOut atomic.Bool
 
 	running atomic.Pointer[runningStatement]
 	// cancelling is held while a cancel request is passed on to the node
@@ -215,17 +232,27 @@ func (sess *session) run(ctx context.Context) {
 			}
 		}
 		idle := sess.startIdleRelay()
+		sess.armIdleTransactionTimeout()
 		typ, body, err := sess.r.ReadFrame()
 		if idle != nil {
 			idle.stop()
 		}
 		if err != nil {
+			if sess.idleTransactionDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+				sess.endIdleTransaction()
+				return
+			}
 			if errors.Is(err, wire.ErrMessageTooLarge) {
 				sess.fail(protocolViolation("%v (limits.max_message_size)", err))
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				sess.log.Debug().Err(err).Msg("client read failed")
 			}
 			return
+		}
+		if sess.idleTransactionDeadline {
+			// Not idle any more: what the unit reads from the client (COPY data) is not bound.
+			sess.conn.SetReadDeadline(time.Time{})
+			sess.idleTransactionDeadline = false
 		}
 		if sess.skipUntilSync && typ != 'S' && typ != 'X' {
 			continue
@@ -238,6 +265,11 @@ func (sess *session) run(ctx context.Context) {
 			}
 		case 'P', 'B', 'D', 'E', 'C':
 			if err := sess.batch.add(sess, typ, body); err != nil {
+				var limit *statementLimitError
+				if errors.As(err, &limit) {
+					sess.refuseInBatch(limit.clientError())
+					continue
+				}
 				sess.fail(protocolViolation("invalid %q message: %v", typ, err))
 				return
 			}
@@ -254,8 +286,12 @@ func (sess *session) run(ctx context.Context) {
 			if sess.skipUntilSync {
 				sess.skipUntilSync = false
 				sess.batch.reset()
-				sess.sendReady()
-				continue
+				if !sess.syncRefusedSegment {
+					sess.sendReady()
+					continue
+				}
+				// The node holds the start of the refused segment: its Sync ends it there.
+				sess.syncRefusedSegment = false
 			}
 			sess.batch.addSync()
 			if err := sess.runBatch(ctx, true); err != nil {
@@ -274,6 +310,18 @@ func (sess *session) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// refuseInBatch answers a message of an extended batch that pgowl refuses
+// itself with err, and skips the rest of the segment until Sync, as a node
+// does after an error. The batch's earlier messages, not sent yet, are
+// dropped with it: nothing of the segment runs.
+func (sess *session) refuseInBatch(err *clientError) {
+	sess.batch.reset()
+	sess.send(toErrorResponse(err))
+	sess.skipUntilSync = true
+	sess.syncRefusedSegment = sess.held != nil && sess.held.openBatch
+	sess.log.Info().Str("sqlstate", err.SQLState).Str("error", err.Message).Msg("message refused")
 }
 
 // maxBatchBytes bounds how much of an extended batch is held before it is sent.
@@ -352,10 +400,28 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// (on any node, without waiting: see runBatch); relay reports the
 	// transaction's status for it.
 	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
+	// takenOff: an earlier attempt was taken off a node that stopped
+	// answering; if no node can take the unit now, the client learns that.
+	var takenOff *nodeUnresponsive
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
 		be, dec, err := sess.choose(ctx, u)
+		var abandoned *pool.AbandonedError
+		if errors.As(err, &abandoned) {
+			if !wasHeld && attempt < maxAttempts {
+				sess.log.Info().Str("node", abandoned.Node).Int("attempt", attempt).Msg("gave up a new connection to a node that stopped answering; routing the statement again")
+				continue
+			}
+			err = &clientError{SQLState: sqlstateConnectionFailure, Message: "pgowl: " + abandoned.Error(),
+				Hint: "This condition is transient: retry shortly."}
+		}
+		if err != nil && takenOff != nil {
+			err = &clientError{SQLState: sqlstateConnectionFailure,
+				Message: "pgowl: lost the connection to " + takenOff.node + " while it ran this statement, and no other node can run it",
+				Detail:  takenOff.Error() + "; " + err.Error(),
+				Hint:    "This condition is transient: retry shortly."}
+		}
 		if err != nil {
 			if u.carriesBegin {
 				// The transaction's first statement found no node: the
@@ -379,6 +445,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		// The NOTICE says where a statement ran: a unit that runs nothing
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
+		sess.awaitFirstReply(be)
 		err = sess.prepareBackend(be)
 		if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
 			err = sess.discardSequencesOn(be)
@@ -394,9 +461,16 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			err = be.conn.Writer.Flush()
 			if err == nil {
 				sent = true
+				timeout := sess.armQueryTimeout(be)
 				err = sess.relay(be, u)
+				if timeout != nil {
+					timeout.Stop()
+				}
 			}
 			sess.running.Store(nil)
+		}
+		if sess.endAwait(err, be) && err != nil {
+			err = &nodeUnresponsive{node: be.node, limit: sess.srv.opts.Config.Limits.FirstReplyTimeout, cause: err}
 		}
 		if err == nil {
 			if u.carriesBegin || u.replaysFailure {
@@ -427,6 +501,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.srv.opts.Pool.Suspect(be.node)
 			sess.dropBackend(be)
 			u.errCode = ""
+			errors.As(err, &takenOff)
 			continue
 		}
 		return sess.lostBackend(be, u, dec, err)
@@ -453,6 +528,12 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 // stopped answering too) means the node was reached and went silent: nothing
 // is sent again, and the client learns at once that the node is lost.
 func safeToResend(u *unit, err error, sent bool) bool {
+	var taken *nodeUnresponsive
+	if errors.As(err, &taken) {
+		// Taken off a node that stopped answering: the unit may go
+		// elsewhere when it cannot have had an effect there.
+		return !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0)
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return false

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -34,6 +36,13 @@ const (
 	clientWriteBuffer = 16 << 10
 )
 
+// loginMessageLimit is the largest message a client may send before its
+// login is over: the password and SASL messages of authentication are far
+// shorter. A longer one is refused from its header (FATAL 08P01), so a
+// client that has not authenticated cannot make pgowl allocate more than
+// this per connection. After the login, limits.max_message_size applies.
+const loginMessageLimit = auth.MaxPasswordMessageLen
+
 // handle runs one client connection from its first byte to its close.
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
@@ -43,18 +52,25 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		log.Warn().Err(err).Msg("could not set TCP keepalive or user timeout on the client connection")
 	}
 
-	if n := s.clients.Add(1); n > int64(s.opts.Config.Limits.MaxClientConnections) {
-		s.clients.Add(-1)
-		// Read the startup packet first so that the client is able to read our answer.
-		conn.SetDeadline(time.Now().Add(time.Second))
-		r := wire.NewReader(conn, 1024, 10000)
-		r.ReadUntyped()
-		writeErrorNow(conn, &clientError{Severity: "FATAL", SQLState: sqlstateTooManyConnections,
-			Message: fmt.Sprintf("pgowl: sorry, too many clients already (limits.max_client_connections = %d)", s.opts.Config.Limits.MaxClientConnections)})
-		log.Warn().Msg("refused client: limits.max_client_connections reached")
+	addr := clientAddr(conn)
+	refusal := s.logins.enter(addr)
+	if refusal == admitted && s.clients.Load() >= int64(s.opts.Config.Limits.MaxClientConnections) {
+		// The login could only be refused at its end: refuse it before it costs anything.
+		s.logins.leave(addr)
+		refusal = tooManyClients
+	}
+	if refusal != admitted {
+		s.refuseLogin(conn, addr, refusal)
 		return
 	}
-	defer s.clients.Add(-1)
+	inGate := true
+	leaveGate := func() {
+		if inGate {
+			inGate = false
+			s.logins.leave(addr)
+		}
+	}
+	defer leaveGate()
 
 	sess := &session{
 		srv:    s,
@@ -69,11 +85,26 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	conn.SetDeadline(deadline)
 	startupCtx, cancel := context.WithDeadline(ctx, deadline)
 	ok := sess.startup(startupCtx)
+	timedOut := !time.Now().Before(deadline)
 	cancel()
+	leaveGate()
 	if !ok {
+		if timedOut {
+			s.loginLog.note(loginTimedOut, addr, fmt.Sprintf("no complete login within %s", s.opts.Config.Limits.StartupTimeout))
+		}
 		sess.closeBackends()
 		return
 	}
+	if n := s.clients.Add(1); n > int64(s.opts.Config.Limits.MaxClientConnections) {
+		s.clients.Add(-1)
+		s.loginLog.note(loginRefused, addr, tooManyClients.String())
+		sess.fail(tooManyClientsError(tooManyClients, s.opts.Config.Limits))
+		sess.closeBackends()
+		return
+	}
+	defer s.clients.Add(-1)
+	// The login is over: from now on a message may be as long as the configured limit.
+	sess.r.SetMaxBody(s.opts.Config.Limits.MaxMessageSize)
 	conn.SetDeadline(time.Time{})
 	key, err := s.register(sess)
 	if err != nil {
@@ -89,6 +120,40 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	sess.run(ctx)
 }
 
+// refusedLoginWait bounds how long a refused connection is read for its
+// startup packet, so that the client is able to read the refusal.
+const refusedLoginWait = time.Second
+
+// refuseLogin answers a connection that a limit refuses before its login,
+// after reading its startup packet (briefly), and logs the refusal.
+func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusal) {
+	s.loginLog.note(loginRefused, addr, refusal.String())
+	conn.SetDeadline(time.Now().Add(refusedLoginWait))
+	r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
+	if _, err := r.ReadUntyped(); err != nil {
+		return // silent or broken: nothing it could read
+	}
+	writeErrorNow(conn, tooManyClientsError(refusal, s.opts.Config.Limits))
+}
+
+// tooManyClientsError is the 53300 a client gets when a connection limit refuses it.
+func tooManyClientsError(refusal loginRefusal, limits config.Limits) *clientError {
+	var value int
+	switch refusal {
+	case tooManyLogins:
+		value = limits.MaxLoginsInProgress
+	case tooManyLoginsFromAddress:
+		value = limits.MaxLoginsInProgressPerAddress
+	default:
+		value = limits.MaxClientConnections
+	}
+	message := fmt.Sprintf("pgowl: sorry, too many clients already (%s = %d)", refusal, value)
+	if refusal != tooManyClients {
+		message = fmt.Sprintf("pgowl: sorry, too many logins in progress (%s = %d)", refusal, value)
+	}
+	return &clientError{Severity: "FATAL", SQLState: sqlstateTooManyConnections, Message: message}
+}
+
 // writeErrorNow writes one ErrorResponse straight to a connection.
 func writeErrorNow(conn net.Conn, err error) {
 	buf, encErr := toErrorResponse(err).Encode(nil)
@@ -100,14 +165,19 @@ func writeErrorNow(conn net.Conn, err error) {
 func (sess *session) resetIO(conn net.Conn) {
 	sess.conn = conn
 	rw := wire.Direct(conn)
-	sess.r = wire.NewReader(rw, clientReadBuffer, sess.srv.opts.Config.Limits.MaxMessageSize)
+	sess.r = wire.NewReader(rw, clientReadBuffer, loginMessageLimit)
 	sess.w = bufio.NewWriterSize(rw, clientWriteBuffer)
 }
 
 // startup negotiates encryption, reads the startup packet, authenticates the
 // client and logs in to a first node. It returns false when the connection
 // should be closed; the client has then been told why.
+//
+// As in PostgreSQL, an SSLRequest and a GSSENCRequest may each come once,
+// before the startup packet; a repeated one (an SSLRequest inside TLS
+// included) is answered as the unsupported protocol version its code is.
 func (sess *session) startup(ctx context.Context) bool {
+	var sslDone, gssDone bool
 	for {
 		body, err := sess.r.ReadUntyped()
 		if err != nil {
@@ -121,12 +191,13 @@ func (sess *session) startup(ctx context.Context) bool {
 			return false
 		}
 		code := binary.BigEndian.Uint32(body)
-		switch code {
-		case codeSSLRequest:
+		switch {
+		case code == codeSSLRequest && !sslDone:
 			if sess.r.Buffered() > 0 {
 				sess.fail(protocolViolation("received unencrypted data after SSL request"))
 				return false
 			}
+			sslDone = true
 			if sess.srv.opts.TLS == nil {
 				sess.conn.Write([]byte{'N'})
 				continue
@@ -142,10 +213,17 @@ func (sess *session) startup(ctx context.Context) bool {
 			if state := tlsConn.ConnectionState(); len(state.VerifiedChains) > 0 {
 				sess.certName = state.PeerCertificates[0].Subject.CommonName
 			}
-		case codeGSSENCRequest:
+			gssDone = true // no GSSAPI encryption inside TLS
+		case code == codeGSSENCRequest && !gssDone:
+			if sess.r.Buffered() > 0 {
+				sess.fail(protocolViolation("received unencrypted data after GSSAPI encryption request"))
+				return false
+			}
+			gssDone = true
 			sess.conn.Write([]byte{'N'})
-		case codeCancelRequest:
-			if len(body) >= 12 {
+		case code == codeCancelRequest:
+			// PostgreSQL ignores a cancel request of the wrong length.
+			if len(body) == 12 {
 				sess.srv.cancel(cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])})
 			}
 			return false
@@ -182,6 +260,11 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		}
 		params[name] = value
 	}
+	// PostgreSQL's rule: the list ends with one NUL, the packet's last byte.
+	if len(body) != 1 {
+		sess.fail(protocolViolation("invalid startup packet layout: expected terminator as last byte"))
+		return false
+	}
 	if version != protocolV3 || len(unsupported) > 0 {
 		msg := &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unsupported}
 		if err := sess.send(msg); err != nil || sess.w.Flush() != nil {
@@ -211,6 +294,12 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	}
 
 	if err := sess.authenticate(); err != nil {
+		if clientGone(err) {
+			// The client left or stayed silent past limits.startup_timeout:
+			// as PostgreSQL, say nothing more to it.
+			sess.log.Debug().Err(err).Msg("client left during authentication")
+			return false
+		}
 		reason := err.Error()
 		var ae *auth.Error
 		if errors.As(err, &ae) && ae.Reason != "" {
@@ -299,15 +388,33 @@ func (c clientAuthConn) Send(msg pgproto3.BackendMessage) error {
 	return c.sess.w.Flush()
 }
 
+// ReceivePassword reads the client's next authentication message under
+// loginMessageLimit; a malformed or oversized frame is a FATAL 08P01, told
+// from its header alone.
 func (c clientAuthConn) ReceivePassword() ([]byte, error) {
 	typ, body, err := c.sess.r.ReadFrame()
 	if err != nil {
+		var fe *wire.FrameError
+		switch {
+		case errors.Is(err, wire.ErrMessageTooLarge):
+			return nil, protocolViolation("invalid authentication message: %v", err)
+		case errors.As(err, &fe):
+			return nil, protocolViolation("invalid authentication message: %s", fe.Reason)
+		}
 		return nil, err
 	}
 	if typ != 'p' {
 		return nil, protocolViolation("expected password response, got message type %q", typ)
 	}
 	return body, nil
+}
+
+// clientGone reports an error that means the client cannot read an answer:
+// it closed the connection, or did not send in time.
+func clientGone(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func (s *Server) credentialsFor(user string) string {

@@ -10,7 +10,9 @@
 // decoded with pgproto3 where the contents matter.
 //
 // Reader enforces a maximum body size on every frame, the defence against a
-// peer that announces a huge message to exhaust memory. Bodies returned by
+// peer that announces a huge message to exhaust memory; SetMaxBody changes
+// it between protocol phases (a client's login accepts far less than its
+// session), and untyped startup packets are bounded by MaxStartupPacketLen. Bodies returned by
 // Reader are only valid until the next call, as in pgproto3: copy what you keep.
 //
 // Direct wraps a client or backend socket for the hot path. On Linux it

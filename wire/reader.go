@@ -12,6 +12,11 @@ import (
 // HeaderSize is the size of a typed frame's header: the type byte and the length.
 const HeaderSize = 5
 
+// MaxStartupPacketLen is the longest untyped packet (startup packet, SSLRequest,
+// CancelRequest) ReadUntyped accepts, length field included, as in
+// PostgreSQL (MAX_STARTUP_PACKET_LENGTH).
+const MaxStartupPacketLen = 10000
+
 // ErrMessageTooLarge reports a frame whose announced body exceeds the reader's limit.
 var ErrMessageTooLarge = errors.New("message exceeds the maximum message size")
 
@@ -42,6 +47,15 @@ type Reader struct {
 func NewReader(r io.Reader, bufSize, maxBody int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, bufSize), src: r, maxBody: maxBody}
 }
+
+// SetMaxBody changes the largest body the reader accepts, for a protocol
+// phase with its own limit (the authentication exchange accepts far less
+// than a logged-in session). A frame over the limit is refused from its
+// header, before any of its body is read or allocated.
+func (r *Reader) SetMaxBody(maxBody int) { r.maxBody = maxBody }
+
+// MaxBody reports the largest body the reader accepts now.
+func (r *Reader) MaxBody() int { return r.maxBody }
 
 // Rearm clears an error the buffered reader keeps from a read that was
 // interrupted on purpose (a read deadline), keeping any buffered bytes, so
@@ -182,7 +196,7 @@ func (r *Reader) ReadUntyped() ([]byte, error) {
 	if n < 8 {
 		return nil, &FrameError{Length: n, Reason: "startup packet is shorter than 8 bytes"}
 	}
-	if n-4 > r.maxBody || n > 10000 {
+	if n > MaxStartupPacketLen {
 		return nil, &FrameError{Length: n, Reason: "startup packet is too long"}
 	}
 	if _, err := r.br.Discard(4); err != nil {

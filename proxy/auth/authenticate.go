@@ -35,8 +35,9 @@ type Conn interface {
 // closes. Errors from c are returned wrapped (errors.As finds an *Error a Conn
 // returns). rnd supplies nonces and salts; nil means crypto/rand.Reader.
 //
-// An unknown user gets a complete fake SCRAM exchange that fails with the same
-// client-visible error as a wrong password. No key derivation runs here.
+// An unknown user gets a complete fake exchange (SCRAM or md5: see
+// fakeMethod) that fails with the same client-visible error as a wrong
+// password. No key derivation runs here.
 func (s *Store) Authenticate(c Conn, user string, rnd io.Reader) error {
 	_, err := s.AuthenticateRequest(c, Request{User: user, Rand: rnd})
 	return err
@@ -82,16 +83,7 @@ func (s *Store) AuthenticateRequest(c Conn, r Request) (Result, error) {
 	}
 	creds, ok := s.Lookup(r.User)
 	if !ok {
-		if r.Override && r.Method == MethodCert {
-			return Result{}, certificateFailed(r.User, ReasonUnknownUser)
-		}
-		if r.Override && r.Method == MethodMD5 {
-			// A rule asks everyone for md5: an unknown user is asked too, so the exchange
-			// does not tell it apart from a configured user.
-			return Result{}, authenticateMD5(c, s.fakeMD5Credentials(r.User), rnd)
-		}
-		_, err := authenticateSCRAM(c, s.fakeCredentials(r.User), r.ChannelBinding, rnd, true)
-		return Result{}, err
+		return Result{}, s.authenticateUnknown(c, r, rnd)
 	}
 	method := creds.method
 	if r.Override {
@@ -209,15 +201,11 @@ func authenticateMD5(c Conn, creds *Credentials, rnd io.Reader) error {
 	}
 	got := body[:nul]
 	if len(got) == 0 {
-		return passwordFailed(creds.user, ReasonWrongPassword)
+		return passwordFailed(creds.user, creds.failureReason())
 	}
 	want := "md5" + md5Hex(append([]byte(creds.md5Hash), salt[:]...))
-	matches := subtle.ConstantTimeCompare(got, []byte(want)) == 1
-	switch {
-	case creds.doomed:
-		return passwordFailed(creds.user, ReasonUnknownUser)
-	case !matches:
-		return passwordFailed(creds.user, ReasonWrongPassword)
+	if creds.unknown || subtle.ConstantTimeCompare(got, []byte(want)) != 1 {
+		return passwordFailed(creds.user, creds.failureReason())
 	}
 	return send(c, &pgproto3.AuthenticationOk{})
 }

@@ -37,8 +37,8 @@ type Credentials struct {
 	md5Hash string
 	// fromVerifier is true when the credentials were read from a verifier: pgowl knows no password.
 	fromVerifier bool
-	// doomed marks the fake credentials of an unknown user, which never authenticate.
-	doomed bool
+	// unknown marks the fake credentials of a user who is not configured.
+	unknown bool
 }
 
 // NewCredentials derives the secret for user from password for the given method; for SCRAM it runs PBKDF2 once with a fresh random salt.
@@ -148,6 +148,8 @@ type Store struct {
 	lookup func(user string) (*Credentials, bool)
 	// fakeSecret keys the deterministic fake SCRAM verifier shown to unknown users.
 	fakeSecret [32]byte
+	// scramUsers and md5Users count the configured users of each method (see fakeMethod).
+	scramUsers, md5Users int
 }
 
 // NewStore indexes creds by user name; nil entries are skipped and a later duplicate replaces an earlier one.
@@ -160,6 +162,7 @@ func NewStore(creds ...*Credentials) *Store {
 	}
 	// crypto/rand.Read never fails on supported platforms (Go 1.24+).
 	_, _ = rand.Read(s.fakeSecret[:])
+	s.scramUsers, s.md5Users = s.methodCounts()
 	return s
 }
 
@@ -200,11 +203,4 @@ func (s *Store) fakeCredentials(user string) *Credentials {
 		storedKey:  hmacSHA256(s.fakeSecret[:], "stored-key\x00"+user),
 		serverKey:  hmacSHA256(s.fakeSecret[:], "server-key\x00"+user),
 	}
-}
-
-// fakeMD5Credentials returns an MD5 hash for an unknown user that no password matches, for the md5
-// exchange an access rule asks of every user; it is failed regardless (ReasonUnknownUser).
-func (s *Store) fakeMD5Credentials(user string) *Credentials {
-	hash := hmacSHA256(s.fakeSecret[:], "md5\x00"+user)
-	return &Credentials{user: user, method: MethodMD5, md5Hash: "unknown:" + hex.EncodeToString(hash[:]), doomed: true}
 }

@@ -75,15 +75,17 @@
 //
 // # Unknown users
 //
-// An unknown user gets a complete SCRAM exchange that fails at the proof, with
+// An unknown user gets a complete exchange that fails at the proof, with
 // the same 28P01 message as a wrong password. The client cannot tell the two
 // cases apart from the messages. The fake salt and keys are HMACs of the user
 // name under a random per-Store secret, so repeated attempts for one name see
 // the same salt, as they would for a real user. Only the log shows the
-// difference: Reason is ReasonUnknownUser, not ReasonWrongPassword. An
-// unknown user always looks like a SCRAM user, so a user configured for md5
-// (or trust) can still be told apart from an unknown one; PostgreSQL has the
-// same property.
+// difference: Reason is ReasonUnknownUser, not ReasonWrongPassword. When
+// users of both SCRAM and md5 are configured, an unknown user meets md5 or
+// SCRAM in the proportion of the configured users, chosen by a keyed hash of
+// the name (unknown.go says why), so that the challenge type does not single
+// out the users of the rarer method either. Trust users log in without a
+// challenge: anyone may log in as them, so their existence is no secret.
 //
 // # Defences
 //
