@@ -499,7 +499,7 @@ func (r *Recorder) showConfig() *table {
 }
 
 // walkConfig calls fn for every scalar field of the config struct v, by
-// key path, skipping lists and passwords.
+// key path, skipping lists and every password (password, query_password, ...).
 func walkConfig(prefix string, v reflect.Value, fn func(path, value string)) {
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
@@ -510,7 +510,7 @@ func walkConfig(prefix string, v reflect.Value, fn func(path, value string)) {
 		}
 		fv := v.Field(i)
 		switch {
-		case name == "password" || fv.Kind() == reflect.Slice:
+		case strings.Contains(name, "password") || fv.Kind() == reflect.Slice:
 		case fv.Kind() == reflect.Struct:
 			walkConfig(path, fv, fn)
 		case fv.Type() == reflect.TypeFor[time.Duration]():

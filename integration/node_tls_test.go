@@ -179,8 +179,8 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		}
 		mustRun(t, conn.Conn, "after the cancel")
 		// The catalogue loader logs each load, and a failed one at warn.
-		waitForLog(t, o, 10*time.Second, "function catalogue loaded")
-		if strings.Contains(o.logs.String(), "could not load the function catalogue") {
+		waitForLog(t, o, 10*time.Second, "function catalogue read")
+		if strings.Contains(o.logs.String(), "could not read the function catalogue") {
 			t.Errorf("the catalogue loader could not reach the node:\n%s", o.logs.Tail(4000))
 		}
 	})
