@@ -47,11 +47,10 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
-	// primaryOnly says why every statement of the session needs the primary,
-	// whatever it does: a login that makes serializable the default
-	// isolation level, which a standby refuses for every statement. Empty
-	// otherwise.
-	primaryOnly string
+	// primaryOnly: every statement of the session needs the primary,
+	// whatever it does: the login made serializable the default isolation
+	// level, which a standby refuses for every statement.
+	primaryOnly bool
 	// settingNames are the settings the session's statements named in
 	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
 	// maxSettingNames: a read-back asks for each, since pg_settings does not
@@ -313,7 +312,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
 	if eff.Statements == 1 {
 		u.setSQL = sql
-		u.anyNode = sess.endsNoTransaction(eff)
+		u.endsNoTransaction = sess.endsNoTransaction(eff)
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.WriteQueryBody(body)
@@ -355,7 +354,8 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
-		be, dec, err := sess.choose(ctx, u)
+		be, plan, err := sess.choose(ctx, u)
+		dec := plan.Decision
 		if err != nil {
 			if u.carriesBegin {
 				// The transaction's first statement found no node: the
@@ -373,7 +373,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			return nil
 		}
 		if u.carriesBegin {
-			dec = sess.startsTransaction(u, dec)
+			// BEGIN's NOTICE and log tell the plan's decision for the
+			// transaction; the statement runs inside it.
+			u.beginDecision, u.beginFollowsStatement = plan.Begin, plan.BeginFollowsStatement
 		}
 		u.decision = dec
 		// The NOTICE says where a statement ran: a unit that runs nothing
@@ -460,7 +462,7 @@ func safeToResend(u *unit, err error, sent bool) bool {
 	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
 		return false // what a timeout reports when the host's address stopped answering too
 	}
-	if !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0) {
+	if !sent || ((u.prepareOnly || u.effects.Access == classify.Read) && u.effects.Session&pinningEffects == 0) {
 		return true
 	}
 	var closing *backendClosing
@@ -915,27 +917,6 @@ func hasWords(sql string, words ...string) bool {
 		}
 	}
 	return true
-}
-
-func describePin(e classify.SessionEffect) string {
-	var parts []string
-	for _, p := range []struct {
-		bit  classify.SessionEffect
-		what string
-	}{
-		{classify.SessionListen, "LISTEN"},
-		{classify.SessionTempTable, "a temporary table"},
-		{classify.SessionHoldCursor, "a cursor WITH HOLD"},
-		{classify.SessionAdvisoryLock, "a session-level advisory lock"},
-		{classify.SessionSetRole, "SET ROLE / SET SESSION AUTHORIZATION"},
-		{classify.SessionPrepare, "an SQL PREPARE"},
-		{classify.SessionSerializableDefault, "a serializable default isolation level"},
-	} {
-		if e&p.bit != 0 {
-			parts = append(parts, p.what)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
