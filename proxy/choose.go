@@ -149,10 +149,10 @@ func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
 			break
 		}
 		n := &snap.Nodes[i]
-		switch {
-		case sess.backendOn(n.Name) != nil:
+		if sess.backendOn(n.Name) != nil {
 			f.Connected |= 1 << uint(i)
-		case n.Role == route.RoleStandby && sess.srv.opts.Pool.Saturated(n.Name):
+		}
+		if n.Role == route.RoleStandby && sess.srv.opts.Pool.Saturated(n.Name) {
 			f.Avoid |= 1 << uint(i)
 		}
 	}
