@@ -122,12 +122,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	if d := sess.deferred; d != nil && u.carriesBegin {
 		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
 	}
-	if sess.primaryOnly {
-		f.PrimaryOnly |= route.SerializableAtLogin
-	}
-	if sess.serializableReadBack {
-		f.PrimaryOnly |= route.SerializableReadBack
-	}
+	f.PrimaryOnly = sess.primaryOnly
 	f.MaxLag = sess.maxLag
 	sess.notePoolRoom(&r, snap)
 	return r

@@ -47,18 +47,16 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
-	// primaryOnly: every statement of the session needs the primary,
-	// whatever it does: the login made serializable the default isolation
-	// level, which a standby refuses for every statement.
-	primaryOnly bool
+	// primaryOnly are the settings that make every statement of the session
+	// need the primary, whatever it does: a serializable default isolation
+	// level from the login, or read back from the node, which a standby
+	// refuses for every statement.
+	primaryOnly route.PrimaryOnly
 	// settingNames are the settings the session's statements named in
 	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
 	// maxSettingNames: a read-back asks for each, since pg_settings does not
 	// list the settings of applications (app.tenant).
 	settingNames []string
-	// serializableReadBack: the last read-back found a serializable default
-	// isolation level; every statement then needs the primary.
-	serializableReadBack bool
 	// settingsToReadBack: a unit changed settings in a way pgowl cannot
 	// replay as sent; they are read back once the backend is idle (at the end
 	// of the unit, or of the transaction block or batch it ran in).
