@@ -275,18 +275,12 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	}
 	u := unit{start: time.Now(), effects: batchEffects(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
-	if u.runsNothing && sess.held == nil && synced {
-		// Nothing runs: Parse, Describe and Close only prepare and describe,
-		// which any node can do. Such a batch must not wait for the primary:
-		// a client that prepares synchronously while its other connections
-		// hold every primary backend in open transactions would wait on itself.
-		u.effects.Access, u.effects.Reason = classify.Read, classify.ReasonReadOnly
-		u.effects.Subject = "prepare only: nothing executes"
-		u.anyNode = true
-	}
-	if len(stmts) == 1 && synced && sess.endsNoTransaction(stmts[0].effects) {
-		u.anyNode = true
-	}
+	// Nothing runs: Parse, Describe and Close only prepare and describe,
+	// which any node can do. Such a batch must not wait for the primary:
+	// a client that prepares synchronously while its other connections
+	// hold every primary backend in open transactions would wait on itself.
+	u.prepareOnly = u.runsNothing && sess.held == nil && synced
+	u.endsNoTransaction = len(stmts) == 1 && synced && sess.endsNoTransaction(stmts[0].effects)
 	if d := sess.deferred; d != nil && d.aborted {
 		if !endsTransaction(stmts) {
 			sess.send(toErrorResponse(abortedTransaction()))

@@ -32,15 +32,20 @@ type unit struct {
 	committed bool   // a COMMIT in the unit ended the transaction (and no ROLLBACK after it)
 
 	decision      route.Decision
-	routeErr      error          // why no node could run the unit
-	noticePending bool           // the routing NOTICE is still to be sent
-	forwarded     bool           // some reply of the unit reached the client's buffer
-	runsNothing   bool           // only Parse/Describe/Close: no statement runs
-	anyNode       bool           // runs nothing and holds no backend: any up node may serve it
-	carriesBegin  bool           // the session's deferred BEGIN is sent ahead of the unit
-	beginDecision route.Decision // with carriesBegin: the decision as BEGIN reports it
-	beginReported bool           // BEGIN's NOTICE was written
-	beginLogged   bool           // BEGIN's routing-log line was written
+	routeErr      error // why no node could run the unit
+	noticePending bool  // the routing NOTICE is still to be sent
+	forwarded     bool  // some reply of the unit reached the client's buffer
+	runsNothing   bool  // only Parse/Describe/Close: no statement runs
+	// prepareOnly: a synced batch outside a transaction that runs nothing;
+	// any node may serve it (route.ShapePrepareOnly).
+	prepareOnly bool
+	// endsNoTransaction: a lone COMMIT or ROLLBACK while the session has no
+	// transaction anywhere; any node may answer it (route.ShapeEndsNoTransaction).
+	endsNoTransaction bool
+	carriesBegin      bool           // the session's deferred BEGIN is sent ahead of the unit
+	beginDecision     route.Decision // with carriesBegin: the decision as BEGIN reports it
+	beginReported     bool           // BEGIN's NOTICE was written
+	beginLogged       bool           // BEGIN's routing-log line was written
 	// beginFollowsStatement: with carriesBegin, a READ ONLY transaction went
 	// where its first statement had to run (the primary), not where BEGIN
 	// READ ONLY alone would have gone.
@@ -52,152 +57,175 @@ type unit struct {
 
 func (u *unit) failed() bool { return u.errCode != "" }
 
-// routeRequest maps a classification to the router's request.
-func routeRequest(eff classify.Effects) route.Request {
-	req := route.Request{Subject: eff.Subject}
+// planStatement maps a classification to the router's statement.
+func planStatement(eff classify.Effects) route.Statement {
+	st := route.Statement{Access: route.AccessWrite, Subject: eff.Subject, Pins: routePins(eff.Session)}
 	if eff.Access == classify.Read {
-		req.Access = route.AccessRead
-	} else {
-		req.Access = route.AccessWrite
-	}
-	if eff.Session&pinningEffects != 0 {
-		// The statement takes state that ties the session to its node: that
-		// node must be able to run whatever the session does next.
-		req.Access = route.AccessWrite
-		req.Reason = route.ReasonSessionPinned
-		req.Subject = describePin(eff.Session&pinningEffects) + " pins the session"
-		return req
+		st.Access = route.AccessRead
 	}
 	reason, ok := routeReason(eff.Reason)
 	if !ok {
-		req.Access, reason = route.AccessWrite, route.ReasonUnknownEffect
+		st.Access, reason = route.AccessWrite, route.ReasonUnknownEffect
 	}
-	req.Reason = reason
-	return req
+	st.Reason = reason
+	return st
 }
 
-// choose decides where a unit runs and returns the session's backend there.
-func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decision, error) {
+// unitStatement is planStatement for a unit, with the unit's shape.
+func unitStatement(u *unit) route.Statement {
+	st := planStatement(u.effects)
+	switch {
+	case u.prepareOnly:
+		st.Shape = route.ShapePrepareOnly
+	case u.endsNoTransaction:
+		st.Shape = route.ShapeEndsNoTransaction
+	}
+	return st
+}
+
+// pinKinds pairs each pinning session effect with its kind of pin.
+var pinKinds = [...]struct {
+	bit classify.SessionEffect
+	pin route.Pins
+}{
+	{classify.SessionListen, route.PinListen},
+	{classify.SessionTempTable, route.PinTempTable},
+	{classify.SessionHoldCursor, route.PinHoldCursor},
+	{classify.SessionAdvisoryLock, route.PinAdvisoryLock},
+	{classify.SessionSetRole, route.PinSetRole},
+	{classify.SessionPrepare, route.PinSQLPrepare},
+	{classify.SessionSerializableDefault, route.PinSerializableDefault},
+}
+
+// routePins returns the kinds of pin among the session effects e.
+func routePins(e classify.SessionEffect) route.Pins {
+	var pins route.Pins
+	for _, k := range pinKinds {
+		if e&k.bit != 0 {
+			pins |= k.pin
+		}
+	}
+	return pins
+}
+
+// describePin describes the pins among the session effects e in words.
+func describePin(e classify.SessionEffect) string { return routePins(e).String() }
+
+// planRequest gathers what the plan for u depends on: the unit's statement
+// and the session's facts, with snap. Now is left to the caller.
+func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanRequest {
+	r := route.PlanRequest{Statement: unitStatement(u), Snapshot: snap, Policy: sess.srv.policy}
+	f := &r.Session
+	if be := sess.held; be != nil {
+		f.Held = route.HeldNode{Node: be.node, Role: be.role}
+		f.Pins = routePins(sess.pinBits)
+		return r
+	}
+	if d := sess.deferred; d != nil && u.carriesBegin {
+		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
+	}
+	f.PrimaryOnly = sess.primaryOnly
+	f.MaxLag = sess.maxLag
+	sess.notePoolRoom(&r, snap)
+	return r
+}
+
+// notePoolRoom records in r's session facts the nodes the session has a
+// backend on and the standbys whose connection pool has no room, for
+// spreading reads. A unit that cannot go to a standby (it writes, pins, or
+// the session needs the primary) does not ask the pool.
+func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
+	f, st := &r.Session, &r.Statement
+	f.Connected, f.Avoid = 0, 0
+	mayRead := st.Access == route.AccessRead || st.Shape == route.ShapePrepareOnly || (f.Deferred.Carried && f.Deferred.ReadOnly)
+	if !mayRead || st.Pins != 0 || f.PrimaryOnly != 0 || f.Held.Node != "" {
+		return
+	}
+	for i := range snap.Nodes {
+		if i >= 64 {
+			break
+		}
+		n := &snap.Nodes[i]
+		if sess.backendOn(n.Name) != nil {
+			f.Connected |= 1 << uint(i)
+		}
+		if n.Role == route.RoleStandby && sess.srv.opts.Pool.Saturated(n.Name) {
+			f.Avoid |= 1 << uint(i)
+		}
+	}
+}
+
+// choose finds the node for a unit with route.Plan and returns the session's
+// backend there. It does the I/O the plan needs: it leaves a read-only
+// batch's standby, drops a held backend the plan refuses, acquires the
+// backend, waits (up to routing.primary_wait) for a primary or for a node
+// that did not answer to be seen down, and plans again.
+func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outcome, error) {
 	snap := sess.srv.opts.Nodes.Snapshot()
 	if be := sess.held; be != nil && sess.canLeaveReadOnlyBatch(be, u) {
 		sess.leaveReadOnlyBatch(be)
 	}
+	r := sess.planRequest(u, snap)
 	if be := sess.held; be != nil {
-		dec := route.Decision{Node: be.node, Role: be.role, Reason: route.ReasonInTransaction, Subject: u.effects.Subject, NodeIndex: -1}
-		what := "the transaction"
-		if sess.pinBits != 0 {
-			dec.Reason = route.ReasonSessionPinned
-			dec.Subject = describePin(sess.pinBits)
-			what = "the session's " + describePin(sess.pinBits)
-		}
-		if why := sess.primaryReplaced(snap, be); why != "" {
-			// What the session holds there would be written to a node that is
-			// no longer the primary: lost at best, split brain at worst.
+		r.Now = time.Now()
+		out, err := route.Plan(r)
+		if err != nil {
 			sess.dropBackend(be)
-			return nil, dec, &clientError{SQLState: sqlstateConnectionFailure,
-				Message: "pgowl: " + be.node + " is no longer the primary (" + why + "); " + what + " on " + be.node + " is gone",
-				Hint:    "Retry the transaction; it will run on the current primary."}
-		}
-		for i, n := range snap.Nodes {
-			if n.Name == be.node {
-				dec.NodeIndex = i
-				dec.LagBytes, dec.LagKnown = n.LagBytes, n.LagKnown
-				if n.Role != route.RoleUnknown {
-					dec.Role = n.Role // a standby promoted under a read-only transaction is the primary now
-				}
-				if n.Role == route.RoleStandby && n.LagKnown {
-					// As for a fresh decision: measured lag plus the sample's age.
-					dec.Lag = n.Lag + time.Since(n.SampledAt)
-				}
-			}
+			return nil, out, err
 		}
 		u.decideTime = time.Since(u.start)
-		return be, dec, nil
+		return be, out, nil
 	}
-	req := routeRequest(sess.routingEffects(u))
-	if req.Access == route.AccessRead {
-		switch {
-		case sess.primaryOnly != "":
-			req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, sess.primaryOnly
-		case sess.serializableReadBack:
-			req.Access, req.Reason, req.Subject = route.AccessWrite, route.ReasonSessionPinned, "a serializable default isolation level (read back from the node)"
-		}
-	}
-	req.SessionMaxLag = sess.maxLag
 	sess.turn++
-	req.Turn = sess.turn
-	pol := sess.srv.policy
-	if u.anyNode {
-		// Nothing executes: when no standby qualifies, the primary can serve it.
-		pol.WhenNoStandby = route.UsePrimary
-	}
+	r.Session.Turn = sess.turn
 	wait := sess.srv.opts.Config.Routing.PrimaryWait
-	now := time.Now()
-	deadline := now.Add(wait)
+	r.Now = time.Now()
+	deadline := r.Now.Add(wait)
 	for {
-		dec, err := route.Decide(req, snap, pol, now)
+		out, err := route.Plan(r)
 		if u.decideTime == 0 {
 			u.decideTime = time.Since(u.start)
 		}
-		if err != nil && req.Access == route.AccessWrite && time.Now().Before(deadline) {
+		if err != nil && out.Request.Access == route.AccessWrite && time.Now().Before(deadline) {
 			// No primary right now: a switchover may be under way. Wait for one.
-			req, pol := req, pol // copies for the closure: the fast path stays on the stack
+			pr := r // a copy for the closure: the fast path stays on the stack
 			snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
-				_, err := route.Decide(req, s, pol, time.Now())
+				pr.Snapshot, pr.Now = s, time.Now()
+				_, err := route.Plan(pr)
 				return err == nil
 			})
-			dec, err = route.Decide(req, snap, pol, time.Now())
+			r.Snapshot, r.Now = snap, time.Now()
+			sess.notePoolRoom(&r, snap)
+			out, err = route.Plan(r)
 		}
 		if err != nil {
-			return nil, dec, err
+			return nil, out, err
 		}
-		if dec.Role == route.RoleStandby && sess.backendOn(dec.Node) == nil {
-			dec = sess.spreadReads(req, snap, pol, dec)
-		}
+		dec := out.Decision
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
 		if err == nil || !connectFailure(err) || !time.Now().Before(deadline) {
-			return be, dec, err
+			return be, out, err
 		}
 		// The chosen node did not answer although the monitor last saw it up:
 		// it may be dying. Wait for the monitor to see it down, or to choose
-		// another node, then decide again (bounded by routing.primary_wait).
-		req, pol, failed := req, pol, dec.Node
+		// another node, then plan again (bounded by routing.primary_wait).
+		pr, failed := r, dec.Node
 		snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
 			for _, n := range s.Nodes {
 				if n.Name == failed && !n.Up {
 					return true
 				}
 			}
-			d, err := route.Decide(req, s, pol, time.Now())
-			return err != nil || d.Node != failed
+			pr.Snapshot, pr.Now = s, time.Now()
+			next, err := route.Plan(pr)
+			return err != nil || next.Decision.Node != failed
 		})
 		if ctx.Err() != nil {
-			return nil, dec, ctx.Err()
+			return nil, out, ctx.Err()
 		}
-		now = time.Now()
+		r.Snapshot, r.Now = snap, time.Now()
+		sess.notePoolRoom(&r, snap)
 	}
-}
-
-// primaryReplaced says why be's node is no longer the primary when be was
-// taken on the primary and the monitor has since seen another node become
-// the primary (a promotion, whether the old primary still answers or not),
-// or be's node go into recovery. It returns "" without such evidence: a node
-// the monitor cannot reach, or two primaries on one timeline, leave the
-// session where it is (its connection fails by itself if the node is gone).
-func (sess *session) primaryReplaced(snap *route.Snapshot, be *backend) string {
-	if be.role != route.RolePrimary {
-		return ""
-	}
-	now := time.Now()
-	if i, err := route.Primary(snap, sess.srv.policy, now); err == nil && snap.Nodes[i].Name != be.node {
-		return snap.Nodes[i].Name + " is the primary now"
-	}
-	for i := range snap.Nodes {
-		if n := &snap.Nodes[i]; n.Name == be.node && n.Up && n.Role == route.RoleStandby {
-			return be.node + " is in recovery now"
-		}
-	}
-	return ""
 }
 
 // awaitSnapshot waits until deadline for a node snapshot that satisfies
@@ -214,22 +242,6 @@ func (sess *session) awaitSnapshot(ctx context.Context, deadline time.Time, snap
 		return cond(s)
 	})
 	return snap
-}
-
-// spreadReads moves a read off a standby whose pool is exhausted to another
-// qualifying standby that has room, so that reads do not queue on one node
-// while another sits idle. Without such a standby the first choice stands.
-func (sess *session) spreadReads(req route.Request, snap *route.Snapshot, pol route.Policy, dec route.Decision) route.Decision {
-	p := sess.srv.opts.Pool
-	for tries := 0; tries < len(snap.Nodes) && dec.NodeIndex >= 0 && dec.NodeIndex < 64 && p.Saturated(dec.Node); tries++ {
-		req.Avoid |= 1 << uint(dec.NodeIndex)
-		next, err := route.Decide(req, snap, pol, time.Now())
-		if err != nil || next.Role != route.RoleStandby || req.Avoid&(1<<uint(next.NodeIndex)) != 0 {
-			break
-		}
-		dec = next
-	}
-	return dec
 }
 
 // connectFailure reports whether err means a node could not be reached (as
@@ -328,7 +340,7 @@ func (sess *session) releaseIdle(be *backend) {
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
 		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == 'I' && be.expect.len() == 0 &&
-		routeRequest(u.effects).Access == route.AccessWrite && !sess.setsIsolation()
+		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.setsIsolation()
 }
 
 // setsIsolation reports whether the session set a default isolation level:

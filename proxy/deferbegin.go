@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/route"
 )
 
 // A deferred BEGIN is a lone BEGIN (or START TRANSACTION) that pgowl answers
@@ -99,33 +98,6 @@ func abortedTransaction() error {
 		Hint:    "pgowl could not route the transaction's first statement, so the transaction never started on a node. End it with ROLLBACK and retry it."}
 }
 
-// routingEffects are the effects that choose a node for u: with a deferred
-// BEGIN, the node must suit the transaction as well as the statement. A
-// read-write transaction needs the primary even when it starts with a read.
-// A READ ONLY transaction goes where the BEGIN READ ONLY would have gone,
-// unless its first statement needs the primary: SET TRANSACTION ISOLATION
-// LEVEL SERIALIZABLE (which a standby refuses), a read of node-local
-// statistics, an effect pgowl cannot see. Then the transaction runs on the
-// primary; a write in it fails there as it would have on a standby.
-func (sess *session) routingEffects(u *unit) classify.Effects {
-	eff := u.effects
-	d := sess.deferred
-	u.beginFollowsStatement = false
-	if d == nil || !u.carriesBegin {
-		return eff
-	}
-	begin := d.effects
-	switch {
-	case begin.Tx == classify.TxBeginReadOnly && eff.Access == classify.Write:
-		u.beginFollowsStatement = true
-		eff.Session |= begin.Session
-	case begin.Tx == classify.TxBeginReadOnly || (begin.Access == classify.Write && eff.Access == classify.Read):
-		eff.Access, eff.Reason, eff.Subject = begin.Access, begin.Reason, begin.Subject
-		eff.Session |= begin.Session
-	}
-	return eff
-}
-
 // writeDeferredBegin sends the deferred BEGIN ahead of the unit on be; its
 // replies are consumed by relayDeferredBegin.
 func (sess *session) writeDeferredBegin(be *backend) {
@@ -192,33 +164,6 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 		}
 		// CommandComplete BEGIN and ParameterStatus were the client's already.
 	}
-}
-
-// beginDecision is the routing decision as BEGIN's NOTICE and log tell it:
-// the node chosen for the transaction, with BEGIN's own reason unless a
-// fallback chose the node, or the transaction's first statement did (then
-// that statement's reason, and a subject that says so).
-func (sess *session) beginDecision(u *unit, dec route.Decision) route.Decision {
-	switch {
-	case u.beginFollowsStatement:
-		dec.Subject = "the transaction's first statement: " + dec.Subject
-	case dec.FallbackRule == "":
-		req := routeRequest(sess.deferred.effects)
-		dec.Reason, dec.Subject = req.Reason, req.Subject
-	}
-	return dec
-}
-
-// startsTransaction splits the decision of a unit that carries the deferred
-// BEGIN: BEGIN gets the decision (see beginDecision), and the unit's own
-// statement runs inside the transaction, like every statement after it. A
-// statement that chose the transaction's node keeps its own reason.
-func (sess *session) startsTransaction(u *unit, dec route.Decision) route.Decision {
-	u.beginDecision = sess.beginDecision(u, dec)
-	if !u.beginFollowsStatement {
-		dec.Reason, dec.Subject, dec.FallbackRule = route.ReasonInTransaction, u.effects.Subject, ""
-	}
-	return dec
 }
 
 // logBegin writes the routing-log line of a deferred BEGIN that ran.

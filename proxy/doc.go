@@ -33,8 +33,7 @@
 // Flush, when the client waits for partial results). For each unit it
 //
 //  1. classifies the statements (package classify),
-//  2. decides the node with route.Decide from the effects, the session state
-//     and the monitor's latest snapshot of node states,
+//  2. decides the node with route.Plan (see "Where routing is decided"),
 //  3. takes the session's backend connection to that node (package pool),
 //  4. writes a NOTICE naming the node and the reason, forwards the unit, and
 //     streams the replies back as raw frames until every message of the unit
@@ -84,6 +83,30 @@
 // limits.first_reply_timeout takes a unit off a node the monitor finds
 // unresponsive (unresponsive.go): a SIGSTOPped host still acknowledges TCP,
 // so nothing else would.
+//
+// # Where routing is decided
+//
+// Every routing decision is made by route.Plan, a pure function of the
+// unit's statement (route.Statement: access, reason, subject, the pins it
+// takes, and whether it only prepares or ends no transaction), the session's
+// facts (route.SessionFacts: the held node and its pins, a deferred BEGIN the
+// unit carries, the settings that need the primary, the session's lag limit
+// and read counter, the standbys whose pool is exhausted and the nodes the
+// session is connected to), the monitor's snapshot, the policy and the time.
+// The proxy only gathers those facts (session.planRequest, choose.go) and
+// does the I/O around the plan in choose: it leaves a read-only batch's
+// standby, drops a held backend the plan refuses (PRIMARY_REPLACED),
+// acquires the backend, and within routing.primary_wait waits for a primary
+// or for a node that did not answer to be seen down, then plans again.
+// The login's node order is route.PlanLogin. What the proxy still decides
+// itself is whether a BEGIN may be deferred (canDeferBegin), whether a
+// batch may leave its standby (canLeaveReadOnlyBatch), and whether a unit
+// may be sent again after its backend died (safeToResend).
+//
+// A deferred BEGIN (deferbegin.go) is answered by pgowl and sent with the
+// transaction's first statement; the plan chooses the node for both and
+// returns BEGIN's own decision (route.Outcome.Begin) for its NOTICE and log
+// line, while the statement runs IN_TRANSACTION.
 //
 // # Extended protocol across nodes
 //

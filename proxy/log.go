@@ -11,8 +11,13 @@ import (
 
 // logUnit writes the routing-log line of one routed unit.
 func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
-	eff := &u.effects
 	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true}
+	eff := &sess.last.effects
+	if u.prepareOnly {
+		// Nothing executes: the unit is told as the read it was planned as.
+		req := route.Statement{Shape: route.ShapePrepareOnly}.Request()
+		eff.Access, eff.Reason, eff.Subject = classify.Read, classify.ReasonReadOnly, req.Subject
+	}
 	ev := sess.log.Info()
 	observed := sess.srv.opts.Observer != nil
 	if !ev.Enabled() && !observed {

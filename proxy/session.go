@@ -48,19 +48,16 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
-	// primaryOnly says why every statement of the session needs the primary,
-	// whatever it does: a login that makes serializable the default
-	// isolation level, which a standby refuses for every statement. Empty
-	// otherwise.
-	primaryOnly string
+	// primaryOnly are the settings that make every statement of the session
+	// need the primary, whatever it does: a serializable default isolation
+	// level from the login, or read back from the node, which a standby
+	// refuses for every statement.
+	primaryOnly route.PrimaryOnly
 	// settingNames are the settings the session's statements named in
 	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
 	// maxSettingNames: a read-back asks for each, since pg_settings does not
 	// list the settings of applications (app.tenant).
 	settingNames []string
-	// serializableReadBack: the last read-back found a serializable default
-	// isolation level; every statement then needs the primary.
-	serializableReadBack bool
 	// settingsToReadBack: a unit changed settings in a way pgowl cannot
 	// replay as sent; they are read back once the backend is idle (at the end
 	// of the unit, or of the transaction block or batch it ran in).
@@ -361,7 +358,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
 	if eff.Statements == 1 {
 		u.setSQL = sql
-		u.anyNode = sess.endsNoTransaction(eff)
+		u.endsNoTransaction = sess.endsNoTransaction(eff)
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.WriteQueryBody(body)
@@ -406,7 +403,8 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
-		be, dec, err := sess.choose(ctx, u)
+		be, plan, err := sess.choose(ctx, u)
+		dec := plan.Decision
 		var abandoned *pool.AbandonedError
 		if errors.As(err, &abandoned) {
 			if !wasHeld && attempt < maxAttempts {
@@ -439,7 +437,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			return nil
 		}
 		if u.carriesBegin {
-			dec = sess.startsTransaction(u, dec)
+			// BEGIN's NOTICE and log tell the plan's decision for the
+			// transaction; the statement runs inside it.
+			u.beginDecision, u.beginFollowsStatement = plan.Begin, plan.BeginFollowsStatement
 		}
 		u.decision = dec
 		// The NOTICE says where a statement ran: a unit that runs nothing
@@ -541,7 +541,7 @@ func safeToResend(u *unit, err error, sent bool) bool {
 	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
 		return false // what a timeout reports when the host's address stopped answering too
 	}
-	if !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0) {
+	if !sent || ((u.prepareOnly || u.effects.Access == classify.Read) && u.effects.Session&pinningEffects == 0) {
 		return true
 	}
 	var closing *backendClosing
@@ -996,27 +996,6 @@ func hasWords(sql string, words ...string) bool {
 		}
 	}
 	return true
-}
-
-func describePin(e classify.SessionEffect) string {
-	var parts []string
-	for _, p := range []struct {
-		bit  classify.SessionEffect
-		what string
-	}{
-		{classify.SessionListen, "LISTEN"},
-		{classify.SessionTempTable, "a temporary table"},
-		{classify.SessionHoldCursor, "a cursor WITH HOLD"},
-		{classify.SessionAdvisoryLock, "a session-level advisory lock"},
-		{classify.SessionSetRole, "SET ROLE / SET SESSION AUTHORIZATION"},
-		{classify.SessionPrepare, "an SQL PREPARE"},
-		{classify.SessionSerializableDefault, "a serializable default isolation level"},
-	} {
-		if e&p.bit != 0 {
-			parts = append(parts, p.what)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement

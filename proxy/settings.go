@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/pgowl/pgowl/route"
 )
 
 // How a session-level setting change is carried to the session's other
@@ -89,7 +91,10 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 	default:
 		// A serializable default (set under a name pgowl could not read)
 		// makes a standby refuse every statement.
-		sess.serializableReadBack = serializable
+		sess.primaryOnly &^= route.SerializableReadBack
+		if serializable {
+			sess.primaryOnly |= route.SerializableReadBack
+		}
 		sess.sets = append(sess.sets[:0], sets...)
 		sess.updateSettingsKey()
 		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")

@@ -323,7 +323,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	if strings.EqualFold(be.conn.DefaultIsolation, "serializable") {
 		// Every node logs the session in with it: a standby would refuse
 		// every statement ("cannot use serializable mode in a hot standby").
-		sess.primaryOnly = "a serializable default isolation level (startup parameter, role or database setting)"
+		sess.primaryOnly |= route.SerializableAtLogin
 	}
 	sess.releaseIdle(be)
 	return true
@@ -332,23 +332,13 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 // firstBackend connects to the primary if one is up, else to any up node.
 func (sess *session) firstBackend(ctx context.Context) (*backend, error) {
 	snap := sess.srv.opts.Nodes.Snapshot()
-	var order []route.NodeState
-	for _, n := range snap.Nodes {
-		if n.Up && n.Role == route.RolePrimary {
-			order = append(order, n)
-		}
-	}
-	for _, n := range snap.Nodes {
-		if n.Up && n.Role != route.RolePrimary {
-			order = append(order, n)
-		}
-	}
-	if len(order) == 0 {
-		return nil, &route.Error{Code: route.NoPrimary, SQLState: sqlstateCannotConnectNow,
-			Message: "pgowl: no node is up to log in to", Hint: "This condition is transient: retry shortly."}
+	order, err := route.PlanLogin(snap)
+	if err != nil {
+		return nil, err
 	}
 	var lastErr error
-	for _, n := range order {
+	for _, i := range order {
+		n := &snap.Nodes[i]
 		be, err := sess.backendFor(ctx, n.Name, n.Role)
 		if err == nil {
 			return be, nil

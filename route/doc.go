@@ -1,6 +1,8 @@
 // Package route makes pgowl's routing decision: given what a statement does
 // (a Request), the latest state of every node (a Snapshot) and the operator's
-// rules (a Policy), Decide names the node that runs it and why.
+// rules (a Policy), Decide names the node that runs it and why. Plan wraps
+// Decide with what the session knows (see Plans): it is the one place where
+// the proxy's routing is decided.
 //
 // # Purity
 //
@@ -42,6 +44,41 @@
 // that node with reason NO_STANDBY_CONFIGURED when it is an available
 // primary, and otherwise fail with NO_PRIMARY (not NO_READABLE_REPLICA),
 // because the missing piece is the primary, not a replica.
+//
+// # Plans
+//
+// Decide routes one request. Plan routes a unit of a session: it takes the
+// statement (Statement), the session's facts (SessionFacts), the snapshot,
+// the policy and the time, and returns an Outcome or an *Error. It is where
+// every rule that depends on the session lives:
+//
+//   - A session that holds a node (an open transaction, an unsynced batch,
+//     a pin) stays there: IN_TRANSACTION, or SESSION_PINNED naming the pins.
+//     The decision reports the node's current role and lag. When the node
+//     was taken as the primary and the snapshot shows another primary, or
+//     the node in recovery, Plan refuses with PRIMARY_REPLACED (08006).
+//   - A statement that takes pinning state (Statement.Pins) is a
+//     SESSION_PINNED write: the node must run whatever the session does next.
+//   - A deferred BEGIN the unit carries (SessionFacts.Deferred): a
+//     read-write BEGIN takes a first read to the primary; a READ ONLY one
+//     goes where BEGIN READ ONLY would go, unless its first statement needs
+//     the primary, which it then follows (Outcome.BeginFollowsStatement).
+//     Outcome.Begin is BEGIN's decision with BEGIN's reason (or the
+//     fallback's); the statement itself runs IN_TRANSACTION.
+//   - Settings that need the primary (SessionFacts.PrimaryOnly: a
+//     serializable default from the login or read back) make every read a
+//     SESSION_PINNED write.
+//   - A unit that only prepares (ShapePrepareOnly, a READ_ONLY read
+//     "prepare only: nothing executes") or a lone COMMIT/ROLLBACK with no
+//     transaction anywhere (ShapeEndsNoTransaction) falls back to the primary
+//     when no standby qualifies, whatever Policy.WhenNoStandby says.
+//   - A read chosen on a standby whose pool is exhausted (SessionFacts.Avoid)
+//     and where the session has no backend (SessionFacts.Connected) moves to
+//     another qualifying standby, deciding again with Request.Avoid.
+//
+// PlanLogin orders the nodes a new session logs in to: up primaries first.
+// The golden tests in testdata/plan_cases.json cover every reason, every
+// pin, every refusal and each of these facts.
 //
 // # Errors and notices
 //

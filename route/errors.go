@@ -21,6 +21,10 @@ const (
 	DatabaseBusy
 	// InvalidRequest means the request or policy handed to Decide is malformed; it is a pgowl bug.
 	InvalidRequest
+	// PrimaryReplaced means the session holds a transaction or pinned state
+	// on a node taken as the primary that is no longer the primary: what it
+	// held there is gone.
+	PrimaryReplaced
 )
 
 var codeNames = [...]string{
@@ -29,6 +33,7 @@ var codeNames = [...]string{
 	NoPrimary:          "NO_PRIMARY",
 	DatabaseBusy:       "DATABASE_BUSY",
 	InvalidRequest:     "INVALID_REQUEST",
+	PrimaryReplaced:    "PRIMARY_REPLACED",
 }
 
 var codeSQLStates = [...]string{
@@ -37,6 +42,7 @@ var codeSQLStates = [...]string{
 	NoPrimary:          "57P03",
 	DatabaseBusy:       "53300", // too_many_connections
 	InvalidRequest:     "XX000", // internal_error
+	PrimaryReplaced:    "08006", // connection_failure: the session's connection there is lost
 }
 
 var codeHints = [...]string{
@@ -45,6 +51,7 @@ var codeHints = [...]string{
 	NoPrimary:          "This is usually transient, for example during a restart or failover. Retry shortly.",
 	DatabaseBusy:       "This is usually transient: every backend connection is in use. Retry shortly.",
 	InvalidRequest:     "This is a bug in pgowl, not a transient condition; please report it.",
+	PrimaryReplaced:    "Retry the transaction; it will run on the current primary.",
 }
 
 func (c Code) valid() bool { return c > 0 && int(c) < len(codeNames) }
@@ -77,7 +84,8 @@ func (c *Code) UnmarshalText(text []byte) error {
 }
 
 // SQLState returns the SQLSTATE the proxy sends with this code: 57P03 for
-// the routing failures, 53300 for DATABASE_BUSY, XX000 for INVALID_REQUEST.
+// the routing failures, 53300 for DATABASE_BUSY, XX000 for INVALID_REQUEST,
+// 08006 for PRIMARY_REPLACED.
 func (c Code) SQLState() string {
 	if c.valid() {
 		return codeSQLStates[c]
@@ -92,7 +100,8 @@ type Error struct {
 	Code Code
 	// SQLState is the SQLSTATE sent to the client.
 	SQLState string
-	// Message is the primary message; it starts "pgowl: <CODE>".
+	// Message is the primary message; it starts "pgowl: <CODE>", except for
+	// PRIMARY_REPLACED and Plan's login refusal, which name the node instead.
 	Message string
 	// Detail lists every node's state, one per line, with why it was not chosen.
 	Detail string

@@ -1,0 +1,389 @@
+package route
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Pins is a set of the kinds of session state that tie a session to the node
+// that holds it: once taken, every statement of the session runs there.
+type Pins uint16
+
+const (
+	// PinListen: the session LISTENs on a channel.
+	PinListen Pins = 1 << iota
+	// PinTempTable: the session made a temporary table (or function, or type).
+	PinTempTable
+	// PinHoldCursor: the session has a cursor WITH HOLD open.
+	PinHoldCursor
+	// PinAdvisoryLock: the session holds a session-level advisory lock.
+	PinAdvisoryLock
+	// PinSetRole: SET ROLE or SET SESSION AUTHORIZATION is in force.
+	PinSetRole
+	// PinSQLPrepare: the session has an SQL PREPAREd statement.
+	PinSQLPrepare
+	// PinSerializableDefault: the session made serializable its default isolation level.
+	PinSerializableDefault
+)
+
+var pinNames = [...]struct {
+	pin         Pins
+	name, words string
+}{
+	{PinListen, "LISTEN", "LISTEN"},
+	{PinTempTable, "TEMP_TABLE", "a temporary table"},
+	{PinHoldCursor, "HOLD_CURSOR", "a cursor WITH HOLD"},
+	{PinAdvisoryLock, "ADVISORY_LOCK", "a session-level advisory lock"},
+	{PinSetRole, "SET_ROLE", "SET ROLE / SET SESSION AUTHORIZATION"},
+	{PinSQLPrepare, "SQL_PREPARE", "an SQL PREPARE"},
+	{PinSerializableDefault, "SERIALIZABLE_DEFAULT", "a serializable default isolation level"},
+}
+
+// String describes the pins in words, for notices and logs:
+// "LISTEN, a temporary table".
+func (p Pins) String() string {
+	var parts []string
+	for _, n := range pinNames {
+		if p&n.pin != 0 {
+			parts = append(parts, n.words)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// MarshalJSON encodes the set as a list of names, such as ["LISTEN","TEMP_TABLE"].
+func (p Pins) MarshalJSON() ([]byte, error) {
+	names := []string{}
+	for _, n := range pinNames {
+		if p&n.pin != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return json.Marshal(names)
+}
+
+// UnmarshalJSON decodes a list of names; an unknown name is an error.
+func (p *Pins) UnmarshalJSON(data []byte) error {
+	var names []string
+	if err := json.Unmarshal(data, &names); err != nil {
+		return err
+	}
+	*p = 0
+next:
+	for _, name := range names {
+		for _, n := range pinNames {
+			if n.name == name {
+				*p |= n.pin
+				continue next
+			}
+		}
+		return fmt.Errorf("route: unknown pin %q", name)
+	}
+	return nil
+}
+
+// Shape says what kind of unit a statement is, where that changes its route.
+type Shape uint8
+
+const (
+	// ShapeExecutes is a unit that runs statements.
+	ShapeExecutes Shape = iota
+	// ShapePrepareOnly is a synced extended-protocol batch outside a
+	// transaction that only parses, describes and closes: nothing executes,
+	// so any node can serve it, and it must not wait for the primary.
+	ShapePrepareOnly
+	// ShapeEndsNoTransaction is a lone COMMIT or ROLLBACK while the session
+	// has no transaction anywhere: any node answers it alike.
+	ShapeEndsNoTransaction
+)
+
+// Statement is what the classifier found in a unit (one simple Query or one
+// extended batch), in the router's terms.
+type Statement struct {
+	// Access says whether the statement needs the primary.
+	Access Access
+	// Reason is the classifier's effect reason (see Request.Reason).
+	Reason Reason
+	// Subject names what decided the effect, for the notice.
+	Subject string
+	// Pins are the kinds of pinning state the statement takes.
+	Pins Pins
+	// Shape marks units that execute nothing or end no transaction.
+	Shape Shape
+}
+
+// Request is the statement's request to Decide on its own, without session
+// facts: a statement that takes pinning state needs a node that can run
+// whatever the session does next, the primary.
+func (s Statement) Request() Request {
+	if s.Pins != 0 {
+		return Request{Access: AccessWrite, Reason: ReasonSessionPinned, Subject: s.Pins.String() + " pins the session"}
+	}
+	if s.Shape == ShapePrepareOnly {
+		return Request{Access: AccessRead, Reason: ReasonReadOnly, Subject: "prepare only: nothing executes"}
+	}
+	return Request{Access: s.Access, Reason: s.Reason, Subject: s.Subject}
+}
+
+// HeldNode is the session's backend that it must stay on: an open
+// transaction block, an extended batch not yet ended by Sync, or a pin.
+type HeldNode struct {
+	// Node is the node's name; "" when the session holds no backend.
+	Node string
+	// Role is the role the node had when the backend was taken.
+	Role Role
+}
+
+// DeferredBegin is a BEGIN the proxy answered itself and sends ahead of the
+// unit being planned: the node is chosen for the transaction as well as for
+// the statement.
+type DeferredBegin struct {
+	// Carried is true when the unit carries a deferred BEGIN; the other
+	// fields are then meaningful.
+	Carried bool
+	// ReadOnly is true for BEGIN READ ONLY (or START TRANSACTION READ ONLY).
+	ReadOnly bool
+	// Begin is the BEGIN statement's own classification.
+	Begin Statement
+}
+
+// PrimaryOnly is a set of session settings that make every statement of the
+// session need the primary, whatever it does.
+type PrimaryOnly uint8
+
+const (
+	// SerializableAtLogin: the login made serializable the default isolation
+	// level (startup parameter, role or database setting); a standby
+	// refuses every statement then.
+	SerializableAtLogin PrimaryOnly = 1 << iota
+	// SerializableReadBack: the session's settings, read back from its node,
+	// make serializable the default isolation level.
+	SerializableReadBack
+)
+
+// subject is the notice subject for the first reason in the set.
+func (p PrimaryOnly) subject() string {
+	switch {
+	case p&SerializableAtLogin != 0:
+		return "a serializable default isolation level (startup parameter, role or database setting)"
+	case p&SerializableReadBack != 0:
+		return "a serializable default isolation level (read back from the node)"
+	}
+	return ""
+}
+
+// SessionFacts is what the session knows that changes where its next unit runs.
+type SessionFacts struct {
+	// Held is the backend the session must stay on; Held.Node is "" when none.
+	Held HeldNode
+	// Pins are the pinning state the session holds on Held.Node.
+	Pins Pins
+	// Deferred is the session's deferred BEGIN, when the unit carries it.
+	Deferred DeferredBegin
+	// PrimaryOnly lists settings that send every statement to the primary.
+	PrimaryOnly PrimaryOnly
+	// MaxLag is the session's own lag limit (pgowl.max_replica_lag); 0: none.
+	MaxLag time.Duration
+	// Turn is the session's read counter, for round robin.
+	Turn uint64
+	// Avoid marks standbys whose connection pool is exhausted (bit i is
+	// Snapshot.Nodes[i]): a read chosen there moves to another qualifying
+	// standby with room, if there is one.
+	Avoid uint64
+	// Connected marks nodes the session has a backend on already; a read
+	// chosen there needs no pool room and stays.
+	Connected uint64
+}
+
+// PlanRequest is everything a routing plan depends on.
+type PlanRequest struct {
+	Statement Statement
+	Session   SessionFacts
+	Snapshot  *Snapshot
+	Policy    Policy
+	Now       time.Time
+}
+
+// Outcome is a plan: where the unit runs, and how its notices tell it.
+type Outcome struct {
+	// Decision is where the unit runs and why. On a refusal it is the zero
+	// Decision, or for a lost held node the decision it would have had.
+	Decision Decision
+	// OnHeld is true when the unit runs on the session's held backend.
+	OnHeld bool
+	// Request is what was decided (after session facts), when not OnHeld:
+	// the proxy waits for a primary only for a write.
+	Request Request
+	// Begin is the deferred BEGIN's decision as its notice and log tell it,
+	// when Session.Deferred.Carried.
+	Begin Decision
+	// BeginFollowsStatement: a READ ONLY transaction went where its first
+	// statement had to run (the primary), not where BEGIN READ ONLY alone
+	// would have gone; the statement keeps its own reason.
+	BeginFollowsStatement bool
+}
+
+// Plan decides where a unit runs, given its statement, the session's facts,
+// the node snapshot, the policy and the time. The package documentation
+// states the rules; on failure the error is an *Error.
+func Plan(r PlanRequest) (Outcome, error) {
+	snap, s := r.Snapshot, &r.Session
+	if snap == nil {
+		snap = &Snapshot{}
+	}
+	if s.Held.Node != "" {
+		return planHeld(r.Statement, s, snap, r.Policy, r.Now)
+	}
+	st := r.Statement
+	var out Outcome
+	if d := &s.Deferred; d.Carried {
+		begin := d.Begin
+		switch {
+		case d.ReadOnly && st.Access == AccessWrite:
+			out.BeginFollowsStatement = true
+			st.Pins |= begin.Pins
+		case d.ReadOnly || (begin.Access == AccessWrite && st.Access == AccessRead):
+			st.Access, st.Reason, st.Subject = begin.Access, begin.Reason, begin.Subject
+			st.Pins |= begin.Pins
+		}
+	}
+	req := st.Request()
+	if req.Access == AccessRead && s.PrimaryOnly != 0 {
+		req.Access, req.Reason, req.Subject = AccessWrite, ReasonSessionPinned, s.PrimaryOnly.subject()
+	}
+	req.SessionMaxLag = s.MaxLag
+	req.Turn = s.Turn
+	out.Request = req
+	pol := r.Policy
+	if st.Shape != ShapeExecutes {
+		// Nothing executes, or nothing needs a transaction: when no standby
+		// qualifies, the primary can serve it.
+		pol.WhenNoStandby = UsePrimary
+	}
+	dec, err := Decide(req, snap, pol, r.Now)
+	if err != nil {
+		return out, err
+	}
+	if dec.Role == RoleStandby && !skipped(s.Connected, dec.NodeIndex) {
+		dec = spreadReads(req, snap, pol, r.Now, s.Avoid, dec)
+	}
+	if s.Deferred.Carried {
+		out.Begin = dec
+		switch {
+		case out.BeginFollowsStatement:
+			out.Begin.Subject = "the transaction's first statement: " + dec.Subject
+		case dec.FallbackRule == "":
+			breq := s.Deferred.Begin.Request()
+			out.Begin.Reason, out.Begin.Subject = breq.Reason, breq.Subject
+		}
+		if !out.BeginFollowsStatement {
+			// The statement runs inside the transaction, like every one after it.
+			dec.Reason, dec.Subject, dec.FallbackRule = ReasonInTransaction, r.Statement.Subject, ""
+		}
+	}
+	out.Decision = dec
+	return out, nil
+}
+
+// spreadReads moves a read off a standby whose pool is exhausted to another
+// qualifying standby that has room, so that reads do not queue on one node
+// while another sits idle. Without such a standby the first choice stands.
+func spreadReads(req Request, snap *Snapshot, pol Policy, now time.Time, saturated uint64, dec Decision) Decision {
+	for tries := 0; tries < len(snap.Nodes) && dec.NodeIndex >= 0 && dec.NodeIndex < 64 && skipped(saturated, dec.NodeIndex); tries++ {
+		req.Avoid |= 1 << uint(dec.NodeIndex)
+		next, err := Decide(req, snap, pol, now)
+		if err != nil || next.Role != RoleStandby || skipped(req.Avoid, next.NodeIndex) {
+			break
+		}
+		dec = next
+	}
+	return dec
+}
+
+// planHeld keeps a unit on the session's held backend, unless that backend
+// was taken on the primary and the node is no longer the primary.
+func planHeld(st Statement, s *SessionFacts, snap *Snapshot, pol Policy, now time.Time) (Outcome, error) {
+	held := s.Held
+	dec := Decision{Node: held.Node, Role: held.Role, Reason: ReasonInTransaction, Subject: st.Subject, NodeIndex: -1}
+	what := "the transaction"
+	if s.Pins != 0 {
+		dec.Reason = ReasonSessionPinned
+		dec.Subject = s.Pins.String()
+		what = "the session's " + dec.Subject
+	}
+	out := Outcome{OnHeld: true}
+	if why := HeldReplaced(snap, pol, now, held); why != "" {
+		// What the session holds there would be written to a node that is
+		// no longer the primary: lost at best, split brain at worst.
+		out.Decision = dec
+		return out, &Error{Code: PrimaryReplaced, SQLState: PrimaryReplaced.SQLState(),
+			Message: "pgowl: " + held.Node + " is no longer the primary (" + why + "); " + what + " on " + held.Node + " is gone",
+			Hint:    codeHint(PrimaryReplaced)}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		if n.Name != held.Node {
+			continue
+		}
+		dec.NodeIndex = i
+		dec.LagBytes, dec.LagKnown = n.LagBytes, n.LagKnown
+		if n.Role != RoleUnknown {
+			dec.Role = n.Role // a standby promoted under a read-only transaction is the primary now
+		}
+		if n.Role == RoleStandby && n.LagKnown {
+			// As for a fresh decision: measured lag plus the sample's age.
+			dec.Lag = n.Lag + now.Sub(n.SampledAt)
+		}
+	}
+	out.Decision = dec
+	return out, nil
+}
+
+// HeldReplaced says why held's node is no longer the primary when the
+// backend was taken on the primary and the snapshot shows another node as
+// the primary (a promotion, whether the old primary still answers or not),
+// or held's node in recovery. It returns "" without such evidence: a node
+// the monitor cannot reach, or two primaries on one timeline, leave the
+// session where it is (its connection fails by itself if the node is gone).
+// The proxy also watches an idle listening session's node with it.
+func HeldReplaced(snap *Snapshot, pol Policy, now time.Time, held HeldNode) string {
+	if held.Role != RolePrimary {
+		return ""
+	}
+	if i, err := Primary(snap, pol, now); err == nil && snap.Nodes[i].Name != held.Node {
+		return snap.Nodes[i].Name + " is the primary now"
+	}
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Name == held.Node && n.Up && n.Role == RoleStandby {
+			return held.Node + " is in recovery now"
+		}
+	}
+	return ""
+}
+
+// PlanLogin orders the nodes a new session may log in to: the up primaries
+// first, then every other up node, as indexes into snap.Nodes. Without an up
+// node it fails with NO_PRIMARY.
+func PlanLogin(snap *Snapshot) ([]int, error) {
+	if snap == nil {
+		snap = &Snapshot{}
+	}
+	var order []int
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Up && n.Role == RolePrimary {
+			order = append(order, i)
+		}
+	}
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Up && n.Role != RolePrimary {
+			order = append(order, i)
+		}
+	}
+	if len(order) == 0 {
+		return nil, &Error{Code: NoPrimary, SQLState: NoPrimary.SQLState(),
+			Message: "pgowl: no node is up to log in to", Hint: "This condition is transient: retry shortly."}
+	}
+	return order, nil
+}
