@@ -48,6 +48,8 @@ type Classifier struct {
 	functions      functionTable
 	walkPlans      walkPlans
 	catalogues     CatalogueSource
+	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
+	bodies bodyParses
 	// cacheMisses counts cached classifications that had to classify: the
 	// statement was in neither the text nor the shape cache.
 	cacheMisses atomic.Uint64
