@@ -1031,13 +1031,13 @@ func rangeVarName(rv *pg_query.RangeVar) string {
 func (a *analysis) sqlBody(f *Function) fnResult {
 	var stmts []*pg_query.Node
 	if f.SQLBody != "" {
-		tree, err := pg_query.Parse(f.SQLBody)
+		tree, err := a.c.bodies.parse(f.SQLBody)
 		if err != nil || len(tree.GetStmts()) != 1 || tree.GetStmts()[0].GetStmt().GetCreateFunctionStmt() == nil {
 			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "BEGIN ATOMIC body could not be parsed"}
 		}
 		stmts = flattenBody(tree.GetStmts()[0].GetStmt().GetCreateFunctionStmt().GetSqlBody(), nil)
 	} else {
-		tree, err := pg_query.Parse(f.Source)
+		tree, err := a.c.bodies.parse(f.Source)
 		if err != nil {
 			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "SQL body could not be parsed"}
 		}
@@ -1155,7 +1155,7 @@ func (a *analysis) defaultsEffect(f *Function) fnResult {
 	e := a.env.withPath([]string{"pg_catalog"})
 	return a.memoised(memoKey{kind: 'd', oid: f.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
 		sql := "SELECT " + f.DefaultExprs
-		tree, err := pg_query.Parse(sql)
+		tree, err := a.c.bodies.parse(sql)
 		if err != nil || len(tree.GetStmts()) != 1 {
 			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "parameter defaults of " + f.Signature() + " could not be parsed"}
 		}
@@ -1186,7 +1186,7 @@ func (a *analysis) definitionEffect(kind byte, oid uint32, sql, what string) fnR
 	}
 	return a.memoised(memoKey{kind: kind, oid: oid, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
 		child.planTime = a.planTime
-		tree, err := pg_query.Parse(sql)
+		tree, err := a.c.bodies.parse(sql)
 		if err != nil {
 			return fnResult{access: Write, reason: ReasonUnknownEffect, detail: what + " could not be parsed"}
 		}

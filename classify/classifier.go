@@ -48,6 +48,8 @@ type Classifier struct {
 	functions      functionTable
 	walkPlans      walkPlans
 	catalogues     CatalogueSource
+	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
+	bodies bodyParses
 	// cacheMisses counts cached classifications that had to classify: the
 	// statement was in neither the text nor the shape cache.
 	cacheMisses atomic.Uint64
@@ -151,13 +153,16 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		if fetch {
 			var current bool
 			if cat, current = c.catalogues.Held(ctx.Database); !current {
-				if effects, independent, _ := c.classifyIndependent(sql, ctx); independent {
+				effects, independent, _, parsed := c.classifyIndependent(sql, ctx)
+				if independent {
 					return effects
 				}
 				cat = c.catalogues.Catalogue(ctx.Database)
+				effects, _, _, _ = c.classifyUncached(sql, ctx, cat, parsed)
+				return effects
 			}
 		}
-		effects, _, _, _ := c.classifyUncached(sql, ctx, cat)
+		effects, _, _, _ := c.classifyUncached(sql, ctx, cat, nil)
 		return effects
 	}
 	effects, dependent, textKnown := c.cache.get(sql)
@@ -181,12 +186,17 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		}
 		shapeDependent = hit
 	}
+	// parsed is what the classification of sql needs that no catalogue changes, when it was
+	// computed while a catalogue read ran.
+	var parsed *parsedStatement
 	if fetch {
 		var current bool
 		if cat, current = c.catalogues.Held(ctx.Database); !current {
 			// A change is still to be read (or nothing is loaded yet): a statement whose verdict
 			// cannot depend on the catalogue (DDL, SET, BEGIN, ...) does not wait for it.
-			effects, independent, cacheable := c.classifyIndependent(sql, ctx)
+			var effects Effects
+			var independent, cacheable bool
+			effects, independent, cacheable, parsed = c.classifyIndependent(sql, ctx)
 			if independent {
 				if cacheable {
 					if !shaped {
@@ -231,7 +241,7 @@ func (c *Classifier) classifyCached(sql string, ctx *Context, cat *Catalogue, fe
 		shape = string(shapeBytes)
 	}
 	c.cacheMisses.Add(1)
-	effects, dependent, used, cacheable := c.classifyUncached(sql, ctx, cat)
+	effects, dependent, used, cacheable := c.classifyUncached(sql, ctx, cat, parsed)
 	if !cacheable {
 		return effects
 	}
@@ -276,7 +286,10 @@ func (c *Classifier) Purge() {
 // classifyUncached runs the fast path or the full parse, converting any panic into a fail-closed
 // verdict. It reports whether the verdict depends on the context, which catalogue it used, and
 // whether it may be cached (not when a lookup of a missing name could not be made).
-func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue) (effects Effects, dependent bool, used *Catalogue, cacheable bool) {
+//
+// parsed, when not nil, is sql's parse computed before (by classifyIndependent, for a statement the
+// fast path does not classify).
+func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue, parsed *parsedStatement) (effects Effects, dependent bool, used *Catalogue, cacheable bool) {
 	used, cacheable = cat, true
 	defer func() {
 		if recovered := recover(); recovered != nil {
@@ -284,28 +297,60 @@ func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue) 
 			dependent = false
 		}
 	}()
-	if effects, ok := c.classifyFast(sql); ok {
-		return effects, false, cat, true
+	if parsed == nil {
+		if effects, ok := c.classifyFast(sql); ok {
+			return effects, false, cat, true
+		}
 	}
 	a := c.newAnalysis(ctx, cat)
-	effects = a.full(sql)
+	effects, _ = a.fullParsed(sql, parsed, false)
 	return effects, a.run.dependent, a.run.cat, !a.run.uncacheable
 }
 
 // classifyIndependent classifies sql without a catalogue when its verdict cannot depend on one
-// (DDL, SET, BEGIN, ...): independent is false when it may, and then nothing more is computed.
-func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effects, independent, cacheable bool) {
+// (DDL, SET, BEGIN, ...): independent is false when it may. It is called while the catalogue is
+// being read; when the verdict depends on it, parsed holds what its classification needs that no
+// catalogue changes (the parse tree, fingerprint and normalised text), so that only the analysis
+// is left once the read is done.
+func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effects, independent, cacheable bool, parsed *parsedStatement) {
 	defer func() {
 		if recovered := recover(); recovered != nil {
-			effects, independent, cacheable = failClosed(fmt.Sprintf("internal error: %v", recovered)), true, true
+			effects, independent, cacheable, parsed = failClosed(fmt.Sprintf("internal error: %v", recovered)), true, true, nil
 		}
 	}()
 	if effects, fast := c.classifyFast(sql); fast {
-		return effects, true, true
+		return effects, true, true, nil
 	}
 	a := c.newAnalysis(ctx, nil)
-	effects, dependent := a.fullUnless(sql, true)
-	return effects, !dependent, !a.run.uncacheable
+	parsed = &parsedStatement{}
+	effects, dependent := a.fullParsed(sql, parsed, true)
+	if !dependent {
+		return effects, true, !a.run.uncacheable, nil
+	}
+	parsed.finish(sql)
+	return effects, false, !a.run.uncacheable, parsed
+}
+
+// parsedStatement is what classifying a statement string needs that no catalogue changes: its
+// parse tree, and its fingerprint and normalised text (done false until finish computed them).
+// Nothing in the analysis modifies the tree, so one parse serves the attempt without a catalogue
+// and the analysis with it.
+type parsedStatement struct {
+	tree                    *pg_query.ParseResult
+	done                    bool
+	fingerprint, normalized string
+	err                     error
+}
+
+// finish computes the fingerprint and the normalised text.
+func (p *parsedStatement) finish(sql string) {
+	if p.tree == nil {
+		return
+	}
+	if p.fingerprint, p.err = pg_query.Fingerprint(sql); p.err == nil {
+		p.normalized, p.err = pg_query.Normalize(sql)
+	}
+	p.done = true
 }
 
 // newAnalysis starts the analysis of one statement string.
@@ -327,9 +372,24 @@ func (a *analysis) full(sql string) Effects {
 // fullUnless is full, but when stopIfDependent is set and the verdict depends on the context it
 // stops before the finishing touches (fingerprint, normalised text), and reports stopped.
 func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects, stopped bool) {
-	tree, err := pg_query.Parse(sql)
-	if err != nil {
-		return unparseable(err), false
+	return a.fullParsed(sql, nil, stopIfDependent)
+}
+
+// fullParsed is fullUnless with sql's parse kept in parsed: a parsedStatement with a tree is used
+// (and its fingerprint and normalised text, when done), an empty one receives the tree; nil parses
+// as fullUnless does.
+func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDependent bool) (effects Effects, stopped bool) {
+	var tree *pg_query.ParseResult
+	if parsed != nil && parsed.tree != nil {
+		tree = parsed.tree
+	} else {
+		var err error
+		if tree, err = pg_query.Parse(sql); err != nil {
+			return unparseable(err), false
+		}
+		if parsed != nil {
+			parsed.tree = tree
+		}
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
 	for _, raw := range tree.Stmts {
@@ -354,6 +414,13 @@ func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}
 	applyHint(leadingHint(sql), &effects)
+	if parsed != nil && parsed.done {
+		if parsed.err != nil {
+			return unparseable(parsed.err), false
+		}
+		effects.Fingerprint, effects.Normalized = parsed.fingerprint, parsed.normalized
+		return effects, false
+	}
 	return withFingerprint(sql, effects), false
 }
 

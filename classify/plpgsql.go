@@ -277,7 +277,7 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 // known: a write, which in a procedure may also change the catalogue (migrations run DDL so).
 func (w *plWalker) dynamic(subject string, query *jsonNode) {
 	if text, ok := literalSQL(query); ok {
-		if tree, err := pg_query.Parse(text); err == nil && len(tree.GetStmts()) > 0 {
+		if tree, err := w.a.c.bodies.parse(text); err == nil && len(tree.GetStmts()) > 0 {
 			for _, raw := range tree.GetStmts() {
 				w.add(raw.GetStmt(), w.a.statement(raw.GetStmt()))
 			}
@@ -334,7 +334,7 @@ func (w *plWalker) declaredType(t *jsonNode) {
 	if cat := w.a.run.cat; name == nil || name.text == "" || name.text == "UNKNOWN" || cat == nil || len(cat.domainChecks) == 0 {
 		return
 	}
-	tree, err := pg_query.Parse("SELECT NULL::" + name.text)
+	tree, err := w.a.c.bodies.parse("SELECT NULL::" + name.text)
 	if err != nil || len(tree.GetStmts()) != 1 {
 		return // %TYPE, %ROWTYPE and the like: not a domain written out
 	}
@@ -396,7 +396,7 @@ func (w *plWalker) expression(expr *jsonNode) {
 		return
 	}
 	for _, text := range texts {
-		tree, err := pg_query.Parse(text)
+		tree, err := w.a.c.bodies.parse(text)
 		if err != nil {
 			w.add(nil, unknownEffect("PL/pgSQL statement could not be parsed"))
 			continue
