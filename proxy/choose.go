@@ -126,12 +126,12 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Decis
 	req.SessionMaxLag = sess.maxLag
 	sess.turn++
 	req.Turn = sess.turn
-	pol := sess.srv.policy
+	pol := sess.srv.live().policy
 	if u.anyNode {
 		// Nothing executes: when no standby qualifies, the primary can serve it.
 		pol.WhenNoStandby = route.UsePrimary
 	}
-	wait := sess.srv.opts.Config.Routing.PrimaryWait
+	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	now := time.Now()
 	deadline := now.Add(wait)
 	for {
@@ -189,7 +189,7 @@ func (sess *session) primaryReplaced(snap *route.Snapshot, be *backend) string {
 		return ""
 	}
 	now := time.Now()
-	if i, err := route.Primary(snap, sess.srv.policy, now); err == nil && snap.Nodes[i].Name != be.node {
+	if i, err := route.Primary(snap, sess.srv.live().policy, now); err == nil && snap.Nodes[i].Name != be.node {
 		return snap.Nodes[i].Name + " is the primary now"
 	}
 	for i := range snap.Nodes {
@@ -247,7 +247,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		be.role = role
 		return be, nil
 	}
-	target, ok := sess.srv.targets[node]
+	target, ok := sess.srv.live().targets[node]
 	if !ok {
 		return nil, &clientError{SQLState: sqlstateInternalError, Message: "pgowl: unknown node " + node}
 	}

@@ -39,18 +39,18 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	connID := s.nextConnID.Add(1)
 	log := s.log.With().Uint64("conn_id", connID).Str("client_addr", conn.RemoteAddr().String()).Logger()
-	if err := s.clientTCP.Apply(conn); err != nil {
+	if err := s.live().clientTCP.Apply(conn); err != nil {
 		log.Warn().Err(err).Msg("could not set TCP keepalive or user timeout on the client connection")
 	}
 
-	if n := s.clients.Add(1); n > int64(s.opts.Config.Limits.MaxClientConnections) {
+	if n := s.clients.Add(1); n > int64(s.live().cfg.Limits.MaxClientConnections) {
 		s.clients.Add(-1)
 		// Read the startup packet first so that the client is able to read our answer.
 		conn.SetDeadline(time.Now().Add(time.Second))
 		r := wire.NewReader(conn, 1024, 10000)
 		r.ReadUntyped()
 		writeErrorNow(conn, &clientError{Severity: "FATAL", SQLState: sqlstateTooManyConnections,
-			Message: fmt.Sprintf("pgowl: sorry, too many clients already (limits.max_client_connections = %d)", s.opts.Config.Limits.MaxClientConnections)})
+			Message: fmt.Sprintf("pgowl: sorry, too many clients already (limits.max_client_connections = %d)", s.live().cfg.Limits.MaxClientConnections)})
 		log.Warn().Msg("refused client: limits.max_client_connections reached")
 		return
 	}
@@ -61,11 +61,11 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		id:     connID,
 		conn:   conn,
 		log:    log,
-		notice: s.opts.Config.Routing.Notice,
+		notice: s.live().cfg.Routing.Notice,
 	}
 	sess.resetIO(conn)
 
-	deadline := time.Now().Add(s.opts.Config.Limits.StartupTimeout)
+	deadline := time.Now().Add(s.live().cfg.Limits.StartupTimeout)
 	conn.SetDeadline(deadline)
 	startupCtx, cancel := context.WithDeadline(ctx, deadline)
 	ok := sess.startup(startupCtx)
@@ -100,7 +100,7 @@ func writeErrorNow(conn net.Conn, err error) {
 func (sess *session) resetIO(conn net.Conn) {
 	sess.conn = conn
 	rw := wire.Direct(conn)
-	sess.r = wire.NewReader(rw, clientReadBuffer, sess.srv.opts.Config.Limits.MaxMessageSize)
+	sess.r = wire.NewReader(rw, clientReadBuffer, sess.srv.live().cfg.Limits.MaxMessageSize)
 	sess.w = bufio.NewWriterSize(rw, clientWriteBuffer)
 }
 
@@ -127,12 +127,12 @@ func (sess *session) startup(ctx context.Context) bool {
 				sess.fail(protocolViolation("received unencrypted data after SSL request"))
 				return false
 			}
-			if sess.srv.opts.TLS == nil {
+			if sess.srv.live().tls == nil {
 				sess.conn.Write([]byte{'N'})
 				continue
 			}
 			sess.conn.Write([]byte{'S'})
-			tlsConn := tls.Server(sess.conn, sess.srv.opts.TLS)
+			tlsConn := tls.Server(sess.conn, sess.srv.live().tls)
 			if err := tlsConn.HandshakeContext(ctx); err != nil {
 				sess.log.Info().Err(err).Msg("TLS handshake failed")
 				return false
@@ -311,7 +311,7 @@ func (c clientAuthConn) ReceivePassword() ([]byte, error) {
 }
 
 func (s *Server) credentialsFor(user string) string {
-	for _, u := range s.opts.Config.Users {
+	for _, u := range s.live().cfg.Users {
 		if u.Name == user {
 			return u.Password
 		}
