@@ -127,3 +127,52 @@ func TestShutdownRollsBackAtTheDeadline(t *testing.T) {
 	}
 	p.waitLog(t, time.Second, "shutdown_timeout passed")
 }
+
+// TestShutdownSecondSignal: during the grace a statement already running
+// outside a transaction finishes normally, and a second SIGTERM ends pgowl
+// at once with exit code 4 although a transaction is still open.
+func TestShutdownSecondSignal(t *testing.T) {
+	c := sharedClusterFor(t)
+	ctx := timeoutCtx(t, time.Minute)
+	port := freePort(t)
+	p := startProcessOwl(t, port, owlYAML(c, port, []string{"pg1", "pg2", "pg3"}, appPassword, "shutdown_timeout: 60s\n"))
+	p.waitLog(t, 10*time.Second, "pgowl serving")
+	open, err := pgx.Connect(ctx, p.dsn(appPassword, appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close(ctx)
+	for _, sql := range []string{"BEGIN", "SELECT 1"} {
+		if _, err := open.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	sleeper, err := pgx.Connect(ctx, p.dsn(appPassword, appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Close(ctx)
+	slept := make(chan error, 1)
+	go func() {
+		_, err := sleeper.Exec(ctx, "SELECT pg_sleep(1.5)")
+		slept <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+	if err := <-slept; err != nil {
+		t.Errorf("a read running outside a transaction at SIGTERM failed: %v, want it to finish", err)
+	}
+	select {
+	case <-p.exited:
+		t.Fatalf("pgowl exited with %d while a transaction was open and shutdown_timeout is 60s", p.exitCode)
+	default:
+	}
+	second := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	code := p.wait(t, 5*time.Second)
+	t.Logf("second SIGTERM: exit %d after %s", code, time.Since(second).Round(time.Millisecond))
+	if code != 4 {
+		t.Errorf("exit code %d after a second signal, want 4", code)
+	}
+	p.waitLog(t, time.Second, "second signal")
+}
