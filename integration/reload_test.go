@@ -38,7 +38,7 @@ func TestReloadUnderPgbench(t *testing.T) {
 	before := owlYAML(c, port, []string{"pg1", "pg2"}, appPassword, "routing: {max_replica_lag: 5s, standby_choice: round_robin}\n")
 	before = strings.Replace(before, "users:\n", "users:\n"+users("old-secret"), 1)
 	p := startProcessOwl(t, port, before)
-	p.waitLog(t, 10*time.Second, "pgowl serving")
+	p.waitLog(t, proxyReadyTimeout, "pgowl serving")
 
 	pgbench := pgBinary(t, "pgbench")
 	if res := runCmd(t, 2*time.Minute, p.env(appPassword), pgbench, "-i", "-s", "1", "--quiet"); res.exitCode != 0 {

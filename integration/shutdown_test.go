@@ -27,7 +27,7 @@ func TestShutdownDuringTPCB(t *testing.T) {
 	c := ownCluster(t, 1)
 	port := freePort(t)
 	p := startProcessOwl(t, port, owlYAML(c, port, []string{"pg1", "pg2"}, appPassword, "shutdown_timeout: 10s\nrouting: {notice: false}\n"))
-	p.waitLog(t, 10*time.Second, "pgowl serving")
+	p.waitLog(t, proxyReadyTimeout, "pgowl serving")
 	pgbench := pgBinary(t, "pgbench")
 	if res := runCmd(t, 2*time.Minute, p.env(appPassword), pgbench, "-i", "-s", "1", "--quiet"); res.exitCode != 0 {
 		t.Fatalf("pgbench -i exited with %d\n%s\n%s", res.exitCode, res.stdout, res.stderr)
@@ -89,7 +89,7 @@ func TestShutdownRollsBackAtTheDeadline(t *testing.T) {
 	}
 	port := freePort(t)
 	p := startProcessOwl(t, port, owlYAML(c, port, []string{"pg1", "pg2"}, appPassword, "shutdown_timeout: 1s\n"))
-	p.waitLog(t, 10*time.Second, "pgowl serving")
+	p.waitLog(t, proxyReadyTimeout, "pgowl serving")
 	open, err := pgx.Connect(ctx, p.dsn(appPassword, appDatabase))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestShutdownSecondSignal(t *testing.T) {
 	ctx := timeoutCtx(t, time.Minute)
 	port := freePort(t)
 	p := startProcessOwl(t, port, owlYAML(c, port, []string{"pg1", "pg2", "pg3"}, appPassword, "shutdown_timeout: 60s\n"))
-	p.waitLog(t, 10*time.Second, "pgowl serving")
+	p.waitLog(t, proxyReadyTimeout, "pgowl serving")
 	open, err := pgx.Connect(ctx, p.dsn(appPassword, appDatabase))
 	if err != nil {
 		t.Fatal(err)
