@@ -181,7 +181,9 @@ var consoleHelp = []string{
 	"SHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|STATS|STATS_TOTALS|LISTS|VERSION",
 	"SHOW NODES       pgowl: each node's role, state, lag and pool",
 	"SHOW HISTORY     pgowl: the latest routed units, newest first",
-	"RELOAD, PAUSE, RESUME: not supported yet (they answer an error)",
+	"RELOAD           re-read the configuration file and apply it whole, or refuse it and say why",
+	"PAUSE            hold new units (clients wait) once the transactions in flight have finished",
+	"RESUME           release the held units; they are routed by the roles seen then",
 }
 
 // answer runs one console command.
@@ -210,7 +212,13 @@ func (r *Recorder) answer(c ConsoleConn, query, user string) {
 			return
 		}
 		t.send(c)
-	case "RELOAD", "PAUSE", "RESUME", "SUSPEND", "SHUTDOWN", "KILL", "DISABLE", "ENABLE", "RECONNECT", "WAIT_CLOSE":
+	case "RELOAD", "PAUSE", "RESUME":
+		if len(words) != 1 {
+			c.Send(consoleError(sqlstateSyntaxError, fmt.Sprintf("pgowl admin console: %s takes no argument", words[0])))
+			return
+		}
+		r.answerLifecycle(c, words[0])
+	case "SUSPEND", "SHUTDOWN", "KILL", "DISABLE", "ENABLE", "RECONNECT", "WAIT_CLOSE":
 		c.Send(consoleError(sqlstateFeatureNotSupported, fmt.Sprintf("pgowl admin console: %s is not supported yet: pgowl's lifecycle commands come with a later version; restart pgowl to apply a new configuration", words[0])))
 	case "SET":
 		// Drivers set session options on connect; accept them and change nothing.
@@ -276,7 +284,7 @@ func (r *Recorder) showNodes(now time.Time) *table {
 		if !n.SampledAt.IsZero() {
 			age = now.Sub(n.SampledAt).Milliseconds()
 		}
-		t.add(n.Name, n.Addr, n.Role.String(), NodeVerdict(n, r.src.Policy, now), n.Up, lag, lagBytes, age, n.Timeline, st.InUse, st.Idle, st.Waiting)
+		t.add(n.Name, n.Addr, n.Role.String(), NodeVerdict(n, r.policy(), now), n.Up, lag, lagBytes, age, n.Timeline, st.InUse, st.Idle, st.Waiting)
 	}
 	return t
 }
@@ -320,7 +328,7 @@ func (r *Recorder) showPools() *table {
 		p := pairs[k]
 		// A client running a unit holds one backend: sv_active. pgowl pools
 		// backends per node, not per (database, user): idle ones are in SHOW SERVERS.
-		t.add(k.database, k.user, p.clients, 0, 0, 0, p.active, 0, 0, 0, 0, 0, 0, 0, 0, r.src.Config.Pool.Mode, nil)
+		t.add(k.database, k.user, p.clients, 0, 0, 0, p.active, 0, 0, 0, 0, 0, 0, 0, 0, r.config().Pool.Mode, nil)
 	}
 	return t
 }
@@ -339,7 +347,7 @@ func (r *Recorder) showClients() *table {
 		{"addr", oidText}, {"port", oidInt4}, {"local_addr", oidText}, {"local_port", oidInt4}, {"connect_time", oidText}, {"request_time", oidText},
 		{"wait", oidInt4}, {"wait_us", oidInt4}, {"close_needed", oidInt4}, {"ptr", oidText}, {"link", oidText}, {"remote_pid", oidInt4},
 		{"tls", oidText}, {"application_name", oidText}, {"prepared_statements", oidInt4}, {"id", oidInt8}}}
-	localHost, localPort := splitAddr(r.src.Config.Listen)
+	localHost, localPort := splitAddr(r.config().Listen)
 	for _, cl := range r.clients() {
 		host, port := splitAddr(cl.Addr)
 		state := "idle"
@@ -365,7 +373,7 @@ func (r *Recorder) showServers() *table {
 	// pgowl's pool reports counts per node, not each connection: one row per
 	// backend connection, with the node as its database.
 	id := 0
-	for _, n := range r.src.Config.Nodes {
+	for _, n := range r.config().Nodes {
 		st := r.src.Pool.NodeStats(n.Name)
 		for i := 0; i < st.InUse+st.Idle; i++ {
 			state := "idle"
@@ -433,7 +441,7 @@ func (r *Recorder) showDatabases() *table {
 		{"pool_size", oidInt4}, {"min_pool_size", oidInt4}, {"reserve_pool_size", oidInt4}, {"server_lifetime", oidInt4}, {"pool_mode", oidText},
 		{"load_balance_hosts", oidText}, {"max_connections", oidInt4}, {"current_connections", oidInt4},
 		{"max_client_connections", oidInt4}, {"current_client_connections", oidInt4}, {"paused", oidInt4}, {"disabled", oidInt4}}}
-	cfg := r.src.Config
+	cfg := r.config()
 	// pgowl has no database list: every database of the nodes is reachable.
 	// One row per node, named by the node, with its pool's figures.
 	clients := len(r.clients())
@@ -458,13 +466,13 @@ func (r *Recorder) showLists() *table {
 		}
 	}
 	free, busy := 0, 0
-	for _, n := range r.src.Config.Nodes {
+	for _, n := range r.config().Nodes {
 		st := r.src.Pool.NodeStats(n.Name)
 		free += st.Idle
 		busy += st.InUse
 	}
-	t.add("databases", len(r.src.Config.Nodes))
-	t.add("users", len(r.src.Config.Users))
+	t.add("databases", len(r.config().Nodes))
+	t.add("users", len(r.config().Users))
 	t.add("pools", len(databases)*max(len(users), 1))
 	t.add("free_clients", 0)
 	t.add("used_clients", len(clients))
@@ -483,7 +491,7 @@ func (r *Recorder) showLists() *table {
 // password is shown.
 func (r *Recorder) showConfig() *table {
 	t := &table{cols: textCols("key", "value", "default", "changeable")}
-	cfg, def := r.src.Config, config.Default()
+	cfg, def := r.config(), config.Default()
 	t.add("max_client_conn", strconv.Itoa(cfg.Limits.MaxClientConnections), strconv.Itoa(def.Limits.MaxClientConnections), "no")
 	t.add("max_user_connections", "0", "0", "no")
 	t.add("default_pool_size", strconv.Itoa(cfg.Pool.MaxPerNode), strconv.Itoa(def.Pool.MaxPerNode), "no")

@@ -31,4 +31,10 @@
 // $n) and their fingerprint. No metric has a label whose values are unbounded
 // or private: labels are node names, roles, reason codes, SQLSTATEs and
 // refusal codes; never statement text, users or client addresses.
+//
+// # Lifecycle commands
+//
+// RELOAD, PAUSE and RESUME run through the Lifecycle the proxy attaches
+// (SetLifecycle); without one they answer 0A000. A reload replaces the
+// Settings the console and the metrics read; counters and history stay.
 package admin

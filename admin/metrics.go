@@ -40,7 +40,7 @@ type routedChildren struct {
 	duration prometheus.Observer
 }
 
-func newMetrics(src *Sources) *metrics {
+func newMetrics(src *Sources, policy func() route.Policy) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -71,7 +71,7 @@ func newMetrics(src *Sources) *metrics {
 		}, []string{"node"}),
 	}
 	m.registry.MustRegister(m.routed, m.refusals, m.duration, m.decision, m.promotions, m.timelines,
-		&stateCollector{src: src},
+		&stateCollector{src: src, policy: policy},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, code := range []route.Code{route.NoReadableReplica, route.ReplicaLagExceeded, route.NoPrimary, route.DatabaseBusy} {
@@ -107,7 +107,11 @@ func (m *metrics) observe(u *Unit) {
 }
 
 // stateCollector reads the node, pool, client and cache figures at scrape time.
-type stateCollector struct{ src *Sources }
+type stateCollector struct {
+	src *Sources
+	// policy returns the routing policy in force (a reload replaces it).
+	policy func() route.Policy
+}
 
 var (
 	descNodeUp       = prometheus.NewDesc("pgowl_node_up", "1 when the node answered the monitor within monitor.down_after.", []string{"node"}, nil)
@@ -179,7 +183,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCacheHits, prometheus.CounterValue, float64(hits))
 		ch <- prometheus.MustNewConstMetric(descCacheMisses, prometheus.CounterValue, float64(misses))
 	}
-	gauge(descReady, boolFloat(Ready(snap, c.src.Policy, now).Ready))
+	gauge(descReady, boolFloat(Ready(snap, c.policy(), now).Ready))
 }
 
 func boolFloat(b bool) float64 {

@@ -5,8 +5,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -26,7 +28,24 @@ type Recorder struct {
 
 	// databases holds a *databaseStats per client database, for SHOW STATS.
 	databases sync.Map
+
+	// settings are the configuration and policy in force: src's at first, a reload's after it.
+	settings atomic.Pointer[Settings]
+	// lifecycle answers RELOAD, PAUSE and RESUME; nil until SetLifecycle.
+	lifecycle atomic.Pointer[lifecycleHolder]
 }
+
+// Settings are the parts of the configuration the admin side shows, replaced whole by a reload.
+type Settings struct {
+	Config config.Config
+	Policy route.Policy
+}
+
+// SetSettings puts the settings of a reloaded configuration in force; counters and history are kept.
+func (r *Recorder) SetSettings(s Settings) { r.settings.Store(&s) }
+
+func (r *Recorder) config() config.Config { return r.settings.Load().Config }
+func (r *Recorder) policy() route.Policy  { return r.settings.Load().Policy }
 
 // New returns a Recorder reading src; nothing runs until Run.
 func New(src Sources) *Recorder {
@@ -37,7 +56,8 @@ func New(src Sources) *Recorder {
 		src:     src,
 		history: NewHistory(src.Config.Admin.HistorySize),
 	}
-	r.metrics = newMetrics(&r.src)
+	r.settings.Store(&Settings{Config: src.Config, Policy: src.Policy})
+	r.metrics = newMetrics(&r.src, r.policy)
 	r.series = newSeries(seriesPoints)
 	return r
 }

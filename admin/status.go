@@ -80,8 +80,8 @@ func (r *Recorder) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	page := statusPage{
 		Version: r.src.Version,
 		Now:     now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Ready:   Ready(snap, r.src.Policy, now),
-		MaxLag:  r.src.Policy.MaxReplicaLag.String(),
+		Ready:   Ready(snap, r.policy(), now),
+		MaxLag:  r.policy().MaxReplicaLag.String(),
 		Minutes: int(seriesPoints * seriesStep / time.Minute),
 	}
 	var names []string
@@ -89,7 +89,7 @@ func (r *Recorder) serveStatus(w http.ResponseWriter, _ *http.Request) {
 		n := &snap.Nodes[i]
 		names = append(names, n.Name)
 		st := r.src.Pool.NodeStats(n.Name)
-		verdict := NodeVerdict(n, r.src.Policy, now)
+		verdict := NodeVerdict(n, r.policy(), now)
 		row := statusNode{Name: n.Name, Addr: n.Addr, Role: n.Role.String(), Up: n.Up, Timeline: n.Timeline,
 			Verdict: verdict, InUse: st.InUse, Idle: st.Idle, Waiting: st.Waiting, Lag: "unknown",
 			Refused: !strings.HasPrefix(verdict, "serves")}
@@ -100,7 +100,7 @@ func (r *Recorder) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	}
 	points := r.series.snapshot()
 	page.LagChart = lineChart("lag", points, names, func(p *point, k string) float64 { return p.lag[k] },
-		r.src.Policy.MaxReplicaLag.Seconds(), func(v float64) string { return fmt.Sprintf("%.3gs", v) })
+		r.policy().MaxReplicaLag.Seconds(), func(v float64) string { return fmt.Sprintf("%.3gs", v) })
 	page.NodeChart = lineChart("by-node", points, names, func(p *point, k string) float64 { return p.byNode[k] / seriesStep.Seconds() }, 0,
 		func(v float64) string { return fmt.Sprintf("%.4g/s", v) })
 	var reasons []string

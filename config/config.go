@@ -32,6 +32,9 @@ type Config struct {
 	Classify Classify `yaml:"classify" mapstructure:"classify"`
 	// Admin configures the admin HTTP listener, the routing history and the admin console.
 	Admin Admin `yaml:"admin" mapstructure:"admin"`
+	// ShutdownTimeout is how long SIGTERM waits for transactions and statements in flight to
+	// finish before it rolls back the transactions still open; greater than zero.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" mapstructure:"shutdown_timeout" help:"on SIGTERM, how long transactions in flight may take to finish before they are rolled back"`
 }
 
 // Admin configures what operators look at: the HTTP listener (/metrics, /healthz, /readyz,
@@ -312,7 +315,8 @@ func Default() Config {
 			WhenNoStandby:   WhenNoStandbyReject,
 			PrimaryWait:     2 * time.Second,
 		},
-		Log: Log{Level: LogInfo, Format: LogJSON},
+		Log:             Log{Level: LogInfo, Format: LogJSON},
+		ShutdownTimeout: 30 * time.Second,
 		TLS: TLS{
 			ClientMode: ClientTLSPrefer,
 			MinVersion: TLSVersion12,

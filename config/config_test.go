@@ -153,6 +153,7 @@ func TestExampleFile(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	want := map[string]string{
 		"listen":                                    "127.0.0.1:6432",
+		"shutdown_timeout":                          "30s",
 		"nodes":                                     "",
 		"users":                                     "",
 		"monitor.user":                              "postgres",

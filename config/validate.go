@@ -27,6 +27,7 @@ func (c Config) Validate() error {
 	v.auth(c.Auth)
 	v.access(c.Access, c.TLS)
 	v.limits(c.Limits)
+	v.positive("shutdown_timeout", c.ShutdownTimeout)
 	v.pool(c.Pool)
 	v.tcp(c.TCP)
 	v.classify(c.Classify)

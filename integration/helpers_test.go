@@ -135,7 +135,7 @@ func startOwlNoWait(t *testing.T, c *cluster.Cluster, mutate func(*config.Config
 		port:   in.Addr.Port,
 		cfg:    in.Config,
 		inst:   in.Instance,
-		states: in.Monitor,
+		states: in.Nodes(),
 		logs:   in.Logs,
 		nodes:  c,
 	}

@@ -95,7 +95,7 @@ func (s *Server) Clients() []admin.Client {
 // runs the console. It returns false: the connection closes after it.
 func (sess *session) serveConsole() bool {
 	srv := sess.srv
-	if err := srv.opts.ConsoleAuth.Authenticate(clientAuthConn{sess}, sess.user, rand.Reader); err != nil {
+	if err := srv.live().consoleAuth.Authenticate(clientAuthConn{sess}, sess.user, rand.Reader); err != nil {
 		reason := err.Error()
 		var ae *auth.Error
 		if errors.As(err, &ae) && ae.Reason != "" {

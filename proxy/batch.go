@@ -410,7 +410,7 @@ func (e *statementLimitError) clientError() *clientError {
 // session's named statements, with those the batch parses already, would
 // exceed the configured count or size.
 func (sess *session) checkStatementLimits(parseBytes int) error {
-	limits := sess.srv.opts.Config.Limits
+	limits := sess.srv.live().cfg.Limits
 	if len(sess.stmts)+sess.batch.newNamed+1 > limits.MaxPreparedStatements {
 		return &statementLimitError{limit: "limits.max_prepared_statements", value: limits.MaxPreparedStatements}
 	}

@@ -114,7 +114,7 @@ func describePin(e classify.SessionEffect) string { return routePins(e).String()
 // planRequest gathers what the plan for u depends on: the unit's statement
 // and the session's facts, with snap. Now is left to the caller.
 func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanRequest {
-	r := route.PlanRequest{Statement: unitStatement(u), Snapshot: snap, Policy: sess.srv.policy}
+	r := route.PlanRequest{Statement: unitStatement(u), Snapshot: snap, Policy: sess.srv.live().policy}
 	f := &r.Session
 	if be := sess.held; be != nil {
 		f.Held = route.HeldNode{Node: be.node, Role: be.role}
@@ -178,7 +178,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	}
 	sess.turn++
 	r.Session.Turn = sess.turn
-	wait := sess.srv.opts.Config.Routing.PrimaryWait
+	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	r.Now = time.Now()
 	deadline := r.Now.Add(wait)
 	for {
@@ -259,7 +259,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		be.role = role
 		return be, nil
 	}
-	target, ok := sess.srv.targets[node]
+	target, ok := sess.srv.live().targets[node]
 	if !ok {
 		return nil, &clientError{SQLState: sqlstateInternalError, Message: "pgowl: unknown node " + node}
 	}

@@ -16,7 +16,7 @@ import (
 // authenticate applies tls.client_mode and the access rules to the startup user and database,
 // then runs the authentication exchange the deciding rule (or the user's method) asks for.
 func (sess *session) authenticate() error {
-	mode := sess.srv.opts.Config.TLS.ClientMode
+	mode := sess.srv.live().cfg.TLS.ClientMode
 	switch mode {
 	case config.ClientTLSRequire, config.ClientTLSVerifyCA, config.ClientTLSVerifyFull:
 		if !sess.tls {
@@ -29,10 +29,10 @@ func (sess *session) authenticate() error {
 			Message: fmt.Sprintf("pgowl: the client certificate's common name does not match user %q (tls.client_mode = verify-full)", sess.user)}
 	}
 	login := access.Login{Addr: remoteAddr(sess.conn), TLS: sess.tls, Database: sess.database, User: sess.user}
-	decision := sess.srv.opts.Access.Decide(login)
+	decision := sess.srv.live().access.Decide(login)
 	request := auth.Request{User: sess.user, CertificateName: sess.certName, Rand: rand.Reader}
 	if sess.tls {
-		request.ChannelBinding = sess.srv.channelBinding
+		request.ChannelBinding = sess.srv.live().channelBinding
 	}
 	switch decision.Method {
 	case access.MethodUser:
@@ -52,7 +52,7 @@ func (sess *session) authenticate() error {
 		request.Override = true
 		request.Method = authMethod(decision.Method)
 	}
-	result, err := sess.srv.opts.Auth.AuthenticateRequest(clientAuthConn{sess}, request)
+	result, err := sess.srv.live().auth.AuthenticateRequest(clientAuthConn{sess}, request)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (sess *session) nodeLogin(params map[string]string) pool.Login {
 	if login.Password != "" || len(sess.clientKey) != sha256.Size {
 		return login
 	}
-	creds, ok := sess.srv.opts.Auth.Lookup(sess.user)
+	creds, ok := sess.srv.live().auth.Lookup(sess.user)
 	if !ok || !creds.FromVerifier() {
 		return login
 	}

@@ -149,4 +149,16 @@
 // A session pinned by LISTEN whose backend is lost, while it is idle (see
 // idleRelay) or while one of its statements runs, is closed with FATAL
 // 57P01: its notifications would otherwise silently stop.
+//
+// # Reload, shutdown and pause
+//
+// The settings a reload may change (users, routing policy, TLS, access
+// rules, node targets) live in one liveSettings value that Instance.Apply
+// replaces whole; a changed node list swaps the monitor behind
+// switchableNodes once the new one has polled every node. The Server moves
+// from serving to draining when Serve's context ends (new clients get 57P01,
+// a session ends at its first message outside a transaction, the monitor
+// keeps running), to forced at shutdown_timeout (statements cancelled, open
+// transactions rolled back, clients told), to stopped. Independently, the
+// pauseGate holds units that start new work between PAUSE and RESUME.
 package proxy

@@ -61,7 +61,7 @@ func (ir *idleRelay) watch(ctx context.Context, sess *session) {
 	defer close(ir.watchDone)
 	var why string
 	if !sess.srv.opts.Nodes.WaitFor(ctx, func(s *route.Snapshot) bool {
-		why = route.HeldReplaced(s, sess.srv.policy, time.Now(), route.HeldNode{Node: ir.be.node, Role: ir.be.role})
+		why = route.HeldReplaced(s, sess.srv.live().policy, time.Now(), route.HeldNode{Node: ir.be.node, Role: ir.be.role})
 		return why != ""
 	}) {
 		return

@@ -29,7 +29,7 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 		reason = eff.Reason.String()
 	}
 	duration := time.Since(u.start)
-	p := sess.srv.opts.Config.Routing.AICommentPrefix
+	p := sess.srv.live().cfg.Routing.AICommentPrefix
 	ai := p != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), p)
 	if observed {
 		sess.observeUnit(u, dec, reason, outcome, ai, duration)

@@ -28,7 +28,7 @@ func TestWriteNoticeFrame(t *testing.T) {
 		var out bytes.Buffer
 		sess := relaySession(&out)
 		sess.notice = true
-		sess.srv.policy.MaxReplicaLag = time.Second
+		sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 		sess.writeNotice(dec)
 		if err := sess.w.Flush(); err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestWriteNoticeOff(t *testing.T) {
 func BenchmarkWriteNotice(b *testing.B) {
 	sess := relaySession(io.Discard)
 	sess.notice = true
-	sess.srv.policy.MaxReplicaLag = time.Second
+	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		sess.writeNotice(noticeDecisions[i%2])
@@ -81,7 +81,7 @@ func BenchmarkWriteNotice(b *testing.B) {
 func TestWriteNoticeDoesNotAllocate(t *testing.T) {
 	sess := relaySession(io.Discard)
 	sess.notice = true
-	sess.srv.policy.MaxReplicaLag = time.Second
+	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	for _, dec := range noticeDecisions {
 		if n := testing.AllocsPerRun(100, func() { sess.writeNotice(dec) }); n != 0 {
 			t.Errorf("%v: %.1f allocations per NOTICE, want 0", dec.Reason, n)

@@ -65,7 +65,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		switch cmd.Name {
 		case "notice":
 			if reset {
-				sess.notice = sess.srv.opts.Config.Routing.Notice
+				sess.notice = sess.srv.live().cfg.Routing.Notice
 				return pgowlResult{tag: "RESET"}
 			}
 			on, ok := parseBool(cmd.Value)
@@ -92,7 +92,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 					Message: fmt.Sprintf("pgowl: pgowl.max_replica_lag must be greater than 0, not %q", cmd.Value),
 					Hint:    "RESET pgowl.max_replica_lag returns to the configured limit; a /*pgowl:primary*/ hint sends one statement to the primary."}}
 			}
-			if limit := sess.srv.policy.MaxReplicaLag; lag > limit {
+			if limit := sess.srv.live().policy.MaxReplicaLag; lag > limit {
 				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
 					Message: fmt.Sprintf("pgowl: pgowl.max_replica_lag can only tighten the configured routing.max_replica_lag (%s), not loosen it to %s", limit, lag)}}
 			}
@@ -348,7 +348,7 @@ func parseLag(v string) (time.Duration, error) {
 
 // requireAdmin refuses an admin command to a user not in admin.users (when the list is set).
 func (sess *session) requireAdmin(name string) error {
-	if sess.srv.admins == nil || sess.srv.admins[sess.user] {
+	if sess.srv.live().admins == nil || sess.srv.live().admins[sess.user] {
 		return nil
 	}
 	return &clientError{SQLState: sqlstateInsufficientPrivilege,

@@ -25,7 +25,9 @@ func resultStream(rows int) []byte {
 }
 
 func relaySession(out io.Writer) *session {
-	return &session{srv: &Server{}, w: bufio.NewWriterSize(out, clientWriteBuffer), log: zerolog.Nop()}
+	srv := &Server{}
+	srv.settings.Store(&liveSettings{})
+	return &session{srv: srv, w: bufio.NewWriterSize(out, clientWriteBuffer), log: zerolog.Nop()}
 }
 
 func TestRelayForwardsFramesUntouched(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -30,12 +31,52 @@ type Instance struct {
 	// adminListener is bound by Build (so that port 0 and errors are known
 	// early) and served by Run; nil when admin.listen is empty.
 	adminListener net.Listener
-	cfg           config.Config
-	log           zerolog.Logger
+	// nodes is the monitor in use: a reload that changes the node list swaps it.
+	nodes *switchableNodes
+	log   zerolog.Logger
+
+	// reloading serialises reloads; cfg is the configuration in force, guarded by it.
+	reloading sync.Mutex
+	cfg       config.Config
+	// authLookup is the auth query's lookup (auth.query_enabled), nil without it; a reload keeps it.
+	authLookup func(user string) (*auth.Credentials, bool)
+	// configSource re-reads the configuration for RELOAD; nil when there is nothing to re-read.
+	configSource func() (config.Config, error)
+	// configApplied runs after a reload put a configuration in force.
+	configApplied func(config.Config)
+	// monitorCtx is the context monitors run on, set by Run; stopMonitor stops the one in use.
+	monitorCtx  context.Context
+	stopMonitor context.CancelFunc
 }
 
-// Build wires an Instance from cfg. Nothing runs until Run.
-func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
+// newMonitor builds a node monitor for the nodes of cfg.
+func newMonitor(cfg config.Config, backends *pool.Pool, logger zerolog.Logger) *monitor.Monitor {
+	nodes := make([]monitor.NodeAddr, 0, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		nodes = append(nodes, monitor.NodeAddr{Name: n.Name, Host: n.Host, Port: n.Port})
+	}
+	return monitor.New(monitor.Options{
+		Nodes:        nodes,
+		User:         cfg.Monitor.User,
+		Password:     cfg.Monitor.Password,
+		Database:     cfg.Monitor.Database,
+		TLS:          nodetls.FromConfig(cfg.TLS.Nodes),
+		Interval:     cfg.Monitor.Interval,
+		DownAfter:    cfg.Monitor.DownAfter,
+		QueryTimeout: cfg.Monitor.QueryTimeout,
+		// A dial may take longer than a query under load; a node is down only after down_after anyway.
+		DialTimeout: cfg.Monitor.DownAfter,
+		// Snapshots carry pool counts for routing.standby_choice: least_connections.
+		Connections: backends.Stats,
+		// A node that dropped the monitor's connection (a restart, a crash
+		// restart) may have dropped the pool's idle ones: check them before use.
+		ConnectionLost: backends.Suspect,
+		Logger:         logger.With().Str("component", "monitor").Logger(),
+	})
+}
+
+// buildCredentials returns the credentials of the users list and of auth.users_file.
+func buildCredentials(cfg config.Config, logger zerolog.Logger) ([]*auth.Credentials, error) {
 	var creds []*auth.Credentials
 	for _, u := range cfg.Users {
 		method, err := auth.ParseMethod(u.Auth)
@@ -58,6 +99,15 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		}
 		creds = append(creds, fileCreds...)
 	}
+	return creds, nil
+}
+
+// Build wires an Instance from cfg. Nothing runs until Run.
+func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
+	creds, err := buildCredentials(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	tlsConfig, err := ClientTLSConfig(cfg.TLS)
 	if err != nil {
 		return nil, err
@@ -68,10 +118,6 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	}
 	if len(cfg.Admin.Users) == 0 {
 		logger.Warn().Msg("admin.users is empty: every logged-in user may run SHOW pgowl.nodes and SHOW pgowl.explain")
-	}
-	nodes := make([]monitor.NodeAddr, 0, len(cfg.Nodes))
-	for _, n := range cfg.Nodes {
-		nodes = append(nodes, monitor.NodeAddr{Name: n.Name, Host: n.Host, Port: n.Port})
 	}
 	backends := pool.New(pool.Options{
 		MaxPerNode:       cfg.Pool.MaxPerNode,
@@ -85,27 +131,13 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		TCP:              TCPOptions(cfg.TCP),
 		TLS:              nodetls.FromConfig(cfg.TLS.Nodes),
 	})
-	mon := monitor.New(monitor.Options{
-		Nodes:        nodes,
-		User:         cfg.Monitor.User,
-		Password:     cfg.Monitor.Password,
-		Database:     cfg.Monitor.Database,
-		TLS:          nodetls.FromConfig(cfg.TLS.Nodes),
-		Interval:     cfg.Monitor.Interval,
-		DownAfter:    cfg.Monitor.DownAfter,
-		QueryTimeout: cfg.Monitor.QueryTimeout,
-		// A dial may take longer than a query under load; a node is down only after down_after anyway.
-		DialTimeout: cfg.Monitor.DownAfter,
-		// Snapshots carry pool counts for routing.standby_choice: least_connections.
-		Connections: backends.Stats,
-		// A node that dropped the monitor's connection (a restart, a crash
-		// restart) may have dropped the pool's idle ones: check them before use.
-		ConnectionLost: backends.Suspect,
-		Logger:         logger.With().Str("component", "monitor").Logger(),
-	})
+	first := newMonitor(cfg, backends, logger)
+	mon := newSwitchableNodes(first)
+	var authLookup func(string) (*auth.Credentials, bool)
 	store := auth.NewStore(creds...)
 	if cfg.Auth.QueryEnabled {
-		store = store.WithLookup(newAuthQuery(cfg, mon, logger).lookup)
+		authLookup = newAuthQuery(cfg, mon, logger).lookup
+		store = store.WithLookup(authLookup)
 	}
 	classifier := newClassifier(cfg, mon, logger)
 	opts := Options{
@@ -134,9 +166,10 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		backends.Close() // stops its maintenance goroutine
 		return nil, err
 	}
-	in := &Instance{Server: srv, Monitor: mon, Pool: backends, Admin: recorder, cfg: cfg, log: logger}
+	in := &Instance{Server: srv, Monitor: first, Pool: backends, Admin: recorder, nodes: mon, authLookup: authLookup, cfg: cfg, log: logger}
 	if recorder != nil {
 		recorder.SetClients(srv)
+		recorder.SetLifecycle(in)
 	}
 	if cfg.Admin.Listen != "" {
 		if in.adminListener, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
@@ -146,6 +179,9 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	}
 	return in, nil
 }
+
+// Nodes returns the node states in use; unlike Monitor, it follows a reload that swaps the monitor.
+func (in *Instance) Nodes() NodeStates { return in.nodes }
 
 // AdminAddr is the admin HTTP listener's address, nil when it is off.
 func (in *Instance) AdminAddr() net.Addr {
@@ -159,10 +195,22 @@ func (in *Instance) AdminAddr() net.Addr {
 // clients on ln until ctx ends. It closes the pool when it returns.
 func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	defer in.Pool.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go in.Monitor.Run(ctx)
-	go in.closeOnRoleChange(ctx)
+	// The monitor outlives ctx until the server has drained: statements of
+	// the sessions that finish during a shutdown are routed as usual.
+	in.monitorCtx = context.WithoutCancel(ctx)
+	monitorCtx, stopMonitor := context.WithCancel(in.monitorCtx)
+	in.reloading.Lock()
+	in.stopMonitor = stopMonitor
+	in.reloading.Unlock()
+	defer func() {
+		in.reloading.Lock()
+		in.stopMonitor()
+		in.reloading.Unlock()
+	}()
+	go in.Monitor.Run(monitorCtx)
+	roleCtx, stopRoles := context.WithCancel(in.monitorCtx)
+	defer stopRoles()
+	go in.closeOnRoleChange(roleCtx)
 	// The admin side outlives ctx until the server has drained, so that
 	// metrics and /readyz stay readable while sessions finish.
 	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))
@@ -192,7 +240,7 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 func (in *Instance) closeOnRoleChange(ctx context.Context) {
 	roles := make(map[string]route.Role)
 	for ctx.Err() == nil {
-		in.Monitor.WaitFor(ctx, func(s *route.Snapshot) bool {
+		in.nodes.WaitFor(ctx, func(s *route.Snapshot) bool {
 			changed := false
 			for _, n := range s.Nodes {
 				if !n.Up {

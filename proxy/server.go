@@ -52,11 +52,18 @@ type Options struct {
 }
 
 // Server accepts client connections and runs their sessions.
+//
+// Its state machine: serving (Serve accepts and sessions run), then, when
+// Serve's context ends, draining (new clients are told 57P01; a session ends
+// at its first message outside a transaction; the monitor keeps running),
+// then, at shutdown_timeout, forced (running statements are cancelled, open
+// transactions rolled back and their clients told so), then stopped.
+// Independently, pause holds new units while it is closed (PAUSE/RESUME).
 type Server struct {
-	opts    Options
-	policy  route.Policy
-	targets map[string]pool.Target
-	log     zerolog.Logger
+	opts Options
+	log  zerolog.Logger
+	// settings is the configuration in force; Reload swaps it whole.
+	settings atomic.Pointer[liveSettings]
 
 	nextConnID atomic.Uint64
 	// clients counts logged-in clients (limits.max_client_connections);
@@ -69,18 +76,15 @@ type Server struct {
 	// its managed prepared statement (0A000): the server-side name changes each time.
 	statementGenerations sync.Map
 	// transactionPooling gives backends back to the pool after every unit
-	// that leaves nothing on them (pool.mode: transaction).
+	// that leaves nothing on them (pool.mode: transaction). A reload cannot change it.
 	transactionPooling bool
-	// clientTCP is set on every client connection (the tcp section).
-	clientTCP tcpopt.Options
-	// channelBinding is the tls-server-end-point data of the certificate in opts.TLS, nil without
-	// one: SCRAM-SHA-256-PLUS is offered on TLS connections when it is set.
-	channelBinding []byte
-	// admins may run the pgowl admin commands; nil lets every user run them.
-	admins map[string]bool
 
 	// serveCtx is Serve's context: admin console sessions end with it.
 	serveCtx context.Context
+	// shutdown follows the drain that starts when serveCtx ends.
+	shutdown shutdownState
+	// pause holds new units between PAUSE and RESUME.
+	pause pauseGate
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
@@ -102,8 +106,6 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts:     opts,
-		policy:   PolicyFromConfig(opts.Config),
-		targets:  make(map[string]pool.Target),
 		log:      opts.Logger,
 		sessions: make(map[cancelKey]*session),
 
@@ -111,18 +113,8 @@ func NewServer(opts Options) (*Server, error) {
 		loginLog: &loginLog{log: opts.Logger},
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
-		clientTCP:          TCPOptions(opts.Config.TCP),
-		channelBinding:     tlsServerEndPoint(opts.TLS),
 	}
-	if len(opts.Config.Admin.Users) > 0 {
-		s.admins = make(map[string]bool, len(opts.Config.Admin.Users))
-		for _, user := range opts.Config.Admin.Users {
-			s.admins[user] = true
-		}
-	}
-	for _, n := range opts.Config.Nodes {
-		s.targets[n.Name] = pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}
-	}
+	s.settings.Store(newLiveSettings(opts.Config, opts.Auth, opts.ConsoleAuth, opts.TLS, opts.Access))
 	return s, nil
 }
 
@@ -158,13 +150,24 @@ func PolicyFromConfig(cfg config.Config) route.Policy {
 	return p
 }
 
-// Serve accepts connections on ln until ctx is cancelled, then stops
-// accepting, gives running sessions a grace period and closes the rest.
+// Serve accepts connections on ln until ctx is cancelled, then drains: it
+// answers new connections with 57P01 and gives sessions shutdown_timeout to
+// finish their transactions (see drain). Sessions run on a context that ctx
+// does not cancel, so that statements in flight are not cut by the shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.serveCtx = ctx
+	sessionCtx := context.WithoutCancel(ctx)
+	drained := make(chan struct{})
 	go func() {
 		<-ctx.Done()
+		grace := s.live().cfg.ShutdownTimeout
+		s.log.Info().Dur("shutdown_timeout", grace).Int("sessions", s.sessionCount()).
+			Msg("pgowl is shutting down: new clients are refused, sessions end after their transaction")
+		s.drain(grace)
 		ln.Close()
+		report := s.Shutdown()
+		s.log.Info().Int64("rolled_back", report.RolledBack).Int64("closed", report.Closed).Msg("pgowl drained: every session has ended")
+		close(drained)
 	}()
 	go s.watchUnresponsiveNodes(ctx)
 	var tempDelay time.Duration
@@ -172,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		conn, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
-				s.drain(5 * time.Second)
+				<-drained
 				return nil
 			}
 			if acceptRetriable(err) {
@@ -184,10 +187,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		tempDelay = 0
+		if s.shutdown.draining.Load() {
+			go func() {
+				defer conn.Close()
+				refuseWhileShuttingDown(conn)
+			}()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(ctx, conn)
+			s.handle(sessionCtx, conn)
 		}()
 	}
 }
@@ -212,23 +222,6 @@ func acceptRetriable(err error) bool {
 		}
 	}
 	return false
-}
-
-// drain waits up to grace for sessions to end, then closes them.
-func (s *Server) drain(grace time.Duration) {
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return
-	case <-time.After(grace):
-	}
-	s.mu.Lock()
-	for _, sess := range s.sessions {
-		sess.conn.Close()
-	}
-	s.mu.Unlock()
-	<-done
 }
 
 // ActiveClients reports the number of logged-in clients.

@@ -125,6 +125,12 @@ type session struct {
 	queryTimedOut atomic.Bool
 
 	running atomic.Pointer[runningStatement]
+	// idleOutsideTransaction is true while the session waits for a client
+	// message outside a transaction: a shutdown may end it at once.
+	idleOutsideTransaction atomic.Bool
+	// busy is true from the moment a unit passes the pause gate until the
+	// session is back between units outside a transaction: PAUSE waits for it.
+	busy atomic.Bool
 	// cancelling is held while a cancel request is passed on to the node
 	// running the session's statement. A backend goes back to the pool only
 	// when no cancel is in flight (see waitForCancel).
@@ -228,11 +234,27 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 		}
+		// Set before the drain is checked: the drain sets its flag before it
+		// looks for idle sessions, so one of the two sees the other.
+		sess.idleOutsideTransaction.Store(!sess.inTransaction())
+		sess.busy.Store(sess.inBackendTransaction())
+		if sess.endForShutdown() {
+			return
+		}
 		idle := sess.startIdleRelay()
 		sess.armIdleTransactionTimeout()
 		typ, body, err := sess.r.ReadFrame()
+		sess.idleOutsideTransaction.Store(false)
 		if idle != nil {
 			idle.stop()
+		}
+		if err != nil && sess.srv.shutdown.draining.Load() && isTimeout(err) {
+			if sess.endForShutdown() {
+				return
+			}
+			// Woken while a transaction was starting: it may finish.
+			sess.conn.SetReadDeadline(time.Time{})
+			continue
 		}
 		if err != nil {
 			if sess.idleTransactionDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -400,6 +422,14 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
+	if !sess.inBackendTransaction() {
+		// A unit that starts new work waits while pgowl is paused, and is
+		// then routed by the node states of the moment it is released.
+		if err := sess.srv.pause.wait(ctx); err != nil {
+			return err
+		}
+	}
+	sess.busy.Store(true)
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
@@ -470,7 +500,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.running.Store(nil)
 		}
 		if sess.endAwait(err, be) && err != nil {
-			err = &nodeUnresponsive{node: be.node, limit: sess.srv.opts.Config.Limits.FirstReplyTimeout, cause: err}
+			err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
 		}
 		if err == nil {
 			if u.carriesBegin || u.replaysFailure {
@@ -1030,7 +1060,7 @@ func (sess *session) writeNotice(dec route.Decision) {
 const noticeFieldsHead = "SNOTICE\x00VNOTICE\x00C00000\x00M"
 
 func (sess *session) effectiveMaxLag() time.Duration {
-	lag := sess.srv.policy.MaxReplicaLag
+	lag := sess.srv.live().policy.MaxReplicaLag
 	if sess.maxLag > 0 && sess.maxLag < lag {
 		lag = sess.maxLag
 	}

@@ -48,13 +48,13 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	connID := s.nextConnID.Add(1)
 	log := s.log.With().Uint64("conn_id", connID).Str("client_addr", conn.RemoteAddr().String()).Logger()
-	if err := s.clientTCP.Apply(conn); err != nil {
+	if err := s.live().clientTCP.Apply(conn); err != nil {
 		log.Warn().Err(err).Msg("could not set TCP keepalive or user timeout on the client connection")
 	}
 
 	addr := clientAddr(conn)
 	refusal := s.logins.enter(addr)
-	if refusal == admitted && s.clients.Load() >= int64(s.opts.Config.Limits.MaxClientConnections) {
+	if refusal == admitted && s.clients.Load() >= int64(s.live().cfg.Limits.MaxClientConnections) {
 		// The login could only be refused at its end: refuse it before it costs anything.
 		s.logins.leave(addr)
 		refusal = tooManyClients
@@ -77,11 +77,11 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		id:     connID,
 		conn:   conn,
 		log:    log,
-		notice: s.opts.Config.Routing.Notice,
+		notice: s.live().cfg.Routing.Notice,
 	}
 	sess.resetIO(conn)
 
-	deadline := time.Now().Add(s.opts.Config.Limits.StartupTimeout)
+	deadline := time.Now().Add(s.live().cfg.Limits.StartupTimeout)
 	conn.SetDeadline(deadline)
 	startupCtx, cancel := context.WithDeadline(ctx, deadline)
 	ok := sess.startup(startupCtx)
@@ -90,21 +90,21 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	leaveGate()
 	if !ok {
 		if timedOut {
-			s.loginLog.note(loginTimedOut, addr, fmt.Sprintf("no complete login within %s", s.opts.Config.Limits.StartupTimeout))
+			s.loginLog.note(loginTimedOut, addr, fmt.Sprintf("no complete login within %s", s.live().cfg.Limits.StartupTimeout))
 		}
 		sess.closeBackends()
 		return
 	}
-	if n := s.clients.Add(1); n > int64(s.opts.Config.Limits.MaxClientConnections) {
+	if n := s.clients.Add(1); n > int64(s.live().cfg.Limits.MaxClientConnections) {
 		s.clients.Add(-1)
 		s.loginLog.note(loginRefused, addr, tooManyClients.String())
-		sess.fail(tooManyClientsError(tooManyClients, s.opts.Config.Limits))
+		sess.fail(tooManyClientsError(tooManyClients, s.live().cfg.Limits))
 		sess.closeBackends()
 		return
 	}
 	defer s.clients.Add(-1)
 	// The login is over: from now on a message may be as long as the configured limit.
-	sess.r.SetMaxBody(s.opts.Config.Limits.MaxMessageSize)
+	sess.r.SetMaxBody(s.live().cfg.Limits.MaxMessageSize)
 	conn.SetDeadline(time.Time{})
 	key, err := s.register(sess)
 	if err != nil {
@@ -133,7 +133,7 @@ func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusa
 	if _, err := r.ReadUntyped(); err != nil {
 		return // silent or broken: nothing it could read
 	}
-	writeErrorNow(conn, tooManyClientsError(refusal, s.opts.Config.Limits))
+	writeErrorNow(conn, tooManyClientsError(refusal, s.live().cfg.Limits))
 }
 
 // tooManyClientsError is the 53300 a client gets when a connection limit refuses it.
@@ -198,12 +198,12 @@ func (sess *session) startup(ctx context.Context) bool {
 				return false
 			}
 			sslDone = true
-			if sess.srv.opts.TLS == nil {
+			if sess.srv.live().tls == nil {
 				sess.conn.Write([]byte{'N'})
 				continue
 			}
 			sess.conn.Write([]byte{'S'})
-			tlsConn := tls.Server(sess.conn, sess.srv.opts.TLS)
+			tlsConn := tls.Server(sess.conn, sess.srv.live().tls)
 			if err := tlsConn.HandshakeContext(ctx); err != nil {
 				sess.log.Info().Err(err).Msg("TLS handshake failed")
 				return false
@@ -408,7 +408,7 @@ func clientGone(err error) bool {
 }
 
 func (s *Server) credentialsFor(user string) string {
-	for _, u := range s.opts.Config.Users {
+	for _, u := range s.live().cfg.Users {
 		if u.Name == user {
 			return u.Password
 		}

@@ -20,7 +20,7 @@ const sqlstateIdleInTransactionTimeout = "25P03"
 // the backend until the node has taken it (see waitForCancel), so it never
 // reaches another session's statement.
 func (sess *session) armQueryTimeout(be *backend) *time.Timer {
-	limit := sess.srv.opts.Config.Limits.QueryTimeout
+	limit := sess.srv.live().cfg.Limits.QueryTimeout
 	if limit <= 0 {
 		return nil
 	}
@@ -38,7 +38,7 @@ func (sess *session) armQueryTimeout(be *backend) *time.Timer {
 // is inside a transaction: limits.idle_transaction_timeout. The loop clears
 // it once a message has come.
 func (sess *session) armIdleTransactionTimeout() {
-	limit := sess.srv.opts.Config.Limits.IdleTransactionTimeout
+	limit := sess.srv.live().cfg.Limits.IdleTransactionTimeout
 	if limit <= 0 {
 		return
 	}
@@ -55,7 +55,7 @@ func (sess *session) armIdleTransactionTimeout() {
 // past limits.idle_transaction_timeout, as PostgreSQL does: FATAL 25P03.
 // The transaction is rolled back when the session's backends are released.
 func (sess *session) endIdleTransaction() {
-	sess.log.Info().Dur("limit", sess.srv.opts.Config.Limits.IdleTransactionTimeout).
+	sess.log.Info().Dur("limit", sess.srv.live().cfg.Limits.IdleTransactionTimeout).
 		Msg("session idle in a transaction past limits.idle_transaction_timeout; closing it")
 	sess.conn.SetDeadline(time.Now().Add(time.Second))
 	sess.fail(&clientError{Severity: "FATAL", SQLState: sqlstateIdleInTransactionTimeout,
@@ -72,7 +72,7 @@ func (sess *session) queryTimeoutError(be *backend, body []byte) []byte {
 		severity = "ERROR"
 	}
 	frame, err := (&pgproto3.ErrorResponse{Severity: severity, SeverityUnlocalized: severity, Code: sqlstateQueryCanceled,
-		Message: "pgowl: canceling statement due to limits.query_timeout (" + sess.srv.opts.Config.Limits.QueryTimeout.String() + ")",
+		Message: "pgowl: canceling statement due to limits.query_timeout (" + sess.srv.live().cfg.Limits.QueryTimeout.String() + ")",
 		Detail:  "pgowl cancelled the statement on " + be.node + ", which answered: " + message}).Encode(sess.scratch[:0])
 	if err != nil {
 		return appendFrame(sess.scratch[:0], 'E', body)

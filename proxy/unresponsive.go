@@ -45,7 +45,7 @@ type replyWait struct {
 
 // awaitFirstReply marks the start of a wait for be's first reply.
 func (sess *session) awaitFirstReply(be *backend) {
-	if sess.srv.opts.Config.Limits.FirstReplyTimeout <= 0 {
+	if sess.srv.live().cfg.Limits.FirstReplyTimeout <= 0 {
 		return
 	}
 	w := &sess.replyWait
@@ -56,7 +56,7 @@ func (sess *session) awaitFirstReply(be *backend) {
 
 // firstReplyCame ends the wait: the node answers.
 func (sess *session) firstReplyCame() {
-	if sess.srv.opts.Config.Limits.FirstReplyTimeout <= 0 {
+	if sess.srv.live().cfg.Limits.FirstReplyTimeout <= 0 {
 		return
 	}
 	w := &sess.replyWait
@@ -69,7 +69,7 @@ func (sess *session) firstReplyCame() {
 // it; when it did and the unit completed all the same, conn's deadline is
 // cleared so that the connection stays usable.
 func (sess *session) endAwait(unitErr error, be *backend) (interrupted bool) {
-	if sess.srv.opts.Config.Limits.FirstReplyTimeout <= 0 {
+	if sess.srv.live().cfg.Limits.FirstReplyTimeout <= 0 {
 		return false
 	}
 	w := &sess.replyWait
@@ -124,7 +124,7 @@ func unresponsive(n *route.NodeState, downAfter time.Duration, now time.Time) bo
 // watchUnresponsiveNodes runs until ctx ends, taking waits off the nodes
 // the monitor finds unresponsive (see the comment at the top of the file).
 func (s *Server) watchUnresponsiveNodes(ctx context.Context) {
-	limit := s.opts.Config.Limits.FirstReplyTimeout
+	limit := s.live().cfg.Limits.FirstReplyTimeout
 	if limit <= 0 {
 		return
 	}
@@ -145,7 +145,7 @@ func (s *Server) watchUnresponsiveNodes(ctx context.Context) {
 		now := time.Now()
 		clear(down)
 		for i := range snap.Nodes {
-			if n := &snap.Nodes[i]; unresponsive(n, s.policy.DownAfter, now) {
+			if n := &snap.Nodes[i]; unresponsive(n, s.live().policy.DownAfter, now) {
 				down[n.Name] = true
 				s.opts.Pool.AbandonDials(n.Name)
 			}

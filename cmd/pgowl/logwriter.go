@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // logFlushInterval is the longest a routing-log line waits in memory.
@@ -63,4 +66,30 @@ func (l *batchedLog) Close() error {
 	close(l.stop)
 	<-l.done
 	return nil
+}
+
+// levelGate drops log events below its level, which a reload may change
+// while the loggers built on it live on (zerolog fixes a logger's level).
+type levelGate struct {
+	out   io.Writer
+	level atomic.Int32
+}
+
+func newLevelGate(out io.Writer, level zerolog.Level) *levelGate {
+	g := &levelGate{out: out}
+	g.level.Store(int32(level))
+	return g
+}
+
+// SetLevel changes the lowest level written.
+func (g *levelGate) SetLevel(level zerolog.Level) { g.level.Store(int32(level)) }
+
+func (g *levelGate) Write(p []byte) (int, error) { return g.out.Write(p) }
+
+// WriteLevel writes p when level is at or above the gate's level.
+func (g *levelGate) WriteLevel(level zerolog.Level, p []byte) (int, error) {
+	if int32(level) < g.level.Load() {
+		return len(p), nil
+	}
+	return g.out.Write(p)
 }

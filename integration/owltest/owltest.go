@@ -96,6 +96,8 @@ func Start(t testing.TB, c *cluster.Cluster, user, password string, mutate func(
 		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
 	}
 	cfg.Users = []config.User{{Name: user, Password: password, Auth: config.AuthSCRAM}}
+	// Within StopTimeout, for the transactions a test leaves open.
+	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.Monitor.Interval = 100 * time.Millisecond
 	cfg.Admin.Listen = "127.0.0.1:0" // a free port: tests run side by side; Instance.AdminAddr says which
 	if mutate != nil {

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// pauseGate holds new units while pgowl is paused (PAUSE in the admin
+// console) and releases them on RESUME. Its states: open (the zero value)
+// and closed; while closed, released is a channel that RESUME closes.
+type pauseGate struct {
+	mu       sync.Mutex
+	released chan struct{} // nil while open
+	since    time.Time
+}
+
+// close holds the units that start from now on; it reports false when the gate was already closed.
+func (g *pauseGate) close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released != nil {
+		return false
+	}
+	g.released = make(chan struct{})
+	g.since = time.Now()
+	return true
+}
+
+// open releases the held units; it reports how long the gate was closed, and false when it was open.
+func (g *pauseGate) open() (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released == nil {
+		return 0, false
+	}
+	close(g.released)
+	g.released = nil
+	return time.Since(g.since), true
+}
+
+// wait returns at once while the gate is open, else when it opens or ctx ends.
+func (g *pauseGate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	released := g.released
+	g.mu.Unlock()
+	if released == nil {
+		return nil
+	}
+	select {
+	case <-released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Pause holds every unit that starts outside a transaction until Resume;
+// units of transactions already open go on. It waits up to timeout for the
+// open transactions to finish and returns how many are still open.
+func (s *Server) Pause(timeout time.Duration) (busy int, alreadyPaused bool) {
+	alreadyPaused = !s.pause.close()
+	if !alreadyPaused {
+		s.log.Info().Msg("paused: new units wait until RESUME")
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		busy = s.busySessions()
+		if busy == 0 || time.Now().After(deadline) {
+			return busy, alreadyPaused
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Resume releases the units held since Pause; they are routed by the node states seen now.
+func (s *Server) Resume() (held time.Duration, wasPaused bool) {
+	held, wasPaused = s.pause.open()
+	if wasPaused {
+		s.log.Info().Dur("paused_for", held).Msg("resumed: held units run now")
+	}
+	return held, wasPaused
+}
+
+// busySessions counts the sessions that are in a transaction or running a unit.
+func (s *Server) busySessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	busy := 0
+	for _, sess := range s.sessions {
+		if sess.busy.Load() {
+			busy++
+		}
+	}
+	return busy
+}
+
+// inBackendTransaction reports whether a transaction is open on a node for
+// this session (a deferred BEGIN alone has not reached any node).
+func (sess *session) inBackendTransaction() bool {
+	return sess.held != nil && sess.held.conn.TxStatus != 'I'
+}
