@@ -132,6 +132,7 @@ func TestExampleFile(t *testing.T) {
 		want.TLS.CipherSuites = []string{}
 		want.Access.Rules = []AccessRule{}
 		want.Admin.Users = []string{}
+		want.Peering.Peers = []Peer{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -211,6 +212,10 @@ func TestDefaults(t *testing.T) {
 		"classify.functions.writes":     "",
 		"admin.listen":                  "127.0.0.1:6480",
 		"admin.history_size":            "10000",
+		"listen_reuse_port":             "false",
+		"peering.instance":              "0",
+		"peering.listen":                "",
+		"peering.peers":                 "",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {
@@ -226,7 +231,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default of %s = %q, want %q", key.Path, key.Default, expected)
 		}
 		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.") ||
-			key.Path == "tls.cipher_suites" || key.Path == "access.rules"
+			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers"
 		if key.List != wantList {
 			t.Errorf("%s: List = %v, want %v", key.Path, key.List, wantList)
 		}

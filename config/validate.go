@@ -31,6 +31,7 @@ func (c Config) Validate() error {
 	v.tcp(c.TCP)
 	v.classify(c.Classify)
 	v.admin(c.Admin, c.Users, c.Auth)
+	v.peering(c.Peering)
 	return joinErrors(v.problems)
 }
 
@@ -384,6 +385,36 @@ func (v *validator) admin(a Admin, users []User, auth Auth) {
 		key := fmt.Sprintf("admin.users[%d]", i)
 		if !slices.ContainsFunc(users, func(u User) bool { return u.Name == name }) {
 			v.fail(key, "%q is not one of the configured users", name)
+		}
+	}
+}
+
+// peering checks the instance number, the peering listener and the peer list: the
+// numbers in range and unique, each peer with an address.
+func (v *validator) peering(p Peering) {
+	if p.Instance == 0 {
+		if len(p.Peers) > 0 {
+			v.fail("peering.instance", "must be set (1..%d) when peering.peers lists peers", MaxPeerInstance)
+		}
+		return
+	}
+	v.intRange("peering.instance", p.Instance, 1, MaxPeerInstance)
+	if p.Listen == "" {
+		v.fail("peering.listen", "must be set when peering.instance is: it is where peers pass cancels on to")
+	} else {
+		v.listen("peering.listen", p.Listen)
+	}
+	seen := map[int]int{}
+	for i, peer := range p.Peers {
+		prefix := fmt.Sprintf("peering.peers[%d]", i)
+		v.intRange(prefix+".instance", peer.Instance, 1, MaxPeerInstance)
+		if first, taken := seen[peer.Instance]; taken {
+			v.fail(prefix+".instance", "%d is already the instance of peering.peers[%d]", peer.Instance, first)
+		} else {
+			seen[peer.Instance] = i
+		}
+		if peer.Instance != p.Instance {
+			v.listen(prefix+".address", peer.Address)
 		}
 	}
 }

@@ -30,6 +30,9 @@ type Instance struct {
 	// adminListener is bound by Build (so that port 0 and errors are known
 	// early) and served by Run; nil when admin.listen is empty.
 	adminListener net.Listener
+	// peerListener takes the cancels peers pass on (peering.listen); bound by Build, served
+	// by Run, nil when peering is off.
+	peerListener net.Listener
 	cfg           config.Config
 	log           zerolog.Logger
 }
@@ -141,6 +144,15 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 			return nil, fmt.Errorf("admin.listen: %w", err)
 		}
 	}
+	if cfg.Peering.Instance != 0 {
+		if in.peerListener, err = net.Listen("tcp", cfg.Peering.Listen); err != nil {
+			backends.Close()
+			if in.adminListener != nil {
+				in.adminListener.Close()
+			}
+			return nil, fmt.Errorf("peering.listen: %w", err)
+		}
+	}
 	return in, nil
 }
 
@@ -150,6 +162,15 @@ func (in *Instance) AdminAddr() net.Addr {
 		return nil
 	}
 	return in.adminListener.Addr()
+}
+
+// PeerAddr is the address of the listener that takes the cancels peers pass on, nil when
+// peering is off.
+func (in *Instance) PeerAddr() net.Addr {
+	if in.peerListener == nil {
+		return nil
+	}
+	return in.peerListener.Addr()
 }
 
 // Run starts the monitor, waits briefly for its first round, and serves
@@ -172,6 +193,14 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 		go func() {
 			if err := in.Admin.Serve(adminCtx, in.adminListener); err != nil {
 				in.log.Error().Err(err).Msg("admin listener stopped")
+			}
+		}()
+	}
+	if in.peerListener != nil {
+		in.log.Info().Str("peering_listen", in.peerListener.Addr().String()).Int("instance", in.cfg.Peering.Instance).Int("peers", len(in.Server.peers)).Msg("peering listener taking the cancels other instances pass on")
+		go func() {
+			if err := in.Server.ServePeers(ctx, in.peerListener); err != nil {
+				in.log.Error().Err(err).Msg("peering listener stopped")
 			}
 		}()
 	}

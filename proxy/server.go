@@ -77,6 +77,11 @@ type Server struct {
 	// serveCtx is Serve's context: admin console sessions end with it.
 	serveCtx context.Context
 
+	// instance is peering.instance (0: peering off), carried in every cancel key handed
+	// out; peers maps the other instances' numbers to their peering listeners.
+	instance int
+	peers    map[int]string
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup
@@ -105,6 +110,8 @@ func NewServer(opts Options) (*Server, error) {
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		clientTCP:          TCPOptions(opts.Config.TCP),
 		channelBinding:     tlsServerEndPoint(opts.TLS),
+		instance:           opts.Config.Peering.Instance,
+		peers:              peerAddresses(opts.Config.Peering),
 	}
 	if len(opts.Config.Admin.Users) > 0 {
 		s.admins = make(map[string]bool, len(opts.Config.Admin.Users))
@@ -210,6 +217,9 @@ func (s *Server) register(sess *session) (cancelKey, error) {
 			return cancelKey{}, err
 		}
 		k := cancelKey{pid: binary.BigEndian.Uint32(b[:4]) & 0x7fffffff, secret: binary.BigEndian.Uint32(b[4:])}
+		if s.instance != 0 {
+			k.pid = uint32(s.instance)<<peerInstanceShift | k.pid&(1<<peerInstanceShift-1)
+		}
 		if k.pid == 0 {
 			continue
 		}
@@ -247,7 +257,7 @@ func (s *Server) cancel(k cancelKey) {
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work
 	}
-	d := net.Dialer{Timeout: 2 * time.Second}
+	d := net.Dialer{Timeout: cancelRequestTimeout}
 	c, err := d.Dial("tcp", run.addr)
 	if err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
