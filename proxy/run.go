@@ -33,8 +33,8 @@ type Instance struct {
 	// peerListener takes the cancels peers pass on (peering.listen); bound by Build, served
 	// by Run, nil when peering is off.
 	peerListener net.Listener
-	cfg           config.Config
-	log           zerolog.Logger
+	cfg          config.Config
+	log          zerolog.Logger
 }
 
 // Build wires an Instance from cfg. Nothing runs until Run.
