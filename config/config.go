@@ -37,6 +37,22 @@ type Config struct {
 	Classify Classify `yaml:"classify" mapstructure:"classify"`
 	// Admin configures the admin HTTP listener, the routing history and the admin console.
 	Admin Admin `yaml:"admin" mapstructure:"admin"`
+	// Topology names an HA manager whose view of the roles pgowl follows.
+	Topology Topology `yaml:"topology" mapstructure:"topology"`
+}
+
+// Topology names an HA manager pgowl takes the roles from, besides its own polling.
+type Topology struct {
+	// Patroni configures Patroni as a topology source.
+	Patroni PatroniTopology `yaml:"patroni" mapstructure:"patroni"`
+}
+
+// PatroniTopology lists Patroni REST API addresses; empty: pgowl's own polling alone.
+type PatroniTopology struct {
+	// URLs are Patroni REST API base URLs (http://host:8008); the first that answers GET
+	// /cluster is used. Nodes are matched to members by host:port, so nodes' host and port
+	// must be the members' connect address as Patroni reports it.
+	URLs []string `yaml:"urls" mapstructure:"urls" help:"Patroni REST API base URLs as a JSON list (http://host:8008): its leader is the only primary, nodes it does not list get nothing; empty: own polling alone"`
 }
 
 // Admin configures what operators look at: the HTTP listener (/metrics, /healthz, /readyz,

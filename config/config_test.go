@@ -133,6 +133,7 @@ func TestExampleFile(t *testing.T) {
 		want.Access.Rules = []AccessRule{}
 		want.Admin.Users = []string{}
 		want.Peering.Peers = []Peer{}
+		want.Topology.Patroni.URLs = []string{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -216,6 +217,7 @@ func TestDefaults(t *testing.T) {
 		"peering.instance":              "0",
 		"peering.listen":                "",
 		"peering.peers":                 "",
+		"topology.patroni.urls":         "",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {
@@ -231,7 +233,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default of %s = %q, want %q", key.Path, key.Default, expected)
 		}
 		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.") ||
-			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers"
+			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers" || key.Path == "topology.patroni.urls"
 		if key.List != wantList {
 			t.Errorf("%s: List = %v, want %v", key.Path, key.List, wantList)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -32,6 +33,7 @@ func (c Config) Validate() error {
 	v.classify(c.Classify)
 	v.admin(c.Admin, c.Users, c.Auth)
 	v.peering(c.Peering)
+	v.topology(c.Topology)
 	return joinErrors(v.problems)
 }
 
@@ -415,6 +417,16 @@ func (v *validator) peering(p Peering) {
 		}
 		if peer.Instance != p.Instance {
 			v.listen(prefix+".address", peer.Address)
+		}
+	}
+}
+
+// topology checks that every Patroni URL is an absolute http or https URL.
+func (v *validator) topology(t Topology) {
+	for i, raw := range t.Patroni.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.fail(fmt.Sprintf("topology.patroni.urls[%d]", i), "%q is not an http:// or https:// URL", raw)
 		}
 	}
 }

@@ -101,6 +101,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		// A node that dropped the monitor's connection (a restart, a crash
 		// restart) may have dropped the pool's idle ones: check them before use.
 		ConnectionLost: backends.Suspect,
+		PatroniURLs:    cfg.Topology.Patroni.URLs,
 		Logger:         logger.With().Str("component", "monitor").Logger(),
 	})
 	store := auth.NewStore(creds...)

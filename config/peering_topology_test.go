@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// TestPeeringKeysRefusedWithKeyPath checks that a peering section that could not pass cancels
+// TestPeeringAndTopologyKeysRefusedWithKeyPath checks that a peering section that could not pass cancels
 // on (no instance number, no peering listener, clashing or out-of-range numbers, a peer without
 // an address) is refused with the key it concerns, and that a valid one decodes.
-func TestPeeringKeysRefusedWithKeyPath(t *testing.T) {
+func TestPeeringAndTopologyKeysRefusedWithKeyPath(t *testing.T) {
 	tests := []struct {
 		name     string
 		overlay  string
@@ -22,6 +22,8 @@ func TestPeeringKeysRefusedWithKeyPath(t *testing.T) {
 		{"peering listener not host:port", "peering: {instance: 1, listen: somewhere}", []string{"peering.listen"}},
 		{"two peers with one number", "peering: {instance: 1, listen: ':7001', peers: [{instance: 2, address: 'a:1'}, {instance: 2, address: 'b:1'}]}", []string{"peering.peers[1].instance"}},
 		{"peer without an address", "peering: {instance: 1, listen: ':7001', peers: [{instance: 2}]}", []string{"peering.peers[0].address"}},
+		{"patroni URLs", "topology: {patroni: {urls: ['http://127.0.0.1:8008', 'https://pg-0:8008']}}", nil},
+		{"patroni URL without scheme", "topology: {patroni: {urls: ['127.0.0.1:8008']}}", []string{"topology.patroni.urls[0]"}},
 		{"peer number out of range", "peering: {instance: 1, listen: ':7001', peers: [{instance: 0, address: 'a:1'}]}", []string{"peering.peers[0].instance"}},
 	}
 	for _, test := range tests {
