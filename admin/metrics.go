@@ -127,11 +127,13 @@ var (
 	descCacheHits    = prometheus.NewDesc("pgowl_classify_cache_hits_total", "Classifications answered by the classification cache.", nil, nil)
 	descCacheMisses  = prometheus.NewDesc("pgowl_classify_cache_misses_total", "Classifications the cache could not answer (the statement was parsed).", nil, nil)
 	descReady        = prometheus.NewDesc("pgowl_ready", "1 when pgowl can route (as /readyz).", nil, nil)
+	descTopology     = prometheus.NewDesc("pgowl_topology_source", "1 for where the roles come from now: own_polling, patroni, or patroni_unreachable (Patroni is configured but did not answer: own polling alone).", []string{"source"}, nil)
+	descNodeExcluded = prometheus.NewDesc("pgowl_node_excluded", "1 when the topology source keeps every statement from the node (Patroni does not list it, or it says primary while Patroni names another leader).", []string{"node"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNodeUp, descNodeRole, descNodeLag, descNodeLagBytes, descNodeAge,
-		descNodeTimeline, descBackends, descWaiting, descWaits, descClients, descCacheHits, descCacheMisses, descReady} {
+		descNodeTimeline, descBackends, descWaiting, descWaits, descClients, descCacheHits, descCacheMisses, descReady, descTopology, descNodeExcluded} {
 		ch <- d
 	}
 }
@@ -142,9 +144,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	for _, source := range []route.TopologySource{route.TopologyOwnPolling, route.TopologyPatroni, route.TopologyPatroniUnreachable} {
+		gauge(descTopology, boolFloat(snap.Topology == source), source.String())
+	}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		gauge(descNodeUp, boolFloat(n.Up), n.Name)
+		gauge(descNodeExcluded, boolFloat(n.Excluded != ""), n.Name)
 		for _, r := range []route.Role{route.RolePrimary, route.RoleStandby, route.RoleUnknown} {
 			gauge(descNodeRole, boolFloat(n.Role == r), n.Name, r.String())
 		}

@@ -17,6 +17,11 @@ type Readiness struct {
 	Reads string `json:"reads"`
 	// Why says what is missing; empty when ready.
 	Why string `json:"why,omitempty"`
+	// Topology is where the roles come from, when a topology source is configured:
+	// "patroni", or "patroni_unreachable" (pgowl fell back to its own polling), with
+	// TopologyError saying why Patroni could not be read.
+	Topology      string `json:"topology,omitempty"`
+	TopologyError string `json:"topology_error,omitempty"`
 }
 
 // Ready decides readiness from a snapshot: a primary is known and its last
@@ -27,6 +32,9 @@ type Readiness struct {
 // interval or two that every node is down.
 func Ready(snap *route.Snapshot, pol route.Policy, now time.Time) Readiness {
 	var r Readiness
+	if snap.Topology != route.TopologyOwnPolling {
+		r.Topology, r.TopologyError = snap.Topology.String(), snap.TopologyError
+	}
 	if pol.DownAfter <= 0 {
 		pol.DownAfter = time.Second
 	}
@@ -58,6 +66,8 @@ func Ready(snap *route.Snapshot, pol route.Policy, now time.Time) Readiness {
 func NodeVerdict(n *route.NodeState, pol route.Policy, now time.Time) string {
 	age := now.Sub(n.SampledAt)
 	switch {
+	case n.Excluded != "":
+		return "excluded: " + n.Excluded
 	case !n.Up || n.SampledAt.IsZero():
 		if n.LastError != "" {
 			return "down: " + n.LastError

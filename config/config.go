@@ -6,6 +6,11 @@ import "time"
 type Config struct {
 	// Listen is the host:port the proxy accepts client connections on.
 	Listen string `yaml:"listen" mapstructure:"listen" help:"host:port to accept client connections on"`
+	// ListenReusePort binds Listen with SO_REUSEPORT, so that several pgowl processes on one host
+	// share the port and the kernel spreads new connections among them.
+	ListenReusePort bool `yaml:"listen_reuse_port" mapstructure:"listen_reuse_port" help:"bind listen with SO_REUSEPORT so that several pgowl processes on one host share the port"`
+	// Peering lets several pgowl instances pass each other the CancelRequests of their clients.
+	Peering Peering `yaml:"peering" mapstructure:"peering"`
 	// Nodes lists every PostgreSQL server, whatever its role; roles are discovered, never configured.
 	Nodes []Node `yaml:"nodes" mapstructure:"nodes" help:"every PostgreSQL node as a JSON list of {name, host, port}"`
 	// Users lists who may connect; the same credentials log in to the nodes.
@@ -35,6 +40,22 @@ type Config struct {
 	// ShutdownTimeout is how long SIGTERM waits for transactions and statements in flight to
 	// finish before it rolls back the transactions still open; greater than zero.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" mapstructure:"shutdown_timeout" help:"on SIGTERM, how long transactions in flight may take to finish before they are rolled back"`
+	// Topology names an HA manager whose view of the roles pgowl follows.
+	Topology Topology `yaml:"topology" mapstructure:"topology"`
+}
+
+// Topology names an HA manager pgowl takes the roles from, besides its own polling.
+type Topology struct {
+	// Patroni configures Patroni as a topology source.
+	Patroni PatroniTopology `yaml:"patroni" mapstructure:"patroni"`
+}
+
+// PatroniTopology lists Patroni REST API addresses; empty: pgowl's own polling alone.
+type PatroniTopology struct {
+	// URLs are Patroni REST API base URLs (http://host:8008); the first that answers GET
+	// /cluster is used. Nodes are matched to members by host:port, so nodes' host and port
+	// must be the members' connect address as Patroni reports it.
+	URLs []string `yaml:"urls" mapstructure:"urls" help:"Patroni REST API base URLs as a JSON list (http://host:8008): its leader is the only primary, nodes it does not list get nothing; empty: own polling alone"`
 }
 
 // Admin configures what operators look at: the HTTP listener (/metrics, /healthz, /readyz,
@@ -49,6 +70,32 @@ type Admin struct {
 	// HistorySize is the number of routed units kept in the routing history; 0 keeps none.
 	HistorySize int `yaml:"history_size" mapstructure:"history_size" help:"routed units kept in the routing history, 0 keeps none"`
 }
+
+// Peering makes a CancelRequest work through any of several pgowl instances behind one address:
+// the BackendKeyData an instance hands out carries its instance number, and an instance that gets
+// a cancel carrying another number passes it on to that peer's peering listener.
+type Peering struct {
+	// Instance is this instance's number, 1..MaxPeerInstance, unique among its peers; 0 turns peering off.
+	Instance int `yaml:"instance" mapstructure:"instance" help:"this instance's number among its peers (1..127), 0 turns peering off"`
+	// Listen is where this instance takes the cancels its peers pass on; it must be this
+	// instance's own address (not a port shared with SO_REUSEPORT).
+	Listen string `yaml:"listen" mapstructure:"listen" help:"host:port where this instance takes the cancel requests its peers pass on"`
+	// Peers lists the instances; the entry with this instance's own number is ignored, so that
+	// every instance can read the same list.
+	Peers []Peer `yaml:"peers" mapstructure:"peers" help:"the pgowl instances as a JSON list of {instance, address}; an entry with this instance's number is skipped"`
+}
+
+// Peer is one pgowl instance that cancels may be passed on to.
+type Peer struct {
+	// Instance is the peer's peering.instance.
+	Instance int `yaml:"instance" mapstructure:"instance"`
+	// Address is the peer's peering.listen.
+	Address string `yaml:"address" mapstructure:"address"`
+}
+
+// MaxPeerInstance is the highest peering.instance: the number takes the top 7 bits of the
+// 31-bit process id in BackendKeyData.
+const MaxPeerInstance = 127
 
 // AdminDatabase is the database name that opens the admin console instead of a node session.
 const AdminDatabase = "pgowl"

@@ -132,6 +132,8 @@ func TestExampleFile(t *testing.T) {
 		want.TLS.CipherSuites = []string{}
 		want.Access.Rules = []AccessRule{}
 		want.Admin.Users = []string{}
+		want.Peering.Peers = []Peer{}
+		want.Topology.Patroni.URLs = []string{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -219,6 +221,11 @@ func TestDefaults(t *testing.T) {
 		"classify.functions.writes":                 "",
 		"admin.listen":                              "127.0.0.1:6480",
 		"admin.history_size":                        "10000",
+		"listen_reuse_port":                         "false",
+		"peering.instance":                          "0",
+		"peering.listen":                            "",
+		"peering.peers":                             "",
+		"topology.patroni.urls":                     "",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {
@@ -234,7 +241,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default of %s = %q, want %q", key.Path, key.Default, expected)
 		}
 		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.") ||
-			key.Path == "tls.cipher_suites" || key.Path == "access.rules"
+			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers" || key.Path == "topology.patroni.urls"
 		if key.List != wantList {
 			t.Errorf("%s: List = %v, want %v", key.Path, key.List, wantList)
 		}

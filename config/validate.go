@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -32,6 +33,8 @@ func (c Config) Validate() error {
 	v.tcp(c.TCP)
 	v.classify(c.Classify)
 	v.admin(c.Admin, c.Users, c.Auth)
+	v.peering(c.Peering)
+	v.topology(c.Topology)
 	return joinErrors(v.problems)
 }
 
@@ -394,6 +397,46 @@ func (v *validator) admin(a Admin, users []User, auth Auth) {
 		key := fmt.Sprintf("admin.users[%d]", i)
 		if !slices.ContainsFunc(users, func(u User) bool { return u.Name == name }) {
 			v.fail(key, "%q is not one of the configured users", name)
+		}
+	}
+}
+
+// peering checks the instance number, the peering listener and the peer list: the
+// numbers in range and unique, each peer with an address.
+func (v *validator) peering(p Peering) {
+	if p.Instance == 0 {
+		if len(p.Peers) > 0 {
+			v.fail("peering.instance", "must be set (1..%d) when peering.peers lists peers", MaxPeerInstance)
+		}
+		return
+	}
+	v.intRange("peering.instance", p.Instance, 1, MaxPeerInstance)
+	if p.Listen == "" {
+		v.fail("peering.listen", "must be set when peering.instance is: it is where peers pass cancels on to")
+	} else {
+		v.listen("peering.listen", p.Listen)
+	}
+	seen := map[int]int{}
+	for i, peer := range p.Peers {
+		prefix := fmt.Sprintf("peering.peers[%d]", i)
+		v.intRange(prefix+".instance", peer.Instance, 1, MaxPeerInstance)
+		if first, taken := seen[peer.Instance]; taken {
+			v.fail(prefix+".instance", "%d is already the instance of peering.peers[%d]", peer.Instance, first)
+		} else {
+			seen[peer.Instance] = i
+		}
+		if peer.Instance != p.Instance {
+			v.listen(prefix+".address", peer.Address)
+		}
+	}
+}
+
+// topology checks that every Patroni URL is an absolute http or https URL.
+func (v *validator) topology(t Topology) {
+	for i, raw := range t.Patroni.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.fail(fmt.Sprintf("topology.patroni.urls[%d]", i), "%q is not an http:// or https:// URL", raw)
 		}
 	}
 }

@@ -36,6 +36,14 @@ type Monitor struct {
 	// running Run: tests check invariants of the real loop with it. Nil in
 	// pgowl.
 	observer coordinatorObserver
+	// patroni is the last answer of Patroni's /cluster and when it came
+	// (zero: none yet); patroniErr why the last read failed ("" when it
+	// answered). patroniLogged is the topology state last logged. Owned by
+	// the goroutine running Run.
+	patroni       patroniCluster
+	patroniAt     time.Time
+	patroniErr    string
+	patroniLogged string
 }
 
 // coordinatorObserver watches the coordinator step by step (see Monitor.observer).
@@ -180,6 +188,12 @@ func (m *Monitor) Run(ctx context.Context) {
 		wg.Go(func() { t.poller.run(ctx, results) })
 	}
 
+	var patroniResults chan patroniResult // nil without Patroni: never ready
+	if len(m.opts.PatroniURLs) > 0 {
+		patroniResults = make(chan patroniResult, 1)
+		wg.Go(func() { m.runPatroni(ctx, patroniResults) })
+	}
+
 	ticker := time.NewTicker(m.opts.Interval)
 	defer ticker.Stop()
 	for round := uint64(1); ; round++ {
@@ -197,6 +211,9 @@ func (m *Monitor) Run(ctx context.Context) {
 				waiting = false
 			case r := <-results:
 				m.apply(r, round)
+				m.publish(time.Now())
+			case p := <-patroniResults:
+				m.applyPatroniResult(p)
 				m.publish(time.Now())
 			}
 		}
@@ -335,6 +352,7 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 		}
 		snap.Nodes[i] = state
 	}
+	m.applyPatroni(snap, now)
 	primary, err := route.Primary(snap, route.Policy{DownAfter: m.opts.DownAfter}, now)
 	history := (*walHistory)(nil)
 	switch {
@@ -454,6 +472,7 @@ func (m *Monitor) publish(now time.Time) {
 		}
 	}
 	m.logSplitBrain(snap, now)
+	m.logTopology(snap)
 	m.snapshot.Store(snap)
 	next := make(chan struct{})
 	close(*m.published.Swap(&next))

@@ -54,6 +54,9 @@ type Options struct {
 	// closed: a restart or a crash of the node may have closed every other
 	// connection to it too, such as the pool's idle ones.
 	ConnectionLost func(node string)
+	// PatroniURLs, when set, are Patroni REST API base URLs (http://host:8008) whose GET
+	// /cluster names the leader and the members (see patroni.go).
+	PatroniURLs []string
 }
 
 const (

@@ -179,7 +179,10 @@ func (sess *session) showNodes() pgowlResult {
 	res := pgowlResult{tag: "SHOW", columns: []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle"}}
 	for _, n := range snap.Nodes {
 		state := "down"
-		if n.Up {
+		switch {
+		case n.Excluded != "":
+			state = "excluded: " + n.Excluded
+		case n.Up:
 			state = "up"
 		}
 		lagMS, lagBytes := "", ""

@@ -53,6 +53,9 @@ var restartOnlyKeys = []struct {
 	{"log.format", func(c config.Config) any { return c.Log.Format }},
 	{"auth.query_enabled", func(c config.Config) any { return c.Auth.QueryEnabled }},
 	{"limits.max_message_size", func(c config.Config) any { return c.Limits.MaxMessageSize }},
+	{"listen_reuse_port", func(c config.Config) any { return c.ListenReusePort }},
+	{"peering", func(c config.Config) any { return c.Peering }},
+	{"topology", func(c config.Config) any { return c.Topology }},
 	{"limits.max_logins_in_progress", func(c config.Config) any { return c.Limits.MaxLoginsInProgress }},
 	{"limits.max_logins_in_progress_per_address", func(c config.Config) any { return c.Limits.MaxLoginsInProgressPerAddress }},
 }

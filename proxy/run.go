@@ -47,6 +47,9 @@ type Instance struct {
 	// monitorCtx is the context monitors run on, set by Run; stopMonitor stops the one in use.
 	monitorCtx  context.Context
 	stopMonitor context.CancelFunc
+	// peerListener takes the cancels peers pass on (peering.listen); bound by Build, served
+	// by Run, nil when peering is off.
+	peerListener net.Listener
 }
 
 // newMonitor builds a node monitor for the nodes of cfg.
@@ -71,6 +74,7 @@ func newMonitor(cfg config.Config, backends *pool.Pool, logger zerolog.Logger) *
 		// A node that dropped the monitor's connection (a restart, a crash
 		// restart) may have dropped the pool's idle ones: check them before use.
 		ConnectionLost: backends.Suspect,
+		PatroniURLs:    cfg.Topology.Patroni.URLs,
 		Logger:         logger.With().Str("component", "monitor").Logger(),
 	})
 }
@@ -177,6 +181,15 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 			return nil, fmt.Errorf("admin.listen: %w", err)
 		}
 	}
+	if cfg.Peering.Instance != 0 {
+		if in.peerListener, err = net.Listen("tcp", cfg.Peering.Listen); err != nil {
+			backends.Close()
+			if in.adminListener != nil {
+				in.adminListener.Close()
+			}
+			return nil, fmt.Errorf("peering.listen: %w", err)
+		}
+	}
 	return in, nil
 }
 
@@ -189,6 +202,15 @@ func (in *Instance) AdminAddr() net.Addr {
 		return nil
 	}
 	return in.adminListener.Addr()
+}
+
+// PeerAddr is the address of the listener that takes the cancels peers pass on, nil when
+// peering is off.
+func (in *Instance) PeerAddr() net.Addr {
+	if in.peerListener == nil {
+		return nil
+	}
+	return in.peerListener.Addr()
 }
 
 // Run starts the monitor, waits briefly for its first round, and serves
@@ -223,6 +245,14 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 		go func() {
 			if err := in.Admin.Serve(adminCtx, in.adminListener); err != nil {
 				in.log.Error().Err(err).Msg("admin listener stopped")
+			}
+		}()
+	}
+	if in.peerListener != nil {
+		in.log.Info().Str("peering_listen", in.peerListener.Addr().String()).Int("instance", in.cfg.Peering.Instance).Int("peers", len(in.Server.peers)).Msg("peering listener taking the cancels other instances pass on")
+		go func() {
+			if err := in.Server.ServePeers(ctx, in.peerListener); err != nil {
+				in.log.Error().Err(err).Msg("peering listener stopped")
 			}
 		}()
 	}

@@ -86,6 +86,11 @@ type Server struct {
 	// pause holds new units between PAUSE and RESUME.
 	pause pauseGate
 
+	// instance is peering.instance (0: peering off), carried in every cancel key handed
+	// out; peers maps the other instances' numbers to their peering listeners.
+	instance int
+	peers    map[int]string
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup
@@ -113,6 +118,8 @@ func NewServer(opts Options) (*Server, error) {
 		loginLog: &loginLog{log: opts.Logger},
 
 		transactionPooling: opts.Config.Pool.Mode != "session",
+		instance:           opts.Config.Peering.Instance,
+		peers:              peerAddresses(opts.Config.Peering),
 	}
 	s.settings.Store(newLiveSettings(opts.Config, opts.Auth, opts.ConsoleAuth, opts.TLS, opts.Access))
 	return s, nil
@@ -234,6 +241,9 @@ func (s *Server) register(sess *session) (cancelKey, error) {
 			return cancelKey{}, err
 		}
 		k := cancelKey{pid: binary.BigEndian.Uint32(b[:4]) & 0x7fffffff, secret: binary.BigEndian.Uint32(b[4:])}
+		if s.instance != 0 {
+			k.pid = uint32(s.instance)<<peerInstanceShift | k.pid&(1<<peerInstanceShift-1)
+		}
 		if k.pid == 0 {
 			continue
 		}
@@ -277,7 +287,7 @@ func (sess *session) passOnCancel() {
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work
 	}
-	d := net.Dialer{Timeout: 2 * time.Second}
+	d := net.Dialer{Timeout: cancelRequestTimeout}
 	c, err := d.Dial("tcp", run.addr)
 	if err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")

@@ -224,7 +224,7 @@ func (sess *session) startup(ctx context.Context) bool {
 		case code == codeCancelRequest:
 			// PostgreSQL ignores a cancel request of the wrong length.
 			if len(body) == 12 {
-				sess.srv.cancel(cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])})
+				sess.srv.cancelFromClient(cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])})
 			}
 			return false
 		default:

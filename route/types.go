@@ -36,6 +36,36 @@ type NodeState struct {
 	InUse int
 	// Idle is the number of idle backend connections; filled by the caller, informational.
 	Idle int
+	// Excluded, when not empty, says why the topology source (Patroni) keeps
+	// every statement from this node although it answers: Patroni does not
+	// list it, or it says it is a primary while Patroni names another leader.
+	// Such a node is also not Up.
+	Excluded string
+}
+
+// TopologySource says where the snapshot's roles come from.
+type TopologySource uint8
+
+const (
+	// TopologyOwnPolling means roles come from pgowl's own polling of the nodes alone
+	// (no topology source is configured).
+	TopologyOwnPolling TopologySource = iota
+	// TopologyPatroni means Patroni's /cluster answered: its leader is the only primary,
+	// the nodes it does not list are unavailable.
+	TopologyPatroni
+	// TopologyPatroniUnreachable means Patroni is configured but did not answer within
+	// DownAfter: pgowl fell back to its own polling alone.
+	TopologyPatroniUnreachable
+)
+
+var topologyNames = [...]string{TopologyOwnPolling: "own_polling", TopologyPatroni: "patroni", TopologyPatroniUnreachable: "patroni_unreachable"}
+
+// String returns "own_polling", "patroni" or "patroni_unreachable".
+func (s TopologySource) String() string { return enumName(topologyNames[:], uint8(s), "topology") }
+
+// MarshalText encodes the source as its String form.
+func (s TopologySource) MarshalText() ([]byte, error) {
+	return enumMarshal(topologyNames[:], uint8(s), "topology")
 }
 
 // Snapshot is the state of every configured node at one moment. Decide only
@@ -51,6 +81,10 @@ type Snapshot struct {
 	// are on an abandoned branch. It gets no statement, even when the
 	// promoted node is gone.
 	NewestPrimaryTimeline uint32
+	// Topology says where the roles come from; TopologyError says why
+	// Patroni could not be read when Topology is TopologyPatroniUnreachable.
+	Topology      TopologySource
+	TopologyError string
 }
 
 // Policy holds the operator's routing rules.

@@ -47,7 +47,7 @@ func newServeCommand() *cobra.Command {
 					logger.Warn().Err(http.ListenAndServe(pprofAddr, nil)).Msg("pprof listener stopped")
 				}()
 			}
-			ln, err := net.Listen("tcp", cfg.Listen)
+			ln, err := proxy.Listen(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

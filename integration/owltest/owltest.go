@@ -103,7 +103,7 @@ func Start(t testing.TB, c *cluster.Cluster, user, password string, mutate func(
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := proxy.Listen(context.Background(), cfg) // listen_reuse_port lets two instances share cfg.Listen
 	if err != nil {
 		t.Fatalf("listen on %s: %v", cfg.Listen, err)
 	}

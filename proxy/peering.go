@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pgowl/pgowl/config"
+)
+
+// Several pgowl instances behind one address (SO_REUSEPORT on one host, a
+// TCP load balancer or a Kubernetes Service) each know only their own
+// clients' cancel keys, and a CancelRequest comes on a new connection that
+// may reach any of them. With peering on, the process id of every
+// BackendKeyData an instance hands out carries its instance number in the
+// top 7 of its 31 bits (peerInstanceShift); an instance that gets a cancel
+// with another instance's number passes the 16 bytes on, unchanged, to that
+// peer's peering listener, which handles it as its own and never passes it
+// on again (so that a wrong peer list cannot make a loop).
+
+// peerInstanceShift places the instance number in the process id of the key.
+const peerInstanceShift = 24
+
+// peerInstanceOf returns the instance number a cancel key carries (0 for
+// keys handed out with peering off).
+func peerInstanceOf(k cancelKey) int { return int(k.pid >> peerInstanceShift) }
+
+// cancelRequestTimeout bounds passing a cancel on, to a node or to a peer.
+const cancelRequestTimeout = 2 * time.Second
+
+// Listen opens the client listener of cfg: with listen_reuse_port, the
+// socket is bound with SO_REUSEPORT so that other processes may bind the
+// same port and the kernel spreads new connections among them.
+func Listen(ctx context.Context, cfg config.Config) (net.Listener, error) {
+	lc := net.ListenConfig{}
+	if cfg.ListenReusePort {
+		lc.Control = reusePort
+	}
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	return ln, nil
+}
+
+// reusePort sets SO_REUSEPORT on a socket before it is bound.
+func reusePort(_, _ string, raw syscall.RawConn) error {
+	var sockErr error
+	if err := raw.Control(func(fd uintptr) {
+		sockErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	if sockErr != nil {
+		return fmt.Errorf("SO_REUSEPORT: %w", sockErr)
+	}
+	return nil
+}
+
+// peerAddresses maps the peers' instance numbers to their peering
+// listeners, leaving out this instance's own entry.
+func peerAddresses(p config.Peering) map[int]string {
+	if p.Instance == 0 {
+		return nil
+	}
+	peers := make(map[int]string, len(p.Peers))
+	for _, peer := range p.Peers {
+		if peer.Instance != p.Instance {
+			peers[peer.Instance] = peer.Address
+		}
+	}
+	return peers
+}
+
+// cancelFromClient handles a CancelRequest that came from a client: its
+// own keys are cancelled here, another instance's key is passed on to it.
+func (s *Server) cancelFromClient(k cancelKey) {
+	owner := peerInstanceOf(k)
+	if s.instance == 0 || owner == s.instance {
+		s.cancel(k)
+		return
+	}
+	addr, known := s.peers[owner]
+	if !known {
+		s.log.Warn().Int("instance", owner).Msg("cancel request for an instance that is not in peering.peers: dropped")
+		return
+	}
+	if err := forwardCancel(addr, k); err != nil {
+		s.log.Warn().Err(err).Int("instance", owner).Str("peer", addr).Msg("could not pass the cancel request on to its instance")
+		return
+	}
+	s.log.Info().Int("instance", owner).Str("peer", addr).Msg("cancel request passed on to its instance")
+}
+
+// forwardCancel sends the CancelRequest for k to a peer's peering listener
+// and waits for the peer to close the connection, which it does once it
+// has passed the request on to the node.
+func forwardCancel(addr string, k cancelKey) error {
+	d := net.Dialer{Timeout: cancelRequestTimeout}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var pkt [16]byte
+	binary.BigEndian.PutUint32(pkt[0:], 16)
+	binary.BigEndian.PutUint32(pkt[4:], codeCancelRequest)
+	binary.BigEndian.PutUint32(pkt[8:], k.pid)
+	binary.BigEndian.PutUint32(pkt[12:], k.secret)
+	c.SetDeadline(time.Now().Add(cancelRequestTimeout))
+	if _, err := c.Write(pkt[:]); err != nil {
+		return err
+	}
+	var one [1]byte
+	c.Read(one[:])
+	return nil
+}
+
+// ServePeers takes the cancels passed on by peers on ln until ctx ends.
+// It reads one CancelRequest per connection and handles it as this
+// instance's own; anything else closes the connection.
+func (s *Server) ServePeers(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go s.servePeer(conn)
+	}
+}
+
+// servePeer reads one passed-on CancelRequest from conn and cancels.
+func (s *Server) servePeer(conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(cancelRequestTimeout))
+	var pkt [16]byte
+	if _, err := io.ReadFull(conn, pkt[:]); err != nil {
+		s.log.Info().Err(err).Str("remote", conn.RemoteAddr().String()).Msg("peering listener: incomplete cancel request")
+		return
+	}
+	if binary.BigEndian.Uint32(pkt[0:]) != 16 || binary.BigEndian.Uint32(pkt[4:]) != codeCancelRequest {
+		s.log.Warn().Str("remote", conn.RemoteAddr().String()).Msg("peering listener: not a cancel request; closing")
+		return
+	}
+	k := cancelKey{pid: binary.BigEndian.Uint32(pkt[8:]), secret: binary.BigEndian.Uint32(pkt[12:])}
+	if owner := peerInstanceOf(k); owner != s.instance {
+		s.log.Warn().Int("instance", owner).Msg("peering listener: a peer passed on a cancel of another instance; dropped")
+		return
+	}
+	s.cancel(k)
+}
