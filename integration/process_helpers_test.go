@@ -44,7 +44,7 @@ func startOwlProcess(t *testing.T, c *cluster.Cluster, extraYAML string) *owlPro
 	for _, n := range c.Nodes {
 		fmt.Fprintf(&nodes, "  - {name: %s, host: %s, port: %d}\n", n.Name, n.Host, n.Port)
 	}
-	conf := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q}\nmonitor: {interval: 100ms}\nrouting: {notice: false}\nlog: {level: info, format: json}\n%s",
+	conf := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q}\nmonitor: {interval: 100ms}\nrouting: {notice: false}\nlog: {level: info, format: json}\nadmin: {listen: \"\"}\n%s",
 		addr, nodes.String(), appUser, appPassword, extraYAML)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {

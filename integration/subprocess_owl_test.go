@@ -89,7 +89,7 @@ func owlYAML(c *cluster.Cluster, port int, nodes []string, password, extra strin
 		fmt.Fprintf(&b, "  - {name: %s, host: %s, port: %d}\n", n.Name, n.Host, n.Port)
 	}
 	fmt.Fprintf(&b, "users:\n  - {name: %s, password: %q}\n", appUser, password)
-	fmt.Fprintf(&b, "monitor: {user: %s, interval: 100ms}\nadmin: {users: [%s]}\n", cluster.Superuser, appUser)
+	fmt.Fprintf(&b, "monitor: {user: %s, interval: 100ms}\nadmin: {users: [%s], listen: \"\"}\n", cluster.Superuser, appUser)
 	b.WriteString(extra)
 	return b.String()
 }

@@ -58,14 +58,24 @@ func (s Settings) Apply(cfg *pgconn.Config) {
 func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, required bool) (net.Conn, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(deadline)
-		defer conn.SetDeadline(time.Time{})
 	}
+	// A cancelled dial (pool.AbandonDials, for a node that stopped answering) must end the
+	// wait for the node's answer at once, not at the dial's deadline.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if stop() {
+			conn.SetDeadline(time.Time{})
+		}
+	}()
 	request := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 8), sslRequestCode)
 	if _, err := conn.Write(request); err != nil {
 		return nil, fmt.Errorf("send SSLRequest: %w", err)
 	}
 	var answer [1]byte
 	if _, err := conn.Read(answer[:]); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
 	}
 	switch answer[0] {
