@@ -2,7 +2,6 @@ package catalog_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
 )
 
 // TestChangesAreReadByName: after a change it was told of, the manager reads just the changed names
@@ -19,28 +17,9 @@ import (
 // classified with the change, and while a change cannot be read, statements whose verdict does not
 // depend on the catalogue do not wait for it, while those that do never get the old catalogue.
 func TestChangesAreReadByName(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		t.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	db, err := pgx.Connect(ctx, cluster.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	cluster, db := startPrimary(t, ctx)
 	exec := func(sql string) {
 		t.Helper()
 		if _, err := db.Exec(ctx, sql); err != nil {

@@ -2,7 +2,6 @@ package catalog_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
 )
 
 // TestLoadSurvivesConcurrentDDL drops and creates views, types and domains in a loop while whole
@@ -21,28 +19,9 @@ import (
 // is read again or left out), and functions the DDL does not touch are classified as before with
 // every catalogue read.
 func TestLoadSurvivesConcurrentDDL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		t.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
+	cluster, admin := startPrimary(t, ctx)
 	for _, sql := range []string{
 		"CREATE TABLE audit (msg text)",
 		"CREATE FUNCTION steady_reader() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$",

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
 )
 
 // TestManagerFailsClosedWithoutServer: when the catalogue cannot be loaded, statements are classified
@@ -52,28 +51,9 @@ func TestManagerFailsClosedWithoutServer(t *testing.T) {
 // function created behind pgowl's back is found on first use), after an invalidation, and on the
 // periodic refresh; a held catalogue costs no I/O.
 func TestManagerAgainstPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		t.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cluster.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	admin, err := pgx.Connect(ctx, cluster.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
+	cluster, admin := startPrimary(t, ctx)
 	exec := func(conn *pgx.Conn, sql string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, sql); err != nil {
