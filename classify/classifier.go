@@ -348,7 +348,7 @@ func (p *parsedStatement) finish(sql string) {
 		return
 	}
 	if p.fingerprint, p.err = pg_query.Fingerprint(sql); p.err == nil {
-		p.normalized, p.err = pg_query.Normalize(sql)
+		p.normalized, p.err = redact(sql)
 	}
 	p.done = true
 }
