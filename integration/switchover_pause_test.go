@@ -28,6 +28,11 @@ func TestSwitchoverWithPause(t *testing.T) {
 			o := startOwl(t, c, func(cfg *config.Config) {
 				cfg.Admin.Users = []string{appUser}
 				cfg.Routing.Notice = false
+				// This test is about PAUSE/RESUME, not about nodes that stop
+				// answering: a CI machine that stalls pg2 for a second must not
+				// turn into 08006 from limits.first_reply_timeout (see
+				// vanished_node_test.go and stopped_standby_test.go for that).
+				cfg.Limits.FirstReplyTimeout = 10 * time.Second
 			})
 			pgbench := pgBinary(t, "pgbench")
 			if res := runCmd(t, 2*time.Minute, o.clientEnv(), pgbench, "-i", "-s", "1", "--quiet"); res.exitCode != 0 {

@@ -112,6 +112,32 @@ func (e *nodeUnresponsive) Error() string {
 
 func (e *nodeUnresponsive) Unwrap() error { return e.cause }
 
+// stallClock remembers when pgowl itself last resumed from a stall: a tick
+// of the watcher that comes far later than its period means the process (or
+// the whole machine) did not run for a while. Every sample the monitor took
+// then looks old, and every statement looks as if it waited, though no node
+// was slow; so for one down_after after the resumption, a sample's age is
+// counted from the resumption, giving the monitor the same time to answer
+// as it would have had without the stall.
+type stallClock struct {
+	lastTick time.Time
+	resumed  time.Time
+}
+
+// tick records a watcher tick at now, for a ticker of the given period.
+func (c *stallClock) tick(now time.Time, period time.Duration) {
+	if !c.lastTick.IsZero() && now.Sub(c.lastTick) > 2*period+50*time.Millisecond {
+		c.resumed = now
+	}
+	c.lastTick = now
+}
+
+// excuses reports whether a sample taken at sampledAt is old only because
+// of a stall pgowl resumed from less than downAfter ago.
+func (c *stallClock) excuses(sampledAt time.Time, downAfter time.Duration, now time.Time) bool {
+	return !c.resumed.IsZero() && sampledAt.Before(c.resumed) && now.Sub(c.resumed) <= downAfter
+}
+
 // unresponsive reports whether the monitor, having reached n before, now
 // finds it down or has had no answer from it within downAfter.
 func unresponsive(n *route.NodeState, downAfter time.Duration, now time.Time) bool {
@@ -128,24 +154,28 @@ func (s *Server) watchUnresponsiveNodes(ctx context.Context) {
 	if limit <= 0 {
 		return
 	}
-	tick := time.NewTicker(min(limit/4, 100*time.Millisecond))
+	period := min(limit/4, 100*time.Millisecond)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	down := map[string]bool{}
 	var sessions []*session
+	var stall stallClock
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		now := time.Now()
+		stall.tick(now, period)
 		snap := s.opts.Nodes.Snapshot()
 		if snap == nil {
 			continue
 		}
-		now := time.Now()
 		clear(down)
+		downAfter := s.live().policy.DownAfter
 		for i := range snap.Nodes {
-			if n := &snap.Nodes[i]; unresponsive(n, s.live().policy.DownAfter, now) {
+			if n := &snap.Nodes[i]; unresponsive(n, downAfter, now) && !stall.excuses(n.SampledAt, downAfter, now) {
 				down[n.Name] = true
 				s.opts.Pool.AbandonDials(n.Name)
 			}
