@@ -62,10 +62,52 @@ type frame struct {
 	// height is the greatest height of what the frame's function or view calls.
 	height int
 	// tainted means the frame's result depends on something it cannot own (a frame further out in a
-	// cycle, or the depth limit), so it must not be memoised.
+	// cycle, or the analysis budget), so it must not be memoised.
 	tainted bool
+	// reachedDepthLimit means something the frame calls was past classify.max_depth: its result
+	// is memoised only as a bound (see fnResult.atLeastHeight).
+	reachedDepthLimit bool
 	// assumptions are those made inside the frame, memoised with its result.
 	assumptions []string
+	// dependsOn are the names of the functions the frame's result rests on (see dependOn);
+	// dependsOnTooMany means they were more than maxDependencies and were not kept.
+	dependsOn        []string
+	dependsOnTooMany bool
+}
+
+// maxDependencies bounds the function names one memoised result keeps; a result that rests on
+// more is not carried into the next catalogue (see Catalogue.KeepAnalysesFrom).
+const maxDependencies = 64
+
+// dependOn records, for every function or view being analysed, that its result rests on what the
+// catalogue holds under a function name: a call resolved by that name (or found nowhere), or a
+// function whose effect was taken. A change to functions of another name cannot change the result,
+// so the next catalogue may keep it.
+func (a *analysis) dependOn(name string) {
+	for i := range a.run.frames {
+		f := &a.run.frames[i]
+		if f.dependsOnTooMany || slices.Contains(f.dependsOn, name) {
+			continue
+		}
+		if len(f.dependsOn) == maxDependencies {
+			f.dependsOn, f.dependsOnTooMany = nil, true
+			continue
+		}
+		f.dependsOn = append(f.dependsOn, name)
+	}
+}
+
+// dependOnResult records a memoised result's dependencies in every frame being analysed.
+func (a *analysis) dependOnResult(result *fnResult) {
+	if result.dependsOnTooMany {
+		for i := range a.run.frames {
+			a.run.frames[i].dependsOn, a.run.frames[i].dependsOnTooMany = nil, true
+		}
+		return
+	}
+	for _, name := range result.dependsOn {
+		a.dependOn(name)
+	}
 }
 
 // maxAssumptions bounds the assumptions one verdict lists.
@@ -150,6 +192,13 @@ type fnResult struct {
 	height int
 	// assumptions are what the result takes on declarations (see analysis.assume).
 	assumptions []string
+	// atLeastHeight, when not 0, marks a result that reached classify.max_depth: the function or
+	// view is at least this high, so a use from a depth where that is past the limit is too deep;
+	// from a shallower one it must be analysed again.
+	atLeastHeight int
+	// dependsOn and dependsOnTooMany are the frame's (see frame), for memoised results.
+	dependsOn        []string
+	dependsOnTooMany bool
 }
 
 // chainSubject renders a finding reached through functions or views as a Subject.
@@ -300,6 +349,7 @@ func qualifiedText(schema, name string) string {
 // fits nargs and that have an argument of each name in named (a call in named notation); of several
 // with the same argument types only the first (the one PostgreSQL picks) stays.
 func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, nargs int, named []string) []candidate {
+	a.dependOn(name) // found or not: a function created under this name may be chosen next time
 	var cands []candidate
 	cat := a.run.cat
 	for _, schema := range schemas {
@@ -686,6 +736,7 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 // functionEffect analyses what calling f does: what running it does, and the CHECK constraints
 // of domains its arguments take, which run as the caller converts the arguments.
 func (a *analysis) functionEffect(f *Function) fnResult {
+	a.dependOn(f.Name)
 	r := a.runEffect(f)
 	if cat := a.run.cat; cat == nil || len(cat.domainChecks) == 0 {
 		return r
@@ -793,6 +844,7 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	// nearest caller with a setting. The key holds both.
 	key := memoKey{kind: 'f', oid: f.OID, path: bodyEnv.pathKey + "\x01" + a.env.session.pathKey}
 	return a.memoised(key, bodyEnv, true, func(child *analysis) fnResult {
+		child.dependOn(f.Name) // the memoised body is this function's: a change to it must drop it
 		if f.Kind != 'a' && (f.Volatility == 'i' || f.Volatility == 's') {
 			child.declared = f.Signature() + " is declared " + volatilityName(f.Volatility)
 		}
@@ -879,14 +931,23 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	if cat != nil {
 		if cached, ok := cat.memo.Load(key); ok {
 			result := cached.(fnResult)
+			if result.atLeastHeight > 0 {
+				if a.depth+result.atLeastHeight > a.c.maxDepth {
+					a.dependOnResult(&result)
+					return a.tooDeep()
+				}
+				goto analyse // reached the limit from deeper than here: it may not reach it now
+			}
 			if a.depth+result.height > a.c.maxDepth {
 				return a.tooDeep()
 			}
 			a.noteHeight(result.height)
 			a.assume(result.assumptions...)
+			a.dependOnResult(&result)
 			return result
 		}
 	}
+analyse:
 	for i := range r.frames {
 		if r.frames[i].key == key {
 			// A cycle: the frame at i is being analysed and will include everything the cycle
@@ -913,6 +974,24 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	r.frames = r.frames[:len(r.frames)-1]
 	result.height = 1 + top.height
 	result.assumptions = top.assumptions
+	result.dependsOn, result.dependsOnTooMany = top.dependsOn, top.dependsOnTooMany
+	if top.reachedDepthLimit {
+		// Called from depth a.depth, something inside was past the limit: whatever the height
+		// is, a.depth plus it exceeds the limit, and so does any deeper use. The result is the
+		// plain too-deep one, whatever was found above the cut (which depends on how deep the
+		// use started), so that a memoised bound gives the same verdict as an analysis: a
+		// chain of functions each calling the last (a migration creates them one by one and
+		// calls each) is then not walked to the limit again on every use.
+		result = fnResult{access: Write, reason: ReasonNestingTooDeep, detail: a.tooDeepDetail(), height: result.height,
+			dependsOn: top.dependsOn, dependsOnTooMany: top.dependsOnTooMany}
+		if !top.tainted && cat != nil && cat == a.run.cat {
+			bound := result
+			bound.atLeastHeight = a.c.maxDepth - a.depth + 1
+			cat.memo.Store(key, bound)
+		}
+		a.noteHeight(result.height)
+		return result
+	}
 	if !top.tainted && cat != nil && cat == a.run.cat {
 		cat.memo.Store(key, result)
 	}
@@ -920,13 +999,17 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	return result
 }
 
-// tooDeep is the result past classify.max_depth; no frame that reached it may be memoised, since at
-// a shallower depth it would not be too deep.
+// tooDeep is the result past classify.max_depth; no frame that reached it is memoised as a result,
+// since at a shallower depth it might not be too deep, only as a bound (see fnResult.atLeastHeight).
 func (a *analysis) tooDeep() fnResult {
 	for j := range a.run.frames {
-		a.run.frames[j].tainted = true
+		a.run.frames[j].reachedDepthLimit = true
 	}
-	return fnResult{access: Write, reason: ReasonNestingTooDeep, detail: "function and view nesting deeper than classify.max_depth " + strconv.Itoa(a.c.maxDepth)}
+	return fnResult{access: Write, reason: ReasonNestingTooDeep, detail: a.tooDeepDetail()}
+}
+
+func (a *analysis) tooDeepDetail() string {
+	return "function and view nesting deeper than classify.max_depth " + strconv.Itoa(a.c.maxDepth)
 }
 
 // noteHeight records a callee's height in the calling frame.
@@ -1154,6 +1237,7 @@ func nodeLocalResult(name string) callResult {
 func (a *analysis) defaultsEffect(f *Function) fnResult {
 	e := a.env.withPath([]string{"pg_catalog"})
 	return a.memoised(memoKey{kind: 'd', oid: f.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+		child.dependOn(f.Name)
 		sql := "SELECT " + f.DefaultExprs
 		tree, err := a.c.bodies.parse(sql)
 		if err != nil || len(tree.GetStmts()) != 1 {

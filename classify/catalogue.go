@@ -290,7 +290,7 @@ type CatalogueParts struct {
 
 // DeriveCatalogue indexes data, which is old's data with only the parts changed says replaced (the
 // others share old's slices), reusing old's indexes of the parts that did not change. The result is
-// a new catalogue, with a new Version and no memoised analyses.
+// a new catalogue, with a new Version and no memoised analyses (see KeepAnalysesFrom).
 func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID = old.funcs, old.byOID
@@ -313,6 +313,39 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts)
 		c.indexRowFunctions()
 	}
 	return c
+}
+
+// maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom copies.
+const maxKeptAnalyses = 100_000
+
+// KeepAnalysesFrom copies into c the analyses memoised in old that cannot depend on what changed
+// between them, and returns how many it kept. c must be old with only the functions named
+// changedFunctions read again (DeriveCatalogue with only Functions changed); an analysis is kept
+// when none of the function names its result rests on (every call resolved by name, found or not,
+// and every function whose effect it took) is one of them. A migration that creates functions one
+// by one, each calling the last, then analyses each new function alone instead of the whole chain.
+// Changes to relations or types, or to everything, keep nothing: call it only for function changes.
+func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedFunctions []string) int {
+	changed := make(map[string]bool, len(changedFunctions))
+	for _, name := range changedFunctions {
+		changed[name] = true
+	}
+	kept := 0
+	old.memo.Range(func(key, value any) bool {
+		result := value.(fnResult)
+		if result.dependsOnTooMany {
+			return true
+		}
+		for _, name := range result.dependsOn {
+			if changed[name] {
+				return true
+			}
+		}
+		c.memo.Store(key, result)
+		kept++
+		return kept < maxKeptAnalyses
+	})
+	return kept
 }
 
 // indexFunctions indexes the functions by name and OID.

@@ -189,6 +189,7 @@ func (a *analysis) resolveAttribute(display, field string) callResult {
 	if cat == nil {
 		return callResult{access: Read}
 	}
+	a.dependOn(field) // r.field may call a function of that name created later
 	fns := cat.rowFunctions[field]
 	if len(fns) == 0 {
 		return callResult{access: Read}

@@ -431,7 +431,12 @@ func (m *Manager) refresh(conn *pgx.Conn, old *classify.Catalogue, changes *clas
 	if err != nil || parts == (classify.CatalogueParts{}) {
 		return old, false, err
 	}
-	return classify.DeriveCatalogue(old, *data, parts), true, nil
+	cat := classify.DeriveCatalogue(old, *data, parts)
+	if !changes.Everything && len(changes.Relations) == 0 && len(changes.Types) == 0 {
+		// Only functions changed, by name: what was analysed without them still holds.
+		cat.KeepAnalysesFrom(old, changes.Functions)
+	}
+	return cat, true, nil
 }
 
 var _ classify.CatalogueSource = (*Manager)(nil)
