@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -454,5 +456,39 @@ func TestClientPackageReturnsACostRefusalAtOnce(t *testing.T) {
 				t.Errorf("index lookup: count %d, routed %t, err %v; want 1 row, routed", n, res.Routed, err)
 			}
 		})
+	}
+}
+
+// TestClientPackageExampleProgramRuns builds pgowlclient/example and runs it
+// through pgowl with each driver: it prints the route of its read, and, for
+// a cost refusal relayed from a node, the plan nodes.
+func TestClientPackageExampleProgramRuns(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	ctx := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(ctx, "SET ROLE app; "+costRefusalFunction); err != nil {
+		t.Fatalf("create client_cost_refusal: %v", err)
+	}
+	catchUp(t, c)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is needed to build the example: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "example")
+	build := owltest.RunCmd(t, 3*time.Minute, "..", nil, goTool, "build", "-o", bin, "./pgowlclient/example")
+	if build.ExitCode != 0 || build.TimedOut {
+		t.Fatalf("go build ./pgowlclient/example: exit %d\n%s", build.ExitCode, build.Stderr)
+	}
+	dsn := o.dsn(appUser, appPassword, appDatabase, nil)
+	for _, driver := range []string{"pgx", "database/sql"} {
+		res := owltest.RunCmd(t, time.Minute, "", nil, bin, "-dsn", dsn, "-driver", driver, "-sql", "SELECT relname FROM pg_class LIMIT 3")
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "3 rows after 1 attempts") || !strings.Contains(res.Stdout, "(standby): READ_ONLY") {
+			t.Errorf("%s read: exit %d\nstdout:\n%s\nstderr:\n%s", driver, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		res = owltest.RunCmd(t, time.Minute, "", nil, bin, "-dsn", dsn, "-driver", driver, "-sql", "SELECT client_cost_refusal()")
+		if res.ExitCode != 1 || !strings.Contains(res.Stdout, "refused after 1 attempts: QUERY_COST_EXCEEDED (fixable)") ||
+			!strings.Contains(res.Stdout, "Seq Scan       relation=public.big index=- rows=1000000") {
+			t.Errorf("%s cost refusal: exit %d\nstdout:\n%s\nstderr:\n%s", driver, res.ExitCode, res.Stdout, res.Stderr)
+		}
 	}
 }
