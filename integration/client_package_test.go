@@ -27,7 +27,10 @@ import (
 
 // clientDriver runs the three calls of pgowlclient with one driver.
 type clientDriver struct {
-	name  string
+	name string
+	// pgx or sql is the client itself.
+	pgx   *pgowlclient.Client
+	sql   *pgowlclient.DB
 	query func(ctx context.Context, sql string, args ...any) (count int64, res pgowlclient.Result, err error)
 	exec  func(ctx context.Context, sql string, args ...any) (pgowlclient.Result, error)
 	// readTx runs a read-only transaction of two reads through RunTx.
@@ -61,6 +64,7 @@ func (o *owl) clientDrivers(t *testing.T, opts pgowlclient.Options) []clientDriv
 	return []clientDriver{
 		{
 			name: "pgx",
+			pgx:  pgxClient,
 			query: func(ctx context.Context, sql string, args ...any) (int64, pgowlclient.Result, error) {
 				var n int64
 				res, err := pgxClient.Query(ctx, sql, args, func(r pgx.Rows) error { return r.Scan(&n) })
@@ -81,6 +85,7 @@ func (o *owl) clientDrivers(t *testing.T, opts pgowlclient.Options) []clientDriv
 		},
 		{
 			name: "database/sql",
+			sql:  sqlClient,
 			query: func(ctx context.Context, query string, args ...any) (int64, pgowlclient.Result, error) {
 				var n int64
 				res, err := sqlClient.Query(ctx, query, args, func(r *sql.Rows) error { return r.Scan(&n) })
@@ -490,5 +495,83 @@ func TestClientPackageExampleProgramRuns(t *testing.T) {
 			!strings.Contains(res.Stdout, "Seq Scan       relation=public.big index=- rows=1000000") {
 			t.Errorf("%s cost refusal: exit %d\nstdout:\n%s\nstderr:\n%s", driver, res.ExitCode, res.Stdout, res.Stderr)
 		}
+	}
+}
+
+// TestClientPackageRunsALostTransactionAgainOnTheNewPrimary: a transaction
+// whose primary is replaced (a standby promoted) after its first write gets
+// PRIMARY_REPLACED at its second; RunTx runs the whole transaction again,
+// and both writes land on the new primary and none on the old one, with pgx
+// and with database/sql.
+func TestClientPackageRunsALostTransactionAgainOnTheNewPrimary(t *testing.T) {
+	for _, driver := range []string{"pgx", "database/sql"} {
+		t.Run(strings.ReplaceAll(driver, "/", "_"), func(t *testing.T) {
+			c := ownCluster(t, 1)
+			o := startOwl(t, c, nil)
+			oldPrimary, newPrimary := c.Nodes[0], c.Nodes[1]
+			createTable(t, c, "client_lost", "CREATE TABLE client_lost (id int PRIMARY KEY)")
+			ctx := timeoutCtx(t, 2*time.Minute)
+
+			attempt := 0
+			// body is the transaction: two writes, with the promotion between
+			// them in the first attempt only.
+			body := func(exec func(sql string) error) error {
+				attempt++
+				if err := exec("INSERT INTO client_lost VALUES (1)"); err != nil {
+					return err
+				}
+				if attempt == 1 {
+					if err := newPrimary.Promote(ctx); err != nil {
+						t.Fatalf("promote %s: %v", newPrimary.Name, err)
+					}
+					if err := newPrimary.Exec(ctx, "CHECKPOINT"); err != nil {
+						t.Fatalf("CHECKPOINT on %s: %v", newPrimary.Name, err)
+					}
+					o.waitSnapshot(t, 20*time.Second, newPrimary.Name+" as the primary", func(s *route.Snapshot) bool {
+						i, err := route.Primary(s, route.Policy{DownAfter: o.cfg.Monitor.DownAfter}, time.Now())
+						return err == nil && s.Nodes[i].Name == newPrimary.Name
+					})
+				}
+				return exec("INSERT INTO client_lost VALUES (2)")
+			}
+			opts := pgowlclient.Options{Backoff: pgowlclient.Backoff{Initial: 50 * time.Millisecond, MaxAttempts: 3}}
+			d := o.clientDrivers(t, opts)[map[string]int{"pgx": 0, "database/sql": 1}[driver]]
+			var res pgowlclient.Result
+			var err error
+			switch driver {
+			case "pgx":
+				res, err = d.pgx.RunTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
+					return body(func(sql string) error { _, err := tx.Exec(ctx, sql); return err })
+				})
+			default:
+				res, err = d.sql.RunTx(ctx, nil, func(tx *sql.Tx) error {
+					return body(func(sql string) error { _, err := tx.ExecContext(ctx, sql); return err })
+				})
+			}
+			if err != nil {
+				t.Fatalf("RunTx: %v after %d attempts", err, res.Attempts)
+			}
+			if res.Attempts != 2 || len(res.Refusals) != 1 || res.Refusals[0].Code != pgowlclient.PrimaryReplaced || res.Refusals[0].Kind != pgowlclient.TransactionLost {
+				t.Errorf("attempts %d, refusals %v; want 2 attempts after one PRIMARY_REPLACED", res.Attempts, res.Refusals)
+			} else {
+				t.Logf("first attempt refused: %s", res.Refusals[0].Err.Message)
+			}
+			for _, r := range res.Routes {
+				if r.Node != newPrimary.Name {
+					t.Errorf("the second attempt ran a unit on %v, want %s", r, newPrimary.Name)
+				}
+			}
+			if len(res.Routes) < 2 {
+				t.Errorf("routes %v, want one per unit of the transaction", res.Routes)
+			}
+			for node, want := range map[*cluster.Node]int64{newPrimary: 2, oldPrimary: 0} {
+				var n int64
+				if err := node.QueryRow(ctx, "SELECT count(*) FROM client_lost").Scan(&n); err != nil {
+					t.Errorf("count on %s: %v", node.Name, err)
+				} else if n != want {
+					t.Errorf("%s has %d rows, want %d", node.Name, n, want)
+				}
+			}
+		})
 	}
 }
