@@ -198,7 +198,7 @@ func (r *report) baselineSection() string {
 		return ""
 	}
 	return "## Against the baseline\n\n" +
-		"The same pgowl targets built at the baseline, `" + r.options.baselineBuild + "`, ran beside this build in every round " +
+		"The same pgowl targets built at the baseline, " + r.options.baselineBuild + ", ran beside this build in every round " +
 		"(the two swap places in even rounds). Difference: this build's median tps over the baseline's. Spread: a side's range over " +
 		"its rounds as a share of its median; a difference within the larger spread is noise.\n\n" + table + "\n"
 }
