@@ -575,3 +575,69 @@ func TestClientPackageRunsALostTransactionAgainOnTheNewPrimary(t *testing.T) {
 		})
 	}
 }
+
+// TestClientPackageRetriesDatabaseBusyUntilABackendIsFree: with one backend
+// per node and a transaction holding the primary's, a write gets
+// DATABASE_BUSY after pool.acquire_timeout; the client retries it, and it
+// runs once the transaction commits (during the retries), with pgx and with
+// database/sql.
+func TestClientPackageRetriesDatabaseBusyUntilABackendIsFree(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Pool.MaxPerNode = 1
+		cfg.Pool.AcquireTimeout = 200 * time.Millisecond
+	})
+	createTable(t, c, "client_busy", "CREATE TABLE client_busy (id int)")
+	for i := range 2 {
+		var onRetry func(pgowlclient.RetryEvent)
+		opts := pgowlclient.Options{
+			Backoff: pgowlclient.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond},
+			OnRetry: func(e pgowlclient.RetryEvent) { onRetry(e) },
+		}
+		d := o.clientDrivers(t, opts)[i]
+		t.Run(strings.ReplaceAll(d.name, "/", "_"), func(t *testing.T) {
+			ctx := timeoutCtx(t, time.Minute)
+			holder := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+			if _, err := holder.Exec(ctx, "BEGIN; INSERT INTO client_busy VALUES (0)"); err != nil {
+				t.Fatalf("holder: %v", err)
+			}
+			var once sync.Once
+			committed := make(chan error, 1)
+			onRetry = func(e pgowlclient.RetryEvent) {
+				t.Logf("attempt %d refused (%s), retrying in %s", e.Attempt, e.Refusal.Code, e.Wait.Round(time.Millisecond))
+				if e.Attempt < 2 {
+					return // let it be refused twice before the backend comes free
+				}
+				once.Do(func() {
+					go func() {
+						_, err := holder.Exec(ctx, "COMMIT")
+						committed <- err
+					}()
+				})
+			}
+			res, err := d.exec(ctx, "INSERT INTO client_busy VALUES (1)")
+			select {
+			case cerr := <-committed:
+				if cerr != nil {
+					t.Errorf("holder COMMIT: %v", cerr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the holder's COMMIT was never run or did not finish")
+			}
+			if err != nil {
+				t.Fatalf("write while the only primary backend is held: %v after %d attempts", err, res.Attempts)
+			}
+			if res.Attempts < 3 || len(res.Refusals) != res.Attempts-1 {
+				t.Errorf("%d attempts, %d refusals; want at least 3 attempts, each failed one refused", res.Attempts, len(res.Refusals))
+			}
+			for _, r := range res.Refusals {
+				if r.Code != pgowlclient.DatabaseBusy || r.Kind != pgowlclient.Transient || r.Err.Code != "53300" {
+					t.Errorf("refusal %s (%s, %s): %s; want DATABASE_BUSY", r.Code, r.Kind, r.Err.Code, r.Err.Message)
+				}
+			}
+			if !res.Routed || res.Route.Role != pgowlclient.RolePrimary || res.Route.Reason != "WRITE" || res.RowsAffected != 1 {
+				t.Errorf("route %v (routed %t), rows %d; want the primary, WRITE, 1 row", res.Route, res.Routed, res.RowsAffected)
+			}
+		})
+	}
+}

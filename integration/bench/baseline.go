@@ -44,6 +44,18 @@ func (o options) runTargets() int {
 	return n
 }
 
+// baselineBuildEstimate is roughly how long exporting and building the baseline takes with a
+// warm Go build cache (the cgo parser is cached when the baseline's dependencies match).
+const baselineBuildEstimate = 50 * time.Second
+
+// baselineSetup is what a baseline adds to the setup.
+func (o options) baselineSetup() time.Duration {
+	if o.baseline == "" {
+		return 0
+	}
+	return baselineBuildEstimate
+}
+
 // resolveBaseline checks that rev names a commit of the module's repository and returns its
 // full hash and a one-line description.
 func resolveBaseline(ctx context.Context, moduleDir, rev string) (commit, describe string, err error) {

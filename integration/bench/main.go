@@ -154,7 +154,7 @@ func parseFlags(args []string) (options, error) {
 // estimate is how long the whole benchmark should take.
 func (o options) estimate() time.Duration {
 	runs := len(o.workloads) * o.rounds * o.runTargets()
-	return setupEstimate + time.Duration(runs)*(o.duration+runOverhead)
+	return setupEstimate + o.baselineSetup() + time.Duration(runs)*(o.duration+runOverhead)
 }
 
 // maxDuration is the estimate plus the most the runs may wait for a quiet machine.
