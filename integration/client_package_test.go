@@ -377,6 +377,41 @@ BEGIN RAISE NOTICE 'client_hello from %', current_setting('port'); RETURN 1; END
 	}
 }
 
+// TestClientPackageRoutesAreOffWithTheNotices: after SET pgowl.notice = off a
+// statement still runs but has no route, and RESET brings the routes back.
+func TestClientPackageRoutesAreOffWithTheNotices(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	ctx := timeoutCtx(t, statementTimeout)
+	cfg, err := pgx.ParseConfig(o.dsn(appUser, appPassword, appDatabase, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := pgowlclient.ConnectConfig(ctx, cfg, pgowlclient.Options{})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer one.Close(context.Background())
+	for _, step := range []struct {
+		sql    string
+		routed bool
+	}{
+		{"SELECT 1", true},
+		{"SET pgowl.notice = off", false},
+		{"SELECT 1", false},
+		{"RESET pgowl.notice", false},
+		{"SELECT 1", true},
+	} {
+		res, err := one.Query(ctx, step.sql, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", step.sql, err)
+		}
+		if step.sql == "SELECT 1" && (res.Routed != step.routed || len(res.Routes) != map[bool]int{true: 1}[step.routed]) {
+			t.Errorf("%s: routed %t with routes %v, want routed %t", step.sql, res.Routed, res.Routes, step.routed)
+		}
+	}
+}
+
 // costRefusalFunction raises, on the node, exactly the ErrorResponse pgowl's
 // cost guard sends, so that the client's handling of it is tested through a
 // real pgowl relaying it.

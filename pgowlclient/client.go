@@ -106,7 +106,8 @@ func (c *Client) Exec(ctx context.Context, sql string, args ...any) (Result, err
 
 // Query runs a statement and calls each for every row, retrying transient
 // refusals while the connection is outside a transaction and no row has
-// been handed to each. An error from each stops the rows and is returned.
+// been handed to each. An error from each stops the rows and is returned;
+// a nil each reads and drops the rows.
 func (c *Client) Query(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) (Result, error) {
 	var res Result
 	err := c.opts.run(ctx, &res, false, func(ctx context.Context) (attemptOutcome, error) {
@@ -135,6 +136,9 @@ func queryRows(ctx context.Context, conn *pgx.Conn, sql string, args []any, each
 	var eachErr error
 	for rows.Next() {
 		delivered++
+		if each == nil {
+			continue
+		}
 		if eachErr = each(rows); eachErr != nil {
 			break
 		}

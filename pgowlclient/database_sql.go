@@ -78,7 +78,8 @@ func (d *DB) Exec(ctx context.Context, query string, args ...any) (Result, error
 }
 
 // Query runs a statement and calls each for every row, retrying transient
-// refusals while no row has been handed to each.
+// refusals while no row has been handed to each; a nil each reads and
+// drops the rows.
 func (d *DB) Query(ctx context.Context, query string, args []any, each func(*sql.Rows) error) (Result, error) {
 	var res Result
 	err := d.opts.run(ctx, &res, false, func(ctx context.Context) (attemptOutcome, error) {
@@ -102,6 +103,9 @@ func sqlRows(ctx context.Context, conn *sql.Conn, query string, args []any, each
 	var eachErr error
 	for rows.Next() {
 		delivered++
+		if each == nil {
+			continue
+		}
 		if eachErr = each(rows); eachErr != nil {
 			break
 		}
