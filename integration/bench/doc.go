@@ -38,6 +38,14 @@
 //
 //	go run ./integration/bench            # 3 rounds of 5 s, all workloads (20 to 25 minutes on 2 cores)
 //	go run ./integration/bench -quick     # 1 round of 2 s, five workloads (about 3 minutes)
+//	go run ./integration/bench -baseline main -targets pgowl -workloads select-simple-16,tpcb-simple-16
+//
+// -baseline <git rev> also builds pgowl at that revision (exported with git archive, so the
+// checkout is not touched) and gives every pgowl target a twin, "pgowl@baseline", with the same
+// configuration: in each round the twin runs right beside its target, the two swapping places in
+// even rounds, and the report's "Against the baseline" section sets each side's median tps
+// against the other with the spread of its rounds, so that a change can be shown to make
+// nothing worse in one run on one machine (see baseline.go).
 //
 // Ctrl-C stops pgbench, every server and proxy, and removes the temporary directories; the
 // report is only written after a complete run.

@@ -61,6 +61,9 @@ type options struct {
 	targets     map[string]bool
 	// command is the command line as a user would type it, for the report.
 	command string
+	// baseline is a git revision of pgowl to measure beside this build (see baseline.go);
+	// baselineBuild describes it once resolved.
+	baseline, baselineBuild string
 }
 
 func main() {
@@ -93,6 +96,7 @@ func parseFlags(args []string) (options, error) {
 	only := fs.String("workloads", "", "comma-separated workload keys to run instead of the default set")
 	targets := fs.String("targets", strings.Join(defaultTargets, ","), "comma-separated targets to run (known: "+strings.Join(targetOrder, ", ")+")")
 	quietBudget := fs.Duration("quiet-budget", 90*time.Second, "at most this long in all, runs wait for processes outside the benchmark to use less than 0.3 cores (0: never wait)")
+	baseline := fs.String("baseline", "", "a git revision of pgowl to build as well and run beside this build in every round (e.g. HEAD~1 or main)")
 	source := fs.String("source", "head", "which pgowl to build: head (the committed HEAD, via git archive) or worktree (the checkout as it is)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -100,7 +104,7 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	o := options{rounds: *rounds, duration: duration.Round(time.Second), quick: *quick, out: *out, targets: map[string]bool{}, quietBudget: *quietBudget}
+	o := options{rounds: *rounds, duration: duration.Round(time.Second), quick: *quick, out: *out, targets: map[string]bool{}, quietBudget: *quietBudget, baseline: *baseline}
 	if o.quick {
 		o.quietBudget = min(o.quietBudget, 30*time.Second)
 	}
@@ -149,8 +153,8 @@ func parseFlags(args []string) (options, error) {
 
 // estimate is how long the whole benchmark should take.
 func (o options) estimate() time.Duration {
-	runs := len(o.workloads) * o.rounds * len(o.targets)
-	return setupEstimate + time.Duration(runs)*(o.duration+runOverhead)
+	runs := len(o.workloads) * o.rounds * o.runTargets()
+	return setupEstimate + o.baselineSetup() + time.Duration(runs)*(o.duration+runOverhead)
 }
 
 // maxDuration is the estimate plus the most the runs may wait for a quiet machine.
@@ -166,10 +170,10 @@ func run(ctx context.Context, o options) error {
 		elapsed := time.Since(began).Round(time.Second)
 		fmt.Printf("[%02d:%02d] %s\n", int(elapsed.Minutes()), int(elapsed.Seconds())%60, fmt.Sprintf(format, args...))
 	}
-	runs := len(o.workloads) * o.rounds * len(o.targets)
+	runs := len(o.workloads) * o.rounds * o.runTargets()
 	logf("plan: %d workload(s) × %d round(s) × %d target(s) = %d pgbench runs of %s; estimated total %s (setup about %s, "+
 		"more if Go must first compile the cgo parser), at most %s if other processes keep the machine busy (-quiet-budget %s)",
-		len(o.workloads), o.rounds, len(o.targets), runs, o.duration, o.estimate().Round(10*time.Second), setupEstimate,
+		len(o.workloads), o.rounds, o.runTargets(), runs, o.duration, o.estimate().Round(10*time.Second), setupEstimate,
 		o.maxDuration().Round(10*time.Second), o.quietBudget)
 
 	moduleDir, err := moduleRoot(ctx)
@@ -218,6 +222,18 @@ func run(ctx context.Context, o options) error {
 		build = describeBuild(ctx, moduleDir, o.fromHead)
 		logf("building pgowl from %s", build)
 		if pgowlBinary, err = buildCommand(ctx, moduleDir, dir, "./cmd/pgowl", o.fromHead); err != nil {
+			return err
+		}
+	}
+	var baselineBinary string
+	if o.baseline != "" {
+		commit, describe, err := resolveBaseline(ctx, moduleDir, o.baseline)
+		if err != nil {
+			return err
+		}
+		o.baselineBuild = "commit `" + describe + "` (-baseline " + o.baseline + ", exported with git archive)"
+		logf("building the baseline pgowl from %s", o.baselineBuild)
+		if baselineBinary, err = buildBaseline(ctx, moduleDir, dir, commit); err != nil {
 			return err
 		}
 	}
@@ -298,6 +314,14 @@ func run(ctx context.Context, o options) error {
 		} else {
 			logf("%s: ready on %s:%d", t.label(), t.host, t.port)
 		}
+		if twin := l.startBaselineTwin(ctx, name, baselineBinary, o.baselineBuild); twin != nil {
+			targets = append(targets, twin)
+			if twin.skipped != "" {
+				logf("%s: SKIPPED: %s", twin.label(), twin.skipped)
+			} else {
+				logf("%s: ready on %s:%d", twin.label(), twin.host, twin.port)
+			}
+		}
 	}
 	l.describeNodes(ctx, targets, logf)
 	if err := warmUp(ctx, c, runner, targets, logf); err != nil {
@@ -309,7 +333,7 @@ func run(ctx context.Context, o options) error {
 	for _, w := range o.workloads {
 		logf("workload %s: %s", w.key, w.commandLine(o.duration))
 		for round := 1; round <= o.rounds; round++ {
-			for _, t := range targets {
+			for _, t := range roundOrder(targets, round) {
 				if t.skipped != "" {
 					continue
 				}

@@ -532,6 +532,7 @@ func (r *report) tables() string {
 	if t := r.ratioTable(); t != "" {
 		b.WriteString("## Ratios of median tps\n\n" + t + "\n")
 	}
+	b.WriteString(r.baselineSection())
 	if t := r.latencyTable(); t != "" {
 		b.WriteString("## Latency at one client\n\n" + t + "\n")
 	}
@@ -566,6 +567,7 @@ func (r *report) markdown() string {
 	if t := r.ratioTable(); t != "" {
 		b.WriteString("## Ratios of median tps\n\n" + t + "\n")
 	}
+	b.WriteString(r.baselineSection())
 	if t := r.latencyTable(); t != "" {
 		b.WriteString("## Added latency per statement at one client\n\n")
 		b.WriteString("pgbench -S with one client: pgbench's `latency average` of the target minus that of a direct connection to the primary. " +
