@@ -106,8 +106,8 @@
 // Golden tables in testdata/*_cases.json state, per SQL string, the expected access, reason,
 // subject, transaction control, session effects and pgowl command; on a mismatch the test writes
 // <table>.actual.json next to the table. TestAgainstPostgres starts a throw-away PostgreSQL 15
-// primary and hot standby (internal/pgcluster) and runs every golden read on the standby and the
-// writes a standby must refuse. TestCatalogueGolden creates the functions and views of
+// primary and hot standby (internal/cluster, the project's one cluster harness) and runs every
+// golden read on the standby and the writes a standby must refuse. TestCatalogueGolden creates the functions and views of
 // testdata/catalogue/*_cases.json (each case's "setup") in a real server, loads its catalogue,
 // checks every case, and runs them on a hot standby (reads must run, cases marked "refused" must be
 // refused). Regenerate the built-in list with `go generate ./classify`. docs/routing.md states the
