@@ -88,6 +88,17 @@
 // Tx is the transaction control of the first statement; Session is the union over all statements;
 // Pgowl is set only when the string is exactly one SET, RESET or SHOW of a pgowl.* setting.
 //
+// # Typed facts
+//
+// Subject is for people. What a proxy acts on is typed (facts.go): Transaction says which
+// transaction-control statement the string holds (BEGIN with its isolation level, read-only and
+// deferrable options, COMMIT, COMMIT AND CHAIN, ROLLBACK TO SAVEPOINT, RELEASE, ...), Settings
+// lists the setting changes the statements make by their own text, each with its name, whether it
+// resets, whether it is local, and how it is replayed on another backend (as sent, by reading the
+// value back, or not at all), and Deallocates, Loads and DiscardsSequences name what a
+// DEALLOCATE, LOAD or DISCARD ends or starts. Merge combines them like the rest, and
+// testdata/facts/facts_cases.json is their golden table. The proxy never parses SQL itself.
+//
 // # Speed
 //
 // Verdicts are cached in a bounded, sharded LRU keyed by the exact SQL text; a verdict that depends
