@@ -349,7 +349,8 @@ func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 // the role or database is not seen here.)
 func (sess *session) setsIsolation() bool {
 	for _, s := range sess.sets {
-		if strings.Contains(strings.ToLower(s), "isolation") {
+		// SET SESSION CHARACTERISTICS (no name) may set the default level too.
+		if change, ok := sess.recordedSetting(s); ok && (change.Name == "default_transaction_isolation" || change.Name == "" && !change.All) {
 			return true
 		}
 	}
@@ -456,7 +457,7 @@ func (sess *session) prepareBackend(be *backend) error {
 // that changes how the statements after it are read.
 func (sess *session) setsChangeLexing() bool {
 	for _, s := range sess.sets {
-		if name, _, ok := recordedSettingName(s); ok && lexerSettings[name] {
+		if change, ok := sess.recordedSetting(s); ok && lexerSettings[change.Name] {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -36,21 +35,19 @@ type deferredBegin struct {
 // own, outside the transaction the client believes it is in. The one such
 // BEGIN pgowl knows is SERIALIZABLE on a standby (PostgreSQL rejects it even
 // when a later option in the list changes the level), so a BEGIN naming
-// SERIALIZABLE is sent at once.
-func (sess *session) canDeferBegin(eff classify.Effects, sql string) bool {
+// SERIALIZABLE (classify.TransactionStatement.NamesSerializable) is sent at once.
+func (sess *session) canDeferBegin(eff classify.Effects) bool {
 	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
 		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
-		eff.Session == 0 && eff.ParseError == "" && !containsFold(sql, "serializable")
+		eff.Session == 0 && eff.ParseError == "" && eff.Transaction != nil && !eff.Transaction.NamesSerializable
 }
 
-// containsFold reports whether s contains word in any case (ASCII).
-func containsFold(s, word string) bool {
-	for i := 0; i+len(word) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(word)], word) {
-			return true
-		}
+// txKind is the kind of the transaction-control statement of eff, TxKindNone without one.
+func txKind(eff classify.Effects) classify.TxKind {
+	if eff.Transaction == nil {
+		return classify.TxKindNone
 	}
-	return false
+	return eff.Transaction.Kind
 }
 
 // deferBegin answers a BEGIN and keeps it for the transaction's first statement.
@@ -63,7 +60,8 @@ func (sess *session) deferBegin(body []byte, sql string, eff classify.Effects) {
 // endsEmptyTransaction reports whether eff is a lone COMMIT or ROLLBACK
 // (END, ABORT), which ends a deferred transaction that never ran anything.
 func endsEmptyTransaction(eff classify.Effects) bool {
-	return eff.Statements == 1 && eff.Tx == classify.TxEnd && (eff.Subject == "COMMIT" || eff.Subject == "ROLLBACK")
+	kind := txKind(eff)
+	return eff.Statements == 1 && (kind == classify.TxKindCommit || kind == classify.TxKindRollback)
 }
 
 // answerInDeferred answers a simple Query of a deferred transaction that
@@ -73,12 +71,13 @@ func (sess *session) answerInDeferred(eff classify.Effects) bool {
 	d := sess.deferred
 	switch {
 	case endsEmptyTransaction(eff):
-		tag := eff.Subject
-		if d.aborted {
-			tag = "ROLLBACK" // as PostgreSQL answers COMMIT of a failed transaction
+		commit := txKind(eff) == classify.TxKindCommit && !d.aborted // PostgreSQL answers COMMIT of a failed transaction with ROLLBACK
+		tag := "ROLLBACK"
+		if commit {
+			tag = "COMMIT"
 		}
 		sess.deferred = nil
-		sess.endPgowlTransaction(tag == "COMMIT") // END's Subject is COMMIT
+		sess.endPgowlTransaction(commit)
 		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 		sess.sendReady()
 		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")

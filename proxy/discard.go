@@ -1,41 +1,18 @@
 package proxy
 
-import (
-	pg_query "github.com/pganalyze/pg_query_go/v5"
-
-	"github.com/pgowl/pgowl/classify"
-)
-
 // discardsSequences reports whether a unit that ran without error included
 // DISCARD SEQUENCES or DISCARD ALL, which end the session's currval and
 // lastval state.
 func discardsSequences(u *unit) bool {
-	if u.effects.Session&classify.SessionDiscard == 0 || u.runsNothing || u.failed() {
+	if u.runsNothing || u.failed() {
 		return false
 	}
 	if len(u.stmts) == 0 {
-		return sqlDiscardsSequences(u.sql)
+		return u.effects.DiscardsSequences
 	}
 	for _, st := range u.stmts {
-		if st.effects.Session&classify.SessionDiscard != 0 && sqlDiscardsSequences(st.sql) {
+		if st.effects.DiscardsSequences {
 			return true
-		}
-	}
-	return false
-}
-
-// sqlDiscardsSequences reports whether sql has a DISCARD SEQUENCES or DISCARD ALL.
-func sqlDiscardsSequences(sql string) bool {
-	tree, err := pg_query.Parse(sql)
-	if err != nil {
-		return false
-	}
-	for _, raw := range tree.Stmts {
-		if d := raw.GetStmt().GetDiscardStmt(); d != nil {
-			switch d.Target {
-			case pg_query.DiscardMode_DISCARD_SEQUENCES, pg_query.DiscardMode_DISCARD_ALL:
-				return true
-			}
 		}
 	}
 	return false

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -365,7 +364,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff, sql); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
+	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -373,7 +372,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		if sess.answerInDeferred(eff) {
 			return nil
 		}
-	} else if sess.canDeferBegin(eff, sql) {
+	} else if sess.canDeferBegin(eff) {
 		sess.deferBegin(body, sql, eff)
 		return nil
 	}
@@ -717,13 +716,13 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 			}
 			return
 		}
-		switch u.effects.Subject {
-		case "ROLLBACK TO SAVEPOINT":
+		switch txKind(u.effects) {
+		case classify.TxKindRollbackToSavepoint:
 			sess.pendingUncertain = true
 			return
-		case "COMMIT AND CHAIN":
+		case classify.TxKindCommitAndChain:
 			// Committed; the chained transaction starts without pending SETs.
-		case "ROLLBACK AND CHAIN":
+		case classify.TxKindRollbackAndChain:
 			u.committed = false
 		default:
 			return
@@ -784,7 +783,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	if eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0 {
 		replay, name := "", ""
 		if eff.Statements == 1 && sql != "" {
-			replay, name = settingReplay(sql)
+			replay, name = settingReplay(eff, sql)
 		}
 		if name != "" && be.conn.TxStatus == 'I' {
 			// set_config with a parameter: carry the value it set.
@@ -846,17 +845,17 @@ const unknownSettings = "\x00unknown"
 // value set again and again is replayed once.
 func (sess *session) applySets(be *backend, sets []string) {
 	for _, s := range sets {
-		words := withoutComments(s)
-		if hasWords(words, "reset", "all") {
+		change, ok := sess.recordedSetting(s)
+		if ok && change.All {
 			sess.sets = sess.sets[:0]
 			continue
 		}
-		if name, reset, ok := recordedSettingName(s); ok && !lexerSettings[name] {
+		if ok && change.Name != "" && !lexerSettings[change.Name] {
 			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
-				other, _, ok := recordedSettingName(earlier)
-				return ok && other == name
+				other, ok := sess.recordedSetting(earlier)
+				return ok && other.Name == change.Name
 			})
-			if reset {
+			if change.Reset {
 				continue // the replay starts from RESET ALL: the default is what RESET gives
 			}
 		}
@@ -880,70 +879,6 @@ var lexerSettings = map[string]bool{
 	"escape_string_warning":       true,
 }
 
-// settingName reads the setting a session-level SET or RESET changes: SET
-// [SESSION] name {TO|=} value (also without spaces around =), SET TIME ZONE,
-// SET SCHEMA, SET NAMES, RESET name. Setting names are case-insensitive, quoted
-// or not, so the name is returned in lower case without quotes. ok is false for
-// any other statement, including SET ROLE, SET SESSION AUTHORIZATION, SET LOCAL
-// and set_config.
-func settingName(sql string) (name string, reset, ok bool) {
-	text := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
-	verb, rest := cutWord(text)
-	switch strings.ToLower(verb) {
-	case "reset":
-		reset = true
-	case "set":
-		if word, after := cutWord(rest); strings.EqualFold(word, "session") && !strings.HasPrefix(strings.ToLower(after), "authorization") {
-			rest = after
-		}
-		word, after := cutWord(rest)
-		switch strings.ToLower(word) {
-		case "time":
-			if zone, _ := cutWord(after); strings.EqualFold(zone, "zone") {
-				return "timezone", false, true
-			}
-			return "", false, false
-		case "schema":
-			return "search_path", false, true
-		case "names":
-			return "client_encoding", false, true
-		}
-	default:
-		return "", false, false
-	}
-	// The name runs to white space or '='; quotes only protect its case.
-	end := strings.IndexAny(rest, " \t\r\n=")
-	if end < 0 {
-		end = len(rest)
-	}
-	raw, after := rest[:end], strings.TrimSpace(rest[end:])
-	name = strings.ToLower(strings.ReplaceAll(raw, `"`, ""))
-	if name == "" || strings.ContainsAny(name, "();'") {
-		return "", false, false
-	}
-	switch name {
-	case "role", "session", "local", "all", "transaction", "session_authorization":
-		return "", false, false
-	}
-	if reset {
-		return name, true, after == ""
-	}
-	if word, _ := cutWord(after); !strings.HasPrefix(after, "=") && !strings.EqualFold(word, "to") {
-		return "", false, false
-	}
-	return name, false, true
-}
-
-// cutWord splits text at its first run of white space.
-func cutWord(text string) (word, rest string) {
-	text = strings.TrimLeft(text, " \t\r\n")
-	end := strings.IndexAny(text, " \t\r\n")
-	if end < 0 {
-		return text, ""
-	}
-	return text[:end], strings.TrimLeft(text[end:], " \t\r\n")
-}
-
 func (sess *session) updateSettingsKey() {
 	if len(sess.sets) == 0 && len(sess.loads) == 0 {
 		sess.settingsKey = ""
@@ -960,72 +895,6 @@ func (sess *session) updateSettingsKey() {
 		h.Write([]byte{0})
 	}
 	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
-}
-
-// withoutComments returns sql with its -- and /* */ comments replaced by
-// spaces, outside quoted strings and identifiers; it is for recognising a
-// statement by its words, not for running it.
-func withoutComments(sql string) string {
-	if !strings.Contains(sql, "--") && !strings.Contains(sql, "/*") {
-		return sql
-	}
-	var b strings.Builder
-	b.Grow(len(sql))
-	for i := 0; i < len(sql); {
-		switch c := sql[i]; {
-		case c == '\'' || c == '"':
-			end := strings.IndexByte(sql[i+1:], c)
-			if end < 0 {
-				b.WriteString(sql[i:])
-				return b.String()
-			}
-			b.WriteString(sql[i : i+end+2])
-			i += end + 2
-		case strings.HasPrefix(sql[i:], "--"):
-			end := strings.IndexByte(sql[i:], '\n')
-			if end < 0 {
-				return b.String()
-			}
-			b.WriteByte(' ')
-			i += end
-		case strings.HasPrefix(sql[i:], "/*"):
-			depth := 0
-			for i < len(sql) {
-				if strings.HasPrefix(sql[i:], "/*") {
-					depth++
-					i += 2
-				} else if strings.HasPrefix(sql[i:], "*/") {
-					depth--
-					i += 2
-					if depth == 0 {
-						break
-					}
-				} else {
-					i++
-				}
-			}
-			b.WriteByte(' ')
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String()
-}
-
-// hasWords reports whether sql consists of exactly these words (any case,
-// any spacing, an optional trailing semicolon).
-func hasWords(sql string, words ...string) bool {
-	fields := strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
-	if len(fields) != len(words) {
-		return false
-	}
-	for i, w := range words {
-		if !strings.EqualFold(fields[i], w) {
-			return false
-		}
-	}
-	return true
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
