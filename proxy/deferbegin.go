@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // A deferred BEGIN is a lone BEGIN (or START TRANSACTION) that pgowl answers
@@ -101,7 +102,7 @@ func abortedTransaction() error {
 // replies are consumed by relayDeferredBegin.
 func (sess *session) writeDeferredBegin(be *backend) {
 	be.conn.WriteQueryBody(sess.deferred.query)
-	be.expect.push(expectation{typ: 'Q', swallow: true})
+	be.expect.push(expectation{typ: wire.MsgQuery, swallow: true})
 }
 
 // relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
@@ -114,7 +115,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 		if err != nil {
 			return err
 		}
-		if quiet && typ != 'Z' {
+		if quiet && typ != wire.MsgReadyForQuery {
 			continue // failedTransactionQuery's own error
 		}
 		if quiet && len(body) == 1 {
@@ -123,7 +124,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			return nil
 		}
 		var code string
-		if typ == 'E' || typ == 'N' {
+		if typ == wire.MsgErrorResponse || typ == wire.MsgNoticeResponse {
 			severity, c, message := errorSeverityFields(body)
 			if closing := deadConnectionReply(be, u, typ, severity, c, message); closing != nil {
 				return closing // before BEGIN's NOTICE: the unit is sent again, or the client told it was lost
@@ -136,7 +137,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			sess.writeNotice(u.beginDecision)
 		}
 		switch typ {
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			if len(body) != 1 {
 				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
 			}
@@ -147,17 +148,17 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 				sess.logBegin(u)
 			}
 			return nil
-		case 'E':
+		case wire.MsgErrorResponse:
 			if u.errCode == "" {
 				u.errCode = code
 			}
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
 				return err
 			}
-		case 'N':
+		case wire.MsgNoticeResponse:
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'N', body)); err != nil {
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgNoticeResponse, body)); err != nil {
 				return err
 			}
 		}
@@ -188,9 +189,9 @@ func (sess *session) clientTxStatus(u *unit, status byte) byte {
 		d.aborted = true
 	}
 	if d.aborted {
-		return 'E'
+		return wire.TxFailed
 	}
-	return 'T'
+	return wire.TxInBlock
 }
 
 // failedTransactionQuery opens a transaction and fails it, without effect.
@@ -202,5 +203,5 @@ const failedTransactionQuery = "BEGIN; SELECT 1/0"
 // injected query are not the client's.
 func (sess *session) writeFailedTransaction(be *backend) {
 	be.conn.WriteQuery(failedTransactionQuery)
-	be.expect.push(expectation{typ: 'Q', swallow: true, quiet: true})
+	be.expect.push(expectation{typ: wire.MsgQuery, swallow: true, quiet: true})
 }

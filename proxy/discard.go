@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/pgowl/pgowl/wire"
+
 // discardsSequences reports whether a unit that ran without error included
 // DISCARD SEQUENCES or DISCARD ALL, which end the session's currval and
 // lastval state.
@@ -29,7 +31,7 @@ func (sess *session) discardSequencesElsewhere(ran *backend) {
 		if be == ran || be.broken || be.conn == nil {
 			continue
 		}
-		if be.openBatch || be.expect.len() > 0 || be.conn.TxStatus != 'I' || sess.held == be {
+		if be.openBatch || be.expect.len() > 0 || be.conn.TxStatus != wire.TxIdle || sess.held == be {
 			sess.log.Warn().Str("node", be.node).Msg("DISCARD SEQUENCES could not reach a busy backend of the session; it leaves the session")
 			if sess.held != be {
 				sess.dropBackend(be)
@@ -49,7 +51,7 @@ func (sess *session) discardSequencesElsewhere(ran *backend) {
 // nextval again. Inside a transaction or an open batch the backend is the
 // session's own, where the DISCARD ran.
 func (sess *session) discardSequencesOn(be *backend) error {
-	if be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return nil
 	}
 	code, err := sess.runQuietly(be, "DISCARD SEQUENCES")

@@ -208,17 +208,17 @@ func (sess *session) sendReady() {
 
 // readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
 func (sess *session) readyStatus() byte {
-	status := byte('I')
+	status := wire.TxIdle
 	if d := sess.deferred; d != nil && sess.held == nil {
-		status = 'T'
+		status = wire.TxInBlock
 		if d.aborted {
-			status = 'E'
+			status = wire.TxFailed
 		}
 	}
 	if sess.held != nil {
 		status = sess.held.conn.TxStatus
 		if sess.held.skipping || status == 0 {
-			status = 'E'
+			status = wire.TxFailed
 		}
 	}
 	return status
@@ -272,16 +272,16 @@ func (sess *session) run(ctx context.Context) {
 			sess.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
-		if sess.skipUntilSync && typ != 'S' && typ != 'X' {
+		if sess.skipUntilSync && typ != wire.MsgSync && typ != wire.MsgTerminate {
 			continue
 		}
 		switch typ {
-		case 'Q':
+		case wire.MsgQuery:
 			if err := sess.simpleQuery(ctx, body); err != nil {
 				sess.log.Debug().Err(err).Msg("session ends")
 				return
 			}
-		case 'P', 'B', 'D', 'E', 'C':
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
 			if err := sess.batch.add(sess, typ, body); err != nil {
 				var limit *statementLimitError
 				if errors.As(err, &limit) {
@@ -296,11 +296,11 @@ func (sess *session) run(ctx context.Context) {
 					return
 				}
 			}
-		case 'H':
+		case wire.MsgFlush:
 			if err := sess.runBatch(ctx, false); err != nil {
 				return
 			}
-		case 'S':
+		case wire.MsgSync:
 			if sess.skipUntilSync {
 				sess.skipUntilSync = false
 				sess.batch.reset()
@@ -315,13 +315,13 @@ func (sess *session) run(ctx context.Context) {
 			if err := sess.runBatch(ctx, true); err != nil {
 				return
 			}
-		case 'F':
+		case wire.MsgFunctionCall:
 			if err := sess.functionCall(ctx, body); err != nil {
 				return
 			}
-		case 'd', 'c', 'f':
+		case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail:
 			// Copy messages outside COPY are ignored, as the server does.
-		case 'X':
+		case wire.MsgTerminate:
 			return
 		default:
 			sess.fail(protocolViolation("invalid frontend message type %q", typ))
@@ -364,7 +364,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
+	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != wire.TxFailed {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -383,7 +383,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.WriteQueryBody(body)
-		be.expect.push(expectation{typ: 'Q'})
+		be.expect.push(expectation{typ: wire.MsgQuery})
 		// A simple Query replaces the unnamed statement, for the client too.
 		sess.unnamed = nil
 	})
@@ -399,8 +399,8 @@ func (sess *session) functionCall(ctx context.Context, body []byte) error {
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
-		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], 'F', body))
-		be.expect.push(expectation{typ: 'F'})
+		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], wire.MsgFunctionCall, body))
+		be.expect.push(expectation{typ: wire.MsgFunctionCall})
 	})
 }
 
@@ -640,7 +640,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)
-	if status == 'I' {
+	if status == wire.TxIdle {
 		sess.endPgowlTransaction(u.committed)
 	}
 	if !u.runsNothing {
@@ -688,7 +688,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			return
 		}
 	}
-	if sess.pinBits != 0 || be.openBatch || status != 'I' {
+	if sess.pinBits != 0 || be.openBatch || status != wire.TxIdle {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -706,7 +706,7 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		sess.pendingUncertain = false
 		return
 	}
-	if status != 'I' {
+	if status != wire.TxIdle {
 		if u.failed() {
 			return // the transaction is failed: its end decides
 		}
@@ -785,7 +785,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		if eff.Statements == 1 && sql != "" {
 			replay, name = settingReplay(eff, sql)
 		}
-		if name != "" && be.conn.TxStatus == 'I' {
+		if name != "" && be.conn.TxStatus == wire.TxIdle {
 			// set_config with a parameter: carry the value it set.
 			value, ok, err := sess.readSetting(be, name)
 			if err != nil {
@@ -799,7 +799,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		switch {
 		case replay == "":
 			sess.settingsChangedUnseen(be)
-		case be.conn.TxStatus == 'I':
+		case be.conn.TxStatus == wire.TxIdle:
 			sess.applySets(be, []string{replay})
 		default:
 			sess.pendingSets = append(sess.pendingSets, replay)
@@ -913,7 +913,7 @@ func (sess *session) writeNotice(dec route.Decision) {
 	}
 	// The frame is built in the session's scratch buffer: a NoticeResponse
 	// with severity NOTICE, code 00000, the message and the detail.
-	buf := append(sess.scratch[:0], 'N', 0, 0, 0, 0)
+	buf := append(sess.scratch[:0], wire.MsgNoticeResponse, 0, 0, 0, 0)
 	buf = append(buf, noticeFieldsHead...)
 	buf = dec.AppendNoticeMessage(buf, sess.effectiveMaxLag())
 	buf = append(buf, 0, 'D')

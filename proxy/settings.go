@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // How a session-level setting change is carried to the session's other
@@ -63,7 +64,7 @@ func (sess *session) settingsChangedUnseen(be *backend) {
 // values. Other backends then get the values, not the statements that
 // produced them.
 func (sess *session) readSettingsBackIfDue(be *backend) {
-	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return
 	}
 	sess.settingsToReadBack = false
