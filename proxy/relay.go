@@ -12,7 +12,7 @@ import (
 
 // expectation is one message sent to a backend whose reply is still due.
 type expectation struct {
-	typ     byte // the message: 'Q', 'F', 'P', 'B', 'D', 'E', 'C' or 'S' (Sync)
+	typ     byte // the client's message: wire.MsgQuery, MsgFunctionCall, MsgParse, MsgBind, MsgDescribe, MsgExecute, MsgClose or MsgSync
 	swallow bool // pgowl injected it: its reply is not the client's
 	quiet   bool // with swallow, for a Query: its errors and notices are not the client's either
 	// synthetic, when set, is the reply type pgowl sends itself in this
