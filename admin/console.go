@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // ConsoleConn is the client side of an admin console session, after
@@ -77,7 +78,7 @@ func (r *Recorder) ServeConsole(c ConsoleConn, user string) error {
 		c.Send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
 	}
 	c.Send(&pgproto3.BackendKeyData{ProcessID: 0, SecretKey: []byte{0, 0, 0, 0}})
-	c.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	c.Send(&pgproto3.ReadyForQuery{TxStatus: wire.TxIdle})
 	if err := c.Flush(); err != nil {
 		return err
 	}
@@ -88,15 +89,15 @@ func (r *Recorder) ServeConsole(c ConsoleConn, user string) error {
 			return err
 		}
 		switch typ {
-		case 'X':
+		case wire.MsgTerminate:
 			return nil
-		case 'Q':
+		case wire.MsgQuery:
 			r.answer(c, strings.TrimRight(string(body), "\x00"), user)
-			c.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		case 'S':
+			c.Send(&pgproto3.ReadyForQuery{TxStatus: wire.TxIdle})
+		case wire.MsgSync:
 			skipUntilSync = false
-			c.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		case 'H':
+			c.Send(&pgproto3.ReadyForQuery{TxStatus: wire.TxIdle})
+		case wire.MsgFlush:
 		default:
 			if !skipUntilSync {
 				skipUntilSync = true

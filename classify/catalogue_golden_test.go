@@ -21,7 +21,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // CatalogueCase is one entry of a testdata/catalogue/*_cases.json table: a statement whose verdict
@@ -107,18 +107,9 @@ func TestCatalogueGolden(t *testing.T) {
 	tables := loadCatalogueCases(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		t.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := primary.Stop(); err != nil {
-			t.Errorf("stop primary: %v", err)
-		}
-	})
+	// The harness starts the standby with the primary; it replays the golden database's setup.
+	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
+	primary, standby := nodes[0], nodes[1]
 	started := time.Now()
 	cat := setUpGoldenDatabase(t, ctx, primary, tables)
 	t.Logf("set up and loaded the golden database in %s", time.Since(started).Round(time.Millisecond))
@@ -169,24 +160,8 @@ func TestCatalogueGolden(t *testing.T) {
 
 	t.Logf("classified %d cases in %s", total, time.Since(started).Round(time.Millisecond))
 	started = time.Now()
-	// An immediate checkpoint first, so that the base backup's spread checkpoint has nothing to pace.
-	if conn, err := pgx.Connect(ctx, primary.DSN("postgres")); err == nil {
-		if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
-			t.Logf("checkpoint: %v", err)
-		}
-		conn.Close(context.Background())
-	}
-	standby, err := primary.StartStandby(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := standby.Stop(); err != nil {
-			t.Errorf("stop standby: %v", err)
-		}
-	})
 	waitStandby(t, ctx, primary, standby)
-	t.Logf("started the standby in %s", time.Since(started).Round(time.Millisecond))
+	t.Logf("the standby caught up in %s", time.Since(started).Round(time.Millisecond))
 	started = time.Now()
 	checkCasesOnStandby(t, ctx, standby, classifier, cat, tables)
 	t.Logf("checked the cases on the standby in %s", time.Since(started).Round(time.Millisecond))
@@ -229,17 +204,17 @@ func catalogueMismatch(tc CatalogueCase, effects classify.Effects) []string {
 
 // setUpGoldenDatabase creates the golden database with the base schema and every case's setup, and
 // loads its catalogue.
-func setUpGoldenDatabase(t *testing.T, ctx context.Context, primary *pgcluster.Cluster, tables map[string][]CatalogueCase) *classify.Catalogue {
+func setUpGoldenDatabase(t *testing.T, ctx context.Context, primary *cluster.Node, tables map[string][]CatalogueCase) *classify.Catalogue {
 	t.Helper()
-	admin, err := pgx.Connect(ctx, primary.DSN("postgres"))
+	admin, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, primary.Log())
+		t.Fatalf("connect: %v\n%s", err, primary.ServerLog())
 	}
 	defer admin.Close(context.Background())
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+goldenDatabase); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, primary.DSN(goldenDatabase))
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN(goldenDatabase))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,9 +254,9 @@ func GoldenSetup(t testing.TB, tables map[string][]CatalogueCase) []SetupScript 
 	return scripts
 }
 
-func waitStandby(t *testing.T, ctx context.Context, primary, standby *pgcluster.Cluster) {
+func waitStandby(t *testing.T, ctx context.Context, primary, standby *cluster.Node) {
 	t.Helper()
-	admin, err := pgx.Connect(ctx, primary.DSN(goldenDatabase))
+	admin, err := pgx.Connect(ctx, primary.DatabaseDSN(goldenDatabase))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +267,7 @@ func waitStandby(t *testing.T, ctx context.Context, primary, standby *pgcluster.
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := pgx.Connect(ctx, standby.DSN(goldenDatabase))
+		conn, err := pgx.Connect(ctx, standby.DatabaseDSN(goldenDatabase))
 		if err == nil {
 			var caughtUp bool
 			err = conn.QueryRow(ctx, "SELECT pg_is_in_recovery() AND pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&caughtUp)
@@ -302,7 +277,7 @@ func waitStandby(t *testing.T, ctx context.Context, primary, standby *pgcluster.
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("standby did not catch up: %v\n%s", err, standby.Log())
+			t.Fatalf("standby did not catch up: %v\n%s", err, standby.ServerLog())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -310,7 +285,7 @@ func waitStandby(t *testing.T, ctx context.Context, primary, standby *pgcluster.
 
 // checkCasesOnStandby runs the cases on the standby, each in its own session with the case's
 // search_path, inside a transaction that is rolled back.
-func checkCasesOnStandby(t *testing.T, ctx context.Context, standby *pgcluster.Cluster, classifier *classify.Classifier, cat *classify.Catalogue, tables map[string][]CatalogueCase) {
+func checkCasesOnStandby(t *testing.T, ctx context.Context, standby *cluster.Node, classifier *classify.Classifier, cat *classify.Catalogue, tables map[string][]CatalogueCase) {
 	ran, refused := 0, 0
 	for path, cases := range tables {
 		for _, tc := range cases {
@@ -346,10 +321,10 @@ func checkCasesOnStandby(t *testing.T, ctx context.Context, standby *pgcluster.C
 	}
 }
 
-func runOnStandby(ctx context.Context, standby *pgcluster.Cluster, tc CatalogueCase) error {
+func runOnStandby(ctx context.Context, standby *cluster.Node, tc CatalogueCase) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgconn.Connect(ctx, standby.DSN(goldenDatabase))
+	conn, err := pgconn.Connect(ctx, standby.DatabaseDSN(goldenDatabase))
 	if err != nil {
 		return err
 	}

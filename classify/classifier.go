@@ -394,6 +394,9 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 	verdicts := make([]verdict, 0, len(tree.Stmts))
 	for _, raw := range tree.Stmts {
 		v := a.statement(raw.GetStmt())
+		if change, ok := loneSetConfig(raw.GetStmt()); ok {
+			v.settingChanges = []SettingChange{change}
+		}
 		verdicts = append(verdicts, v)
 		if v.searchPath != nil && len(tree.Stmts) > 1 {
 			// The statements after it in the string resolve names with the new path.
@@ -476,6 +479,12 @@ func (v *verdict) effects() Effects {
 		CatalogueChange: v.catalogueChange || v.session&sessionCatalogueChange != 0,
 		SetConfigNames:  v.settings,
 		SearchPath:      v.searchPath,
+
+		Transaction:       v.transaction,
+		Settings:          v.settingChanges,
+		Deallocates:       v.deallocates,
+		Loads:             v.loads,
+		DiscardsSequences: v.discardsSequences,
 	}
 	switch {
 	case v.session&sessionCatalogueChange != 0, v.catalogueChange && v.changes == nil:

@@ -88,6 +88,17 @@
 // Tx is the transaction control of the first statement; Session is the union over all statements;
 // Pgowl is set only when the string is exactly one SET, RESET or SHOW of a pgowl.* setting.
 //
+// # Typed facts
+//
+// Subject is for people. What a proxy acts on is typed (facts.go): Transaction says which
+// transaction-control statement the string holds (BEGIN with its isolation level, read-only and
+// deferrable options, COMMIT, COMMIT AND CHAIN, ROLLBACK TO SAVEPOINT, RELEASE, ...), Settings
+// lists the setting changes the statements make by their own text, each with its name, whether it
+// resets, whether it is local, and how it is replayed on another backend (as sent, by reading the
+// value back, or not at all), and Deallocates, Loads and DiscardsSequences name what a
+// DEALLOCATE, LOAD or DISCARD ends or starts. Merge combines them like the rest, and
+// testdata/facts/facts_cases.json is their golden table. The proxy never parses SQL itself.
+//
 // # Speed
 //
 // Verdicts are cached in a bounded, sharded LRU keyed by the exact SQL text; a verdict that depends
@@ -106,8 +117,8 @@
 // Golden tables in testdata/*_cases.json state, per SQL string, the expected access, reason,
 // subject, transaction control, session effects and pgowl command; on a mismatch the test writes
 // <table>.actual.json next to the table. TestAgainstPostgres starts a throw-away PostgreSQL 15
-// primary and hot standby (internal/pgcluster) and runs every golden read on the standby and the
-// writes a standby must refuse. TestCatalogueGolden creates the functions and views of
+// primary and hot standby (internal/cluster, the project's one cluster harness) and runs every
+// golden read on the standby and the writes a standby must refuse. TestCatalogueGolden creates the functions and views of
 // testdata/catalogue/*_cases.json (each case's "setup") in a real server, loads its catalogue,
 // checks every case, and runs them on a hot standby (reads must run, cases marked "refused" must be
 // refused). Regenerate the built-in list with `go generate ./classify`. docs/routing.md states the

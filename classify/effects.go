@@ -409,6 +409,23 @@ type Effects struct {
 	SetConfigNames []string `json:"set_config_names,omitempty"`
 	// SearchPath is set when the string is one statement that changes the session's search_path.
 	SearchPath *SearchPathChange `json:"search_path,omitempty"`
+
+	// Transaction describes the first transaction-control statement, the one Tx comes from;
+	// nil when there is none.
+	Transaction *TransactionStatement `json:"transaction,omitempty"`
+	// Settings are the setting changes the statements make by their own text, in order: SET,
+	// RESET, RESET ALL, SET LOCAL, SET SESSION CHARACTERISTICS, and a statement that is one
+	// set_config call with a constant name. A set_config call inside a larger statement or in
+	// a function shows only in SetConfigNames (and Session).
+	Settings []SettingChange `json:"settings,omitempty"`
+	// Deallocates is the statement name a lone DEALLOCATE [PREPARE] name drops; empty otherwise
+	// (DEALLOCATE ALL sets SessionDeallocateAll instead).
+	Deallocates string `json:"deallocates,omitempty"`
+	// Loads is the library a lone LOAD 'library' loads; empty otherwise.
+	Loads string `json:"loads,omitempty"`
+	// DiscardsSequences is set when some statement is DISCARD SEQUENCES or DISCARD ALL, which end
+	// the session's currval and lastval state.
+	DiscardsSequences bool `json:"discards_sequences,omitempty"`
 }
 
 // SearchPathChange is a session-level change of search_path made by SET, RESET, SET ... TO DEFAULT,

@@ -10,12 +10,15 @@ import "slices"
 //   - among reads, the first part whose read has a reason other than
 //     READ_ONLY (OVERRIDE, HINT) gives Reason and Subject, since the unit
 //     reads only because of it;
-//   - Tx is the first part's transaction control that is not TxNone;
+//   - Tx is the first part's transaction control that is not TxNone, and
+//     Transaction is that part's;
+//   - Settings is the parts' Settings in order, DiscardsSequences is set when
+//     any part has it;
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
 //     when any part has it (CatalogueChanges and Assumptions are unions too),
 //     and Statements is the sum;
-//   - SearchPath and Pgowl describe a single statement: they are kept only
-//     when there is one part;
+//   - SearchPath, Pgowl, Deallocates and Loads describe a single statement:
+//     they are kept only when there is one part;
 //   - Fingerprint, Normalized and ParseError are the first part's.
 //
 // With no parts the unit is a read of no statements with an empty Subject.
@@ -38,8 +41,12 @@ func Merge(parts []Effects) Effects {
 			}
 		}
 		if merged.Tx == TxNone {
-			merged.Tx = part.Tx
+			merged.Tx, merged.Transaction = part.Tx, part.Transaction
 		}
+		if len(part.Settings) > 0 {
+			merged.Settings = append(merged.Settings[:len(merged.Settings):len(merged.Settings)], part.Settings...)
+		}
+		merged.DiscardsSequences = merged.DiscardsSequences || part.DiscardsSequences
 		merged.Session |= part.Session
 		merged.CatalogueChange = merged.CatalogueChange || part.CatalogueChange
 		if part.CatalogueChanges != nil {
@@ -60,6 +67,7 @@ func Merge(parts []Effects) Effects {
 	}
 	if len(parts) == 1 {
 		merged.SearchPath, merged.Pgowl = parts[0].SearchPath, parts[0].Pgowl
+		merged.Deallocates, merged.Loads = parts[0].Deallocates, parts[0].Loads
 	}
 	if merged.Access == Write {
 		// A declaration's word matters only to a read.

@@ -13,32 +13,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
-// startPrimary starts a throw-away PostgreSQL 15 cluster, skipping the test when the binaries are missing.
-func startPrimary(t *testing.T, ctx context.Context) *pgcluster.Cluster {
+func connect(t *testing.T, ctx context.Context, node *cluster.Node) *pgconn.PgConn {
 	t.Helper()
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		t.Skipf("PostgreSQL not available (set PGOWL_PG_BINDIR): %v", err)
-	}
+	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := primary.Stop(); err != nil {
-			t.Errorf("stop primary: %v", err)
-		}
-	})
-	return primary
-}
-
-func connect(t *testing.T, ctx context.Context, cluster *pgcluster.Cluster) *pgconn.PgConn {
-	t.Helper()
-	conn, err := pgconn.Connect(ctx, cluster.DSN("postgres"))
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, cluster.Log())
+		t.Fatalf("connect: %v\n%s", err, node.ServerLog())
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
@@ -51,7 +33,9 @@ func TestAgainstPostgres(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	primary := startPrimary(t, ctx)
+	// A throw-away PostgreSQL 15 primary and hot standby; skips the test when the binaries are missing.
+	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
+	primary, standby := nodes[0], nodes[1]
 
 	t.Run("BuiltinListMatchesServer", func(t *testing.T) {
 		conn := connect(t, ctx, primary)
@@ -86,26 +70,17 @@ func TestAgainstPostgres(t *testing.T) {
 	if _, err := connect(t, ctx, primary).Exec(ctx, string(schema)).ReadAll(); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
-	standby, err := primary.StartStandby(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := standby.Stop(); err != nil {
-			t.Errorf("stop standby: %v", err)
-		}
-	})
 	waitForRecovery(t, ctx, standby)
 
 	t.Run("ReadsRunOnStandby", func(t *testing.T) { checkReadsOnStandby(t, ctx, standby) })
 	t.Run("WritesRefusedByStandby", func(t *testing.T) { checkWritesOnStandby(t, ctx, primary, standby) })
 }
 
-func waitForRecovery(t *testing.T, ctx context.Context, standby *pgcluster.Cluster) {
+func waitForRecovery(t *testing.T, ctx context.Context, standby *cluster.Node) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := pgconn.Connect(ctx, standby.DSN("postgres"))
+		conn, err := pgconn.Connect(ctx, standby.SuperuserDSN())
 		if err == nil {
 			results, err := conn.Exec(ctx, `SELECT pg_is_in_recovery(), count(*) FROM t`).ReadAll()
 			conn.Close(ctx)
@@ -114,17 +89,17 @@ func waitForRecovery(t *testing.T, ctx context.Context, standby *pgcluster.Clust
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("standby not ready: %v\n%s", err, standby.Log())
+			t.Fatalf("standby not ready: %v\n%s", err, standby.ServerLog())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
 // runOnServer runs sql in a fresh session with the simple query protocol, as a client would.
-func runOnServer(ctx context.Context, cluster *pgcluster.Cluster, sql string, effects Effects) error {
+func runOnServer(ctx context.Context, node *cluster.Node, sql string, effects Effects) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgconn.Connect(ctx, cluster.DSN("postgres"))
+	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
 	if err != nil {
 		return err
 	}
@@ -148,7 +123,7 @@ func refusedByStandby(err error) bool {
 
 // checkReadsOnStandby runs every golden case classified Read on the standby: none may be refused
 // for being a write, and most must succeed outright (so the check is not vacuous).
-func checkReadsOnStandby(t *testing.T, ctx context.Context, standby *pgcluster.Cluster) {
+func checkReadsOnStandby(t *testing.T, ctx context.Context, standby *cluster.Node) {
 	classifier := New(Options{})
 	reads, succeeded := 0, 0
 	var otherErrors []string
@@ -193,7 +168,7 @@ var mustBeRefused = map[string]bool{
 // DECLARE and SET TRANSACTION apply). A statement that PostgreSQL rejects for another reason counts
 // when the primary rejects it with the same SQLSTATE (inside a rolled-back transaction): it is then
 // invalid SQL, routed to the primary only because we fail closed.
-func checkWritesOnStandby(t *testing.T, ctx context.Context, primary, standby *pgcluster.Cluster) {
+func checkWritesOnStandby(t *testing.T, ctx context.Context, primary, standby *cluster.Node) {
 	classifier := New(Options{})
 	refused, invalid := 0, 0
 	for _, cases := range loadGolden(t) {

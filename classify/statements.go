@@ -27,6 +27,12 @@ type verdict struct {
 	// what it changes (nil: everything).
 	catalogueChange bool
 	changes         *CatalogueChanges
+	// The typed facts of the statement (see Effects).
+	transaction       *TransactionStatement
+	settingChanges    []SettingChange
+	deallocates       string
+	loads             string
+	discardsSequences bool
 }
 
 func read(subject string) verdict {
@@ -210,6 +216,7 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		if stmt.DeallocateStmt.GetName() == "" {
 			v.session |= SessionDeallocateAll
 		}
+		v.deallocates = stmt.DeallocateStmt.GetName()
 		return v
 	case *pg_query.Node_TransactionStmt:
 		return transaction(stmt.TransactionStmt)
@@ -220,6 +227,7 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 	case *pg_query.Node_ConstraintsSetStmt:
 		v := read("SET CONSTRAINTS")
 		v.tx = TxOther
+		v.transaction = &TransactionStatement{Kind: TxKindSetConstraints}
 		return v
 	case *pg_query.Node_DiscardStmt:
 		v := read("DISCARD")
@@ -227,6 +235,10 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		if stmt.DiscardStmt.GetTarget() == pg_query.DiscardMode_DISCARD_ALL {
 			v.session |= SessionDiscardAll
 			v.searchPath = &SearchPathChange{Reset: true, Known: true}
+		}
+		switch stmt.DiscardStmt.GetTarget() {
+		case pg_query.DiscardMode_DISCARD_ALL, pg_query.DiscardMode_DISCARD_SEQUENCES:
+			v.discardsSequences = true
 		}
 		return v
 	case *pg_query.Node_ListenStmt:
@@ -292,7 +304,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return write("REVOKE")
 	case *pg_query.Node_LoadStmt:
 		// LOAD runs a shared library's initialisation code, which can do anything.
-		return unknownEffect("LOAD (effect unknown: loads a shared library)")
+		v := unknownEffect("LOAD (effect unknown: loads a shared library)")
+		v.loads = stmt.LoadStmt.GetFilename()
+		return v
 	}
 	if subject, ok := utilityWriteSubject(node); ok {
 		return write(subject)
@@ -476,6 +490,7 @@ func transaction(stmt *pg_query.TransactionStmt) verdict {
 	switch stmt.GetKind() {
 	case pg_query.TransactionStmtKind_TRANS_STMT_BEGIN, pg_query.TransactionStmtKind_TRANS_STMT_START:
 		v := beginVerdict(transactionReadOnly(stmt.GetOptions()))
+		v.transaction.transactionOptions(stmt.GetOptions())
 		if transactionSerializable(stmt.GetOptions()) {
 			// A standby refuses serializable transactions ("cannot use serializable mode in a hot standby").
 			v.access, v.reason = Write, ReasonWrite
@@ -487,15 +502,16 @@ func transaction(stmt *pg_query.TransactionStmt) verdict {
 	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK:
 		return endVerdict("ROLLBACK", stmt.GetChain())
 	case pg_query.TransactionStmtKind_TRANS_STMT_SAVEPOINT:
-		return txOther("SAVEPOINT")
+		return txOther("SAVEPOINT", TxKindSavepoint)
 	case pg_query.TransactionStmtKind_TRANS_STMT_RELEASE:
-		return txOther("RELEASE SAVEPOINT")
+		return txOther("RELEASE SAVEPOINT", TxKindRelease)
 	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO:
-		return txOther("ROLLBACK TO SAVEPOINT")
+		return txOther("ROLLBACK TO SAVEPOINT", TxKindRollbackToSavepoint)
 	case pg_query.TransactionStmtKind_TRANS_STMT_PREPARE:
 		// Two-phase commit writes the prepared state and detaches the transaction from the session.
 		v := write("PREPARE TRANSACTION")
 		v.tx = TxEnd
+		v.transaction = &TransactionStatement{Kind: TxKindPrepareTransaction}
 		return v
 	case pg_query.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED:
 		return write("COMMIT PREPARED")
@@ -510,27 +526,41 @@ func beginVerdict(readOnly bool) verdict {
 	if readOnly {
 		v := read("BEGIN READ ONLY")
 		v.tx = TxBeginReadOnly
+		v.transaction = &TransactionStatement{Kind: TxKindBegin, ReadOnly: true}
 		return v
 	}
 	v := write("BEGIN (read-write transaction)")
 	v.tx = TxBegin
+	v.transaction = &TransactionStatement{Kind: TxKindBegin}
 	return v
 }
 
 // endVerdict is shared by the full and the fast path. AND CHAIN starts a new transaction at once,
 // so the transaction block goes on: TxOther, not TxEnd.
+// subject is "COMMIT" (also for END) or "ROLLBACK" (also for ABORT).
 func endVerdict(subject string, chain bool) verdict {
+	commit := subject == "COMMIT"
 	if chain {
-		return txOther(subject + " AND CHAIN")
+		kind := TxKindRollbackAndChain
+		if commit {
+			kind = TxKindCommitAndChain
+		}
+		return txOther(subject+" AND CHAIN", kind)
 	}
 	v := read(subject)
 	v.tx = TxEnd
+	v.transaction = &TransactionStatement{Kind: TxKindRollback}
+	if commit {
+		v.transaction.Kind = TxKindCommit
+	}
 	return v
 }
 
-func txOther(subject string) verdict {
+// txOther is a transaction-control statement that acts inside the block without ending it.
+func txOther(subject string, kind TxKind) verdict {
 	v := read(subject)
 	v.tx = TxOther
+	v.transaction = &TransactionStatement{Kind: kind}
 	return v
 }
 
@@ -572,6 +602,7 @@ func variableSet(stmt *pg_query.VariableSetStmt) verdict {
 		v := read("RESET ALL")
 		v.session = SessionSet
 		v.settings = []string{"search_path"} // among all the others
+		v.settingChanges = []SettingChange{{All: true, Reset: true, Replay: ReplayStatement}}
 		if !stmt.GetIsLocal() {
 			v.searchPath = &SearchPathChange{Reset: true, Known: true}
 		}
@@ -586,28 +617,33 @@ func variableSet(stmt *pg_query.VariableSetStmt) verdict {
 func setMulti(stmt *pg_query.VariableSetStmt) verdict {
 	switch stmt.GetName() {
 	case "TRANSACTION":
+		tx := &TransactionStatement{Kind: TxKindSetTransaction}
+		tx.transactionOptions(stmt.GetArgs())
 		if transactionSerializable(stmt.GetArgs()) {
 			v := write("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE (not available on a standby)")
-			v.tx = TxOther
+			v.tx, v.transaction = TxOther, tx
 			return v
 		}
 		if transactionReadWrite(stmt.GetArgs()) {
 			// A standby refuses read-write mode ("cannot set transaction read-write mode during recovery").
 			v := write("SET TRANSACTION READ WRITE")
-			v.tx = TxOther
+			v.tx, v.transaction = TxOther, tx
 			return v
 		}
-		return txOther("SET TRANSACTION")
+		v := txOther("SET TRANSACTION", TxKindSetTransaction)
+		v.transaction = tx
+		return v
 	case "TRANSACTION SNAPSHOT":
 		// The snapshot was exported on the primary (pg_export_snapshot needs it); it exists
 		// nowhere else.
-		v := txOther("SET TRANSACTION SNAPSHOT")
+		v := txOther("SET TRANSACTION SNAPSHOT", TxKindSetTransactionSnapshot)
 		v.access, v.reason = Write, ReasonNodeLocalStats
 		v.subject = "SET TRANSACTION SNAPSHOT (an exported snapshot exists only on the primary, where pgowl runs pg_export_snapshot)"
 		return v
 	case "SESSION CHARACTERISTICS":
 		v := read("SET SESSION CHARACTERISTICS")
 		v.session = SessionSet
+		v.settingChanges = []SettingChange{{Replay: ReplayStatement}}
 		if transactionSerializable(stmt.GetArgs()) {
 			v.session |= SessionSerializableDefault
 		}
@@ -689,15 +725,26 @@ func setVerdict(name string, local bool, values []settingValue) verdict {
 	if subject, refused := refusedTransactionSetting(name, values); refused {
 		v := write(subject)
 		v.tx = TxOther
+		v.transaction = &TransactionStatement{Kind: TxKindSetTransaction}
+		if name == "transaction_isolation" {
+			v.transaction.Isolation, v.transaction.NamesSerializable = IsolationUnknown, true
+			if values[0].ok {
+				v.transaction.Isolation = isolationLevel(values[0].text)
+			}
+		}
 		return v
 	}
 	if local {
 		v := read("SET LOCAL")
 		v.settings = []string{strings.ToLower(name)}
+		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Local: true}}
 		return v
 	}
 	v := sessionSetting("SET", name)
 	v.settings = []string{strings.ToLower(name)}
+	if !roleSetting(name) {
+		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Replay: ReplayStatement}}
+	}
 	if serializableDefault(name, values) {
 		v.session |= SessionSerializableDefault
 	}
@@ -755,10 +802,14 @@ func resetVerdict(name string, local, isReset bool) verdict {
 	if local {
 		v := read(verb + " LOCAL")
 		v.settings = []string{strings.ToLower(name)}
+		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Reset: true, Local: true}}
 		return v
 	}
 	v := sessionSetting(verb, name)
 	v.settings = []string{strings.ToLower(name)}
+	if !roleSetting(name) {
+		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Reset: true, Replay: ReplayStatement}}
+	}
 	if name == "search_path" {
 		v.searchPath = &SearchPathChange{Reset: true, Known: true}
 	}

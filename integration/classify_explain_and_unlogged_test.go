@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // Review 6: the classifier changes of 690164e (EXPLAIN planning, unlogged tables, catalogue

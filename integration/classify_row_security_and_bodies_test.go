@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // Review 8: row security policies, domain checks, named notation, search_path changes inside

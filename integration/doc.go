@@ -1,5 +1,5 @@
 // Package integration holds pgowl's end-to-end tests: a real PostgreSQL 15
-// primary with streaming standbys (package integration/cluster), a pgowl
+// primary with streaming standbys (package internal/cluster), a pgowl
 // instance built in-process with proxy.Build, and real clients (pgx, psql,
 // pgbench) talking to pgowl over loopback TCP.
 //

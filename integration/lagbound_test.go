@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // lbEpsilon is the allowance on top of max_replica_lag + one monitor

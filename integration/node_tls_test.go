@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // requireNodeTLS turns TLS on for node with the given server certificate and replaces its

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // Review 4: routing. Every object is named r4r_* and is created idempotently on the primary as the

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // builtPgowl is the pgowl binary built from this tree, once per test binary.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/route"
 )
 

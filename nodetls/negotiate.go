@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // sslRequestCode is the protocol code of an SSLRequest.
@@ -79,13 +80,13 @@ func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, requir
 		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
 	}
 	switch answer[0] {
-	case 'S':
+	case wire.SSLAccepted:
 		tlsConn := tls.Client(conn, tlsConfig)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
 			return nil, fmt.Errorf("TLS handshake with the node: %w", err)
 		}
 		return tlsConn, nil
-	case 'N':
+	case wire.SSLRefused:
 		if required {
 			return nil, ErrTLSRefused
 		}

@@ -101,7 +101,7 @@ type Conn struct {
 // Query, whoever sends it.
 func (c *Conn) WriteQuery(sql string) {
 	var header [wire.HeaderSize]byte
-	c.Writer.Write(wire.AppendHeader(header[:0], 'Q', len(sql)+1))
+	c.Writer.Write(wire.AppendHeader(header[:0], wire.MsgQuery, len(sql)+1))
 	c.Writer.WriteString(sql)
 	c.Writer.WriteByte(0)
 	c.Unnamed = 0
@@ -111,7 +111,7 @@ func (c *Conn) WriteQuery(sql string) {
 // (the query text and its terminating NUL).
 func (c *Conn) WriteQueryBody(body []byte) {
 	var header [wire.HeaderSize]byte
-	c.Writer.Write(wire.AppendHeader(header[:0], 'Q', len(body)))
+	c.Writer.Write(wire.AppendHeader(header[:0], wire.MsgQuery, len(body)))
 	c.Writer.Write(body)
 	c.Unnamed = 0
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgowl/pgowl/wire"
 )
 
 // maxHealthCheckTimeout bounds a health check, even with a long DialTimeout.
@@ -31,16 +33,16 @@ func (p *Pool) checkAlive(c *Conn) error {
 			return fmt.Errorf("health check: read the reply to the empty query: %w", err)
 		}
 		switch typ {
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			if len(body) != 1 {
 				return fmt.Errorf("health check: ReadyForQuery has a body of %d bytes, want 1", len(body))
 			}
 			c.TxStatus = body[0]
-			if body[0] != 'I' {
+			if body[0] != wire.TxIdle {
 				return fmt.Errorf("health check: the connection is in transaction status %q, want 'I'", body[0])
 			}
 			return nil
-		case 'E':
+		case wire.MsgErrorResponse:
 			return fmt.Errorf("health check: the node answered the empty query with an error: %w", decodeError(body))
 		}
 		// EmptyQueryResponse, and whatever the node sent on its own while

@@ -90,23 +90,23 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 			return nil, err
 		}
 		switch typ {
-		case 'S':
+		case wire.MsgParameterStatus:
 			var msg pgproto3.ParameterStatus
 			if err := msg.Decode(body); err != nil {
 				return nil, err
 			}
 			c.ParameterStatus[msg.Name] = msg.Value
 			continue
-		case 'K':
+		case wire.MsgBackendKeyData:
 			var msg pgproto3.BackendKeyData
 			if err := msg.Decode(body); err != nil {
 				return nil, err
 			}
 			c.PID, c.Secret = msg.ProcessID, append([]byte(nil), msg.SecretKey...)
 			continue
-		case 'E':
+		case wire.MsgErrorResponse:
 			return nil, nodeError(body)
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			c.TxStatus = body[0]
 		default:
 			continue // NoticeResponse
@@ -123,16 +123,16 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 		if err != nil {
 			return nil, err
 		}
-		if typ == 'D' {
+		if typ == wire.MsgDataRow {
 			var row pgproto3.DataRow
 			if err := row.Decode(body); err == nil && len(row.Values) == 1 {
 				c.DefaultIsolation = string(row.Values[0])
 			}
 		}
-		if typ == 'E' {
+		if typ == wire.MsgErrorResponse {
 			return nil, nodeError(body)
 		}
-		if typ == 'Z' {
+		if typ == wire.MsgReadyForQuery {
 			c.TxStatus = body[0]
 			break
 		}
@@ -152,10 +152,10 @@ func scramPassthrough(reader *wire.Reader, send func(pgproto3.FrontendMessage) e
 		if err != nil {
 			return nil, err
 		}
-		if typ == 'E' {
+		if typ == wire.MsgErrorResponse {
 			return nil, nodeError(body)
 		}
-		if typ != 'R' {
+		if typ != wire.MsgAuthentication {
 			return nil, fmt.Errorf("SCRAM passthrough: the node sent message type %q during authentication", typ)
 		}
 		var auth pgproto3.AuthenticationResponseMessage

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/tcpopt"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // Options configures a Pool.
@@ -410,7 +411,7 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 // releaseLocked is Release for a caller that holds p.mu, which it unlocks.
 func (p *Pool) releaseLocked(c *Conn, reusable bool, now time.Time) {
 	np := p.node(c.Node)
-	if !reusable || p.done || c.TxStatus != 'I' || c.gen != np.gen || p.tooOld(c, now) {
+	if !reusable || p.done || c.TxStatus != wire.TxIdle || c.gen != np.gen || p.tooOld(c, now) {
 		c.Close()
 		if len(np.waiters) > 0 && !p.done {
 			p.handOver(np, grant{})

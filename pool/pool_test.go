@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 func startNode(t *testing.T) (Target, Login) {

@@ -31,7 +31,7 @@ type batchMsg struct {
 	typ      byte
 	off, end int           // the frame within batch.buf
 	name     string        // Parse: new statement; Bind: source statement; Describe/Close: target
-	kind     byte          // Describe/Close: 'S' or 'P'
+	kind     byte          // Describe/Close: wire.TargetStatement or wire.TargetPortal
 	portal   string        // Bind: the portal it creates; Execute: the portal it runs
 	stmt     *preparedStmt // Parse: the statement it creates
 	rest     int           // Bind: where the body continues after the statement name
@@ -53,7 +53,7 @@ func (b *batch) reset() {
 func (b *batch) add(sess *session, typ byte, body []byte) error {
 	m := batchMsg{typ: typ, off: len(b.buf)}
 	switch typ {
-	case 'P':
+	case wire.MsgParse:
 		pm, err := decodeParse(body)
 		if err != nil {
 			return err
@@ -66,20 +66,20 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 			b.newNamedBytes += len(body)
 		}
 		m.name, m.stmt = pm.name, sess.newStatement(pm, body)
-	case 'B':
+	case wire.MsgBind:
 		portal, stmt, err := decodeBindNames(body)
 		if err != nil {
 			return err
 		}
 		m.portal, m.name = portal, stmt
 		m.rest = len(portal) + 1 + len(stmt) + 1
-	case 'D', 'C':
+	case wire.MsgDescribe, wire.MsgClose:
 		kind, name, err := decodeTargeted(body)
 		if err != nil {
 			return err
 		}
 		m.kind, m.name = kind, name
-	case 'E':
+	case wire.MsgExecute:
 		portal, _, err := cstring(body)
 		if err != nil {
 			return err
@@ -96,17 +96,17 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 // portal to completion and binds no named portal: nothing of it is left on
 // the node for a later part of the same pipeline to use.
 func (b *batch) leavesNoPortal() bool {
-	if len(b.msgs) == 0 || b.msgs[len(b.msgs)-1].typ != 'E' {
+	if len(b.msgs) == 0 || b.msgs[len(b.msgs)-1].typ != wire.MsgExecute {
 		return false
 	}
 	for i := range b.msgs {
 		m := &b.msgs[i]
 		switch m.typ {
-		case 'B':
+		case wire.MsgBind:
 			if m.portal != "" {
 				return false
 			}
-		case 'E':
+		case wire.MsgExecute:
 			// The body is the portal's name and the row limit; 0 runs it to completion.
 			body := b.buf[m.off+wire.HeaderSize : m.end]
 			if len(body) < len(m.portal)+1+4 || binary.BigEndian.Uint32(body[len(m.portal)+1:]) != 0 {
@@ -120,7 +120,7 @@ func (b *batch) leavesNoPortal() bool {
 // executes reports whether the batch runs anything (Execute).
 func (b *batch) executes() bool {
 	for i := range b.msgs {
-		if b.msgs[i].typ == 'E' {
+		if b.msgs[i].typ == wire.MsgExecute {
 			return true
 		}
 	}
@@ -128,8 +128,8 @@ func (b *batch) executes() bool {
 }
 
 func (b *batch) addSync() {
-	m := batchMsg{typ: 'S', off: len(b.buf)}
-	b.buf = append(b.buf, 'S', 0, 0, 0, 4)
+	m := batchMsg{typ: wire.MsgSync, off: len(b.buf)}
+	b.buf = append(b.buf, wire.MsgSync, 0, 0, 0, 4)
 	m.end = len(b.buf)
 	b.msgs = append(b.msgs, m)
 }
@@ -151,7 +151,7 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 			}
 		} else {
 			for j := i - 1; j >= 0; j-- {
-				if p := &b.msgs[j]; p.typ == 'P' && p.name == name {
+				if p := &b.msgs[j]; p.typ == wire.MsgParse && p.name == name {
 					return p.stmt
 				}
 			}
@@ -164,12 +164,12 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 	for i := range b.msgs {
 		m := &b.msgs[i]
 		switch m.typ {
-		case 'P':
+		case wire.MsgParse:
 			if parsed != nil {
 				parsed[m.name] = m.stmt
 			}
 			out = append(out, m.stmt)
-		case 'B':
+		case wire.MsgBind:
 			if st := lookup(i, m.name); st != nil {
 				if !parsedHere(b.msgs[:i], m.name, parsed) {
 					// Prepared in an earlier batch: classify it again as it runs
@@ -180,8 +180,8 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 				}
 				out = append(out, st)
 			}
-		case 'D':
-			if m.kind == 'S' {
+		case wire.MsgDescribe:
+			if m.kind == wire.TargetStatement {
 				if st := lookup(i, m.name); st != nil {
 					out = append(out, st)
 				}
@@ -200,7 +200,7 @@ func parsedHere(before []batchMsg, name string, parsed map[string]*preparedStmt)
 		return ok
 	}
 	for j := len(before) - 1; j >= 0; j-- {
-		if before[j].typ == 'P' && before[j].name == name {
+		if before[j].typ == wire.MsgParse && before[j].name == name {
 			return true
 		}
 	}
@@ -310,7 +310,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 		if !synced {
 			// Without Sync the node keeps its replies buffered until a
 			// Flush: send one, whatever made pgowl run the batch now.
-			be.conn.Writer.Write([]byte{'H', 0, 0, 0, 4})
+			be.conn.Writer.Write([]byte{wire.MsgFlush, 0, 0, 0, 4})
 			plainRead := u.effects.Access == classify.Read && u.effects.Tx == classify.TxNone && u.effects.Session == 0 &&
 				b.leavesNoPortal()
 			be.openReadOnly = plainRead && (!be.openBatch || be.openReadOnly)
@@ -331,59 +331,59 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 		if be.skipping {
 			// The node discards everything up to Sync after an error.
 			w.Write(frame)
-			if m.typ == 'S' {
-				be.expect.push(expectation{typ: 'S'})
+			if m.typ == wire.MsgSync {
+				be.expect.push(expectation{typ: wire.MsgSync})
 			}
 			continue
 		}
 		switch m.typ {
-		case 'P':
+		case wire.MsgParse:
 			sess.writeClientParse(be, m)
-		case 'B':
+		case wire.MsgBind:
 			st := sess.ensurePrepared(be, m.name)
-			be.expect.push(expectation{typ: 'B'})
+			be.expect.push(expectation{typ: wire.MsgBind})
 			if st != nil && m.name != "" {
 				body := frame[wire.HeaderSize:]
-				writeFrameParts(w, 'B', m.portal, st.serverName, body[m.rest:])
+				writeFrameParts(w, wire.MsgBind, m.portal, st.serverName, body[m.rest:])
 				continue
 			}
 			w.Write(frame)
-		case 'D':
-			be.expect.push(expectation{typ: 'D'})
-			if m.kind == 'S' {
+		case wire.MsgDescribe:
+			be.expect.push(expectation{typ: wire.MsgDescribe})
+			if m.kind == wire.TargetStatement {
 				if st := sess.ensurePrepared(be, m.name); st != nil && m.name != "" {
-					w.Write(appendTargetedFrame(sess.scratch[:0], 'D', 'S', st.serverName))
+					w.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgDescribe, wire.TargetStatement, st.serverName))
 					continue
 				}
 			}
 			w.Write(frame)
-		case 'E':
-			be.expect.push(expectation{typ: 'E'})
+		case wire.MsgExecute:
+			be.expect.push(expectation{typ: wire.MsgExecute})
 			w.Write(frame)
-		case 'C':
-			if m.kind == 'S' && m.name != "" {
+		case wire.MsgClose:
+			if m.kind == wire.TargetStatement && m.name != "" {
 				// The node's statement may serve other clients: only the
 				// client's name goes. pgowl answers in the node's turn.
 				// (If an earlier error makes the node skip it, undo brings
 				// the statement back, as the node would have kept it.)
 				if st := sess.stmts[m.name]; st != nil {
 					delete(sess.stmts, m.name)
-					be.expect.push(expectation{typ: 'C', synthetic: '3', stmt: st})
+					be.expect.push(expectation{typ: wire.MsgClose, synthetic: wire.MsgCloseComplete, stmt: st})
 				} else {
-					be.expect.push(expectation{typ: 'C', synthetic: '3'})
+					be.expect.push(expectation{typ: wire.MsgClose, synthetic: wire.MsgCloseComplete})
 				}
 				continue
 			}
-			if m.kind == 'S' {
-				be.expect.push(expectation{typ: 'C', unnamed: true, prevUnnamed: be.conn.Unnamed, clientPrev: sess.unnamed})
+			if m.kind == wire.TargetStatement {
+				be.expect.push(expectation{typ: wire.MsgClose, unnamed: true, prevUnnamed: be.conn.Unnamed, clientPrev: sess.unnamed})
 				be.conn.Unnamed = 0
 				sess.unnamed = nil
 			} else {
-				be.expect.push(expectation{typ: 'C'})
+				be.expect.push(expectation{typ: wire.MsgClose})
 			}
 			w.Write(frame)
-		case 'S':
-			be.expect.push(expectation{typ: 'S'})
+		case wire.MsgSync:
+			be.expect.push(expectation{typ: wire.MsgSync})
 			w.Write(frame)
 		}
 	}
@@ -431,7 +431,7 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	st := m.stmt
 	c := be.conn
 	if m.name == "" {
-		be.expect.push(expectation{typ: 'P', unnamed: true, prevUnnamed: c.Unnamed, clientOwn: true, clientPrev: sess.unnamed, stmt: st})
+		be.expect.push(expectation{typ: wire.MsgParse, unnamed: true, prevUnnamed: c.Unnamed, clientOwn: true, clientPrev: sess.unnamed, stmt: st})
 		c.Unnamed, sess.unnamed = st.id, st
 		c.Writer.Write(st.frame)
 		return
@@ -451,11 +451,11 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 		// session, perhaps before a table it reads changed ("cached plan must
 		// not change result type"). A client's Parse plans afresh, as it does
 		// on the client's own connection: close the old one first.
-		c.Writer.Write(appendTargetedFrame(sess.scratch[:0], 'C', 'S', st.serverName))
-		be.expect.push(expectation{typ: 'C', swallow: true})
+		c.Writer.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgClose, wire.TargetStatement, st.serverName))
+		be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
 	}
 	c.Prepared[st.serverName] = struct{}{}
-	be.expect.push(expectation{typ: 'P', serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
+	be.expect.push(expectation{typ: wire.MsgParse, serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
 }
 
@@ -469,11 +469,11 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 func (sess *session) writeDuplicateParse(be *backend, held, st *preparedStmt) {
 	rest := st.frame[wire.HeaderSize+len(st.serverName)+1:] // query, parameter count and types
 	n := len(held.serverName) + 1 + len(rest)
-	frame := wire.AppendHeader(sess.scratch[:0], 'P', n)
+	frame := wire.AppendHeader(sess.scratch[:0], wire.MsgParse, n)
 	frame = append(append(append(frame, held.serverName...), 0), rest...)
 	sess.scratch = frame[:0]
 	be.conn.Writer.Write(frame)
-	be.expect.push(expectation{typ: 'P', duplicateOf: held.name})
+	be.expect.push(expectation{typ: wire.MsgParse, duplicateOf: held.name})
 }
 
 // ensurePrepared makes sure be holds the client's statement name, preparing
@@ -489,7 +489,7 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 				// close it, so that this Bind or Describe fails as it would
 				// on the client's own connection instead of using it.
 				c.Writer.Write(closeUnnamedStatement)
-				be.expect.push(expectation{typ: 'C', swallow: true})
+				be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
 				c.Unnamed = 0
 			}
 			return nil
@@ -498,7 +498,7 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 			return st
 		}
 		c.Writer.Write(st.frame)
-		be.expect.push(expectation{typ: 'P', swallow: true, unnamed: true, prevUnnamed: c.Unnamed})
+		be.expect.push(expectation{typ: wire.MsgParse, swallow: true, unnamed: true, prevUnnamed: c.Unnamed})
 		c.Unnamed = st.id
 		return st
 	}
@@ -510,13 +510,13 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 		return st
 	}
 	c.Writer.Write(st.frame)
-	be.expect.push(expectation{typ: 'P', swallow: true, serverName: st.serverName})
+	be.expect.push(expectation{typ: wire.MsgParse, swallow: true, serverName: st.serverName})
 	c.Prepared[st.serverName] = struct{}{}
 	return st
 }
 
 // closeUnnamedStatement is a Close message for the unnamed prepared statement.
-var closeUnnamedStatement = []byte{'C', 0, 0, 0, 6, 'S', 0}
+var closeUnnamedStatement = []byte{wire.MsgClose, 0, 0, 0, 6, wire.TargetStatement, 0}
 
 // newStatement records a client's Parse. A named statement gets a
 // pgowl-managed name derived from its text and parameter types, so that any
@@ -527,13 +527,13 @@ func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
 	st := &preparedStmt{id: sess.srv.stmtSeq.Add(1), name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
 	st.effects = sess.classify(pm.query, pm.paramTypes)
 	if pm.name == "" {
-		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), 'P', body)
+		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), wire.MsgParse, body)
 		return st
 	}
 	st.serverName, st.generationKey = sess.serverStatementName(pm)
 	rest := body[len(pm.name)+1:] // query, parameter count and types, as the client sent them
 	n := len(st.serverName) + 1 + len(rest)
-	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), 'P', n)
+	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), wire.MsgParse, n)
 	st.frame = append(append(append(st.frame, st.serverName...), 0), rest...)
 	return st
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // unit is one routed unit: a simple Query or an extended batch.
@@ -303,7 +304,7 @@ func (sess *session) releaseIdle(be *backend) {
 	if be.dirty {
 		// What the connection holds is not known: start it afresh.
 		code, err := sess.runQuietly(be, "DISCARD ALL")
-		if err != nil || code != "" || be.conn.TxStatus != 'I' {
+		if err != nil || code != "" || be.conn.TxStatus != wire.TxIdle {
 			sess.srv.opts.Pool.Release(be.conn, false)
 			be.conn = nil
 			return
@@ -339,7 +340,7 @@ func (sess *session) releaseIdle(be *backend) {
 // read through pgowl is.
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
-		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == 'I' && be.expect.len() == 0 &&
+		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
 		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.setsIsolation()
 }
 
@@ -349,7 +350,8 @@ func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 // the role or database is not seen here.)
 func (sess *session) setsIsolation() bool {
 	for _, s := range sess.sets {
-		if strings.Contains(strings.ToLower(s), "isolation") {
+		// SET SESSION CHARACTERISTICS (no name) may set the default level too.
+		if change, ok := sess.recordedSetting(s); ok && (change.Name == "default_transaction_isolation" || change.Name == "" && !change.All) {
 			return true
 		}
 	}
@@ -362,12 +364,12 @@ func (sess *session) setsIsolation() bool {
 func (sess *session) leaveReadOnlyBatch(be *backend) {
 	sess.held = nil
 	c := be.conn
-	if _, err := c.Writer.Write([]byte{'S', 0, 0, 0, 4}); err == nil {
+	if _, err := c.Writer.Write([]byte{wire.MsgSync, 0, 0, 0, 4}); err == nil {
 		err = c.Writer.Flush()
 		for err == nil {
 			var typ byte
 			var body []byte
-			if typ, body, err = c.Reader.ReadFrame(); err == nil && typ == 'Z' && len(body) == 1 {
+			if typ, body, err = c.Reader.ReadFrame(); err == nil && typ == wire.MsgReadyForQuery && len(body) == 1 {
 				c.TxStatus = body[0]
 				be.openBatch, be.openReadOnly = false, false
 				sess.log.Debug().Str("node", be.node).Msg("batch leaves the standby: its first part only read, the rest needs the primary")
@@ -396,7 +398,7 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings == sess.settingsKey || be.openBatch || c.TxStatus != 'I' {
+	if c.Settings == sess.settingsKey || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil
@@ -456,7 +458,7 @@ func (sess *session) prepareBackend(be *backend) error {
 // that changes how the statements after it are read.
 func (sess *session) setsChangeLexing() bool {
 	for _, s := range sess.sets {
-		if name, _, ok := recordedSettingName(s); ok && lexerSettings[name] {
+		if change, ok := sess.recordedSetting(s); ok && lexerSettings[change.Name] {
 			return true
 		}
 	}
@@ -487,13 +489,13 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 			return sqlstate, err
 		}
 		switch typ {
-		case 'D':
+		case wire.MsgDataRow:
 			if onRow != nil {
 				onRow(body)
 			}
-		case 'A':
+		case wire.MsgNotificationResponse:
 			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
-		case 'E':
+		case wire.MsgErrorResponse:
 			code, _ := errorFields(body)
 			if sqlstate == "" {
 				sqlstate = code
@@ -501,7 +503,7 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 			// The node's message may quote a value (invalid value for
 			// parameter ...: "..."): the log keeps its code only.
 			sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Str("statement", classify.Redact(sql)).Msg("a statement pgowl ran for the session failed")
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			be.conn.TxStatus = body[0]
 			return sqlstate, nil
 		}
@@ -530,7 +532,7 @@ func (sess *session) closeBackends() {
 		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
 		if reusable {
 			be.conn.NetConn().SetDeadline(time.Now().Add(resetTimeout))
-			if be.conn.TxStatus != 'I' {
+			if be.conn.TxStatus != wire.TxIdle {
 				code, err := sess.runQuietly(be, "ROLLBACK")
 				reusable = err == nil && code == ""
 			}
@@ -542,7 +544,7 @@ func (sess *session) closeBackends() {
 				be.conn.Unnamed = 0
 				be.conn.Settings = ""
 			}
-			reusable = reusable && be.conn.TxStatus == 'I'
+			reusable = reusable && be.conn.TxStatus == wire.TxIdle
 			be.conn.NetConn().SetDeadline(time.Time{})
 		}
 		sess.waitForCancel()

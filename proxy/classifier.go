@@ -15,6 +15,7 @@ import (
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // classifierState is what a session keeps for the classifier: the context its statements are
@@ -66,7 +67,7 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 // the session's first statement outside the transaction block tells it (see classify).
 func (sess *session) catalogueChangeRan(status byte) {
 	sess.cls.changeRan = true
-	if status == 'I' {
+	if status == wire.TxIdle {
 		sess.cls.tellChanges(sess.srv.opts.Classifier)
 	}
 }
@@ -86,7 +87,7 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 // idleForCatalogue reports whether the session is outside a transaction block.
 func (sess *session) idleForCatalogue() bool {
 	be := sess.held
-	return be == nil || (be.conn != nil && be.conn.TxStatus == 'I' && !be.openBatch)
+	return be == nil || (be.conn != nil && be.conn.TxStatus == wire.TxIdle && !be.openBatch)
 }
 
 // refresh brings the classification context up to date with the session's settings: the startup

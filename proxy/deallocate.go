@@ -2,26 +2,17 @@ package proxy
 
 import (
 	"github.com/jackc/pgx/v5/pgproto3"
-	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/pgowl/pgowl/classify"
 )
 
-// deallocatedName returns the statement name sql deallocates when it is one
-// DEALLOCATE [PREPARE] name (not DEALLOCATE ALL).
-func deallocatedName(eff classify.Effects, sql string) (string, bool) {
-	if eff.Statements != 1 || eff.Session&classify.SessionDeallocate == 0 || eff.Session&classify.SessionDeallocateAll != 0 {
+// deallocatedName returns the statement name a string with effects eff
+// deallocates when it is one DEALLOCATE [PREPARE] name (not DEALLOCATE ALL).
+func deallocatedName(eff classify.Effects) (string, bool) {
+	if eff.Statements != 1 || eff.Session&classify.SessionDeallocate == 0 || eff.Session&classify.SessionDeallocateAll != 0 || eff.Deallocates == "" {
 		return "", false
 	}
-	tree, err := pg_query.Parse(sql)
-	if err != nil || len(tree.Stmts) != 1 {
-		return "", false
-	}
-	stmt := tree.Stmts[0].GetStmt().GetDeallocateStmt()
-	if stmt == nil || stmt.Name == "" {
-		return "", false
-	}
-	return stmt.Name, true
+	return eff.Deallocates, true
 }
 
 // deallocateClientStatement answers a DEALLOCATE, sent as SQL, of a statement

@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // A deferred BEGIN is a lone BEGIN (or START TRANSACTION) that pgowl answers
@@ -36,21 +36,19 @@ type deferredBegin struct {
 // own, outside the transaction the client believes it is in. The one such
 // BEGIN pgowl knows is SERIALIZABLE on a standby (PostgreSQL rejects it even
 // when a later option in the list changes the level), so a BEGIN naming
-// SERIALIZABLE is sent at once.
-func (sess *session) canDeferBegin(eff classify.Effects, sql string) bool {
+// SERIALIZABLE (classify.TransactionStatement.NamesSerializable) is sent at once.
+func (sess *session) canDeferBegin(eff classify.Effects) bool {
 	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
 		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
-		eff.Session == 0 && eff.ParseError == "" && !containsFold(sql, "serializable")
+		eff.Session == 0 && eff.ParseError == "" && eff.Transaction != nil && !eff.Transaction.NamesSerializable
 }
 
-// containsFold reports whether s contains word in any case (ASCII).
-func containsFold(s, word string) bool {
-	for i := 0; i+len(word) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(word)], word) {
-			return true
-		}
+// txKind is the kind of the transaction-control statement of eff, TxKindNone without one.
+func txKind(eff classify.Effects) classify.TxKind {
+	if eff.Transaction == nil {
+		return classify.TxKindNone
 	}
-	return false
+	return eff.Transaction.Kind
 }
 
 // deferBegin answers a BEGIN and keeps it for the transaction's first statement.
@@ -63,7 +61,8 @@ func (sess *session) deferBegin(body []byte, sql string, eff classify.Effects) {
 // endsEmptyTransaction reports whether eff is a lone COMMIT or ROLLBACK
 // (END, ABORT), which ends a deferred transaction that never ran anything.
 func endsEmptyTransaction(eff classify.Effects) bool {
-	return eff.Statements == 1 && eff.Tx == classify.TxEnd && (eff.Subject == "COMMIT" || eff.Subject == "ROLLBACK")
+	kind := txKind(eff)
+	return eff.Statements == 1 && (kind == classify.TxKindCommit || kind == classify.TxKindRollback)
 }
 
 // answerInDeferred answers a simple Query of a deferred transaction that
@@ -73,12 +72,13 @@ func (sess *session) answerInDeferred(eff classify.Effects) bool {
 	d := sess.deferred
 	switch {
 	case endsEmptyTransaction(eff):
-		tag := eff.Subject
-		if d.aborted {
-			tag = "ROLLBACK" // as PostgreSQL answers COMMIT of a failed transaction
+		commit := txKind(eff) == classify.TxKindCommit && !d.aborted // PostgreSQL answers COMMIT of a failed transaction with ROLLBACK
+		tag := "ROLLBACK"
+		if commit {
+			tag = "COMMIT"
 		}
 		sess.deferred = nil
-		sess.endPgowlTransaction(tag == "COMMIT") // END's Subject is COMMIT
+		sess.endPgowlTransaction(commit)
 		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 		sess.sendReady()
 		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")
@@ -102,7 +102,7 @@ func abortedTransaction() error {
 // replies are consumed by relayDeferredBegin.
 func (sess *session) writeDeferredBegin(be *backend) {
 	be.conn.WriteQueryBody(sess.deferred.query)
-	be.expect.push(expectation{typ: 'Q', swallow: true})
+	be.expect.push(expectation{typ: wire.MsgQuery, swallow: true})
 }
 
 // relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
@@ -115,7 +115,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 		if err != nil {
 			return err
 		}
-		if quiet && typ != 'Z' {
+		if quiet && typ != wire.MsgReadyForQuery {
 			continue // failedTransactionQuery's own error
 		}
 		if quiet && len(body) == 1 {
@@ -124,7 +124,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			return nil
 		}
 		var code string
-		if typ == 'E' || typ == 'N' {
+		if typ == wire.MsgErrorResponse || typ == wire.MsgNoticeResponse {
 			severity, c, message := errorSeverityFields(body)
 			if closing := deadConnectionReply(be, u, typ, severity, c, message); closing != nil {
 				return closing // before BEGIN's NOTICE: the unit is sent again, or the client told it was lost
@@ -137,7 +137,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			sess.writeNotice(u.beginDecision)
 		}
 		switch typ {
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			if len(body) != 1 {
 				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
 			}
@@ -148,17 +148,17 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 				sess.logBegin(u)
 			}
 			return nil
-		case 'E':
+		case wire.MsgErrorResponse:
 			if u.errCode == "" {
 				u.errCode = code
 			}
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
 				return err
 			}
-		case 'N':
+		case wire.MsgNoticeResponse:
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'N', body)); err != nil {
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgNoticeResponse, body)); err != nil {
 				return err
 			}
 		}
@@ -189,9 +189,9 @@ func (sess *session) clientTxStatus(u *unit, status byte) byte {
 		d.aborted = true
 	}
 	if d.aborted {
-		return 'E'
+		return wire.TxFailed
 	}
-	return 'T'
+	return wire.TxInBlock
 }
 
 // failedTransactionQuery opens a transaction and fails it, without effect.
@@ -203,5 +203,5 @@ const failedTransactionQuery = "BEGIN; SELECT 1/0"
 // injected query are not the client's.
 func (sess *session) writeFailedTransaction(be *backend) {
 	be.conn.WriteQuery(failedTransactionQuery)
-	be.expect.push(expectation{typ: 'Q', swallow: true, quiet: true})
+	be.expect.push(expectation{typ: wire.MsgQuery, swallow: true, quiet: true})
 }

@@ -1,41 +1,20 @@
 package proxy
 
-import (
-	pg_query "github.com/pganalyze/pg_query_go/v5"
-
-	"github.com/pgowl/pgowl/classify"
-)
+import "github.com/pgowl/pgowl/wire"
 
 // discardsSequences reports whether a unit that ran without error included
 // DISCARD SEQUENCES or DISCARD ALL, which end the session's currval and
 // lastval state.
 func discardsSequences(u *unit) bool {
-	if u.effects.Session&classify.SessionDiscard == 0 || u.runsNothing || u.failed() {
+	if u.runsNothing || u.failed() {
 		return false
 	}
 	if len(u.stmts) == 0 {
-		return sqlDiscardsSequences(u.sql)
+		return u.effects.DiscardsSequences
 	}
 	for _, st := range u.stmts {
-		if st.effects.Session&classify.SessionDiscard != 0 && sqlDiscardsSequences(st.sql) {
+		if st.effects.DiscardsSequences {
 			return true
-		}
-	}
-	return false
-}
-
-// sqlDiscardsSequences reports whether sql has a DISCARD SEQUENCES or DISCARD ALL.
-func sqlDiscardsSequences(sql string) bool {
-	tree, err := pg_query.Parse(sql)
-	if err != nil {
-		return false
-	}
-	for _, raw := range tree.Stmts {
-		if d := raw.GetStmt().GetDiscardStmt(); d != nil {
-			switch d.Target {
-			case pg_query.DiscardMode_DISCARD_SEQUENCES, pg_query.DiscardMode_DISCARD_ALL:
-				return true
-			}
 		}
 	}
 	return false
@@ -52,7 +31,7 @@ func (sess *session) discardSequencesElsewhere(ran *backend) {
 		if be == ran || be.broken || be.conn == nil {
 			continue
 		}
-		if be.openBatch || be.expect.len() > 0 || be.conn.TxStatus != 'I' || sess.held == be {
+		if be.openBatch || be.expect.len() > 0 || be.conn.TxStatus != wire.TxIdle || sess.held == be {
 			sess.log.Warn().Str("node", be.node).Msg("DISCARD SEQUENCES could not reach a busy backend of the session; it leaves the session")
 			if sess.held != be {
 				sess.dropBackend(be)
@@ -72,7 +51,7 @@ func (sess *session) discardSequencesElsewhere(ran *backend) {
 // nextval again. Inside a transaction or an open batch the backend is the
 // session's own, where the DISCARD ran.
 func (sess *session) discardSequencesOn(be *backend) error {
-	if be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return nil
 	}
 	code, err := sess.runQuietly(be, "DISCARD SEQUENCES")

@@ -52,6 +52,53 @@
 // temporary tables, WITH HOLD cursors, session advisory locks, SET ROLE)
 // pins the session to its node (reason SESSION_PINNED).
 //
+// # The session's state machine
+//
+// Between units a session is in one of these states. They are not one
+// field: each is read from the fields named after it (session.go), and
+// readyStatus gives the status byte pgowl reports when it answers itself.
+//
+//	state              fields                                   status  what the next unit does
+//	idle               held == nil, deferred == nil             I       planned afresh; any node
+//	in block           held.conn.TxStatus == 'T'                T       runs on held (IN_TRANSACTION)
+//	failed             held.conn.TxStatus == 'E' or             E       runs on held, which refuses
+//	                   held.skipping                                    all but the end of the block
+//	deferred           deferred != nil, !deferred.aborted       T       carries BEGIN to the node the
+//	                                                                    first statement is planned on
+//	deferred-aborted   deferred.aborted                         E       answered by pgowl: 25P02, or
+//	                                                                    ROLLBACK for COMMIT/ROLLBACK
+//	pinned             pinBits != 0, held set, status I         I       runs on held (SESSION_PINNED)
+//	open read-only     held.openBatch && held.openReadOnly      I       stays on held, or leaves it
+//	batch                                                               (see "Read-only batches")
+//	skip-until-Sync    skipUntilSync                            -       client messages dropped up
+//	                                                                    to Sync, which gets Z
+//
+// Transitions: a unit's outcome sets them in afterUnit. ReadyForQuery I with
+// no pin and no open batch returns to idle and lets the backend go (held =
+// nil); T or E keeps it held. A BEGIN answered by pgowl enters deferred; the
+// first statement leaves it for in block (or for deferred-aborted when it
+// cannot be routed); a COMMIT or ROLLBACK with nothing run returns to idle
+// without a node (classify.TransactionStatement.Kind tells which). An error
+// inside an extended batch enters skip-until-Sync on the client side, and
+// the backend's skipping mirrors the node's own skip; Sync leaves both. A
+// pin is entered by a statement whose effects pin, and left when the node
+// says the state is gone (see "Pins").
+//
+// # Pins
+//
+// A unit that succeeded with a pinning effect (classify.Session: LISTEN,
+// temporary objects, WITH HOLD cursors, session advisory locks, SET ROLE, SQL
+// PREPARE, a serializable session default) adds it to pinBits. Whether a
+// later statement ended that state depends on what else the session holds
+// (advisory locks nest), so after a statement that may release it
+// (classify.SessionRelease, unknown effects, a rollback while pinned)
+// pinsToCheck is set, and once the session is between transactions
+// recheckPins asks the node, with one query (pins.go), which kinds of state
+// remain; the pins for the rest end. DISCARD ALL ends every pin. Units whose
+// effects pgowl cannot follow statement by statement (multi-statement
+// strings, failed units, parts of a batch sent at a Flush) take every pin
+// they may have taken and release none.
+//
 // # Login: phases, limits and counting
 //
 // A connection logs in through phases, each with its own bound on what the
@@ -106,7 +153,42 @@
 // A deferred BEGIN (deferbegin.go) is answered by pgowl and sent with the
 // transaction's first statement; the plan chooses the node for both and
 // returns BEGIN's own decision (route.Outcome.Begin) for its NOTICE and log
-// line, while the statement runs IN_TRANSACTION.
+// line, while the statement runs IN_TRANSACTION. Only in transaction pooling,
+// only a lone BEGIN or START TRANSACTION of a simple Query with no session
+// effects, and never one naming SERIALIZABLE (a standby refuses it, and a
+// failed BEGIN would leave the statement sent with it running on its own). A
+// COMMIT or ROLLBACK before any statement ran is answered by pgowl and uses
+// no node. If the first statement cannot be routed the transaction is
+// deferred-aborted: statements get 25P02 until the client ends it, and COMMIT
+// is answered ROLLBACK, as a node answers the end of a failed transaction.
+//
+// # Read-only batches
+//
+// An extended batch sent at a Flush (without Sync) leaves an implicit
+// transaction open on its backend, so the session stays there. When
+// everything sent since the last Sync only read, outside any transaction
+// block, on a standby (backend.openReadOnly), and the next part of the batch
+// writes, the split is safe: leaveReadOnlyBatch ends the implicit transaction
+// with a Sync whose reply the client does not see and hands the backend
+// back, and the writing part is planned on its own (canLeaveReadOnlyBatch).
+// It is not done when the session set a default isolation level above READ
+// COMMITTED: the statements of an implicit transaction then share one
+// snapshot, which two nodes would not.
+//
+// # Skip-until-Sync
+//
+// After an error in an extended batch PostgreSQL discards messages until
+// Sync. pgowl keeps the same rule on both sides: the backend's skipping flag
+// follows the node (set by an ErrorResponse in a segment whose Sync was not
+// sent yet, so the node skips what comes until it; cleared by the Sync's
+// ReadyForQuery; the replies of the skipped messages are dropped from the
+// expectation queue), and when pgowl
+// itself refuses a message (a Parse beyond the prepared-statement limits, a
+// unit that cannot be routed, a lost backend mid-batch) the session's
+// skipUntilSync drops the client's messages up to its Sync, which is
+// answered with ReadyForQuery. If part of the refused segment already
+// reached a node (sent at a Flush), the client's Sync still goes there to
+// end it (syncRefusedSegment).
 //
 // # Extended protocol across nodes
 //
@@ -143,12 +225,30 @@
 // use, so every node sees the same settings. A LOAD is replayed the same
 // way, ahead of the settings. DISCARD SEQUENCES (or ALL) reaches every
 // backend of the session, since currval and lastval live where nextval ran.
+// What a statement sets, and how it replays, comes from classify's typed
+// facts (classify.Effects.Settings, Transaction, Loads, DiscardsSequences):
+// the proxy does not parse SQL. SETs inside a transaction wait in
+// pendingSets until it commits (COMMIT AND CHAIN commits them, ROLLBACK AND
+// CHAIN drops them); after a ROLLBACK TO SAVEPOINT pgowl cannot tell which
+// survived, so the backend's settings count as unknown and it is reset
+// before its next use. A change that cannot be replayed as sent (set_config
+// inside a function, a computed value) is read back from the node once the
+// backend is idle (settings.go).
 //
 // # Listening sessions
 //
 // A session pinned by LISTEN whose backend is lost, while it is idle (see
 // idleRelay) or while one of its statements runs, is closed with FATAL
 // 57P01: its notifications would otherwise silently stop.
+//
+// While the session waits for its client outside a transaction, with the
+// LISTEN backend idle, an idleRelay goroutine reads that backend and passes
+// on what it sends unasked: notifications, notices and parameter changes (a
+// client waiting for a notification sends nothing, so the session's own loop
+// would never see them). A watcher ends the session the same way when the
+// monitor sees the backend's node stop being the primary, so the client
+// listens again on the new one. The relay stops, and hands the backend back
+// to the session's loop, before the next client message is handled.
 //
 // # Reload, shutdown and pause
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // idleRelay passes on what a LISTEN-pinned backend sends while the client is
@@ -43,7 +44,7 @@ func (sess *session) startIdleRelay() *idleRelay {
 	be := sess.held
 	// Notifications already read into the connection's buffer (behind the
 	// last reply, or behind a query pgowl ran itself) are relayed first.
-	if be == nil || sess.pinBits&classify.SessionListen == 0 || be.conn.TxStatus != 'I' ||
+	if be == nil || sess.pinBits&classify.SessionListen == 0 || be.conn.TxStatus != wire.TxIdle ||
 		be.expect.len() > 0 || be.openBatch || sess.w.Buffered() > 0 {
 		return nil
 	}
@@ -82,7 +83,7 @@ func (ir *idleRelay) run(sess *session) {
 			}
 			return
 		}
-		if typ == 'E' {
+		if typ == wire.MsgErrorResponse {
 			// Only a FATAL comes unasked: the node is closing the connection
 			// (a shutdown, pg_terminate_backend).
 			if !ir.stopping.Load() {
@@ -90,7 +91,7 @@ func (ir *idleRelay) run(sess *session) {
 			}
 			return
 		}
-		if typ != 'A' && typ != 'N' && typ != 'S' {
+		if typ != wire.MsgNotificationResponse && typ != wire.MsgNoticeResponse && typ != wire.MsgParameterStatus {
 			return // anything else is for the next unit to meet
 		}
 		frame, err := r.PeekFrame()

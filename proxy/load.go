@@ -2,10 +2,6 @@ package proxy
 
 import (
 	"slices"
-
-	pg_query "github.com/pganalyze/pg_query_go/v5"
-
-	"github.com/pgowl/pgowl/classify"
 )
 
 // maxLoads bounds the LOAD statements a session replays.
@@ -14,19 +10,10 @@ const maxLoads = 16
 // loadStatement returns the statement that loads again what a unit that ran
 // without error loaded: it is one LOAD 'library'.
 func loadStatement(u *unit) (string, bool) {
-	// LOAD's effect is unknown to the classifier: only such a unit is parsed again.
-	if u.runsNothing || u.failed() || u.effects.Statements != 1 || u.setSQL == "" || u.effects.Reason != classify.ReasonUnknownEffect {
+	if u.runsNothing || u.failed() || u.effects.Statements != 1 || u.setSQL == "" || u.effects.Loads == "" {
 		return "", false
 	}
-	tree, err := pg_query.Parse(u.setSQL)
-	if err != nil || len(tree.Stmts) != 1 {
-		return "", false
-	}
-	load := tree.Stmts[0].GetStmt().GetLoadStmt()
-	if load == nil {
-		return "", false
-	}
-	return "LOAD " + quoteLiteral(load.Filename), true
+	return "LOAD " + quoteLiteral(u.effects.Loads), true
 }
 
 // noteLoad follows a LOAD that ran on be. A library stays loaded in a

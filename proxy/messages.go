@@ -64,7 +64,7 @@ func decodeTargeted(body []byte) (kind byte, name string, err error) {
 		return 0, "", errMalformed
 	}
 	kind = body[0]
-	if kind != 'S' && kind != 'P' {
+	if kind != wire.TargetStatement && kind != wire.TargetPortal {
 		return 0, "", errMalformed
 	}
 	name, _, err = cstring(body[1:])
@@ -122,7 +122,7 @@ func commandTag(body []byte) []byte {
 func appendFrame(dst []byte, typ byte, body []byte) []byte { return wire.AppendFrame(dst, typ, body) }
 
 func wireReady(dst []byte, status byte) []byte {
-	return append(dst, 'Z', 0, 0, 0, 5, status)
+	return append(dst, wire.MsgReadyForQuery, 0, 0, 0, 5, status)
 }
 
 // firstWords returns the start of a statement, for log lines about

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/pgowl/pgowl/wire"
 )
 
 // pauseGate holds new units while pgowl is paused (PAUSE in the admin
@@ -98,5 +100,5 @@ func (s *Server) busySessions() int {
 // inBackendTransaction reports whether a transaction is open on a node for
 // this session (a deferred BEGIN alone has not reached any node).
 func (sess *session) inBackendTransaction() bool {
-	return sess.held != nil && sess.held.conn.TxStatus != 'I'
+	return sess.held != nil && sess.held.conn.TxStatus != wire.TxIdle
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // pgowlResult is what a pgowl.* command produces: a command tag and, for
@@ -122,7 +123,7 @@ func (sess *session) inFailedTransaction() bool {
 	if d := sess.deferred; d != nil {
 		return d.aborted
 	}
-	return sess.held != nil && (sess.held.conn.TxStatus == 'E' || sess.held.skipping)
+	return sess.held != nil && (sess.held.conn.TxStatus == wire.TxFailed || sess.held.skipping)
 }
 
 // endPgowlTransaction settles the pgowl.* settings when the transaction
@@ -140,7 +141,7 @@ func (sess *session) endPgowlTransaction(committed bool) {
 
 // inTransaction reports whether the client is inside a transaction block.
 func (sess *session) inTransaction() bool {
-	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != 'I')
+	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != wire.TxIdle)
 }
 
 func unknownPgowlSetting(name string) error {
@@ -272,7 +273,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 	for i := range sess.batch.msgs {
 		m := &sess.batch.msgs[i]
 		switch m.typ {
-		case 'P':
+		case wire.MsgParse:
 			if m.name == "" {
 				sess.unnamed = m.stmt
 			} else {
@@ -282,12 +283,12 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 				sess.stmts[m.name] = m.stmt
 			}
 			sess.send(&pgproto3.ParseComplete{})
-		case 'B':
+		case wire.MsgBind:
 			portals[m.portal] = lookup(m.name)
 			sess.send(&pgproto3.BindComplete{})
-		case 'D':
+		case wire.MsgDescribe:
 			st := portals[m.name]
-			if m.kind == 'S' {
+			if m.kind == wire.TargetStatement {
 				st = lookup(m.name)
 				sess.send(&pgproto3.ParameterDescription{})
 			}
@@ -298,7 +299,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 				}
 			}
 			sess.send(&pgproto3.NoData{})
-		case 'E':
+		case wire.MsgExecute:
 			st := portals[m.portal]
 			if st == nil {
 				continue
@@ -314,9 +315,9 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 				return true, nil
 			}
 			sess.sendRows(res)
-		case 'C':
+		case wire.MsgClose:
 			sess.send(&pgproto3.CloseComplete{})
-		case 'S':
+		case wire.MsgSync:
 			sess.sendReady()
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // A pin ends when the state behind it is gone: the last channel unlistened,
@@ -63,7 +64,7 @@ func (sess *session) stateMayHaveChanged(u *unit, status byte) bool {
 		return true
 	case u.failed() && eff.Session&pinningEffects != 0:
 		return true
-	case status == 'I' && eff.Tx != classify.TxNone && !u.committed && sess.pinBits&checkablePins != 0:
+	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.committed && sess.pinBits&checkablePins != 0:
 		return true
 	}
 	return false
@@ -74,7 +75,7 @@ func (sess *session) stateMayHaveChanged(u *unit, status byte) bool {
 // session for exactly those. It runs only between transactions; an unusable
 // connection is dropped (closing it releases everything it held).
 func (sess *session) recheckPins(be *backend) {
-	if !sess.pinsToCheck || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if !sess.pinsToCheck || be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return
 	}
 	sess.pinsToCheck = false
@@ -109,7 +110,7 @@ func (sess *session) recheckPins(be *backend) {
 		sess.dropBackend(be)
 		return
 	}
-	if code != "" || !answered || be.conn.TxStatus != 'I' {
+	if code != "" || !answered || be.conn.TxStatus != wire.TxIdle {
 		return // keep every pin: nothing is known
 	}
 	if added := remaining &^ sess.pinBits; added != 0 {

@@ -12,7 +12,7 @@ import (
 
 // expectation is one message sent to a backend whose reply is still due.
 type expectation struct {
-	typ     byte // the message: 'Q', 'F', 'P', 'B', 'D', 'E', 'C' or 'S' (Sync)
+	typ     byte // the client's message: wire.MsgQuery, MsgFunctionCall, MsgParse, MsgBind, MsgDescribe, MsgExecute, MsgClose or MsgSync
 	swallow bool // pgowl injected it: its reply is not the client's
 	quiet   bool // with swallow, for a Query: its errors and notices are not the client's either
 	// synthetic, when set, is the reply type pgowl sends itself in this
@@ -62,18 +62,18 @@ func (q *expectQueue) pop() {
 // message e.
 func completes(e *expectation, typ byte) bool {
 	switch e.typ {
-	case 'P':
-		return typ == '1'
-	case 'B':
-		return typ == '2'
-	case 'C':
-		return typ == '3'
-	case 'D':
-		return typ == 'T' || typ == 'n'
-	case 'E':
-		return typ == 'C' || typ == 'I' || typ == 's'
-	case 'S', 'Q', 'F':
-		return typ == 'Z'
+	case wire.MsgParse:
+		return typ == wire.MsgParseComplete
+	case wire.MsgBind:
+		return typ == wire.MsgBindComplete
+	case wire.MsgClose:
+		return typ == wire.MsgCloseComplete
+	case wire.MsgDescribe:
+		return typ == wire.MsgRowDescription || typ == wire.MsgNoData
+	case wire.MsgExecute:
+		return typ == wire.MsgCommandComplete || typ == wire.MsgEmptyQueryResponse || typ == wire.MsgPortalSuspended
+	case wire.MsgSync, wire.MsgQuery, wire.MsgFunctionCall:
+		return typ == wire.MsgReadyForQuery
 	}
 	return false
 }
@@ -94,7 +94,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 			be.expect.pop()
 			continue
 		}
-		if head := be.expect.front(); head.swallow && head.typ == 'Q' {
+		if head := be.expect.front(); head.swallow && head.typ == wire.MsgQuery {
 			if err := sess.relayDeferredBegin(be, u, head.quiet); err != nil {
 				return err
 			}
@@ -122,12 +122,12 @@ func (sess *session) relay(be *backend, u *unit) error {
 			replied = true
 			sess.firstReplyCame()
 		}
-		if typ == 'D' {
+		if typ == wire.MsgDataRow {
 			// The hot path: rows pass through untouched and complete nothing.
 			if !u.forwarded {
 				sess.startReply(u)
 			}
-			n, err := r.CopyRun(sess.w, 'D')
+			n, err := r.CopyRun(sess.w, wire.MsgDataRow)
 			if err == nil && n == 0 {
 				_, _, err = r.CopyFrame(sess.w)
 			}
@@ -138,7 +138,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 		}
 		head := be.expect.front()
 		switch typ {
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			_, body, err := r.ReadFrame()
 			if err != nil {
 				return err
@@ -147,27 +147,27 @@ func (sess *session) relay(be *backend, u *unit) error {
 				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
 			}
 			be.conn.TxStatus = body[0]
-			if head.typ != 'S' && head.typ != 'Q' && head.typ != 'F' {
+			if head.typ != wire.MsgSync && head.typ != wire.MsgQuery && head.typ != wire.MsgFunctionCall {
 				return fmt.Errorf("protocol out of step with %s: ReadyForQuery while a %q reply was due", be.node, head.typ)
 			}
 			be.expect.pop()
 			// Any ReadyForQuery ends an unsynced batch: a simple Query after
 			// it runs in the batch's implicit transaction and ends it.
 			be.openBatch = false
-			if head.typ == 'S' {
+			if head.typ == wire.MsgSync {
 				be.skipping = false
 			}
 			sess.startReply(u)
 			if err := sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(u, body[0]))); err != nil {
 				return err
 			}
-		case 'E':
+		case wire.MsgErrorResponse:
 			_, body, err := r.ReadFrame()
 			if err != nil {
 				return err
 			}
 			severity, code, message := errorSeverityFields(body)
-			if closing := deadConnectionReply(be, u, 'E', severity, code, message); closing != nil {
+			if closing := deadConnectionReply(be, u, wire.MsgErrorResponse, severity, code, message); closing != nil {
 				// The node is closing this connection. The client's own
 				// connection must survive it: the session reports a lost
 				// backend (08006) instead of passing the FATAL on.
@@ -182,12 +182,12 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if head.duplicateOf != "" && code == sqlstateDuplicatePreparedStatement {
 				body = duplicateStatementError(body, head.duplicateOf)
 			}
-			if head.typ != 'Q' && head.typ != 'S' && head.typ != 'F' {
+			if head.typ != wire.MsgQuery && head.typ != wire.MsgSync && head.typ != wire.MsgFunctionCall {
 				// An extended message failed: the node skips the rest of
 				// the batch up to Sync, so those replies never come.
 				be.undo(sess, head, true)
 				be.expect.pop()
-				for be.expect.len() > 0 && be.expect.front().typ != 'S' {
+				for be.expect.len() > 0 && be.expect.front().typ != wire.MsgSync {
 					be.undo(sess, be.expect.front(), false)
 					be.expect.pop()
 				}
@@ -204,10 +204,10 @@ func (sess *session) relay(be *backend, u *unit) error {
 				}
 				break
 			}
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'E', body)); err != nil {
+			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
 				return err
 			}
-		case 'C':
+		case wire.MsgCommandComplete:
 			sess.startReply(u)
 			if len(sess.pendingSets) > 0 || u.effects.Tx != 0 {
 				_, body, err := r.ReadFrame()
@@ -222,20 +222,20 @@ func (sess *session) relay(be *backend, u *unit) error {
 				case bytes.Equal(tag, []byte("ROLLBACK")):
 					u.committed = false
 				}
-				if err := sess.forwardFrame(appendFrame(sess.scratch[:0], 'C', body)); err != nil {
+				if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgCommandComplete, body)); err != nil {
 					return err
 				}
 			} else if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
 			}
-			if completes(head, 'C') {
+			if completes(head, wire.MsgCommandComplete) {
 				be.expect.pop()
 			}
-		case 'N':
+		case wire.MsgNoticeResponse:
 			if !u.forwarded {
 				if frame, err := r.PeekFrame(); err == nil {
 					severity, code, message := errorSeverityFields(frame[wire.HeaderSize:])
-					if closing := deadConnectionReply(be, u, 'N', severity, code, message); closing != nil {
+					if closing := deadConnectionReply(be, u, wire.MsgNoticeResponse, severity, code, message); closing != nil {
 						return closing
 					}
 				}
@@ -244,7 +244,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
 			}
-		case 'G':
+		case wire.MsgCopyInResponse:
 			sess.startReply(u)
 			if _, _, err := r.CopyFrame(sess.w); err != nil {
 				return &clientFatal{err}
@@ -293,7 +293,7 @@ func duplicateStatementError(body []byte, name string) []byte {
 // there before the request: the dead connection's, not the statement's).
 // Otherwise nil.
 func deadConnectionReply(be *backend, u *unit, typ byte, severity, code, message string) *backendClosing {
-	if typ == 'E' && (severity == "FATAL" || severity == "PANIC") || typ == 'N' && !u.forwarded && code == sqlstateCrashShutdown {
+	if typ == wire.MsgErrorResponse && (severity == "FATAL" || severity == "PANIC") || typ == wire.MsgNoticeResponse && !u.forwarded && code == sqlstateCrashShutdown {
 		return &backendClosing{node: be.node, code: code, message: message}
 	}
 	return nil
@@ -332,7 +332,7 @@ func (sess *session) forwardFrame(frame []byte) error {
 // still dropped the connection's unnamed statement: PostgreSQL releases the
 // previous one before it parses, so neither the node nor the client has one.
 func (be *backend) undo(sess *session, e *expectation, failed bool) {
-	if e.typ == 'C' && !failed {
+	if e.typ == wire.MsgClose && !failed {
 		// A skipped Close closed nothing.
 		switch {
 		case e.unnamed:
@@ -347,7 +347,7 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 		}
 		return
 	}
-	if e.typ != 'P' {
+	if e.typ != wire.MsgParse {
 		return
 	}
 	switch {
@@ -410,7 +410,7 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 		typ, body, err := sess.r.ReadFrame()
 		if err != nil {
 			// The client is gone: abort the COPY so the node does not wait.
-			w.Write(appendFrame(sess.scratch[:0], 'f', []byte("client connection lost\x00")))
+			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("client connection lost\x00")))
 			w.Flush()
 			return true, &clientFatal{err}
 		}
@@ -418,9 +418,9 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 			return true, err
 		}
 		switch typ {
-		case 'c', 'f':
+		case wire.MsgCopyDone, wire.MsgCopyFail:
 			return true, w.Flush()
-		case 'd', 'H', 'S':
+		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync:
 		default:
 			return true, &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
 		}

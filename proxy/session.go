@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -209,17 +208,17 @@ func (sess *session) sendReady() {
 
 // readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
 func (sess *session) readyStatus() byte {
-	status := byte('I')
+	status := wire.TxIdle
 	if d := sess.deferred; d != nil && sess.held == nil {
-		status = 'T'
+		status = wire.TxInBlock
 		if d.aborted {
-			status = 'E'
+			status = wire.TxFailed
 		}
 	}
 	if sess.held != nil {
 		status = sess.held.conn.TxStatus
 		if sess.held.skipping || status == 0 {
-			status = 'E'
+			status = wire.TxFailed
 		}
 	}
 	return status
@@ -273,16 +272,16 @@ func (sess *session) run(ctx context.Context) {
 			sess.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
-		if sess.skipUntilSync && typ != 'S' && typ != 'X' {
+		if sess.skipUntilSync && typ != wire.MsgSync && typ != wire.MsgTerminate {
 			continue
 		}
 		switch typ {
-		case 'Q':
+		case wire.MsgQuery:
 			if err := sess.simpleQuery(ctx, body); err != nil {
 				sess.log.Debug().Err(err).Msg("session ends")
 				return
 			}
-		case 'P', 'B', 'D', 'E', 'C':
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
 			if err := sess.batch.add(sess, typ, body); err != nil {
 				var limit *statementLimitError
 				if errors.As(err, &limit) {
@@ -297,11 +296,11 @@ func (sess *session) run(ctx context.Context) {
 					return
 				}
 			}
-		case 'H':
+		case wire.MsgFlush:
 			if err := sess.runBatch(ctx, false); err != nil {
 				return
 			}
-		case 'S':
+		case wire.MsgSync:
 			if sess.skipUntilSync {
 				sess.skipUntilSync = false
 				sess.batch.reset()
@@ -316,13 +315,13 @@ func (sess *session) run(ctx context.Context) {
 			if err := sess.runBatch(ctx, true); err != nil {
 				return
 			}
-		case 'F':
+		case wire.MsgFunctionCall:
 			if err := sess.functionCall(ctx, body); err != nil {
 				return
 			}
-		case 'd', 'c', 'f':
+		case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail:
 			// Copy messages outside COPY are ignored, as the server does.
-		case 'X':
+		case wire.MsgTerminate:
 			return
 		default:
 			sess.fail(protocolViolation("invalid frontend message type %q", typ))
@@ -365,7 +364,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff, sql); ok && sess.stmts[name] != nil && sess.readyStatus() != 'E' {
+	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != wire.TxFailed {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -373,7 +372,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		if sess.answerInDeferred(eff) {
 			return nil
 		}
-	} else if sess.canDeferBegin(eff, sql) {
+	} else if sess.canDeferBegin(eff) {
 		sess.deferBegin(body, sql, eff)
 		return nil
 	}
@@ -384,7 +383,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.WriteQueryBody(body)
-		be.expect.push(expectation{typ: 'Q'})
+		be.expect.push(expectation{typ: wire.MsgQuery})
 		// A simple Query replaces the unnamed statement, for the client too.
 		sess.unnamed = nil
 	})
@@ -400,8 +399,8 @@ func (sess *session) functionCall(ctx context.Context, body []byte) error {
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
-		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], 'F', body))
-		be.expect.push(expectation{typ: 'F'})
+		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], wire.MsgFunctionCall, body))
+		be.expect.push(expectation{typ: wire.MsgFunctionCall})
 	})
 }
 
@@ -641,7 +640,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
 	sess.settlePendingSets(be, u, status)
-	if status == 'I' {
+	if status == wire.TxIdle {
 		sess.endPgowlTransaction(u.committed)
 	}
 	if !u.runsNothing {
@@ -689,7 +688,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			return
 		}
 	}
-	if sess.pinBits != 0 || be.openBatch || status != 'I' {
+	if sess.pinBits != 0 || be.openBatch || status != wire.TxIdle {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -707,7 +706,7 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		sess.pendingUncertain = false
 		return
 	}
-	if status != 'I' {
+	if status != wire.TxIdle {
 		if u.failed() {
 			return // the transaction is failed: its end decides
 		}
@@ -717,13 +716,13 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 			}
 			return
 		}
-		switch u.effects.Subject {
-		case "ROLLBACK TO SAVEPOINT":
+		switch txKind(u.effects) {
+		case classify.TxKindRollbackToSavepoint:
 			sess.pendingUncertain = true
 			return
-		case "COMMIT AND CHAIN":
+		case classify.TxKindCommitAndChain:
 			// Committed; the chained transaction starts without pending SETs.
-		case "ROLLBACK AND CHAIN":
+		case classify.TxKindRollbackAndChain:
 			u.committed = false
 		default:
 			return
@@ -784,9 +783,9 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	if eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0 {
 		replay, name := "", ""
 		if eff.Statements == 1 && sql != "" {
-			replay, name = settingReplay(sql)
+			replay, name = settingReplay(eff, sql)
 		}
-		if name != "" && be.conn.TxStatus == 'I' {
+		if name != "" && be.conn.TxStatus == wire.TxIdle {
 			// set_config with a parameter: carry the value it set.
 			value, ok, err := sess.readSetting(be, name)
 			if err != nil {
@@ -800,7 +799,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		switch {
 		case replay == "":
 			sess.settingsChangedUnseen(be)
-		case be.conn.TxStatus == 'I':
+		case be.conn.TxStatus == wire.TxIdle:
 			sess.applySets(be, []string{replay})
 		default:
 			sess.pendingSets = append(sess.pendingSets, replay)
@@ -846,17 +845,17 @@ const unknownSettings = "\x00unknown"
 // value set again and again is replayed once.
 func (sess *session) applySets(be *backend, sets []string) {
 	for _, s := range sets {
-		words := withoutComments(s)
-		if hasWords(words, "reset", "all") {
+		change, ok := sess.recordedSetting(s)
+		if ok && change.All {
 			sess.sets = sess.sets[:0]
 			continue
 		}
-		if name, reset, ok := recordedSettingName(s); ok && !lexerSettings[name] {
+		if ok && change.Name != "" && !lexerSettings[change.Name] {
 			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
-				other, _, ok := recordedSettingName(earlier)
-				return ok && other == name
+				other, ok := sess.recordedSetting(earlier)
+				return ok && other.Name == change.Name
 			})
-			if reset {
+			if change.Reset {
 				continue // the replay starts from RESET ALL: the default is what RESET gives
 			}
 		}
@@ -880,70 +879,6 @@ var lexerSettings = map[string]bool{
 	"escape_string_warning":       true,
 }
 
-// settingName reads the setting a session-level SET or RESET changes: SET
-// [SESSION] name {TO|=} value (also without spaces around =), SET TIME ZONE,
-// SET SCHEMA, SET NAMES, RESET name. Setting names are case-insensitive, quoted
-// or not, so the name is returned in lower case without quotes. ok is false for
-// any other statement, including SET ROLE, SET SESSION AUTHORIZATION, SET LOCAL
-// and set_config.
-func settingName(sql string) (name string, reset, ok bool) {
-	text := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
-	verb, rest := cutWord(text)
-	switch strings.ToLower(verb) {
-	case "reset":
-		reset = true
-	case "set":
-		if word, after := cutWord(rest); strings.EqualFold(word, "session") && !strings.HasPrefix(strings.ToLower(after), "authorization") {
-			rest = after
-		}
-		word, after := cutWord(rest)
-		switch strings.ToLower(word) {
-		case "time":
-			if zone, _ := cutWord(after); strings.EqualFold(zone, "zone") {
-				return "timezone", false, true
-			}
-			return "", false, false
-		case "schema":
-			return "search_path", false, true
-		case "names":
-			return "client_encoding", false, true
-		}
-	default:
-		return "", false, false
-	}
-	// The name runs to white space or '='; quotes only protect its case.
-	end := strings.IndexAny(rest, " \t\r\n=")
-	if end < 0 {
-		end = len(rest)
-	}
-	raw, after := rest[:end], strings.TrimSpace(rest[end:])
-	name = strings.ToLower(strings.ReplaceAll(raw, `"`, ""))
-	if name == "" || strings.ContainsAny(name, "();'") {
-		return "", false, false
-	}
-	switch name {
-	case "role", "session", "local", "all", "transaction", "session_authorization":
-		return "", false, false
-	}
-	if reset {
-		return name, true, after == ""
-	}
-	if word, _ := cutWord(after); !strings.HasPrefix(after, "=") && !strings.EqualFold(word, "to") {
-		return "", false, false
-	}
-	return name, false, true
-}
-
-// cutWord splits text at its first run of white space.
-func cutWord(text string) (word, rest string) {
-	text = strings.TrimLeft(text, " \t\r\n")
-	end := strings.IndexAny(text, " \t\r\n")
-	if end < 0 {
-		return text, ""
-	}
-	return text[:end], strings.TrimLeft(text[end:], " \t\r\n")
-}
-
 func (sess *session) updateSettingsKey() {
 	if len(sess.sets) == 0 && len(sess.loads) == 0 {
 		sess.settingsKey = ""
@@ -962,72 +897,6 @@ func (sess *session) updateSettingsKey() {
 	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-// withoutComments returns sql with its -- and /* */ comments replaced by
-// spaces, outside quoted strings and identifiers; it is for recognising a
-// statement by its words, not for running it.
-func withoutComments(sql string) string {
-	if !strings.Contains(sql, "--") && !strings.Contains(sql, "/*") {
-		return sql
-	}
-	var b strings.Builder
-	b.Grow(len(sql))
-	for i := 0; i < len(sql); {
-		switch c := sql[i]; {
-		case c == '\'' || c == '"':
-			end := strings.IndexByte(sql[i+1:], c)
-			if end < 0 {
-				b.WriteString(sql[i:])
-				return b.String()
-			}
-			b.WriteString(sql[i : i+end+2])
-			i += end + 2
-		case strings.HasPrefix(sql[i:], "--"):
-			end := strings.IndexByte(sql[i:], '\n')
-			if end < 0 {
-				return b.String()
-			}
-			b.WriteByte(' ')
-			i += end
-		case strings.HasPrefix(sql[i:], "/*"):
-			depth := 0
-			for i < len(sql) {
-				if strings.HasPrefix(sql[i:], "/*") {
-					depth++
-					i += 2
-				} else if strings.HasPrefix(sql[i:], "*/") {
-					depth--
-					i += 2
-					if depth == 0 {
-						break
-					}
-				} else {
-					i++
-				}
-			}
-			b.WriteByte(' ')
-		default:
-			b.WriteByte(c)
-			i++
-		}
-	}
-	return b.String()
-}
-
-// hasWords reports whether sql consists of exactly these words (any case,
-// any spacing, an optional trailing semicolon).
-func hasWords(sql string, words ...string) bool {
-	fields := strings.Fields(strings.TrimSuffix(strings.TrimSpace(sql), ";"))
-	if len(fields) != len(words) {
-		return false
-	}
-	for i, w := range words {
-		if !strings.EqualFold(fields[i], w) {
-			return false
-		}
-	}
-	return true
-}
-
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
 // survives, neither the client's nor the connection's.
 func (sess *session) forgetStatements(be *backend) {
@@ -1044,7 +913,7 @@ func (sess *session) writeNotice(dec route.Decision) {
 	}
 	// The frame is built in the session's scratch buffer: a NoticeResponse
 	// with severity NOTICE, code 00000, the message and the detail.
-	buf := append(sess.scratch[:0], 'N', 0, 0, 0, 0)
+	buf := append(sess.scratch[:0], wire.MsgNoticeResponse, 0, 0, 0, 0)
 	buf = append(buf, noticeFieldsHead...)
 	buf = dec.AppendNoticeMessage(buf, sess.effectiveMaxLag())
 	buf = append(buf, 0, 'D')

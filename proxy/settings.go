@@ -1,11 +1,12 @@
 package proxy
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // How a session-level setting change is carried to the session's other
@@ -63,14 +64,14 @@ func (sess *session) settingsChangedUnseen(be *backend) {
 // values. Other backends then get the values, not the statements that
 // produced them.
 func (sess *session) readSettingsBackIfDue(be *backend) {
-	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return
 	}
 	sess.settingsToReadBack = false
 	named := sess.settingNames
 	for _, recorded := range sess.sets {
-		if name, _, ok := recordedSettingName(recorded); ok && !slices.Contains(named, name) {
-			named = append(named[:len(named):len(named)], name)
+		if change, ok := sess.recordedSetting(recorded); ok && change.Name != "" && !slices.Contains(named, change.Name) {
+			named = append(named[:len(named):len(named)], change.Name)
 		}
 	}
 	var sets []string
@@ -101,45 +102,34 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 	}
 }
 
-// setConfigCall matches a statement that is one session-level set_config
-// call: SELECT [pg_catalog.]set_config('name', value, false), where value is a
-// string literal or a parameter, optionally cast.
-var setConfigCall = regexp.MustCompile(`(?is)^\s*select\s+(?:pg_catalog\s*\.\s*)?set_config\s*\(\s*'((?:[^'\\]|'')*)'\s*,\s*(\$[0-9]+|[eE]?'(?:[^']|'')*')\s*(?:::\s*[a-z_ ]+?\s*)?,\s*(?:false|'f'|'false')\s*\)\s*;?\s*$`)
-
-// settingReplay says how the single statement sql, which changed a session
-// setting, is carried: replay is the text to replay, or name is the setting
-// whose value must be read back (set_config with a parameter). Both are empty
-// when the change cannot be carried.
-func settingReplay(sql string) (replay, name string) {
-	words := withoutComments(sql)
-	first := strings.ToLower(strings.TrimLeft(words, " \t\r\n("))
-	if strings.HasPrefix(first, "set") || strings.HasPrefix(first, "reset") {
-		if strings.HasPrefix(first, "set_config") {
-			return "", ""
-		}
-		return sql, ""
-	}
-	m := setConfigCall.FindStringSubmatch(words)
-	if m == nil {
+// settingReplay says how the single statement sql, with effects eff, which
+// changed a session setting, is carried: replay is the text to replay, or
+// name is the setting whose value must be read back (set_config with a
+// parameter). Both are empty when the change cannot be carried.
+func settingReplay(eff classify.Effects, sql string) (replay, name string) {
+	if len(eff.Settings) != 1 || eff.Settings[0].Local {
 		return "", ""
 	}
-	if strings.HasPrefix(m[2], "$") {
-		return "", strings.ReplaceAll(m[1], "''", "'")
+	switch change := eff.Settings[0]; change.Replay {
+	case classify.ReplayStatement:
+		return sql, ""
+	case classify.ReplayReadBack:
+		return "", change.Name
 	}
-	return sql, ""
+	return "", ""
 }
 
-// recordedSettingName returns the setting a recorded replay statement sets,
-// for replacing an earlier value: SET/RESET name, or a set_config call.
-func recordedSettingName(recorded string) (name string, reset, ok bool) {
-	words := withoutComments(recorded)
-	if name, reset, ok := settingName(words); ok {
-		return name, reset, true
+// recordedSetting returns the setting change a recorded replay statement
+// makes (SET, RESET, RESET ALL or a set_config call), for replacing an
+// earlier value; ok is false for a statement that names no session-level
+// change. The classifier answers from its cache: the statements were
+// classified when the session ran them.
+func (sess *session) recordedSetting(recorded string) (classify.SettingChange, bool) {
+	settings := sess.srv.opts.Classifier.Classify(recorded).Settings
+	if len(settings) != 1 || settings[0].Local {
+		return classify.SettingChange{}, false
 	}
-	if m := setConfigCall.FindStringSubmatch(words); m != nil {
-		return strings.ToLower(strings.ReplaceAll(m[1], "''", "'")), false, true
-	}
-	return "", false, false
+	return settings[0], true
 }
 
 // setConfigReplay is the statement that gives setting name the value it has.

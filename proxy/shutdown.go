@@ -153,7 +153,7 @@ func refuseWhileShuttingDown(conn net.Conn) {
 		if len(body) >= 4 && (body[0] != 0x04 || body[1] != 0xd2) {
 			break // a startup packet, not an SSLRequest or GSSENCRequest
 		}
-		conn.Write([]byte{'N'})
+		conn.Write([]byte{wire.SSLRefused})
 	}
 	writeErrorNow(conn, &clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: shutdownIdleMessage})
 }

@@ -199,10 +199,10 @@ func (sess *session) startup(ctx context.Context) bool {
 			}
 			sslDone = true
 			if sess.srv.live().tls == nil {
-				sess.conn.Write([]byte{'N'})
+				sess.conn.Write([]byte{wire.SSLRefused})
 				continue
 			}
-			sess.conn.Write([]byte{'S'})
+			sess.conn.Write([]byte{wire.SSLAccepted})
 			tlsConn := tls.Server(sess.conn, sess.srv.live().tls)
 			if err := tlsConn.HandshakeContext(ctx); err != nil {
 				sess.log.Info().Err(err).Msg("TLS handshake failed")
@@ -220,7 +220,7 @@ func (sess *session) startup(ctx context.Context) bool {
 				return false
 			}
 			gssDone = true
-			sess.conn.Write([]byte{'N'})
+			sess.conn.Write([]byte{wire.SSLRefused})
 		case code == codeCancelRequest:
 			// PostgreSQL ignores a cancel request of the wrong length.
 			if len(body) == 12 {
@@ -360,7 +360,7 @@ func (sess *session) finishStartup(key cancelKey) bool {
 	secret := make([]byte, 4)
 	binary.BigEndian.PutUint32(secret, key.secret)
 	sess.send(&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: secret})
-	sess.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: wire.TxIdle})
 	if err := sess.w.Flush(); err != nil {
 		return false
 	}
@@ -393,7 +393,7 @@ func (c clientAuthConn) ReceivePassword() ([]byte, error) {
 		}
 		return nil, err
 	}
-	if typ != 'p' {
+	if typ != wire.MsgPasswordMessage {
 		return nil, protocolViolation("expected password response, got message type %q", typ)
 	}
 	return body, nil

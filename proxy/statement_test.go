@@ -40,27 +40,17 @@ func TestStatementIDsAreUniqueAcrossSessions(t *testing.T) {
 	}
 }
 
-func TestWithoutComments(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"DISCARD ALL", "DISCARD ALL"},
-		{"/* pool reset */ DEALLOCATE ALL", "  DEALLOCATE ALL"},
-		{"DISCARD ALL -- pool reset", "DISCARD ALL "},
-		{"DISCARD -- x\nALL", "DISCARD  \nALL"},
-		{"/* a /* nested */ b */DISCARD ALL", " DISCARD ALL"},
-		{"SET x = '--not a comment'", "SET x = '--not a comment'"},
-		{`SET "odd--name" = 1 /* c */`, `SET "odd--name" = 1  `},
-	} {
-		if got := withoutComments(tc.in); got != tc.want {
-			t.Errorf("withoutComments(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
+// settingsSession is a session with a classifier, for the tests of how settings are recorded.
+func settingsSession() *session {
+	return &session{srv: &Server{opts: Options{Classifier: classify.New(classify.Options{})}}}
 }
 
 // TestCommentedResetIsRecognised: a RESET ALL with a comment is still the
 // statement it is, and empties the settings a session carries.
 func TestCommentedResetIsRecognised(t *testing.T) {
 	for _, sql := range []string{"RESET ALL -- pool reset", "/* reset */ reset all;", "RESET\n-- x\nALL"} {
-		sess := &session{sets: []string{"SET work_mem = '8MB'"}}
+		sess := settingsSession()
+		sess.sets = []string{"SET work_mem = '8MB'"}
 		sess.applySets(&backend{conn: &pool.Conn{}}, []string{sql})
 		if len(sess.sets) != 0 {
 			t.Errorf("%q is not recognised as RESET ALL: the session carries %q", sql, sess.sets)
@@ -92,7 +82,11 @@ func TestRowValues(t *testing.T) {
 	}
 }
 
-func TestSettingName(t *testing.T) {
+// TestRecordedSettingNames: a recorded SET or RESET replaces an earlier one
+// of the same setting, whatever the spelling of its name; statements that
+// name no session-level setting replace nothing.
+func TestRecordedSettingNames(t *testing.T) {
+	sess := settingsSession()
 	for sql, want := range map[string]string{
 		"SET work_mem = '4MB'":               "work_mem",
 		"set SESSION Work_Mem TO 4096":       "work_mem",
@@ -106,14 +100,17 @@ func TestSettingName(t *testing.T) {
 		"SET SCHEMA 'app'":                   "search_path",
 		"SET NAMES 'UTF8'":                   "client_encoding",
 		"RESET ALL":                          "",
-		"SELECT set_config('a', 'b', false)": "",
+		"SELECT set_config('a', 'b', false)": "a",
 		"SET LOCAL work_mem = 1":             "",
 		"SET x=5":                            "x",
 		"SET x TO DEFAULT":                   "x",
 	} {
-		name, _, ok := settingName(sql)
-		if (want == "") == ok || name != want {
-			t.Errorf("settingName(%q) = %q, %v; want %q", sql, name, ok, want)
+		change, ok := sess.recordedSetting(sql)
+		if !ok {
+			change.Name = ""
+		}
+		if change.Name != want {
+			t.Errorf("recordedSetting(%q) = %+v, %v; want name %q", sql, change, ok, want)
 		}
 	}
 }
@@ -121,7 +118,7 @@ func TestSettingName(t *testing.T) {
 // TestRepeatedSetIsRecordedOnce: a value set for every request is replayed
 // once, not once per request.
 func TestRepeatedSetIsRecordedOnce(t *testing.T) {
-	sess := &session{}
+	sess := settingsSession()
 	be := &backend{conn: &pool.Conn{}}
 	for i := range 100 {
 		sess.applySets(be, []string{"SET work_mem = '" + strconv.Itoa(i+1) + "MB'", "SET app.tenant = 't'"})
@@ -134,6 +131,7 @@ func TestRepeatedSetIsRecordedOnce(t *testing.T) {
 }
 
 func TestSettingReplay(t *testing.T) {
+	sess := settingsSession()
 	for _, tc := range []struct{ sql, replay, name string }{
 		{"SET work_mem = '4MB'", "SET work_mem = '4MB'", ""},
 		{"/* c */ RESET work_mem", "/* c */ RESET work_mem", ""},
@@ -144,13 +142,13 @@ func TestSettingReplay(t *testing.T) {
 		{"SELECT login('x')", "", ""},
 		{"SELECT set_config('a', 'b', false), nextval('s')", "", ""},
 	} {
-		replay, name := settingReplay(tc.sql)
+		replay, name := settingReplay(sess.srv.opts.Classifier.Classify(tc.sql), tc.sql)
 		if replay != tc.replay || name != tc.name {
 			t.Errorf("settingReplay(%q) = %q, %q; want %q, %q", tc.sql, replay, name, tc.replay, tc.name)
 		}
 	}
 	r := setConfigReplay("app.tenant", `it's \ here`)
-	if name, _, ok := recordedSettingName(r); !ok || name != "app.tenant" {
-		t.Errorf("recordedSettingName(%q) = %q, %v", r, name, ok)
+	if change, ok := sess.recordedSetting(r); !ok || change.Name != "app.tenant" {
+		t.Errorf("recordedSetting(%q) = %+v, %v", r, change, ok)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgowl/pgowl/wire"
 )
 
 // sqlstateQueryCanceled is query_canceled, which a cancelled statement reports.
@@ -75,7 +77,7 @@ func (sess *session) queryTimeoutError(be *backend, body []byte) []byte {
 		Message: "pgowl: canceling statement due to limits.query_timeout (" + sess.srv.live().cfg.Limits.QueryTimeout.String() + ")",
 		Detail:  "pgowl cancelled the statement on " + be.node + ", which answered: " + message}).Encode(sess.scratch[:0])
 	if err != nil {
-		return appendFrame(sess.scratch[:0], 'E', body)
+		return appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)
 	}
 	return frame
 }

@@ -9,6 +9,14 @@
 // ErrorResponse, ParseComplete and friends) are read whole by the caller and
 // decoded with pgproto3 where the contents matter.
 //
+// A type byte means different messages in the two directions ('E' is Execute
+// from a client and ErrorResponse from a server), so the types are named per
+// direction (messages.go: MsgQuery, MsgExecute, ... sent by a client;
+// MsgErrorResponse, MsgReadyForQuery, ... sent by a server), with the
+// ReadyForQuery status bytes (TxIdle, TxInBlock, TxFailed), the Describe and
+// Close targets and the SSLRequest answers. Product code compares frame types
+// with these names only.
+//
 // Reader enforces a maximum body size on every frame, the defence against a
 // peer that announces a huge message to exhaust memory; SetMaxBody changes
 // it between protocol phases (a client's login accepts far less than its

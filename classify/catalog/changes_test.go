@@ -19,7 +19,7 @@ import (
 func TestChangesAreReadByName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster, db := startPrimary(t, ctx)
+	primary, db := startPrimary(t, ctx)
 	exec := func(sql string) {
 		t.Helper()
 		if _, err := db.Exec(ctx, sql); err != nil {
@@ -38,7 +38,7 @@ func TestChangesAreReadByName(t *testing.T) {
 				<-ctx.Done() // a primary that does not answer
 				return nil, ctx.Err()
 			}
-			return pgx.Connect(ctx, cluster.DSN(database))
+			return pgx.Connect(ctx, primary.DatabaseDSN(database))
 		},
 		Wait:            2 * time.Second,
 		LoadTimeout:     5 * time.Second,

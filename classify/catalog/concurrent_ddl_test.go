@@ -21,7 +21,7 @@ import (
 func TestLoadSurvivesConcurrentDDL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, admin := startPrimary(t, ctx)
+	primary, admin := startPrimary(t, ctx)
 	for _, sql := range []string{
 		"CREATE TABLE audit (msg text)",
 		"CREATE FUNCTION steady_reader() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$",
@@ -44,7 +44,7 @@ func TestLoadSurvivesConcurrentDDL(t *testing.T) {
 		churners.Add(1)
 		go func() {
 			defer churners.Done()
-			conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+			conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 			if err != nil {
 				churnErrors <- err
 				return
@@ -73,7 +73,7 @@ func TestLoadSurvivesConcurrentDDL(t *testing.T) {
 		}()
 	}
 
-	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestLoadSurvivesConcurrentDDL(t *testing.T) {
 	// The manager's reads of changed names, with the same churn.
 	m := catalog.New(catalog.Options{
 		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
-			return pgx.Connect(ctx, cluster.DSN(database))
+			return pgx.Connect(ctx, primary.DatabaseDSN(database))
 		},
 		Wait: 10 * time.Second,
 	})

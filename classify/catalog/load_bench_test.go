@@ -2,7 +2,6 @@ package catalog_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/classify/catalog"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // BenchmarkLoad measures what loading a catalogue costs against a real server with 200 user
@@ -18,15 +17,8 @@ import (
 func BenchmarkLoad(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		b.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cluster.Stop() })
-	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +35,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	b.Run("new connection", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			c, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+			c, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 			if err != nil {
 				b.Fatal(err)
 			}

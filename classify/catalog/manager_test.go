@@ -53,7 +53,7 @@ func TestManagerFailsClosedWithoutServer(t *testing.T) {
 func TestManagerAgainstPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, admin := startPrimary(t, ctx)
+	primary, admin := startPrimary(t, ctx)
 	exec := func(conn *pgx.Conn, sql string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, sql); err != nil {
@@ -61,7 +61,7 @@ func TestManagerAgainstPostgres(t *testing.T) {
 		}
 	}
 	exec(admin, "CREATE DATABASE app")
-	db, err := pgx.Connect(ctx, cluster.DSN("app"))
+	db, err := pgx.Connect(ctx, primary.DatabaseDSN("app"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestManagerAgainstPostgres(t *testing.T) {
 	m := catalog.New(catalog.Options{
 		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
 			connects.Add(1)
-			return pgx.Connect(ctx, cluster.DSN(database))
+			return pgx.Connect(ctx, primary.DatabaseDSN(database))
 		},
 		RefreshInterval: time.Hour, // the refresh is tested below, with a second manager
 		Wait:            10 * time.Second,
@@ -130,7 +130,7 @@ func TestManagerAgainstPostgres(t *testing.T) {
 	// A change made elsewhere is picked up by the periodic refresh.
 	m = catalog.New(catalog.Options{
 		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
-			return pgx.Connect(ctx, cluster.DSN(database))
+			return pgx.Connect(ctx, primary.DatabaseDSN(database))
 		},
 		RefreshInterval: 300 * time.Millisecond,
 	})

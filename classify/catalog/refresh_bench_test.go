@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // BenchmarkRefresh measures reading one changed function again over a kept connection, against a
@@ -18,15 +17,8 @@ import (
 func BenchmarkRefresh(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		b.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cluster.Stop() })
-	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,21 +87,14 @@ func BenchmarkRefresh(b *testing.B) {
 func BenchmarkChangeThenUse(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if errors.Is(err, pgcluster.ErrUnavailable) {
-		b.Skipf("PostgreSQL not available: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cluster.Stop() })
-	conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	m := New(Options{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
-		return pgx.Connect(ctx, cluster.DSN(database))
+		return pgx.Connect(ctx, primary.DatabaseDSN(database))
 	}})
 	classifier := classify.New(classify.Options{Catalogues: m})
 	session := &classify.Context{Database: "postgres", User: "postgres"}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 func TestExplainWithoutCatalogue(t *testing.T) {

@@ -4,7 +4,7 @@
 //
 // # What it runs
 //
-// The cluster comes from integration/cluster. PgBouncer (transaction pooling, in front of the
+// The cluster comes from internal/cluster. PgBouncer (transaction pooling, in front of the
 // primary), pgpool-II (streaming-replication mode, load balancing over the three nodes) and two
 // pgowl processes (routing.notice off and on, log.level warn) run as separate processes on free
 // loopback ports, each with its configuration generated here in a temporary directory; PgBouncer

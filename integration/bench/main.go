@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // benchUser and benchPassword are the login every target is reached with, and benchDatabase
@@ -245,7 +245,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	logf("starting a primary and two standbys")
-	c, err := cluster.Start(ctx, cluster.Options{
+	c, err := cluster.StartWatched(ctx, cluster.Options{
 		Standbys: 2,
 		Users:    []cluster.User{{Name: benchUser, Password: benchPassword}},
 		Settings: clusterSettings,

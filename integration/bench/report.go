@@ -657,7 +657,7 @@ func (r *report) failureSection() string {
 func (r *report) setupSection() string {
 	var b strings.Builder
 	b.WriteString("## Setup\n\n")
-	fmt.Fprintf(&b, "- **Cluster**: a PostgreSQL primary and two streaming standbys from `integration/cluster` on 127.0.0.1, "+
+	fmt.Fprintf(&b, "- **Cluster**: a PostgreSQL primary and two streaming standbys from `internal/cluster` on 127.0.0.1, "+
 		"with the harness defaults (fsync off, synchronous_commit off) and %s. "+
 		"`pgbench -i -s %d` ran once on the primary as `%s` in database `%s` (1,000,000 accounts; not `postgres`, whose server "+
 		"connections pgpool-II never caches), and the standbys caught up before any run.\n",

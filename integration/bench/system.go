@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // aptTimeout bounds apt-get update and apt-get install together.

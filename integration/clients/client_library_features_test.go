@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // review5Conn opens a pgx connection to o (with extra runtime params) that

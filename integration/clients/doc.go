@@ -16,7 +16,7 @@
 // outcome, the SQLSTATE of any error, the NOTICEs every connection received
 // during the step and the step's results. The Go test then checks the
 // answer, and asks the nodes themselves (pg_stat_statements, through the
-// integration/cluster harness) where the step's statements ran. psql and
+// internal/cluster harness) where the step's statements ran. psql and
 // pgbench run as programs.
 //
 // # Evidence

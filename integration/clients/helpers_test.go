@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
 	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/proxy"
 	"github.com/pgowl/pgowl/route"
 )

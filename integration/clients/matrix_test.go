@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // stepTimeout bounds one driver step; the large result gets largeStepTimeout.

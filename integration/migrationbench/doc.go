@@ -4,7 +4,7 @@
 //
 // # What it runs
 //
-// One throw-away PostgreSQL 15 primary from integration/cluster, and pgowl in this process in
+// One throw-away PostgreSQL 15 primary from internal/cluster, and pgowl in this process in
 // front of it (the slowdown it measures does not depend on standbys: routing plays no part).
 // The script, per run, in a fresh schema:
 //

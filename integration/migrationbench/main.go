@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/proxy"
 )
 
@@ -132,7 +132,7 @@ func main() {
 func run(ctx context.Context, o options) (map[string]float64, error) {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	c, err := cluster.Start(startCtx, cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}})
+	c, err := cluster.StartWatched(startCtx, cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}})
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/proxy"
 )
 

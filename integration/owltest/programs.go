@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // CleanEnv is the process environment without libpq, psql and pgowl

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // ClusterStartTimeout bounds how long a SharedCluster may take to start.
@@ -52,7 +52,7 @@ func (s *SharedCluster) Get(t testing.TB, opts cluster.Options) (*cluster.Cluste
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ClusterStartTimeout)
 		defer cancel()
-		s.cluster, s.err = cluster.Start(ctx, opts)
+		s.cluster, s.err = cluster.StartWatched(ctx, opts)
 	})
 	return s.cluster, s.err
 }

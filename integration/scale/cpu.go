@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // cpuSnapshot is the CPU time spent so far, by the machine and by this run's processes, in

@@ -3,7 +3,7 @@
 //
 // # What it runs
 //
-// A throw-away primary and two streaming standbys come from integration/cluster, each with
+// A throw-away primary and two streaming standbys come from internal/cluster, each with
 // max_connections = 100. pgowl is built from the working tree (go build ./cmd/pgowl) and runs as
 // its own process (`pgowl serve --config FILE`) on a free loopback port, with log.level warn,
 // routing.notice false, pool.max_per_node 40 and limits.max_client_connections 12000; every

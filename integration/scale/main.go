@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // appUser and appPassword are the login every client uses, through pgowl and on the nodes.
@@ -178,7 +178,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	logf("starting a primary and 2 standbys (max_connections = %d)", nodeMaxConnections)
-	cl, err := cluster.Start(ctx, cluster.Options{
+	cl, err := cluster.StartWatched(ctx, cluster.Options{
 		Standbys: 2,
 		Users:    []cluster.User{{Name: appUser, Password: appPassword}},
 		Settings: map[string]string{"max_connections": fmt.Sprint(nodeMaxConnections)},

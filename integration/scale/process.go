@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // stopGrace is how long pgowl gets to exit after SIGTERM before SIGKILL.

@@ -75,7 +75,7 @@ func (r *report) markdown() string {
 	w("| PostgreSQL | %s |\n", r.machine.postgres)
 	w("| Go | %s |\n", r.machine.goVersion)
 	w("| pgowl | %s |\n", r.build)
-	w("| cluster | primary %s and standbys %s (integration/cluster: fsync off, synchronous_commit off), max_connections = %d each |\n",
+	w("| cluster | primary %s and standbys %s (internal/cluster: fsync off, synchronous_commit off), max_connections = %d each |\n",
 		r.nodes[0], strings.Join(r.nodes[1:], ", "), nodeMaxConnections)
 	w("\nEverything runs on this one machine: the clients (this command), pgowl and the three PostgreSQL servers share its CPUs, " +
 		"with whatever else runs there; the CPU lines below separate this run's processes from the rest. " +

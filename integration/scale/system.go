@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // machine describes where the run happened.

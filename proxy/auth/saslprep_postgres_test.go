@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgowl/pgowl/integration/cluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestSASLPrepMatchesPostgreSQL lets PostgreSQL 15 build the SCRAM verifier of tricky passwords

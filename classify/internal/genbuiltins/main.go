@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgowl/pgowl/classify/internal/pgcluster"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // builtinFunctionsQuery lists every distinct function name in pg_catalog.
@@ -30,7 +30,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.outPath, "out", "pg15_builtin_functions.txt", "file to write")
 	flag.StringVar(&cfg.dsn, "dsn", "", "connection string of a PostgreSQL 15 server; empty starts a throw-away cluster")
-	flag.StringVar(&cfg.binDir, "pgbin", "", "PostgreSQL 15 bin directory for the throw-away cluster (default $PGOWL_PG_BINDIR or "+pgcluster.DefaultBinDir+")")
+	flag.StringVar(&cfg.binDir, "pgbin", "", "PostgreSQL 15 bin directory for the throw-away cluster (default $"+cluster.BinDirEnv+" or "+cluster.DefaultBinDir+")")
 	flag.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "overall time limit")
 	flag.Parse()
 	if err := run(cfg); err != nil {
@@ -44,16 +44,16 @@ func run(cfg config) error {
 	defer cancel()
 	dsn := cfg.dsn
 	if dsn == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: cfg.binDir})
+		throwaway, err := cluster.Start(ctx, cluster.Options{BinDir: cfg.binDir})
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if err := cluster.Stop(); err != nil {
+			if err := throwaway.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "genbuiltins: stop cluster:", err)
 			}
 		}()
-		dsn = cluster.DSN("postgres")
+		dsn = throwaway.Nodes[0].SuperuserDSN()
 	}
 	version, names, err := fetchNames(ctx, dsn)
 	if err != nil {

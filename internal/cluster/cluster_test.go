@@ -487,7 +487,7 @@ func TestWatchdogHelperProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cluster, err := Start(ctx, Options{Standbys: 1})
+	cluster, err := StartWatched(ctx, Options{Standbys: 1})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)

@@ -1,6 +1,15 @@
 // Package cluster starts throwaway PostgreSQL 15 clusters, one primary and
-// any number of streaming standbys, for integration tests, benchmarks and the
-// `pgowl demo` command.
+// any number of streaming standbys, for integration tests, benchmarks, the
+// classifier's generator and the `pgowl demo` command. It is the project's one
+// cluster harness.
+//
+// # What ships in the pgowl binary
+//
+// The demo links this package, so it must not pull test machinery into the
+// product: it does not import "testing" (StartForTest takes the small TB
+// interface, which *testing.T satisfies), and the watchdog is reachable only
+// from StartWatched and StartForTest, which the binary never calls, so the
+// linker drops it. cmd/pgowl's TestBinaryLinksNoTestMachinery checks both.
 //
 // # Layout
 //
@@ -22,7 +31,9 @@
 // pg_is_in_recovery() and has replayed the primary's current WAL position.
 // If any step fails, everything started so far is stopped and the directory
 // removed. Cluster.Close stops every node in immediate mode and removes the
-// directory; it is safe to call more than once.
+// directory; it is safe to call more than once. StartWatched and StartForTest
+// also start a watchdog, a detached shell process that does what Close does if
+// the process that started the cluster dies first (a test killed by -timeout).
 //
 // # Users and authentication
 //

@@ -51,6 +51,16 @@ func (n *Node) LogPath() string {
 	return filepath.Join(n.Dir, "server.log")
 }
 
+// ServerLog returns the node's server log so far, for failure messages; if it cannot be
+// read, a line saying why.
+func (n *Node) ServerLog() string {
+	content, err := os.ReadFile(n.LogPath())
+	if err != nil {
+		return "(no server log: " + err.Error() + ")"
+	}
+	return string(content)
+}
+
 // SocketDir returns the directory holding the node's Unix socket.
 func (n *Node) SocketDir() string {
 	return n.Dir
@@ -81,6 +91,12 @@ func (n *Node) DSN(user, password, database string) string {
 // SuperuserDSN returns the DSN the harness itself uses: postgres on database postgres, no password.
 func (n *Node) SuperuserDSN() string {
 	return n.DSN(Superuser, "", "postgres")
+}
+
+// DatabaseDSN returns the superuser's DSN for database, with no password (the harness trusts
+// the superuser over TCP).
+func (n *Node) DatabaseDSN(database string) string {
+	return n.DSN(Superuser, "", database)
 }
 
 // Connect opens a new connection to database postgres as the superuser over TCP.

@@ -8,7 +8,7 @@ import (
 )
 
 // watchdogScript runs detached next to a cluster and shuts it down if the process that started
-// it dies without calling Close (a test binary killed by -timeout, a demo killed with SIGKILL).
+// it dies without calling Close (a test binary killed by -timeout, a benchmark killed with SIGKILL).
 // It exits on its own once Close has removed the cluster directory. Arguments: $1 is the pid
 // to watch, $2 the cluster directory. Postmasters get SIGQUIT (immediate shutdown, which also
 // releases their shared memory), stragglers SIGKILL after ten seconds, then the directory goes.

@@ -34,8 +34,23 @@ type Cluster struct {
 
 // Start creates and starts a primary and opts.Standbys streaming standbys, and returns once
 // every standby is in recovery and has replayed the primary's current WAL position.
-// On failure it stops whatever it started and removes the directory.
+// On failure it stops whatever it started and removes the directory. The servers outlive this
+// process if it dies without calling Close; test binaries and benchmarks, which a timeout may
+// kill, use StartWatched or StartForTest instead.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	return start(ctx, opts, nil)
+}
+
+// StartWatched is Start plus a watchdog: a detached shell process that shuts the servers down
+// and removes the directory if this process dies without calling Close (a test binary killed
+// by -timeout, a benchmark killed with SIGKILL). Only callers of StartWatched link the watchdog,
+// so the pgowl binary, whose demo calls Start, does not carry it.
+func StartWatched(ctx context.Context, opts Options) (*Cluster, error) {
+	return start(ctx, opts, startWatchdog)
+}
+
+// start is Start; a non-nil watch starts a watchdog for the cluster directory and returns its stop function.
+func start(ctx context.Context, opts Options, watch func(dir string, logf func(string, ...any)) (stop func())) (*Cluster, error) {
 	opts, err := opts.resolved()
 	if err != nil {
 		return nil, err
@@ -55,7 +70,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, newError(CodeSetup, "", "create the cluster directory in "+opts.BaseDir, err)
 	}
 	run.workDir = dir
-	cluster := &Cluster{Dir: dir, run: run, stopWatchdog: startWatchdog(dir, opts.Logf)}
+	cluster := &Cluster{Dir: dir, run: run, stopWatchdog: func() {}}
+	if watch != nil {
+		cluster.stopWatchdog = watch(dir, opts.Logf)
+	}
 	started := false
 	defer func() {
 		if !started {
