@@ -582,10 +582,10 @@ dir=$2
 while kill -0 "$parent" 2>/dev/null && [ -d "$dir" ]; do sleep 1; done
 [ -d "$dir" ] || exit 0
 mentioning() {
-	for proc in /proc/[0-9]*; do
-		pid=${proc#/proc/}
-		[ "$pid" = "$$" ] && continue
-		if tr '\0' ' ' < "$proc/cmdline" 2>/dev/null | grep -qF "$dir/"; then echo "$pid"; fi
+	grep -laF "$dir/" /proc/[0-9]*/cmdline 2>/dev/null | while read -r file; do
+		pid=${file#/proc/}
+		pid=${pid%/cmdline}
+		[ "$pid" = "$$" ] || echo "$pid"
 	done
 }
 for pid in $(mentioning); do kill -TERM "$pid" 2>/dev/null; done
