@@ -58,7 +58,6 @@ var patroniPrograms = map[string]string{
 	"patroni":    "patroni",
 	"patronictl": "patroni",
 	"etcd":       "etcd-server",
-	"etcdctl":    "etcd-client",
 }
 
 // requirePatroniPrograms fails t (it does not skip) when a program the harness needs is missing.
