@@ -34,6 +34,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,9 @@ type patroniCluster struct {
 	etcd  *harnessProcess
 	owner *syscall.Credential
 	scope string
+	// stopWatchdog stops the watchdog; closeOnce guards close.
+	stopWatchdog func()
+	closeOnce    sync.Once
 }
 
 // harnessProcess is one long-running program the harness started in its own process group.
@@ -111,12 +115,41 @@ type harnessProcess struct {
 	exited  chan struct{}
 }
 
+// patroniStartAttempts bounds the starts of the harness: a port found free
+// may be taken by another program before etcd or PostgreSQL binds it.
+const patroniStartAttempts = 3
+
+// portTakenMarkers are the log lines of etcd, Patroni and PostgreSQL that
+// say a port was taken.
+var portTakenMarkers = []string{"address already in use", "could not bind", "could not create any tcp/ip sockets"}
+
 // startPatroniCluster starts etcd and members Patroni members, waits until
 // the first is leader and every other one streams from it with no lag, and
-// creates the app login. Everything stops when t ends.
+// creates the app login. Everything stops when t ends. A start that fails
+// because a port was taken is retried on new ports.
 func startPatroniCluster(t *testing.T, members int) *patroniCluster {
 	t.Helper()
 	requirePatroniPrograms(t)
+	for attempt := 1; ; attempt++ {
+		pc, err := tryStartPatroniCluster(t, members)
+		if err == nil {
+			return pc
+		}
+		logs := strings.ToLower(pc.logText())
+		taken := slices.ContainsFunc(portTakenMarkers, func(marker string) bool { return strings.Contains(logs, marker) })
+		if !taken || attempt == patroniStartAttempts {
+			t.Fatalf("start the Patroni cluster (attempt %d): %v", attempt, err)
+		}
+		t.Logf("patroni: attempt %d failed because a port was taken (%v); retrying on new ports", attempt, err)
+		pc.logTails(t)
+		pc.close(t)
+	}
+}
+
+// tryStartPatroniCluster is one attempt of startPatroniCluster. It fails t on
+// setup errors and returns the errors of the waits, which a taken port explains.
+func tryStartPatroniCluster(t *testing.T, members int) (*patroniCluster, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patroniStartTimeout)
 	defer cancel()
 	pc := &patroniCluster{scope: "pgowl-patroni-test"}
@@ -135,16 +168,12 @@ func startPatroniCluster(t *testing.T, members int) *patroniCluster {
 	}
 	pc.dir = dir
 	pc.chown(t, dir)
-	stopWatchdog := startPatroniWatchdog(t, dir)
+	pc.stopWatchdog = startPatroniWatchdog(t, dir)
 	t.Cleanup(func() {
-		pc.stop(t)
-		stopWatchdog()
 		if t.Failed() {
 			pc.logTails(t)
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("remove %s: %v", dir, err)
-		}
+		pc.close(t)
 	})
 
 	ports := freeLoopbackPorts(t, 2+2*members)
@@ -155,9 +184,11 @@ func startPatroniCluster(t *testing.T, members int) *patroniCluster {
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "e1="+peerURL, "--initial-cluster-state", "new")
-	pc.waitHTTP(ctx, t, "etcd answers /health", etcdURL+"/health", func(body []byte) bool {
+	if err := pc.waitHTTP(ctx, "etcd answers /health", etcdURL+"/health", func(body []byte) bool {
 		return strings.Contains(string(body), `"health":"true"`)
-	})
+	}); err != nil {
+		return pc, err
+	}
 
 	var nodes []*cluster.Node
 	for i := range members {
@@ -186,16 +217,33 @@ func startPatroniCluster(t *testing.T, members int) *patroniCluster {
 	began := time.Now()
 	first := pc.Members[0]
 	first.proc = pc.start(t, first.Name(), filepath.Join(first.dir, "patroni.log"), pc.owner, "patroni", first.ConfigPath)
-	pc.waitHTTP(ctx, t, first.Name()+" is the leader", first.APIURL+"/primary", func([]byte) bool { return true })
+	if err := pc.waitHTTP(ctx, first.Name()+" is the leader", first.APIURL+"/primary", func([]byte) bool { return true }); err != nil {
+		return pc, err
+	}
 	for _, m := range pc.Members[1:] {
 		m.proc = pc.start(t, m.Name(), filepath.Join(m.dir, "patroni.log"), pc.owner, "patroni", m.ConfigPath)
 	}
-	pc.waitMembersStreaming(ctx, t, first.Name())
+	if err := pc.awaitStreaming(ctx, first.Name()); err != nil {
+		return pc, err
+	}
 	if err := first.Node.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword)); err != nil {
 		t.Fatalf("create the app login on %s: %v", first.Name(), err)
 	}
 	t.Logf("patroni: etcd and %d members ready in %s under %s", members, time.Since(began).Round(time.Millisecond), dir)
-	return pc
+	return pc, nil
+}
+
+// close stops every process, the watchdog, and removes the directory; it runs once.
+func (pc *patroniCluster) close(t *testing.T) {
+	pc.closeOnce.Do(func() {
+		pc.stop(t)
+		if pc.stopWatchdog != nil {
+			pc.stopWatchdog()
+		}
+		if err := os.RemoveAll(pc.dir); err != nil {
+			t.Errorf("remove %s: %v", pc.dir, err)
+		}
+	})
 }
 
 // memberConfig is m's Patroni configuration: etcd3 on loopback, PostgreSQL 15
@@ -325,10 +373,9 @@ func (p *harnessProcess) running() bool {
 	}
 }
 
-// waitHTTP polls url until it answers 200 with a body accepted by ok, failing t when ctx ends
-// or a started process has exited.
-func (pc *patroniCluster) waitHTTP(ctx context.Context, t *testing.T, what, url string, ok func([]byte) bool) {
-	t.Helper()
+// waitHTTP polls url until it answers 200 with a body accepted by ok, and
+// returns an error when ctx ends or a started process has exited.
+func (pc *patroniCluster) waitHTTP(ctx context.Context, what, url string, ok func([]byte) bool) error {
 	client := &http.Client{Timeout: time.Second}
 	var last string
 	for {
@@ -337,16 +384,16 @@ func (pc *patroniCluster) waitHTTP(ctx context.Context, t *testing.T, what, url 
 		case err != nil:
 			last = err.Error()
 		case status == http.StatusOK && ok(body):
-			return
+			return nil
 		default:
 			last = fmt.Sprintf("status %d: %s", status, truncateText(string(body), 300))
 		}
 		if exited := pc.exitedProcess(); exited != "" {
-			t.Fatalf("waiting until %s: %s", what, exited)
+			return fmt.Errorf("waiting until %s: %s", what, exited)
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting until %s: not within the start timeout; last answer of %s: %s", what, url, last)
+			return fmt.Errorf("waiting until %s: not within the start timeout; last answer of %s: %s", what, url, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -439,9 +486,16 @@ func (pc *patroniCluster) view(ctx context.Context, client *http.Client) (patron
 }
 
 // waitMembersStreaming waits until Patroni lists every member, leader as
-// leader and the others as replicas that are running with lag 0.
+// leader and the others as replicas that are running with lag 0, failing t if not.
 func (pc *patroniCluster) waitMembersStreaming(ctx context.Context, t *testing.T, leader string) {
 	t.Helper()
+	if err := pc.awaitStreaming(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitStreaming is waitMembersStreaming returning an error.
+func (pc *patroniCluster) awaitStreaming(ctx context.Context, leader string) error {
 	client := &http.Client{Timeout: time.Second}
 	var last string
 	for {
@@ -457,15 +511,15 @@ func (pc *patroniCluster) waitMembersStreaming(ctx context.Context, t *testing.T
 				}
 			}
 			if ready {
-				return
+				return nil
 			}
 		}
 		if exited := pc.exitedProcess(); exited != "" {
-			t.Fatalf("waiting for the Patroni members to stream from %s: %s", leader, exited)
+			return fmt.Errorf("waiting for the Patroni members to stream from %s: %s", leader, exited)
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the Patroni members did not all stream from %s in time; last /cluster: %s", leader, last)
+			return fmt.Errorf("the Patroni members did not all stream from %s in time; last /cluster: %s", leader, last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -556,13 +610,28 @@ func processCommandMentions(pid int, text string) bool {
 	return err == nil && strings.Contains(string(cmdline), text)
 }
 
-// logTails prints the end of every harness log, for a failed test.
-func (pc *patroniCluster) logTails(t *testing.T) {
+// logPaths lists the harness's logs: etcd's and each member's Patroni log (which holds PostgreSQL's output).
+func (pc *patroniCluster) logPaths() []string {
 	paths := []string{filepath.Join(pc.dir, "etcd.log")}
 	for _, m := range pc.Members {
 		paths = append(paths, filepath.Join(m.dir, "patroni.log"))
 	}
-	for _, path := range paths {
+	return paths
+}
+
+// logText returns every harness log, concatenated.
+func (pc *patroniCluster) logText() string {
+	var text strings.Builder
+	for _, path := range pc.logPaths() {
+		content, _ := os.ReadFile(path)
+		text.Write(content)
+	}
+	return text.String()
+}
+
+// logTails prints the end of every harness log, for a failed test.
+func (pc *patroniCluster) logTails(t *testing.T) {
+	for _, path := range pc.logPaths() {
 		content, err := os.ReadFile(path)
 		if err != nil {
 			continue

@@ -86,6 +86,9 @@ func TestPatroniSwitchoverAndFailoverUnderLoad(t *testing.T) {
 		pc.waitMembersStreaming(rejoin, t, s.next.Name())
 		cancel()
 		watch.stop()
+		if snap := o.inst.Nodes().Snapshot(); snap.Topology != route.TopologyPatroni {
+			t.Errorf("%s: pgowl no longer follows Patroni: topology %s", s.command, topologyOf(snap))
+		}
 		reports = append(reports, checkPatroniHandover(t, o, load, s.command, s.old, s.next, named, watch.promoted()))
 	}
 	acknowledged := load.stop(t)
