@@ -83,6 +83,25 @@ type Peering struct {
 	// Peers lists the instances; the entry with this instance's own number is ignored, so that
 	// every instance can read the same list.
 	Peers []Peer `yaml:"peers" mapstructure:"peers" help:"the pgowl instances as a JSON list of {instance, address}; an entry with this instance's number is skipped"`
+	// Self, when set, is this instance's own address as the Peers list spells it; the instance
+	// number is then taken from that entry, so that replicas reading one configuration differ
+	// only by an environment variable (in Kubernetes, PGOWL_PEERING_SELF built from the pod's
+	// name, see deploy/kubernetes). Decode fills Instance from it.
+	Self string `yaml:"self" mapstructure:"self" help:"this instance's own address in peering.peers; its entry's instance number becomes peering.instance"`
+}
+
+// resolveSelf sets Instance from the Peers entry whose address is Self, when Self is set and
+// Instance is not; Validate reports a Self that names no entry or another instance's.
+func (p *Peering) resolveSelf() {
+	if p.Self == "" || p.Instance != 0 {
+		return
+	}
+	for _, peer := range p.Peers {
+		if peer.Address == p.Self {
+			p.Instance = peer.Instance
+			return
+		}
+	}
 }
 
 // Peer is one pgowl instance that cancels may be passed on to.

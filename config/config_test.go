@@ -225,6 +225,7 @@ func TestDefaults(t *testing.T) {
 		"peering.instance":                          "0",
 		"peering.listen":                            "",
 		"peering.peers":                             "",
+		"peering.self":                              "",
 		"topology.patroni.urls":                     "",
 	}
 	keys := Keys()

@@ -24,6 +24,7 @@ func Decode(settings map[string]any) (Config, error) {
 	if err := joinErrors(d.problems); err != nil {
 		return Config{}, err
 	}
+	cfg.Peering.resolveSelf()
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}

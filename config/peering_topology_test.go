@@ -45,3 +45,38 @@ func TestPeeringAndTopologyKeysRefusedWithKeyPath(t *testing.T) {
 		})
 	}
 }
+
+// TestPeeringSelfTakesTheInstanceFromItsPeersEntry checks peering.self: the
+// instance number comes from the peers entry with that address, so that
+// replicas sharing one file differ only by it; a self that names no entry,
+// or another number than peering.instance, is refused with its key.
+func TestPeeringSelfTakesTheInstanceFromItsPeersEntry(t *testing.T) {
+	peers := "peers: [{instance: 1, address: 'pgowl-0.pgowl-peering:6490'}, {instance: 2, address: 'pgowl-1.pgowl-peering:6490'}]"
+	tests := []struct {
+		name         string
+		overlay      string
+		wantInstance int
+		wantKeys     []string
+	}{
+		{"self names the second entry", "peering: {listen: ':6490', self: 'pgowl-1.pgowl-peering:6490', " + peers + "}", 2, nil},
+		{"self names the first entry", "peering: {listen: ':6490', self: 'pgowl-0.pgowl-peering:6490', " + peers + "}", 1, nil},
+		{"self agrees with instance", "peering: {instance: 2, listen: ':6490', self: 'pgowl-1.pgowl-peering:6490', " + peers + "}", 2, nil},
+		{"self names no entry", "peering: {listen: ':6490', self: 'pgowl-7.pgowl-peering:6490', " + peers + "}", 0, []string{"peering.self", "peering.instance"}},
+		{"self disagrees with instance", "peering: {instance: 1, listen: ':6490', self: 'pgowl-1.pgowl-peering:6490', " + peers + "}", 0, []string{"peering.self"}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			cfg, err := decodeWith(t, test.overlay)
+			var keys []string
+			for _, problem := range configErrors(err) {
+				keys = append(keys, problem.Key)
+			}
+			if !reflect.DeepEqual(keys, test.wantKeys) {
+				t.Fatalf("problems name %v, want %v (error: %v)", keys, test.wantKeys, err)
+			}
+			if err == nil && cfg.Peering.Instance != test.wantInstance {
+				t.Fatalf("peering.instance is %d, want %d", cfg.Peering.Instance, test.wantInstance)
+			}
+		})
+	}
+}

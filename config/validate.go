@@ -404,6 +404,15 @@ func (v *validator) admin(a Admin, users []User, auth Auth) {
 // peering checks the instance number, the peering listener and the peer list: the
 // numbers in range and unique, each peer with an address.
 func (v *validator) peering(p Peering) {
+	if p.Self != "" {
+		i := slices.IndexFunc(p.Peers, func(peer Peer) bool { return peer.Address == p.Self })
+		switch {
+		case i < 0:
+			v.fail("peering.self", "%q is not the address of any entry of peering.peers", p.Self)
+		case p.Instance != p.Peers[i].Instance:
+			v.fail("peering.self", "%q is the address of instance %d in peering.peers, but peering.instance is %d", p.Self, p.Peers[i].Instance, p.Instance)
+		}
+	}
 	if p.Instance == 0 {
 		if len(p.Peers) > 0 {
 			v.fail("peering.instance", "must be set (1..%d) when peering.peers lists peers", MaxPeerInstance)

@@ -102,7 +102,16 @@
 // timeline it follows. The monitor remembers the highest timeline it has seen
 // a primary on (route.Snapshot.NewestPrimaryTimeline): a node that claims
 // primary on an older one is stale and gets no statement, even once the
-// promoted node is gone, until pgowl restarts.
+// promoted node is gone, until pgowl restarts or a reload removes the node
+// that was seen primary on the newer timeline.
+//
+// # Memory across a reload
+//
+// A reload that edits the node list builds a new monitor. Memory and Inherit
+// (memory.go) carry over, for the nodes kept with the same name and address,
+// what a sample does not show again: the highest timeline each node was seen
+// primary on, and the standbys found diverged. The facts of a removed node,
+// or of one removed and added back, are forgotten.
 //
 // # Logging
 //

@@ -31,6 +31,10 @@ type Monitor struct {
 	// newestPrimaryTimeline is the highest timeline a node was seen primary
 	// on (route.Snapshot.NewestPrimaryTimeline). Owned by the goroutine running Run.
 	newestPrimaryTimeline uint32
+	// memory is the facts Memory returns (see memory.go), rebuilt by the
+	// goroutine owning the trackers and read by others under memoryMu.
+	memoryMu sync.Mutex
+	memory   map[string]NodeMemory
 	// observer, when set before Run, sees the coordinator's state around
 	// every applied poll result and after every publish, from the goroutine
 	// running Run: tests check invariants of the real loop with it. Nil in
@@ -94,6 +98,10 @@ type tracker struct {
 	// primary: while its history is short, a standby ahead of it may hold
 	// the old primary's WAL past the fork (see confirmSamples).
 	promoted bool
+	// primaryTimeline is the highest timeline this node was seen primary on
+	// (0: never); the monitor's newestPrimaryTimeline is at least each
+	// tracker's, and a reload passes it on for the nodes it keeps (memory.go).
+	primaryTimeline uint32
 
 	// logged is the state last reported in the log.
 	logged loggedState
@@ -282,6 +290,7 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 		m.observer.beforeApply(m, r)
 		defer m.observer.afterApply(m, r)
 	}
+	defer m.rememberFacts()
 	t := m.nodes[r.index]
 	t.inFlight = false
 	if r.err != nil {
@@ -305,6 +314,7 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 		t.history.reset()
 		return t.triggeredRound == round
 	}
+	t.primaryTimeline = max(t.primaryTimeline, r.sample.timeline)
 	m.newestPrimaryTimeline = max(m.newestPrimaryTimeline, r.sample.timeline)
 	m.markDiverged(r)
 	if last, ok := t.history.latest(); !wasPrimary || (ok && r.sample.lsn < last.lsn) {

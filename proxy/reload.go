@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgowl/pgowl/admin"
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 )
@@ -92,8 +93,11 @@ func (in *Instance) Reload() error {
 // for credentials). When nodes were added or removed, a monitor of the new
 // list is started and swapped in once it has polled every node; a removed
 // node gets no new units, its sessions finish their transaction there, and
-// its pooled connections are closed as they are released. Counters and the
-// routing history are kept.
+// its pooled connections are closed as they are released. The new monitor
+// inherits what the old one learned about the nodes kept unchanged (the
+// highest timeline each was seen primary on, which keeps a stale primary
+// refused; standbys found diverged) and forgets it for the nodes removed or
+// re-added. Counters and the routing history are kept.
 func (in *Instance) Apply(cfg config.Config) error {
 	in.reloading.Lock()
 	defer in.reloading.Unlock()
@@ -161,6 +165,7 @@ func (in *Instance) swapMonitor(cfg config.Config) error {
 		return &ReloadError{Key: "nodes", Reason: "pgowl is not running yet"}
 	}
 	next := newMonitor(cfg, in.Pool, in.log)
+	next.Inherit(keptNodesMemory(in.Monitor.Memory(), in.cfg, cfg))
 	ctx, stop := context.WithCancel(in.monitorCtx)
 	go next.Run(ctx)
 	readyCtx, cancel := context.WithTimeout(ctx, cfg.Monitor.DownAfter+cfg.Monitor.Interval)
@@ -174,6 +179,29 @@ func (in *Instance) swapMonitor(cfg config.Config) error {
 	in.stopMonitor = stop
 	in.Monitor = next
 	return nil
+}
+
+// keptNodesMemory returns the part of memory (a monitor's facts per node,
+// such as the highest timeline a node was seen primary on) that belongs to
+// nodes cfg keeps with the same address: the facts of a removed node, or of
+// one removed and added back under its name, are forgotten, and so is a
+// standby's divergence from such a node (see monitor.NodeMemory).
+func keptNodesMemory(memory map[string]monitor.NodeMemory, old, cfg config.Config) map[string]monitor.NodeMemory {
+	added, removed := nodeChanges(old, cfg)
+	changed := func(name string) bool { return slices.Contains(added, name) || slices.Contains(removed, name) }
+	kept := make(map[string]monitor.NodeMemory, len(memory))
+	for name, mem := range memory {
+		if changed(name) {
+			continue
+		}
+		if mem.DivergedFrom != "" && changed(mem.DivergedFrom) {
+			mem.DivergedFrom, mem.DivergedTimeline = "", 0
+		}
+		if mem != (monitor.NodeMemory{}) {
+			kept[name] = mem
+		}
+	}
+	return kept
 }
 
 // nodeChanges returns the names of the nodes cfg adds and removes.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -41,10 +42,11 @@ type (
 	k8sSelector struct {
 		MatchLabels map[string]string `yaml:"matchLabels"`
 	}
-	deploymentSpec struct {
-		Replicas int         `yaml:"replicas"`
-		Selector k8sSelector `yaml:"selector"`
-		Template struct {
+	statefulSetSpec struct {
+		Replicas    int         `yaml:"replicas"`
+		ServiceName string      `yaml:"serviceName"`
+		Selector    k8sSelector `yaml:"selector"`
+		Template    struct {
 			Metadata k8sMetadata `yaml:"metadata"`
 			Spec     podSpec     `yaml:"spec"`
 		} `yaml:"template"`
@@ -67,8 +69,13 @@ type (
 			ContainerPort int    `yaml:"containerPort"`
 		} `yaml:"ports"`
 		Env []struct {
-			Name  string `yaml:"name"`
-			Value string `yaml:"value"`
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom struct {
+				FieldRef struct {
+					FieldPath string `yaml:"fieldPath"`
+				} `yaml:"fieldRef"`
+			} `yaml:"valueFrom"`
 		} `yaml:"env"`
 		ReadinessProbe probe `yaml:"readinessProbe"`
 		LivenessProbe  probe `yaml:"livenessProbe"`
@@ -91,8 +98,10 @@ type (
 		} `yaml:"httpGet"`
 	}
 	serviceSpec struct {
-		Selector map[string]string `yaml:"selector"`
-		Ports    []struct {
+		ClusterIP                string            `yaml:"clusterIP"`
+		PublishNotReadyAddresses bool              `yaml:"publishNotReadyAddresses"`
+		Selector                 map[string]string `yaml:"selector"`
+		Ports                    []struct {
 			Name       string    `yaml:"name"`
 			Port       int       `yaml:"port"`
 			TargetPort yaml.Node `yaml:"targetPort"`
@@ -124,7 +133,7 @@ type (
 // period covers the preStop wait and pgowl's own drain.
 func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 	objects := readManifests(t, filepath.Join(deployDir, "kubernetes"))
-	want := []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service"}
+	want := []string{"ConfigMap/pgowl-config", "PodDisruptionBudget/pgowl", "Service/pgowl", "Service/pgowl-peering", "StatefulSet/pgowl"}
 	var kinds []string
 	for kind := range objects {
 		kinds = append(kinds, kind)
@@ -134,20 +143,20 @@ func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 		t.Fatalf("deploy/kubernetes holds %v, want one each of %v", kinds, want)
 	}
 
-	var deployment deploymentSpec
-	decodeSpec(t, objects["Deployment"], &deployment)
+	var deployment statefulSetSpec
+	decodeSpec(t, objects["StatefulSet/pgowl"], &deployment)
 	pod := deployment.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("the pod has %d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
 	if !subsetOf(deployment.Selector.MatchLabels, deployment.Template.Metadata.Labels) || len(deployment.Selector.MatchLabels) == 0 {
-		t.Errorf("the Deployment's selector %v does not select its pods %v", deployment.Selector.MatchLabels, deployment.Template.Metadata.Labels)
+		t.Errorf("the StatefulSet's selector %v does not select its pods %v", deployment.Selector.MatchLabels, deployment.Template.Metadata.Labels)
 	}
 
 	// The configuration: the ConfigMap mounted where --config points, loaded as serve loads it.
 	configFile := serveConfigFlag(t, c.Args)
-	cm := objects["ConfigMap"]
+	cm := objects["ConfigMap/pgowl-config"]
 	mountedAt := ""
 	for _, m := range c.VolumeMounts {
 		for _, v := range pod.Volumes {
@@ -164,19 +173,35 @@ func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 	if !ok {
 		t.Fatalf("ConfigMap %s has no key %s, which --config %s reads", cm.Metadata.Name, key, configFile)
 	}
-	var environ []string
-	for _, e := range c.Env {
-		value := e.Value
-		if value == "" {
-			value = "from-a-secret"
-		}
-		environ = append(environ, e.Name+"="+value)
-	}
-	cfg := loadDeployConfig(t, "ConfigMap "+cm.Metadata.Name, document, c.Args, environ)
-
 	ports := map[string]int{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
+	}
+	// Each replica loads the configuration with its own pod name: every one must get its own
+	// peering.instance, from the peers entry that is its stable name under the headless Service.
+	if deployment.Replicas < 2 {
+		t.Errorf("replicas: %d, want at least 2 (the PodDisruptionBudget keeps one)", deployment.Replicas)
+	}
+	var cfg config.Config
+	instances := map[int]string{}
+	for ordinal := range deployment.Replicas {
+		podName := fmt.Sprintf("%s-%d", objects["StatefulSet/pgowl"].Metadata.Name, ordinal)
+		environ := podEnvironment(t, c, podName)
+		cfg = loadDeployConfig(t, "ConfigMap "+cm.Metadata.Name+" in pod "+podName, document, c.Args, environ)
+		instance := cfg.Peering.Instance
+		if instance == 0 {
+			t.Errorf("pod %s: peering.instance is 0 (peering off); environment %v", podName, environ)
+			continue
+		}
+		if other, taken := instances[instance]; taken {
+			t.Errorf("pods %s and %s both get peering.instance %d", other, podName, instance)
+		}
+		instances[instance] = podName
+		wantSelf := net.JoinHostPort(podName+"."+deployment.ServiceName, strconv.Itoa(ports["peering"]))
+		if cfg.Peering.Self != wantSelf {
+			t.Errorf("pod %s: peering.self is %q, want its stable name under the headless Service, %q", podName, cfg.Peering.Self, wantSelf)
+		}
+		checkListensInContainer(t, "peering.listen", cfg.Peering.Listen, ports["peering"])
 	}
 	checkListensInContainer(t, "listen", cfg.Listen, ports["postgres"])
 	checkListensInContainer(t, "admin.listen", cfg.Admin.Listen, ports["admin"])
@@ -212,8 +237,26 @@ func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %d does not cover preStop's %ds and pgowl's drain of %s", pod.TerminationGracePeriodSeconds, wait, drain)
 	}
 
+	// The headless Service gives the pods the names peering.peers lists, also while not ready.
+	peering, ok := objects["Service/"+deployment.ServiceName]
+	if !ok {
+		t.Fatalf("the StatefulSet's serviceName %q is not a Service in deploy/kubernetes", deployment.ServiceName)
+	}
+	var headless serviceSpec
+	decodeSpec(t, peering, &headless)
+	if headless.ClusterIP != "None" || !headless.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q, publishNotReadyAddresses %v; want a headless Service (None) that lists draining pods too",
+			deployment.ServiceName, headless.ClusterIP, headless.PublishNotReadyAddresses)
+	}
+	if len(headless.Selector) == 0 || !subsetOf(headless.Selector, deployment.Template.Metadata.Labels) {
+		t.Errorf("Service %s's selector %v does not select the pods %v", deployment.ServiceName, headless.Selector, deployment.Template.Metadata.Labels)
+	}
+	if len(headless.Ports) != 1 || resolvePort(t, headless.Ports[0].TargetPort, ports) != ports["peering"] || headless.Ports[0].Port != ports["peering"] {
+		t.Errorf("Service %s's ports %+v: want the container's peering port %d", deployment.ServiceName, headless.Ports, ports["peering"])
+	}
+
 	var service serviceSpec
-	decodeSpec(t, objects["Service"], &service)
+	decodeSpec(t, objects["Service/pgowl"], &service)
 	if len(service.Selector) == 0 || !subsetOf(service.Selector, deployment.Template.Metadata.Labels) {
 		t.Errorf("the Service's selector %v does not select the pods %v", service.Selector, deployment.Template.Metadata.Labels)
 	}
@@ -230,9 +273,9 @@ func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 	}
 
 	var pdb pdbSpec
-	decodeSpec(t, objects["PodDisruptionBudget"], &pdb)
+	decodeSpec(t, objects["PodDisruptionBudget/pgowl"], &pdb)
 	if !equalLabels(pdb.Selector.MatchLabels, deployment.Selector.MatchLabels) {
-		t.Errorf("the PodDisruptionBudget selects %v, the Deployment %v", pdb.Selector.MatchLabels, deployment.Selector.MatchLabels)
+		t.Errorf("the PodDisruptionBudget selects %v, the StatefulSet %v", pdb.Selector.MatchLabels, deployment.Selector.MatchLabels)
 	}
 	switch {
 	case pdb.MinAvailable != nil && (*pdb.MinAvailable < 1 || *pdb.MinAvailable >= deployment.Replicas):
@@ -240,8 +283,39 @@ func TestKubernetesManifestsMatchTheBinary(t *testing.T) {
 	case pdb.MinAvailable == nil && pdb.MaxUnavailable == nil:
 		t.Errorf("the PodDisruptionBudget sets neither minAvailable nor maxUnavailable")
 	}
-	t.Logf("pgowl serve %v; ports %v; probes /readyz and /healthz on %d; preStop %ds + drain %s within a grace of %ds",
-		c.Args[1:], ports, ports["admin"], wait, drain, pod.TerminationGracePeriodSeconds)
+	t.Logf("pgowl serve %v; ports %v; probes /readyz and /healthz on %d; preStop %ds + drain %s within a grace of %ds; peering instances %v",
+		c.Args[1:], ports, ports["admin"], wait, drain, pod.TerminationGracePeriodSeconds, instances)
+}
+
+// podEnvironment returns the container's environment in pod podName as the kubelet builds it:
+// metadata.name from the downward API, $(NAME) replaced by an earlier variable's value, and a
+// placeholder for values from Secrets.
+func podEnvironment(t *testing.T, c container, podName string) []string {
+	t.Helper()
+	values := map[string]string{}
+	var environ []string
+	for _, e := range c.Env {
+		value := e.Value
+		switch path := e.ValueFrom.FieldRef.FieldPath; {
+		case path == "metadata.name":
+			value = podName
+		case path != "":
+			t.Fatalf("env %s: the test does not know the downward API field %s", e.Name, path)
+		case value == "":
+			value = "from-a-secret"
+		}
+		for name, earlier := range values {
+			value = strings.ReplaceAll(value, "$("+name+")", earlier)
+		}
+		if strings.Contains(value, "$(") {
+			t.Errorf("env %s: %q refers to a variable not defined before it", e.Name, value)
+		}
+		values[e.Name] = value
+		if strings.HasPrefix(e.Name, environmentPrefix) {
+			environ = append(environ, e.Name+"="+value)
+		}
+	}
+	return environ
 }
 
 // TestComposeFileMatchesTheBinary checks deploy/compose.yaml the same way: pgowl's command is
@@ -308,7 +382,7 @@ func TestComposeFileMatchesTheBinary(t *testing.T) {
 	}
 }
 
-// readManifests decodes every YAML document under dir, one object per kind.
+// readManifests decodes every YAML document under dir, keyed by kind/name.
 func readManifests(t *testing.T, dir string) map[string]k8sObject {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -333,10 +407,11 @@ func readManifests(t *testing.T, dir string) map[string]k8sObject {
 			if object.Kind == "" || object.APIVersion == "" || object.Metadata.Name == "" {
 				t.Fatalf("%s: a document without kind, apiVersion or metadata.name", file)
 			}
-			if _, twice := objects[object.Kind]; twice {
-				t.Fatalf("%s: a second %s", file, object.Kind)
+			key := object.Kind + "/" + object.Metadata.Name
+			if _, twice := objects[key]; twice {
+				t.Fatalf("%s: a second %s", file, key)
 			}
-			objects[object.Kind] = object
+			objects[key] = object
 		}
 	}
 	return objects
