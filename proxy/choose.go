@@ -53,6 +53,8 @@ type unit struct {
 	// replaysFailure: the unit ends a failed deferred transaction; a failed
 	// transaction is opened on the node first (see failedTransactionQuery).
 	replaysFailure bool
+	// guard is the unit's guard and its cost verdict (see costguard.go).
+	guard unitGuard
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }
@@ -127,6 +129,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	f.PrimaryOnly = sess.primaryOnly
 	f.MaxLag = sess.maxLag
 	sess.notePoolRoom(&r, snap)
+	sess.noteGuard(u, &r, snap)
 	return r
 }
 
