@@ -3,8 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
