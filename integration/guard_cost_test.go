@@ -71,6 +71,7 @@ func wantCostRefusal(t *testing.T, what string, err error) {
 	if !strings.Contains(pgErr.Hint, "Retrying the same SQL fails again") {
 		t.Errorf("%s: HINT %q", what, pgErr.Hint)
 	}
+	t.Logf("%s: the client sees:\nERROR: %s\nDETAIL: %s\nHINT: %s", what, pgErr.Message, pgErr.Detail, pgErr.Hint)
 }
 
 // wantGuardedRun checks that a guarded statement ran and its NOTICE names the guard and the cost.

@@ -119,6 +119,7 @@ func TestGuardLoadMovesThenRefuses(t *testing.T) {
 	var one int
 	err := reports.QueryRow(ctx, "SELECT 1").Scan(&one)
 	if pgErr := wantSQLState(t, "guarded read with both standbys busy", err, "53300"); pgErr != nil {
+		t.Logf("the client sees:\nERROR: %s\nDETAIL: %s\nHINT: %s", pgErr.Message, pgErr.Detail, pgErr.Hint)
 		if !strings.HasPrefix(pgErr.Message, "pgowl: DATABASE_BUSY: ") || !strings.Contains(pgErr.Hint, "transient") {
 			t.Errorf("refusal %q hint %q", pgErr.Message, pgErr.Hint)
 		}

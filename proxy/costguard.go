@@ -758,3 +758,18 @@ func (sess *session) parseMaxCost(value string) (float64, error) {
 	}
 	return limit, nil
 }
+
+// GuardVerdict judges a plan as a guard with cost limit limit would:
+// planJSON is EXPLAIN (FORMAT JSON, VERBOSE) output. It returns whether the
+// plan is over the limit, the refusal's message (when it is), and the
+// verdict's DETAIL lines; pgowl explain prints them.
+func GuardVerdict(planJSON []byte, guard, node string, limit float64) (exceeded bool, message, detail string, err error) {
+	v, err := parseExplainJSON(planJSON)
+	if err != nil {
+		return false, "", "", err
+	}
+	if v.total > limit {
+		message = costRefusal(guard, node, limit, v).Message
+	}
+	return v.total > limit, message, v.detail(guard, node, limit), nil
+}
