@@ -28,3 +28,31 @@ func guardConfig(name, user string) (yaml, setup string) {
 	setup = fmt.Sprintf("; guards: one guard on every statement of user %s, max_cost %d (never reached), verdict_cache_ttl %s", user, guardLimit, ttl)
 	return yaml, setup
 }
+
+// hotReadScript reads one of 1,000 accounts: values repeat within the verdict cache's lifetime,
+// as an application's or an agent's repeated questions do, unlike select-only's uniform random
+// key over all accounts.
+var hotReadScript = script{
+	name:       "hot-read.sql",
+	weight:     1,
+	statements: 1,
+	body: `\set aid random(1, 1000)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+`,
+}
+
+// optInWorkloads are workloads run only when -workloads names them.
+func optInWorkloads() []workload {
+	var list []workload
+	for _, mode := range []string{"simple", "prepared"} {
+		list = append(list, workload{
+			key:     "hot-select-" + mode + "-16",
+			title:   "reads of 1,000 hot accounts, -M " + mode + ", 16 clients",
+			kind:    mixed,
+			mode:    mode,
+			clients: 16,
+			scripts: []script{hotReadScript},
+		})
+	}
+	return list
+}
