@@ -214,3 +214,34 @@ func sumCalls(ev map[string]int64) int64 {
 	}
 	return n
 }
+
+// TestGuardCostWrites: a guard with guard_writes explains its class's writes
+// too, on the primary; a guard without it lets them through, and so does a
+// session no guard matches.
+func TestGuardCostWrites(t *testing.T) {
+	c := sharedClusterFor(t)
+	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
+		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
+		ANALYZE guard_big;`)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Guards = []config.Guard{
+			{Name: "etl", Match: config.GuardMatch{ApplicationNames: []string{"etl-*"}}, MaxCost: guardCostLimit, GuardWrites: true},
+			{Name: "reads_only", Match: config.GuardMatch{ApplicationNames: []string{"report-*"}}, MaxCost: guardCostLimit},
+		}
+	})
+	ctx := timeoutCtx(t, statementTimeout)
+	update := "UPDATE guard_big SET v = v WHERE v LIKE '%x%'" // a sequential scan that changes no row
+	etl := o.connect(t, withParams(map[string]string{"application_name": "etl-nightly"}))
+	_, err := etl.Exec(ctx, update)
+	if pgErr := wantSQLState(t, "a guarded write", err, "54001"); pgErr != nil {
+		if !strings.HasPrefix(pgErr.Detail, "guard=etl node="+primaryName(c)+" ") || !seqScanOfTable.MatchString(pgErr.Detail) {
+			t.Errorf("DETAIL:\n%s", pgErr.Detail)
+		}
+	}
+	for _, app := range []string{"report-daily", "shop"} {
+		conn := o.connect(t, withParams(map[string]string{"application_name": app}))
+		if _, err := conn.Exec(ctx, update); err != nil {
+			t.Errorf("application %s: the write was refused: %v", app, err)
+		}
+	}
+}
