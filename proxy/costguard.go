@@ -21,7 +21,8 @@ import (
 // Guards (config.Guard) keep analytic traffic from hurting business
 // traffic. A unit belongs to the first guard that matches it (the AI comment,
 // or the session's user, database or application_name); a read is guarded,
-// and a write when the guard says so. A guarded unit:
+// and a write when the guard says so, if it is a query or DML statement
+// (not transaction control, SET, SHOW or another utility). A guarded unit:
 //
 //   - is planned with the guard's busy limits (route.Guard): route.Plan keeps
 //     it off nodes at the limits, or refuses it with DATABASE_BUSY;
@@ -54,6 +55,11 @@ func (sess *session) guardFor(u *unit) *config.Guard {
 	live := sess.srv.live()
 	guards := live.cfg.Guards
 	if len(guards) == 0 || u.runsNothing || u.effects.Pgowl != nil {
+		return nil
+	}
+	if u.effects.Tx != classify.TxNone || !explainable(u.sql) {
+		// Transaction control, SET, SHOW and other utility statements are
+		// not the class's work: neither their cost nor the load concerns them.
 		return nil
 	}
 	prefix := live.cfg.Routing.AICommentPrefix
