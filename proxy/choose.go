@@ -189,7 +189,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		if u.decideTime == 0 {
 			u.decideTime = time.Since(u.start)
 		}
-		if err != nil && out.Request.Access == route.AccessWrite && time.Now().Before(deadline) {
+		if err != nil && out.Request.Access == route.AccessWrite && time.Now().Before(deadline) && !busyForGuard(err) {
 			// No primary right now: a switchover may be under way. Wait for one.
 			pr := r // a copy for the closure: the fast path stays on the stack
 			snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {

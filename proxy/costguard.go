@@ -779,3 +779,11 @@ func GuardVerdict(planJSON []byte, guard, node string, limit float64) (exceeded 
 	}
 	return v.total > limit, message, v.detail(guard, node, limit), nil
 }
+
+// busyForGuard reports whether err is a guard's load refusal (route.Plan's
+// DATABASE_BUSY): the class waits outside, so a guarded write does not wait
+// for routing.primary_wait as it would for a primary to appear.
+func busyForGuard(err error) bool {
+	var re *route.Error
+	return errors.As(err, &re) && re.Code == route.DatabaseBusy
+}
