@@ -42,6 +42,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" mapstructure:"shutdown_timeout" help:"on SIGTERM, how long transactions in flight may take to finish before they are rolled back"`
 	// Topology names an HA manager whose view of the roles pgowl follows.
 	Topology Topology `yaml:"topology" mapstructure:"topology"`
+	// Guards are the traffic classes refused for plan cost or node load; see Guard.
+	Guards []Guard `yaml:"guards" mapstructure:"guards" help:"traffic classes refused for plan cost or node load, as a JSON list of {name, match, max_cost, guard_writes, busy, verdict_cache_ttl}"`
 }
 
 // Topology names an HA manager pgowl takes the roles from, besides its own polling.

@@ -134,6 +134,7 @@ func TestExampleFile(t *testing.T) {
 		want.Admin.Users = []string{}
 		want.Peering.Peers = []Peer{}
 		want.Topology.Patroni.URLs = []string{}
+		want.Guards = []Guard{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("uncommented example.yaml does not show the defaults:\n got %+v\nwant %+v", got, want)
 		}
@@ -227,6 +228,7 @@ func TestDefaults(t *testing.T) {
 		"peering.peers":                             "",
 		"peering.self":                              "",
 		"topology.patroni.urls":                     "",
+		"guards":                                    "",
 	}
 	keys := Keys()
 	if len(keys) != len(want) {
@@ -242,7 +244,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default of %s = %q, want %q", key.Path, key.Default, expected)
 		}
 		wantList := strings.HasSuffix(key.Path, "nodes") || strings.HasSuffix(key.Path, "users") || strings.HasPrefix(key.Path, "classify.functions.") ||
-			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers" || key.Path == "topology.patroni.urls"
+			key.Path == "tls.cipher_suites" || key.Path == "access.rules" || key.Path == "peering.peers" || key.Path == "topology.patroni.urls" || key.Path == "guards"
 		if key.List != wantList {
 			t.Errorf("%s: List = %v, want %v", key.Path, key.List, wantList)
 		}

@@ -35,6 +35,7 @@ func (c Config) Validate() error {
 	v.admin(c.Admin, c.Users, c.Auth)
 	v.peering(c.Peering)
 	v.topology(c.Topology)
+	v.guards(c.Guards, c.Routing.AICommentPrefix)
 	return joinErrors(v.problems)
 }
 

@@ -507,7 +507,7 @@ func foStartOwlOn(t *testing.T, c *cluster.Cluster, names []string, extra func(*
 }
 
 // foShowNodesColumns are the columns SHOW pgowl.nodes must return, in order.
-var foShowNodesColumns = []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle"}
+var foShowNodesColumns = []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle", "active", "lock_waiting", "max_connections", "guards_in_flight"}
 
 // foShowNodes runs SHOW pgowl.nodes and returns its rows by node name; a NULL is "<null>".
 func foShowNodes(t *testing.T, ctx context.Context, conn *client) map[string]map[string]string {

@@ -14,7 +14,9 @@
 //	pg_is_in_recovery(); the timeline, from the WAL file name of
 //	pg_current_wal_insert_lsn() on a primary (current at once after a
 //	promotion) or pg_control_checkpoint().timeline_id on a standby; and
-//	pg_current_wal_insert_lsn() on a primary or pg_last_wal_replay_lsn() on a standby
+//	pg_current_wal_insert_lsn() on a primary or pg_last_wal_replay_lsn() on a standby;
+//	and the node's load (route.NodeLoad): client backends active and waiting on
+//	a lock in pg_stat_activity, and max_connections, for the guards' busy limits
 //
 // A coordinator (the goroutine calling Run) starts a round every Interval. A
 // node whose previous poll is still running is skipped, so a hung node only

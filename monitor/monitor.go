@@ -353,6 +353,7 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			state.Up = now.Sub(t.doneAt) <= m.opts.DownAfter
 			state.Timeline = t.sample.timeline
 			state.SampledAt = t.sentAt
+			state.Load = t.sample.load
 		}
 		if state.Role == route.RolePrimary {
 			state.LagKnown = true

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/nodetls"
+	"github.com/pgowl/pgowl/route"
 )
 
 // pollSQL reads a node's role, timeline and WAL position in one round trip.
@@ -22,11 +23,20 @@ import (
 // checkpoint ends, minutes later when it is spread, and in a split brain both
 // primaries would report the same one meanwhile. A standby has no insert
 // position; its last restartpoint's timeline is used.
+//
+// The node's load comes in the same round trip: the client backends running
+// a statement and those waiting on a lock (the monitor's own excluded), and
+// max_connections. Other users' sessions show their state only to a monitor
+// user with pg_read_all_stats (pg_monitor) or superuser.
 const pollSQL = `SELECT s.in_recovery,
   CASE WHEN s.in_recovery THEN c.timeline_id::bigint
     ELSE ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::bigint END,
-  (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text
-FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c`
+  (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text,
+  a.active, a.lock_waiting, current_setting('max_connections')::int
+FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c,
+  (SELECT count(*) FILTER (WHERE state = 'active') AS active,
+     count(*) FILTER (WHERE wait_event_type = 'Lock') AS lock_waiting
+   FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()) AS a`
 
 // applicationName identifies the monitor's sessions in pg_stat_activity.
 const applicationName = "pgowl-monitor"
@@ -37,6 +47,8 @@ type nodeSample struct {
 	timeline   uint32
 	lsn        uint64
 	lsnValid   bool
+	// load is the node's load read with the sample.
+	load route.NodeLoad
 }
 
 // pollResult is the outcome of one poll of one node.
@@ -135,7 +147,9 @@ func (p *poller) poll(ctx context.Context) pollResult {
 		lsnText  *string
 	)
 	sentAt := time.Now()
-	err := p.conn.QueryRow(queryCtx, pollSQL).Scan(&sample.inRecovery, &timeline, &lsnText)
+	var active, lockWaiting int64
+	var maxConnections int32
+	err := p.conn.QueryRow(queryCtx, pollSQL).Scan(&sample.inRecovery, &timeline, &lsnText, &active, &lockWaiting, &maxConnections)
 	doneAt := time.Now()
 	if err != nil {
 		p.closeConn()
@@ -148,6 +162,7 @@ func (p *poller) poll(ctx context.Context) pollResult {
 		return pollResult{err: fmt.Errorf("poll: timeline %d out of range", timeline)}
 	}
 	sample.timeline = uint32(timeline)
+	sample.load = route.NodeLoad{Known: true, Active: int(active), LockWaiting: int(lockWaiting), MaxConnections: int(maxConnections)}
 	if lsnText != nil {
 		if sample.lsn, err = parseLSN(*lsnText); err != nil {
 			return pollResult{err: err}

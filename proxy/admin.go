@@ -51,7 +51,8 @@ func (sess *session) observeUnit(u *unit, dec route.Decision, reason, outcome st
 		Statement:    u.effects.Normalized,
 		AI:           ai,
 	}
-	if dec.Node == "" {
+	if dec.Node == "" || u.guard.cfg != nil && u.routeErr != nil {
+		// Not routed, or a guard refused it on its node (QUERY_COST_EXCEEDED).
 		rec.Refusal = refusalCode(u.routeErr, outcome)
 	}
 	obs.Routed(rec)

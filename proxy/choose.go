@@ -54,6 +54,8 @@ type unit struct {
 	// replaysFailure: the unit ends a failed deferred transaction; a failed
 	// transaction is opened on the node first (see failedTransactionQuery).
 	replaysFailure bool
+	// guard is the unit's guard and its cost verdict (see costguard.go).
+	guard unitGuard
 }
 
 func (u *unit) failed() bool { return u.errCode != "" }
@@ -128,6 +130,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	f.PrimaryOnly = sess.primaryOnly
 	f.MaxLag = sess.maxLag
 	sess.notePoolRoom(&r, snap)
+	sess.noteGuard(u, &r, snap)
 	return r
 }
 
@@ -187,7 +190,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		if u.decideTime == 0 {
 			u.decideTime = time.Since(u.start)
 		}
-		if err != nil && out.Request.Access == route.AccessWrite && time.Now().Before(deadline) {
+		if err != nil && out.Request.Access == route.AccessWrite && time.Now().Before(deadline) && !busyForGuard(err) {
 			// No primary right now: a switchover may be under way. Wait for one.
 			pr := r // a copy for the closure: the fast path stays on the stack
 			snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {

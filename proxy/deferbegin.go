@@ -134,7 +134,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 		if !u.beginReported {
 			// Once per unit, even when a dead backend makes it run again.
 			u.beginReported = true
-			sess.writeNotice(u.beginDecision)
+			sess.writeNotice(u.beginDecision, nil)
 		}
 		switch typ {
 		case wire.MsgReadyForQuery:

@@ -11,7 +11,7 @@ import (
 
 // logUnit writes the routing-log line of one routed unit.
 func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
-	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true}
+	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true, guard: u.guard.explainText(dec.Node, outcome)}
 	eff := &sess.last.effects
 	if u.prepareOnly {
 		// Nothing executes: the unit is told as the read it was planned as.
@@ -51,6 +51,13 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	if dec.FallbackRule != "" {
 		ev = ev.Str("fallback_rule", dec.FallbackRule)
 	}
+	if g := &u.guard; g.cfg != nil {
+		ev = ev.Str("guard", g.cfg.Name)
+		if v := g.verdict; v != nil {
+			ev = ev.Float64("cost", v.total).Float64("cost_limit", g.limit).Bool("cost_cached", g.cached).
+				Float64("cost_check_ms", float64(g.checkTime.Microseconds())/1000).Interface("plan_nodes", v.nodes)
+		}
+	}
 	ev.Bool("ai", ai).Msg("routed")
 }
 
@@ -60,6 +67,8 @@ type lastUnit struct {
 	decision route.Decision
 	outcome  string
 	valid    bool
+	// guard is the guard's verdict (unitGuard.explainText); "" for business traffic.
+	guard string
 }
 
 // explain is the SHOW pgowl.explain text for the last unit.
@@ -69,7 +78,11 @@ func (l *lastUnit) explain() string {
 	}
 	eff, dec := &l.effects, &l.decision
 	if dec.Node == "" {
-		return fmt.Sprintf("not routed: %s; effect=%s reason=%s subject=%q statement=%q", l.outcome, eff.Access, eff.Reason, eff.Subject, eff.Normalized)
+		text := fmt.Sprintf("not routed: %s; effect=%s reason=%s subject=%q statement=%q", l.outcome, eff.Access, eff.Reason, eff.Subject, eff.Normalized)
+		if l.guard != "" {
+			text += "\nguard: " + l.guard
+		}
+		return text
 	}
 	text := fmt.Sprintf("node=%s role=%s reason=%s lag_ms=%d subject=%q effect=%s outcome=%s statement=%q",
 		dec.Node, dec.Role, dec.Reason, dec.Lag.Milliseconds(), dec.Subject, eff.Access, l.outcome, eff.Normalized)
@@ -78,6 +91,9 @@ func (l *lastUnit) explain() string {
 	}
 	for _, w := range eff.Warnings {
 		text += "\nwarning: " + w
+	}
+	if l.guard != "" {
+		text += "\nguard: " + l.guard
 	}
 	return text
 }

@@ -29,7 +29,7 @@ func TestWriteNoticeFrame(t *testing.T) {
 		sess := relaySession(&out)
 		sess.notice = true
 		sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
-		sess.writeNotice(dec)
+		sess.writeNotice(dec, nil)
 		if err := sess.w.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestWriteNoticeFrame(t *testing.T) {
 func TestWriteNoticeOff(t *testing.T) {
 	var out bytes.Buffer
 	sess := relaySession(&out)
-	sess.writeNotice(noticeDecisions[0])
+	sess.writeNotice(noticeDecisions[0], nil)
 	sess.w.Flush()
 	if out.Len() != 0 {
 		t.Fatalf("wrote %q with notices off", out.Bytes())
@@ -72,7 +72,7 @@ func BenchmarkWriteNotice(b *testing.B) {
 	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		sess.writeNotice(noticeDecisions[i%2])
+		sess.writeNotice(noticeDecisions[i%2], nil)
 	}
 }
 
@@ -83,7 +83,7 @@ func TestWriteNoticeDoesNotAllocate(t *testing.T) {
 	sess.notice = true
 	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	for _, dec := range noticeDecisions {
-		if n := testing.AllocsPerRun(100, func() { sess.writeNotice(dec) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { sess.writeNotice(dec, nil) }); n != 0 {
 			t.Errorf("%v: %.1f allocations per NOTICE, want 0", dec.Reason, n)
 		}
 	}

@@ -34,7 +34,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		if reset {
 			tag = "RESET"
 		}
-		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" {
+		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" && cmd.Name != "max_cost" {
 			break
 		}
 		if sess.inFailedTransaction() {
@@ -49,7 +49,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		if tx == nil && sess.inTransaction() {
 			// As settings are: the transaction's end keeps a SET and drops a
 			// SET LOCAL when it commits, and drops both when it rolls back.
-			now := pgowlSettings{notice: sess.notice, maxLag: sess.maxLag}
+			now := pgowlSettings{notice: sess.notice, maxLag: sess.maxLag, maxCost: sess.maxCost}
 			tx = &pgowlTransaction{atStart: now, onCommit: now}
 			sess.localPgowl = tx
 		}
@@ -60,6 +60,8 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 					tx.onCommit.notice = sess.notice
 				case "max_replica_lag":
 					tx.onCommit.maxLag = sess.maxLag
+				case "max_cost":
+					tx.onCommit.maxCost = sess.maxCost
 				}
 			}
 		}()
@@ -99,6 +101,17 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 			}
 			sess.maxLag = lag
 			return pgowlResult{tag: "SET"}
+		case "max_cost":
+			if reset {
+				sess.maxCost = 0
+				return pgowlResult{tag: "RESET"}
+			}
+			limit, err := sess.parseMaxCost(cmd.Value)
+			if err != nil {
+				return pgowlResult{err: err}
+			}
+			sess.maxCost = limit
+			return pgowlResult{tag: "SET"}
 		}
 	}
 	return pgowlResult{err: unknownPgowlSetting(cmd.Name)}
@@ -106,8 +119,9 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 
 // pgowlSettings are the session's pgowl.* settings.
 type pgowlSettings struct {
-	notice bool
-	maxLag time.Duration
+	notice  bool
+	maxLag  time.Duration
+	maxCost float64
 }
 
 // pgowlTransaction is what the pgowl.* settings become when the transaction
@@ -134,7 +148,7 @@ func (sess *session) endPgowlTransaction(committed bool) {
 		if committed {
 			settled = tx.onCommit
 		}
-		sess.notice, sess.maxLag = settled.notice, settled.maxLag
+		sess.notice, sess.maxLag, sess.maxCost = settled.notice, settled.maxLag, settled.maxCost
 		sess.localPgowl = nil
 	}
 }
@@ -147,7 +161,7 @@ func (sess *session) inTransaction() bool {
 func unknownPgowlSetting(name string) error {
 	return &clientError{SQLState: sqlstateUndefinedObject,
 		Message: fmt.Sprintf("pgowl: unrecognized configuration parameter \"pgowl.%s\"", name),
-		Hint:    "pgowl knows pgowl.notice, pgowl.max_replica_lag, pgowl.nodes and pgowl.explain."}
+		Hint:    "pgowl knows pgowl.notice, pgowl.max_replica_lag, pgowl.max_cost, pgowl.nodes and pgowl.explain."}
 }
 
 func (sess *session) showPgowl(name string) pgowlResult {
@@ -160,6 +174,12 @@ func (sess *session) showPgowl(name string) pgowlResult {
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.notice"}, rows: [][]string{{v}}}
 	case "max_replica_lag":
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.max_replica_lag"}, rows: [][]string{{sess.effectiveMaxLag().String()}}}
+	case "max_cost":
+		v := "0"
+		if sess.maxCost > 0 {
+			v = strconv.FormatFloat(sess.maxCost, 'f', -1, 64)
+		}
+		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.max_cost"}, rows: [][]string{{v}}}
 	case "nodes":
 		if err := sess.requireAdmin(name); err != nil {
 			return pgowlResult{err: err}
@@ -177,7 +197,7 @@ func (sess *session) showPgowl(name string) pgowlResult {
 func (sess *session) showNodes() pgowlResult {
 	snap := sess.srv.opts.Nodes.Snapshot()
 	now := time.Now()
-	res := pgowlResult{tag: "SHOW", columns: []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle"}}
+	res := pgowlResult{tag: "SHOW", columns: []string{"name", "address", "role", "state", "lag_ms", "lag_bytes", "sample_age_ms", "timeline", "in_use", "idle", "active", "lock_waiting", "max_connections", "guards_in_flight"}}
 	for _, n := range snap.Nodes {
 		state := "down"
 		switch {
@@ -196,8 +216,13 @@ func (sess *session) showNodes() pgowlResult {
 			age = strconv.FormatInt(now.Sub(n.SampledAt).Milliseconds(), 10)
 		}
 		inUse, idle := sess.srv.opts.Pool.Stats(n.Name)
+		active, waiting, maxConns := "", "", ""
+		if l := n.Load; l.Known {
+			active, waiting, maxConns = strconv.Itoa(l.Active), strconv.Itoa(l.LockWaiting), strconv.Itoa(l.MaxConnections)
+		}
 		res.rows = append(res.rows, []string{n.Name, n.Addr, n.Role.String(), state, lagMS, lagBytes, age,
-			strconv.FormatUint(uint64(n.Timeline), 10), strconv.Itoa(inUse), strconv.Itoa(idle)})
+			strconv.FormatUint(uint64(n.Timeline), 10), strconv.Itoa(inUse), strconv.Itoa(idle),
+			active, waiting, maxConns, sess.srv.guards.inFlightOn(n.Name)})
 	}
 	return res
 }

@@ -315,7 +315,7 @@ func (sess *session) startReply(u *unit) {
 	u.forwarded = true
 	if u.noticePending {
 		u.noticePending = false
-		sess.writeNotice(u.decision)
+		sess.writeNotice(u.decision, &u.guard)
 	}
 }
 

@@ -91,6 +91,9 @@ type Server struct {
 	instance int
 	peers    map[int]string
 
+	// guards counts guarded statements in flight and keeps cost verdicts.
+	guards guardState
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup

@@ -47,6 +47,8 @@ type session struct {
 	notice bool
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
+	// maxCost is the session's pgowl.max_cost (0: the guards' own).
+	maxCost float64
 	// primaryOnly are the settings that make every statement of the session
 	// need the primary, whatever it does: a serializable default isolation
 	// level from the login, or read back from the node, which a standby
@@ -429,6 +431,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 	}
 	sess.busy.Store(true)
+	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
@@ -471,6 +474,17 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			u.beginDecision, u.beginFollowsStatement = plan.Begin, plan.BeginFollowsStatement
 		}
 		u.decision = dec
+		if refusal, cerr := sess.checkCost(be, u); cerr != nil {
+			if !wasHeld && attempt < maxAttempts {
+				sess.srv.opts.Pool.Suspect(be.node)
+				sess.dropBackend(be)
+				continue
+			}
+			return sess.lostBackend(be, u, dec, cerr)
+		} else if refusal != nil {
+			sess.refuseForCost(be, u, dec, refusal)
+			return nil
+		}
 		// The NOTICE says where a statement ran: a unit that runs nothing
 		// (prepare and describe only) gets none.
 		u.noticePending = sess.notice && !u.runsNothing
@@ -485,6 +499,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			} else if u.replaysFailure {
 				sess.writeFailedTransaction(be)
 			}
+			sess.guardStarted(u, be)
 			write(be)
 			sess.running.Store(&be.running)
 			err = be.conn.Writer.Flush()
@@ -497,6 +512,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				}
 			}
 			sess.running.Store(nil)
+			sess.guardEnded(u)
 		}
 		if sess.endAwait(err, be) && err != nil {
 			err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
@@ -907,7 +923,7 @@ func (sess *session) forgetStatements(be *backend) {
 }
 
 // writeNotice sends the routing NOTICE for a unit, if the session wants it.
-func (sess *session) writeNotice(dec route.Decision) {
+func (sess *session) writeNotice(dec route.Decision, guard *unitGuard) {
 	if !sess.notice {
 		return
 	}
@@ -918,6 +934,7 @@ func (sess *session) writeNotice(dec route.Decision) {
 	buf = dec.AppendNoticeMessage(buf, sess.effectiveMaxLag())
 	buf = append(buf, 0, 'D')
 	buf = dec.AppendNoticeDetail(buf)
+	buf = guard.appendNotice(buf)
 	buf = append(buf, 0, 0)
 	binary.BigEndian.PutUint32(buf[1:5], uint32(len(buf)-1))
 	sess.scratch = buf[:0]

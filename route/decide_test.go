@@ -51,6 +51,14 @@ type caseNode struct {
 	SampleAgeMS *int64     `json:"sample_age_ms"` // null: never sampled
 	InUse       int        `json:"in_use"`
 	LastError   string     `json:"last_error,omitempty"`
+	// Load is the node's load as the monitor read it; absent: not known.
+	Load *caseLoad `json:"load,omitempty"`
+}
+
+type caseLoad struct {
+	Active         int `json:"active"`
+	LockWaiting    int `json:"lock_waiting"`
+	MaxConnections int `json:"max_connections"`
 }
 
 type caseRequest struct {
@@ -101,6 +109,9 @@ func (c decideCase) inputs() (route.Request, *route.Snapshot, route.Policy) {
 		}
 		if n.SampleAgeMS != nil {
 			state.SampledAt = testNow.Add(-ms(*n.SampleAgeMS))
+		}
+		if n.Load != nil {
+			state.Load = route.NodeLoad{Known: true, Active: n.Load.Active, LockWaiting: n.Load.LockWaiting, MaxConnections: n.Load.MaxConnections}
 		}
 		snap.Nodes = append(snap.Nodes, state)
 	}

@@ -75,6 +75,17 @@
 //   - A read chosen on a standby whose pool is exhausted (SessionFacts.Avoid)
 //     and where the session has no backend (SessionFacts.Connected) moves to
 //     another qualifying standby, deciding again with Request.Avoid.
+//   - A guarded statement (SessionFacts.Guard: its traffic class, with busy
+//     limits) is not sent to a node at one of the guard's limits: active
+//     client backends as a count or a share of max_connections
+//     (NodeState.Load, read by the monitor), or the class's own statements
+//     in flight there through this pgowl (Guard.InFlight). A read moves to
+//     another qualifying standby under the limits; without one, or for a
+//     statement that needs the primary, Plan refuses with DATABASE_BUSY and
+//     every node's load in the detail. A read never moves to the primary
+//     for load, and a held backend keeps its unit (the transaction has
+//     started there). The zero Guard, business traffic, is never refused
+//     for load. The cost guard (EXPLAIN) is I/O and lives in the proxy.
 //
 // PlanLogin orders the nodes a new session logs in to: up primaries first.
 // The golden tests in testdata/plan_cases.json cover every reason, every

@@ -25,6 +25,11 @@ const (
 	// on a node taken as the primary that is no longer the primary: what it
 	// held there is gone.
 	PrimaryReplaced
+	// QueryCostExceeded means a guarded statement's estimated plan cost is
+	// over its guard's max_cost; the proxy raises it after asking the node
+	// for the plan. Of the codes it is the one the caller fixes by changing
+	// the statement, not by retrying.
+	QueryCostExceeded
 )
 
 var codeNames = [...]string{
@@ -34,6 +39,7 @@ var codeNames = [...]string{
 	DatabaseBusy:       "DATABASE_BUSY",
 	InvalidRequest:     "INVALID_REQUEST",
 	PrimaryReplaced:    "PRIMARY_REPLACED",
+	QueryCostExceeded:  "QUERY_COST_EXCEEDED",
 }
 
 var codeSQLStates = [...]string{
@@ -43,6 +49,7 @@ var codeSQLStates = [...]string{
 	DatabaseBusy:       "53300", // too_many_connections
 	InvalidRequest:     "XX000", // internal_error
 	PrimaryReplaced:    "08006", // connection_failure: the session's connection there is lost
+	QueryCostExceeded:  "54001", // statement_too_complex
 }
 
 var codeHints = [...]string{
@@ -52,6 +59,7 @@ var codeHints = [...]string{
 	DatabaseBusy:       "This is usually transient: every backend connection is in use. Retry shortly.",
 	InvalidRequest:     "This is a bug in pgowl, not a transient condition; please report it.",
 	PrimaryReplaced:    "Retry the transaction; it will run on the current primary.",
+	QueryCostExceeded:  "Make the statement cheaper: the plan nodes in DETAIL carry most of its cost. Retrying the same SQL fails again.",
 }
 
 func (c Code) valid() bool { return c > 0 && int(c) < len(codeNames) }

@@ -195,6 +195,9 @@ type SessionFacts struct {
 	// Connected marks nodes the session has a backend on already; a read
 	// chosen there needs no pool room and stays.
 	Connected uint64
+	// Guard is the traffic class of a guarded statement, with its busy
+	// limits; the zero Guard is business traffic (see keepOffBusyNodes).
+	Guard Guard
 }
 
 // PlanRequest is everything a routing plan depends on.
@@ -268,6 +271,11 @@ func Plan(r PlanRequest) (Outcome, error) {
 	}
 	if dec.Role == RoleStandby && !skipped(s.Connected, dec.NodeIndex) {
 		dec = spreadReads(req, snap, pol, r.Now, s.Avoid, dec)
+	}
+	if s.Guard.limited() {
+		if dec, err = keepOffBusyNodes(req, snap, pol, r.Now, &s.Guard, dec); err != nil {
+			return out, err
+		}
 	}
 	if s.Deferred.Carried {
 		out.Begin = dec

@@ -46,6 +46,17 @@ type caseSession struct {
 	Turn            uint64      `json:"turn,omitempty"`
 	Saturated       []string    `json:"saturated,omitempty"` // node names: Avoid
 	Connected       []string    `json:"connected,omitempty"` // node names
+	Guard           *caseGuard  `json:"guard,omitempty"`
+}
+
+// caseGuard is a guarded statement's traffic class: its busy limits and its
+// statements in flight per node name.
+type caseGuard struct {
+	Name             string         `json:"name"`
+	MaxActive        int            `json:"max_active,omitempty"`
+	MaxActivePercent int            `json:"max_active_percent,omitempty"`
+	MaxInFlight      int            `json:"max_in_flight,omitempty"`
+	InFlight         map[string]int `json:"in_flight,omitempty"`
 }
 
 type caseBegin struct {
@@ -145,6 +156,17 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 	s.Turn = c.Session.Turn
 	s.Avoid = nodeMask(t, snap, c.Session.Saturated)
 	s.Connected = nodeMask(t, snap, c.Session.Connected)
+	if g := c.Session.Guard; g != nil {
+		s.Guard = route.Guard{Name: g.Name, MaxActive: g.MaxActive, MaxActivePercent: g.MaxActivePercent, MaxInFlight: g.MaxInFlight,
+			InFlight: make([]int, len(snap.Nodes))}
+		for name, n := range g.InFlight {
+			i := slicesIndex(snap, name)
+			if i < 0 {
+				t.Fatalf("unknown node %q", name)
+			}
+			s.Guard.InFlight[i] = n
+		}
+	}
 	return r
 }
 
@@ -285,6 +307,9 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		if c.Login {
 			facts["login"] = true
 		}
+		if c.Session.Guard != nil {
+			facts["guard"] = true
+		}
 		if strings.Contains(strings.ToUpper(c.Statement.Subject), "LOAD") && c.Session.Pins != 0 {
 			facts["LOAD while pinned"] = true
 		}
@@ -295,7 +320,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 			t.Errorf("no case ends with reason %s", r)
 		}
 	}
-	for _, code := range []string{"NO_READABLE_REPLICA", "REPLICA_LAG_EXCEEDED", "NO_PRIMARY", "PRIMARY_REPLACED"} {
+	for _, code := range []string{"NO_READABLE_REPLICA", "REPLICA_LAG_EXCEEDED", "NO_PRIMARY", "PRIMARY_REPLACED", "DATABASE_BUSY"} {
 		if !codes[code] {
 			t.Errorf("no case refuses with %s", code)
 		}
@@ -308,7 +333,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	if statementPins != all {
 		t.Errorf("pins taken by a statement covered: %v, want every kind", statementPins)
 	}
-	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned"} {
+	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard"} {
 		if !facts[f] {
 			t.Errorf("no case with %s", f)
 		}

@@ -41,6 +41,8 @@ type NodeState struct {
 	// list it, or it says it is a primary while Patroni names another leader.
 	// Such a node is also not Up.
 	Excluded string
+	// Load is what the monitor's last poll read of the node's load.
+	Load NodeLoad
 }
 
 // TopologySource says where the snapshot's roles come from.

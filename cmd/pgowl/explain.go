@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
+	"github.com/pgowl/pgowl/proxy"
 )
 
 // explainOptions are the flags of pgowl explain.
@@ -26,6 +27,9 @@ type explainOptions struct {
 	maxDepth   int
 	asJSON     bool
 	timeout    time.Duration
+	// maxCost, with dsn, asks the database for the plan and judges it as a guard with this max_cost would.
+	maxCost float64
+	guard   string
 }
 
 func newExplainCommand() *cobra.Command {
@@ -53,6 +57,8 @@ func newExplainCommand() *cobra.Command {
 	cmd.Flags().IntVar(&opts.maxDepth, "max-depth", classify.DefaultMaxDepth, "deepest function and view nesting analysed (classify.max_depth)")
 	cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the effects as JSON")
 	cmd.Flags().DurationVar(&opts.timeout, "timeout", 30*time.Second, "time limit for connecting and loading the catalogue")
+	cmd.Flags().Float64Var(&opts.maxCost, "max-cost", 0, "with --dsn: EXPLAIN the statement there and show the verdict of a guard with this max_cost, with the plan nodes")
+	cmd.Flags().StringVar(&opts.guard, "guard", "explain", "the guard's name in the verdict (with --max-cost)")
 	return cmd
 }
 
@@ -72,6 +78,7 @@ func runExplain(ctx context.Context, out io.Writer, sql string, opts explainOpti
 		classifyCtx.ParamTypes = append(classifyCtx.ParamTypes, uint32(oid))
 	}
 	var cat *classify.Catalogue
+	var verdict []string
 	source := "none (catalogue-free analysis: user functions are unknown, relations are tables)"
 	if opts.dsn != "" {
 		loadCtx, cancel := context.WithTimeout(ctx, opts.timeout)
@@ -94,6 +101,9 @@ func runExplain(ctx context.Context, out io.Writer, sql string, opts explainOpti
 			classifyCtx.SearchPath = classify.SplitSearchPath(path)
 		}
 		source = fmt.Sprintf("database %s: %d functions, loaded %s", database, cat.FunctionCount(), cat.LoadedAt().Format(time.RFC3339))
+		if opts.maxCost > 0 {
+			verdict = guardVerdict(loadCtx, conn, sql, opts)
+		}
 	}
 	classifier := classify.New(classify.Options{CacheSize: -1, MaxDepth: opts.maxDepth})
 	effects := classifier.ClassifyWith(sql, classifyCtx, cat)
@@ -109,7 +119,32 @@ func runExplain(ctx context.Context, out io.Writer, sql string, opts explainOpti
 		return encoder.Encode(effects)
 	}
 	writeExplanation(out, effects, classifyCtx, source)
+	for i, l := range verdict {
+		label := "guard:"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(out, "%-11s %s\n", label, l)
+	}
 	return nil
+}
+
+// guardVerdict asks conn's database for the plan of sql and returns, line by line, the verdict
+// of a guard with max_cost opts.maxCost: what a client would get from pgowl, and the plan nodes.
+func guardVerdict(ctx context.Context, conn *pgx.Conn, sql string, opts explainOptions) []string {
+	var plan []byte
+	if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON, VERBOSE) "+sql, pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
+		return []string{"not checked: the database could not explain it: " + err.Error()}
+	}
+	exceeded, message, detail, err := proxy.GuardVerdict(plan, opts.guard, conn.Config().Host, opts.maxCost)
+	if err != nil {
+		return []string{"not checked: " + err.Error()}
+	}
+	first := "verdict=ok: runs (estimated cost within the limit)"
+	if exceeded {
+		first = "verdict=refused: " + message + " (SQLSTATE 54001)"
+	}
+	return append([]string{first}, strings.Split(detail, "\n")...)
 }
 
 // writeExplanation prints the effects for people.

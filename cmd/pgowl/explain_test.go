@@ -66,4 +66,26 @@ CREATE FUNCTION quiet() RETURNS int LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'SELECT
 	if !strings.Contains(out.String(), "reason:     OVERRIDE") || !strings.Contains(out.String(), "quiet() asserted read-only by classify.functions.readonly") {
 		t.Errorf("--readonly output:\n%s", out.String())
 	}
+
+	// --max-cost: the guard's verdict with the plan nodes.
+	if err := primary.Exec(ctx, `CREATE TABLE big (id int PRIMARY KEY, v text);
+INSERT INTO big SELECT g, 'v' || g FROM generate_series(1, 50000) g; ANALYZE big`); err != nil {
+		t.Fatal(err)
+	}
+	opts = explainOptions{dsn: primary.SuperuserDSN(), maxDepth: 16, timeout: 30 * time.Second, maxCost: 100, guard: "analytics"}
+	for sql, want := range map[string][]string{
+		"SELECT count(*) FROM big WHERE v LIKE '%7%'": {"guard:      verdict=refused: pgowl: QUERY_COST_EXCEEDED: estimated cost ",
+			" exceeds the limit 100 (SQLSTATE 54001)", "guard=analytics node=", " limit=100.00", `plan_node="Seq Scan" relation=public.big index=- rows=`},
+		"SELECT v FROM big WHERE id = 7": {"guard:      verdict=ok", `plan_node="Index Scan" relation=public.big index=big_pkey rows=1 `},
+	} {
+		out.Reset()
+		if err := runExplain(ctx, &out, sql, opts); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s --max-cost 100: output lacks %q:\n%s", sql, w, out.String())
+			}
+		}
+	}
 }

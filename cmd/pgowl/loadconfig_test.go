@@ -205,6 +205,14 @@ func TestLoadConfigRefuses(t *testing.T) {
 		{name: "invalid bool from a flag", document: clusterYAML,
 			args: []string{"--routing.notice=perhaps"}, want: []string{"routing.notice"}, wantKey: "routing.notice"},
 		{name: "no nodes without a file", want: []string{"config: nodes:", "config: users:"}, wantKey: "nodes"},
+		{name: "a guard that matches nothing", document: clusterYAML + "guards: [{name: ai, max_cost: 100}]\n",
+			want: []string{"config: guards[0].match: matches nothing"}, wantKey: "guards[0].match"},
+		{name: "a guard with a negative cost", document: clusterYAML + "guards: [{name: ai, max_cost: -1, match: {ai_comment: true}}]\n",
+			want: []string{"config: guards[0].max_cost: -1 is negative"}, wantKey: "guards[0].max_cost"},
+		{name: "an unknown key in a guard", document: clusterYAML + "guards: [{name: ai, max_cost: 1, match: {ai_comment: true}, busy: {max_sessions: 3}}]\n",
+			want: []string{`config: unknown key "guards[0].busy.max_sessions"`}, wantKey: "guards[0].busy.max_sessions"},
+		{name: "a guard from the environment", document: clusterYAML,
+			environ: []string{`PGOWL_GUARDS=[{"name":"ai","max_cost":-3,"match":{"users":["app"]}}]`}, want: []string{"guards[0].max_cost"}, wantKey: "guards[0].max_cost"},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {

@@ -218,7 +218,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var pgowlBinary, build string
-	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] || o.targets[targetPgowlAdmin] {
+	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] || o.targets[targetPgowlAdmin] || o.targets[targetPgowlGuard] || o.targets[targetPgowlGuardCache] {
 		build = describeBuild(ctx, moduleDir, o.fromHead)
 		logf("building pgowl from %s", build)
 		if pgowlBinary, err = buildCommand(ctx, moduleDir, dir, "./cmd/pgowl", o.fromHead); err != nil {
@@ -303,6 +303,9 @@ func run(ctx context.Context, o options) error {
 			t = l.startPgowl(ctx, pgowlBinary, name == targetPgowlNotice, name == targetPgowlAdmin)
 		case targetForward:
 			t = l.startForward(ctx, forwardBinary)
+		case targetPgowlGuard, targetPgowlGuardCache:
+			extra, setup := guardConfig(name, benchUser)
+			t = l.startPgowlNamed(ctx, pgowlBinary, name, false, false, extra, setup)
 		}
 		if ctx.Err() != nil {
 			t.stop()

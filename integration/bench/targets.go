@@ -40,7 +40,7 @@ const (
 )
 
 // targetOrder lists every target name in run and report order.
-var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin}
+var targetOrder = append([]string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin}, guardTargets...)
 
 // defaultTargets are the targets run without -targets.
 var defaultTargets = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
@@ -324,6 +324,12 @@ func (l *lab) startPgowl(ctx context.Context, binary string, notice, admin bool)
 	case notice:
 		name = targetPgowlNotice
 	}
+	return l.startPgowlNamed(ctx, binary, name, notice, admin, "", "")
+}
+
+// startPgowlNamed starts pgowl as target name, with extra appended to its configuration file
+// and extraSetup to its description.
+func (l *lab) startPgowlNamed(ctx context.Context, binary, name string, notice, admin bool, extra, extraSetup string) *target {
 	t, dir, ports, fail, err := l.newProxyTarget(name, name, 2)
 	if err != nil {
 		return fail(err)
@@ -351,7 +357,7 @@ pool:
   max_per_node: %d
 admin:
   listen: %s
-`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode, adminListen)
+%s`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode, adminListen, extra)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := writeFiles(map[string]string{confPath: conf}); err != nil {
 		return fail(err)
@@ -361,7 +367,7 @@ admin:
 		return fail(err)
 	}
 	t.setup = fmt.Sprintf("routing.notice: %t, log.level: warn, pool.max_per_node: %d, other keys default (max_replica_lag 5s, standby_choice least_lag)",
-		notice, pgowlPoolPerNode)
+		notice, pgowlPoolPerNode) + extraSetup
 	if admin {
 		go scrapeEverySecond(ctx, "http://"+adminListen+"/metrics")
 		t.setup += "; admin.listen on, /metrics scraped every second"

@@ -159,7 +159,7 @@ func selectWorkloads(keys []string) ([]workload, error) {
 		wanted[strings.TrimSpace(key)] = true
 	}
 	var list []workload
-	for _, w := range allWorkloads() {
+	for _, w := range append(allWorkloads(), optInWorkloads()...) {
 		if wanted[w.key] {
 			list = append(list, w)
 			delete(wanted, w.key)
@@ -167,7 +167,7 @@ func selectWorkloads(keys []string) ([]workload, error) {
 	}
 	if len(wanted) > 0 {
 		var known []string
-		for _, w := range allWorkloads() {
+		for _, w := range append(allWorkloads(), optInWorkloads()...) {
 			known = append(known, w.key)
 		}
 		for key := range wanted {
@@ -179,7 +179,7 @@ func selectWorkloads(keys []string) ([]workload, error) {
 
 // writeScripts writes the mixed workload's script files into dir; the warm-up uses them too.
 func writeScripts(dir string) error {
-	for _, s := range []script{readScript, writeScript} {
+	for _, s := range []script{readScript, writeScript, hotReadScript} {
 		if err := os.WriteFile(filepath.Join(dir, s.name), []byte(s.body), 0o644); err != nil {
 			return err
 		}
