@@ -427,12 +427,10 @@ END $$`
 
 // configureCostGuard sets, in cfg, a guard on every statement of appUser
 // with the given max_cost, and reports whether this build of pgowl has cost
-// guards. Until issue 19's guards are merged it has none: then set the guard
-// here and return true, and TestClientPackageReturnsACostRefusalAtOnce tests
-// pgowl's own refusal.
+// guards (it has: issue 19).
 func configureCostGuard(cfg *config.Config, maxCost float64) bool {
-	_, _ = cfg, maxCost
-	return false
+	cfg.Guards = append(cfg.Guards, config.Guard{Name: "client", Match: config.GuardMatch{Users: []string{appUser}}, MaxCost: int64(maxCost)})
+	return true
 }
 
 // TestClientPackageReturnsACostRefusalAtOnce: a QUERY_COST_EXCEEDED is

@@ -183,7 +183,7 @@ func (sess *session) checkCost(be *backend, u *unit) (refusal *route.Error, ioEr
 		return nil, nil
 	}
 	limit := sess.costLimit(g)
-	if limit <= 0 || be.openBatch || be.conn.TxStatus == 'E' {
+	if limit <= 0 || be.openBatch || be.conn.TxStatus == wire.TxFailed {
 		return nil, nil
 	}
 	targets := sess.explainTargets(u)
@@ -227,12 +227,12 @@ func (sess *session) explainTargets(u *unit) []explainTarget {
 	var targets []explainTarget
 	for i := range b.msgs {
 		m := &b.msgs[i]
-		if m.typ != 'E' {
+		if m.typ != wire.MsgExecute {
 			continue
 		}
 		bind := -1
 		for j := i - 1; j >= 0; j-- {
-			if b.msgs[j].typ == 'B' && b.msgs[j].portal == m.portal {
+			if b.msgs[j].typ == wire.MsgBind && b.msgs[j].portal == m.portal {
 				bind = j
 				break
 			}
@@ -256,7 +256,7 @@ func (sess *session) explainTargets(u *unit) []explainTarget {
 func (sess *session) batchStatement(before int, name string) *preparedStmt {
 	b := &sess.batch
 	for j := before - 1; j >= 0; j-- {
-		if m := &b.msgs[j]; m.typ == 'P' && m.name == name {
+		if m := &b.msgs[j]; m.typ == wire.MsgParse && m.name == name {
 			return m.stmt
 		}
 	}
@@ -345,7 +345,7 @@ const explainSavepoint = "pgowl_cost_check"
 // block it runs under a savepoint, so that a statement the node cannot
 // explain leaves the transaction as it was.
 func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, error) {
-	inBlock := be.conn.TxStatus == 'T'
+	inBlock := be.conn.TxStatus == wire.TxInBlock
 	if inBlock {
 		if code, err := sess.runQuietly(be, "SAVEPOINT "+explainSavepoint); err != nil || code != "" {
 			return nil, err
@@ -361,9 +361,9 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 			return nil, nil // a Bind the node will refuse by itself
 		}
 		out = appendParse(out[:0], query, t.paramTypes)
-		out = wire.AppendFrame(out, 'B', bind)
-		out = wire.AppendFrame(out, 'E', []byte{0, 0, 0, 0, 0})
-		out = wire.AppendFrame(out, 'S', nil)
+		out = wire.AppendFrame(out, wire.MsgBind, bind)
+		out = wire.AppendFrame(out, wire.MsgExecute, []byte{0, 0, 0, 0, 0})
+		out = wire.AppendFrame(out, wire.MsgSync, nil)
 		be.conn.Writer.Write(out)
 	}
 	// Either way the node's unnamed statement is gone: the client's is parsed again where it runs next.
@@ -412,15 +412,15 @@ func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (strin
 			return sqlstate, err
 		}
 		switch typ {
-		case 'D':
+		case wire.MsgDataRow:
 			onRow(body)
-		case 'A':
+		case wire.MsgNotificationResponse:
 			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
-		case 'E':
+		case wire.MsgErrorResponse:
 			if code, _ := errorFields(body); sqlstate == "" {
 				sqlstate = code
 			}
-		case 'Z':
+		case wire.MsgReadyForQuery:
 			be.conn.TxStatus = body[0]
 			return sqlstate, nil
 		}
@@ -437,7 +437,7 @@ func appendParse(dst []byte, query string, paramTypes []uint32) []byte {
 	for _, oid := range paramTypes {
 		body = binary.BigEndian.AppendUint32(body, oid)
 	}
-	return wire.AppendFrame(dst, 'P', body)
+	return wire.AppendFrame(dst, wire.MsgParse, body)
 }
 
 // explainBind builds the Bind of the unnamed portal and statement from a
@@ -723,7 +723,7 @@ func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, ref
 	switch {
 	case u.carriesBegin:
 		sess.deferred.aborted = true
-	case sess.held == be && be.conn.TxStatus == 'T':
+	case sess.held == be && be.conn.TxStatus == wire.TxInBlock:
 		// As when a statement fails on the node: the transaction is aborted.
 		sess.runQuietly(be, "DO $$BEGIN RAISE EXCEPTION 'pgowl: QUERY_COST_EXCEEDED' USING ERRCODE = '54001'; END$$")
 	}
