@@ -88,20 +88,30 @@ func (c *Client) acquire(ctx context.Context) (conn *pgx.Conn, release func(), e
 func (c *Client) Exec(ctx context.Context, sql string, args ...any) (Result, error) {
 	var res Result
 	err := c.opts.run(ctx, &res, false, func(ctx context.Context) (attemptOutcome, error) {
-		conn, release, err := c.acquire(ctx)
-		if err != nil {
-			return attemptOutcome{}, err
-		}
-		defer release()
-		pc := conn.PgConn()
-		w := c.notices.begin(pc)
-		tag, err := conn.Exec(ctx, sql, args...)
-		c.notices.end(pc)
-		res.take(w)
-		res.CommandTag, res.RowsAffected = tag.String(), tag.RowsAffected()
-		return finishAttempt(&res, pc, 0), err
+		return c.attempt(ctx, &res, func(conn *pgx.Conn) (int, pgconn.CommandTag, error) {
+			tag, err := conn.Exec(ctx, sql, args...)
+			return 0, tag, err
+		})
 	})
 	return res, err
+}
+
+// attempt runs one try of a statement on a connection of the client, taking
+// the statement's NOTICEs and command tag into res; do reports how many rows
+// it handed to the caller.
+func (c *Client) attempt(ctx context.Context, res *Result, do func(*pgx.Conn) (delivered int, tag pgconn.CommandTag, err error)) (attemptOutcome, error) {
+	conn, release, err := c.acquire(ctx)
+	if err != nil {
+		return attemptOutcome{}, err
+	}
+	defer release()
+	pc := conn.PgConn()
+	w := c.notices.begin(pc)
+	delivered, tag, err := do(conn)
+	c.notices.end(pc)
+	res.take(w)
+	res.CommandTag, res.RowsAffected = tag.String(), tag.RowsAffected()
+	return finishAttempt(res, pc, delivered), err
 }
 
 // Query runs a statement and calls each for every row, retrying transient
@@ -111,18 +121,9 @@ func (c *Client) Exec(ctx context.Context, sql string, args ...any) (Result, err
 func (c *Client) Query(ctx context.Context, sql string, args []any, each func(pgx.Rows) error) (Result, error) {
 	var res Result
 	err := c.opts.run(ctx, &res, false, func(ctx context.Context) (attemptOutcome, error) {
-		conn, release, err := c.acquire(ctx)
-		if err != nil {
-			return attemptOutcome{}, err
-		}
-		defer release()
-		pc := conn.PgConn()
-		w := c.notices.begin(pc)
-		delivered, tag, err := queryRows(ctx, conn, sql, args, each)
-		c.notices.end(pc)
-		res.take(w)
-		res.CommandTag, res.RowsAffected = tag.String(), tag.RowsAffected()
-		return finishAttempt(&res, pc, delivered), err
+		return c.attempt(ctx, &res, func(conn *pgx.Conn) (int, pgconn.CommandTag, error) {
+			return queryRows(ctx, conn, sql, args, each)
+		})
 	})
 	return res, err
 }
