@@ -195,6 +195,18 @@ type SessionFacts struct {
 	// Connected marks nodes the session has a backend on already; a read
 	// chosen there needs no pool room and stays.
 	Connected uint64
+	// ReadAfter is the WAL position the session's reads must see: its own
+	// last write, its user's (read_your_writes: user), or a token (SET
+	// pgowl.read_after). A read goes only to a standby known to have
+	// replayed it; zero: the session has nothing to wait for.
+	ReadAfter WritePosition
+	// Replayed are standbys' replay positions the proxy learned by asking
+	// them, fresher than the snapshot's samples.
+	Replayed []NodeReplay
+	// ReadAfterWaitOver: routing.read_your_writes_wait has passed without a
+	// standby seen to replay ReadAfter; the read goes to the primary
+	// (READ_YOUR_WRITES) or is refused (Policy.ReadYourWritesReject).
+	ReadAfterWaitOver bool
 }
 
 // PlanRequest is everything a routing plan depends on.
@@ -223,6 +235,11 @@ type Outcome struct {
 	// statement had to run (the primary), not where BEGIN READ ONLY alone
 	// would have gone; the statement keeps its own reason.
 	BeginFollowsStatement bool
+	// AwaitReplay: the read must see Session.ReadAfter and no qualifying
+	// standby is known to have replayed it. Decision is the standby to ask
+	// (pg_last_wal_replay_lsn()); plan again with its answer in
+	// Session.Replayed, or with Session.ReadAfterWaitOver once the wait is over.
+	AwaitReplay bool
 }
 
 // Plan decides where a unit runs, given its statement, the session's facts,
@@ -266,15 +283,24 @@ func Plan(r PlanRequest) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if dec.Role == RoleStandby && !skipped(s.Connected, dec.NodeIndex) {
+	if dec.Role == RoleStandby && s.ReadAfter.LSN != 0 {
+		// The read must see the session's last write (readafter.go).
+		if dec, out.AwaitReplay, err = planReadAfter(&req, s, snap, pol, r.Now, dec); err != nil {
+			return out, err
+		}
+	}
+	if dec.Role == RoleStandby && !out.AwaitReplay && !skipped(s.Connected, dec.NodeIndex) {
 		dec = spreadReads(req, snap, pol, r.Now, s.Avoid, dec)
+		if dec.ReadAfter != 0 {
+			dec.NodeReplay = replayedAt(snap, dec.NodeIndex, s.Replayed)
+		}
 	}
 	if s.Deferred.Carried {
 		out.Begin = dec
 		switch {
 		case out.BeginFollowsStatement:
 			out.Begin.Subject = "the transaction's first statement: " + dec.Subject
-		case dec.FallbackRule == "":
+		case dec.FallbackRule == "" && dec.Reason != ReasonReadYourWrites:
 			breq := s.Deferred.Begin.Request()
 			out.Begin.Reason, out.Begin.Subject = breq.Reason, breq.Subject
 		}
@@ -297,6 +323,7 @@ func spreadReads(req Request, snap *Snapshot, pol Policy, now time.Time, saturat
 		if err != nil || next.Role != RoleStandby || skipped(req.Avoid, next.NodeIndex) {
 			break
 		}
+		next.ReadAfter = dec.ReadAfter
 		dec = next
 	}
 	return dec
