@@ -166,7 +166,23 @@ type Routing struct {
 	WhenNoStandby string `yaml:"when_no_standby" mapstructure:"when_no_standby" help:"reject | primary"`
 	// PrimaryWait is how long a statement waits for a primary to appear; zero fails at once.
 	PrimaryWait time.Duration `yaml:"primary_wait" mapstructure:"primary_wait" help:"how long a statement waits for a primary to appear"`
+	// ReadYourWrites says whose writes a read must see: ReadYourWritesOff, ReadYourWritesSession or ReadYourWritesUser.
+	ReadYourWrites string `yaml:"read_your_writes" mapstructure:"read_your_writes" help:"off | session | user: whose last write a read on a standby must see"`
+	// ReadYourWritesWait is how long a read waits for a standby to replay the write it must see; zero does not wait.
+	ReadYourWritesWait time.Duration `yaml:"read_your_writes_wait" mapstructure:"read_your_writes_wait" help:"how long a read waits for a standby to replay the session's last write"`
+	// ReadYourWritesFallback says what a read does when no standby replayed the write in time: WhenNoStandbyPrimary or WhenNoStandbyReject.
+	ReadYourWritesFallback string `yaml:"read_your_writes_fallback" mapstructure:"read_your_writes_fallback" help:"primary | reject: where a read goes when no standby replayed the write in time"`
 }
+
+// Values of Routing.ReadYourWrites.
+const (
+	// ReadYourWritesOff lets a read go to any standby within the lag limit.
+	ReadYourWritesOff = "off"
+	// ReadYourWritesSession makes a session's reads see the session's own last write.
+	ReadYourWritesSession = "session"
+	// ReadYourWritesUser makes a session's reads see the last write of any session of the same user and database.
+	ReadYourWritesUser = "user"
+)
 
 // Log configures the process log.
 type Log struct {
@@ -361,6 +377,10 @@ func Default() Config {
 			StandbyChoice:   StandbyLeastLag,
 			WhenNoStandby:   WhenNoStandbyReject,
 			PrimaryWait:     2 * time.Second,
+
+			ReadYourWrites:         ReadYourWritesSession,
+			ReadYourWritesWait:     DefaultReadYourWritesWait,
+			ReadYourWritesFallback: WhenNoStandbyPrimary,
 		},
 		Log:             Log{Level: LogInfo, Format: LogJSON},
 		ShutdownTimeout: 30 * time.Second,
@@ -421,3 +441,11 @@ func (u *User) setDefaults() { u.Auth = AuthSCRAM }
 
 // listItemDefaulter is implemented by list item types whose omitted fields have defaults.
 type listItemDefaulter interface{ setDefaults() }
+
+// DefaultReadYourWritesWait is routing.read_your_writes_wait's default. With
+// synchronous_commit = on a local standby replays a commit within about a
+// millisecond; with synchronous_commit = off the WAL reaches it only when
+// the WAL writer flushes (wal_writer_delay, 200ms by default), so most reads
+// right after a write would fall back to the primary below that. The README
+// gives the measurement behind the value.
+const DefaultReadYourWritesWait = 250 * time.Millisecond

@@ -343,6 +343,9 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			state.Up = now.Sub(t.doneAt) <= m.opts.DownAfter
 			state.Timeline = t.sample.timeline
 			state.SampledAt = t.sentAt
+			if t.sample.lsnValid {
+				state.WALPosition = route.LSN(t.sample.lsn)
+			}
 		}
 		if state.Role == route.RolePrimary {
 			state.LagKnown = true

@@ -91,6 +91,10 @@ type Server struct {
 	instance int
 	peers    map[int]string
 
+	// userWrites are the write positions shared per user and database
+	// (routing.read_your_writes: user).
+	userWrites userWritePositions
+
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
 	wg       sync.WaitGroup
@@ -154,6 +158,7 @@ func PolicyFromConfig(cfg config.Config) route.Policy {
 	if cfg.Routing.WhenNoStandby == "primary" {
 		p.WhenNoStandby = route.UsePrimary
 	}
+	p.ReadYourWritesReject = cfg.Routing.ReadYourWritesFallback == config.WhenNoStandbyReject
 	return p
 }
 

@@ -1,0 +1,412 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
+)
+
+// Read your writes (routing.read_your_writes). The rules, decided in
+// route.Plan from the session fact SessionFacts.ReadAfter; this file does
+// the I/O they need:
+//
+//   - After a unit that ran on the primary and may have written completes
+//     with the backend idle (outside a transaction block and an unsynced
+//     batch), the session reads pg_current_wal_insert_lsn() on that backend.
+//     The client has its ReadyForQuery first: the query runs while the
+//     client reads the reply. A unit "may have written" when it ran on the
+//     primary and the classifier did not find it read-only: a write, a row
+//     lock, a writing or unknown function, a pin, a COMMIT (of a
+//     transaction whose writes set the mark before). These units skip it:
+//     every unit on a standby; a read-only unit on the primary (a
+//     fallback, NODE_LOCAL_STATS, a /*pgowl:primary*/ read); a unit inside
+//     a transaction block (its COMMIT reads it); a unit that only prepares.
+//   - A read then goes only to a standby known to have replayed that
+//     position. The monitor's samples are older than a fresh write, so the
+//     proxy asks the chosen standby's backend for pg_last_wal_replay_lsn()
+//     (one round trip, only while the known position is behind), and asks
+//     again, with growing pauses, until routing.read_your_writes_wait has
+//     passed. Then the plan sends the read to the primary
+//     (READ_YOUR_WRITES) or refuses it.
+//   - In user scope the position is shared by the sessions of one user and
+//     database (userWritePositions): a writing session announces that a
+//     position is being read before its client gets the ReadyForQuery, and
+//     a read of another session of the user waits for it (bounded by
+//     read_your_writes_wait), so that a write on one pooled connection and
+//     a read on the next are ordered.
+
+// readYourWrites is the session's part that keeps the WAL position its
+// reads must see. It never takes *session.
+type readYourWrites struct {
+	// own is the position after the session's last writing unit.
+	own route.WritePosition
+	// token is the position set with pgowl.read_after (SET or startup option).
+	token route.WritePosition
+	// unsettled: a unit may have written on the primary since own was read.
+	unsettled bool
+	// learned are standbys' replay positions asked of them, with when; an
+	// entry counts until the monitor has a sample of the node taken later.
+	learned   []route.NodeReplay
+	learnedAt []time.Time
+}
+
+// learn records what node answered it had replayed.
+func (r *readYourWrites) learn(node string, lsn route.LSN, at time.Time) {
+	for i := range r.learned {
+		if r.learned[i].Node == node {
+			if lsn > r.learned[i].LSN {
+				r.learned[i].LSN = lsn
+			}
+			r.learnedAt[i] = at
+			return
+		}
+	}
+	r.learned = append(r.learned, route.NodeReplay{Node: node, LSN: lsn})
+	r.learnedAt = append(r.learnedAt, at)
+}
+
+// fresh drops the learned positions the snapshot has newer samples of, and
+// returns the rest.
+func (r *readYourWrites) fresh(snap *route.Snapshot) []route.NodeReplay {
+	kept := 0
+	for i := range r.learned {
+		stale := false
+		for j := range snap.Nodes {
+			if n := &snap.Nodes[j]; n.Name == r.learned[i].Node && (n.SampledAt.After(r.learnedAt[i]) || n.Role != route.RoleStandby) {
+				stale = true
+			}
+		}
+		if !stale {
+			r.learned[kept], r.learnedAt[kept] = r.learned[i], r.learnedAt[i]
+			kept++
+		}
+	}
+	r.learned, r.learnedAt = r.learned[:kept], r.learnedAt[:kept]
+	return r.learned
+}
+
+// userKey identifies a user's sessions on one database.
+type userKey struct{ user, database string }
+
+// userWritePositions is the write position shared by the sessions of each
+// user and database (routing.read_your_writes: user). The zero value is ready.
+type userWritePositions struct {
+	mu      sync.Mutex
+	entries map[userKey]*userWrites
+}
+
+// userWrites is one user's shared position, and the reads of it in flight.
+type userWrites struct {
+	pos route.WritePosition
+	// reading counts sessions whose client has (or is about to have) the
+	// ReadyForQuery of a write whose position is not read yet.
+	reading int
+	// changed is closed when reading drops or pos rises.
+	changed chan struct{}
+}
+
+func (u *userWritePositions) entry(k userKey) *userWrites {
+	if u.entries == nil {
+		u.entries = map[userKey]*userWrites{}
+	}
+	e := u.entries[k]
+	if e == nil {
+		e = &userWrites{changed: make(chan struct{})}
+		u.entries[k] = e
+	}
+	return e
+}
+
+// begin announces that a session of k is reading the position of a write.
+func (u *userWritePositions) begin(k userKey) {
+	u.mu.Lock()
+	u.entry(k).reading++
+	u.mu.Unlock()
+}
+
+// end settles what begin announced: the position rises to pos (zero: the
+// read failed).
+func (u *userWritePositions) end(k userKey, pos route.WritePosition) {
+	u.mu.Lock()
+	e := u.entry(k)
+	e.reading--
+	e.pos = e.pos.Raise(pos)
+	close(e.changed)
+	e.changed = make(chan struct{})
+	u.mu.Unlock()
+}
+
+// get returns k's position, after the reads in flight end or deadline passes.
+func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) route.WritePosition {
+	for {
+		u.mu.Lock()
+		e := u.entries[k]
+		if e == nil {
+			u.mu.Unlock()
+			return route.WritePosition{}
+		}
+		pos, reading, changed := e.pos, e.reading, e.changed
+		u.mu.Unlock()
+		wait := time.Until(deadline)
+		if reading == 0 || wait <= 0 {
+			return pos
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return pos
+		}
+	}
+}
+
+// readYourWritesScope is the configured routing.read_your_writes.
+func (sess *session) readYourWritesScope() string {
+	return sess.srv.live().cfg.Routing.ReadYourWrites
+}
+
+// readAfter is the position the session's next read must see: its own last
+// write, its user's in user scope, and its token.
+func (sess *session) readAfter(ctx context.Context) route.WritePosition {
+	r := &sess.ryw
+	pos := r.token
+	switch sess.readYourWritesScope() {
+	case config.ReadYourWritesSession:
+		pos = pos.Raise(r.own)
+	case config.ReadYourWritesUser:
+		pos = pos.Raise(r.own)
+		deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
+		pos = pos.Raise(sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline))
+	}
+	return pos
+}
+
+// unitMayWrite reports whether u, run on the primary, may have written.
+func unitMayWrite(u *unit) bool {
+	return !u.runsNothing && (u.effects.Access != classify.Read || u.committed)
+}
+
+// noteWritePosition reads the session's write position on be after a unit
+// that may have written, once be is idle (see the rules above). It runs
+// after the unit's replies are in the client's buffer, and flushes them
+// first: the client is not kept waiting for it.
+func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
+	scope := sess.readYourWritesScope()
+	if scope == config.ReadYourWritesOff || be.broken {
+		return
+	}
+	r := &sess.ryw
+	if dec.Role == route.RolePrimary && unitMayWrite(u) {
+		r.unsettled = true
+	}
+	if !r.unsettled || be.role != route.RolePrimary || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+		return
+	}
+	r.unsettled = false
+	key := userKey{sess.user, sess.database}
+	shared := scope == config.ReadYourWritesUser
+	if shared {
+		sess.srv.userWrites.begin(key)
+	}
+	var pos route.WritePosition
+	defer func() {
+		if shared {
+			sess.srv.userWrites.end(key, pos)
+		}
+	}()
+	if err := sess.w.Flush(); err != nil {
+		return
+	}
+	var text string
+	code, err := sess.runOnBackend(be, "SELECT pg_catalog.pg_current_wal_insert_lsn()", func(body []byte) { text = firstColumn(body) })
+	if err != nil {
+		sess.dropBackend(be)
+		return
+	}
+	lsn, perr := route.ParseLSN(text)
+	if code != "" || perr != nil {
+		// In recovery (a failover under the session): the write is on a
+		// node that is no longer the primary. Nothing to wait for.
+		return
+	}
+	pos = route.WritePosition{LSN: lsn, Timeline: sess.nodeTimeline(be.node)}
+	r.own = r.own.Raise(pos)
+}
+
+// nodeTimeline is the node's timeline in the latest snapshot (0: unknown).
+func (sess *session) nodeTimeline(node string) uint32 {
+	snap := sess.srv.opts.Nodes.Snapshot()
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Name == node {
+			return snap.Nodes[i].Timeline
+		}
+	}
+	return 0
+}
+
+// firstColumn returns a DataRow's first column as text ("" for NULL).
+func firstColumn(body []byte) string {
+	if len(body) < 6 || binary.BigEndian.Uint16(body) < 1 {
+		return ""
+	}
+	n := int32(binary.BigEndian.Uint32(body[2:]))
+	if n < 0 || int(n) > len(body)-6 {
+		return ""
+	}
+	return string(body[6 : 6+n])
+}
+
+// Pauses between two questions to a standby about its replay position.
+const (
+	firstReplayPause = 200 * time.Microsecond
+	maxReplayPause   = 5 * time.Millisecond
+)
+
+// awaitReplay asks the standby the plan chose whether it has replayed the
+// session's write position, and plans again with its answer, until the plan
+// no longer waits or routing.read_your_writes_wait has passed. A standby
+// that cannot answer (no connection, pool busy, promoted) is not waited for.
+// A backend taken only to ask goes back to the pool when the read goes
+// elsewhere.
+func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome) (route.Outcome, error) {
+	deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
+	pause := firstReplayPause
+	var asked []*backend
+	defer func() {
+		for _, be := range asked {
+			if be.node != out.Decision.Node && !be.broken && sess.held != be {
+				sess.releaseIdle(be)
+			}
+		}
+	}()
+	for out.AwaitReplay {
+		node := out.Decision.Node
+		had := sess.backendOn(node) != nil
+		be, err := sess.backendFor(ctx, node, route.RoleStandby)
+		var lsn route.LSN
+		if err == nil {
+			if !had {
+				asked = append(asked, be)
+			}
+			lsn, err = sess.askReplay(be)
+		}
+		if err != nil {
+			sess.log.Debug().Err(err).Str("node", node).Msg("read your writes: the standby could not say what it replayed")
+			r.Session.ReadAfterWaitOver = true
+		} else {
+			sess.ryw.learn(node, lsn, time.Now())
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			r.Session.ReadAfterWaitOver = true
+		}
+		r.Snapshot = sess.srv.opts.Nodes.Snapshot()
+		r.Session.Replayed = sess.ryw.fresh(r.Snapshot)
+		r.Now = now
+		if out, err = route.Plan(*r); err != nil || !out.AwaitReplay {
+			return out, err
+		}
+		sleep := min(pause, time.Until(deadline))
+		if sleep > 0 {
+			t := time.NewTimer(sleep)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return out, ctx.Err()
+			}
+		}
+		pause = min(2*pause, maxReplayPause)
+	}
+	return out, nil
+}
+
+// askReplay asks a standby's backend what it has replayed.
+func (sess *session) askReplay(be *backend) (route.LSN, error) {
+	if be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+		return 0, errBackendBusy
+	}
+	var text string
+	code, err := sess.runOnBackend(be, "SELECT pg_catalog.pg_last_wal_replay_lsn()", func(body []byte) { text = firstColumn(body) })
+	if err != nil {
+		sess.dropBackend(be)
+		return 0, err
+	}
+	if code != "" || text == "" {
+		return 0, errNotInRecovery
+	}
+	return route.ParseLSN(text)
+}
+
+// readAfterError is why a standby could not say what it replayed.
+type readAfterError string
+
+func (e readAfterError) Error() string { return string(e) }
+
+const (
+	errBackendBusy   = readAfterError("the session's backend there is busy")
+	errNotInRecovery = readAfterError("the node is not in recovery")
+)
+
+// setReadAfterToken sets the session's token (pgowl.read_after); "" clears it.
+func (sess *session) setReadAfterToken(value string) *clientError {
+	if strings.TrimSpace(value) == "" {
+		sess.ryw.token = route.WritePosition{}
+		return nil
+	}
+	lsn, err := route.ParseLSN(value)
+	if err != nil {
+		return &clientError{SQLState: sqlstateInvalidParamValue,
+			Message: "pgowl: invalid value for parameter \"pgowl.read_after\": \"" + value + "\"",
+			Hint:    "Use a WAL position such as '0/3000148', as SHOW pgowl.write_position returns it."}
+	}
+	sess.ryw.token = route.WritePosition{LSN: lsn}
+	return nil
+}
+
+// startupReadAfter takes -c pgowl.read_after=X/Y out of the startup
+// options (the nodes never see it, and pooled logins do not differ by it)
+// and sets the session's token from it.
+func (sess *session) startupReadAfter(params map[string]string) *clientError {
+	options, ok := params["options"]
+	if !ok || !strings.Contains(options, "pgowl.read_after") {
+		return nil
+	}
+	fields := strings.Fields(options)
+	kept := fields[:0]
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		var value string
+		switch {
+		case f == "-c" && i+1 < len(fields) && strings.HasPrefix(fields[i+1], "pgowl.read_after="):
+			value = strings.TrimPrefix(fields[i+1], "pgowl.read_after=")
+			i++
+		case strings.HasPrefix(f, "-cpgowl.read_after="):
+			value = strings.TrimPrefix(f, "-cpgowl.read_after=")
+		case strings.HasPrefix(f, "--pgowl.read_after="):
+			value = strings.TrimPrefix(f, "--pgowl.read_after=")
+		default:
+			kept = append(kept, f)
+			continue
+		}
+		if err := sess.setReadAfterToken(value); err != nil {
+			return err
+		}
+	}
+	if len(kept) == 0 {
+		delete(params, "options")
+	} else {
+		params["options"] = strings.Join(kept, " ")
+	}
+	return nil
+}
