@@ -172,7 +172,7 @@ func TestDefaults(t *testing.T) {
 		"routing.when_no_standby":                   "reject",
 		"routing.primary_wait":                      "2s",
 		"routing.read_your_writes":                  "session",
-		"routing.read_your_writes_wait":             "250ms",
+		"routing.read_your_writes_wait":             "20ms",
 		"routing.read_your_writes_fallback":         "primary",
 		"log.level":                                 "info",
 		"log.format":                                "json",

@@ -186,9 +186,10 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	}
 	sess.turn++
 	r.Session.Turn = sess.turn
+	unflushed := false
 	if mayReadOnStandby(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
-		r.Session.ReadAfter = sess.readAfter(ctx)
+		r.Session.ReadAfter, unflushed = sess.readAfter(ctx)
 		if r.Session.ReadAfter.LSN != 0 {
 			r.Session.Replayed = sess.ryw.fresh(snap)
 		}
@@ -215,7 +216,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		}
 		if err == nil && out.AwaitReplay {
 			// No standby is known to have the session's last write: ask.
-			out, err = sess.awaitReplay(ctx, &r, out)
+			out, err = sess.awaitReplay(ctx, &r, out, unflushed)
 		}
 		if err != nil {
 			return nil, out, err

@@ -48,6 +48,10 @@ type readYourWrites struct {
 	own route.WritePosition
 	// token is the position set with pgowl.read_after (SET or startup option).
 	token route.WritePosition
+	// unflushed is own's position when the primary had not flushed it yet
+	// (synchronous_commit = off): no standby can have it before the WAL
+	// writer flushes it, so a read does not wait for it.
+	unflushed route.LSN
 	// unsettled: a unit may have written on the primary since own was read.
 	unsettled bool
 	// learned are standbys' replay positions asked of them, with when; an
@@ -104,6 +108,8 @@ type userWritePositions struct {
 // userWrites is one user's shared position, and the reads of it in flight.
 type userWrites struct {
 	pos route.WritePosition
+	// unflushed is pos's position when the primary had not flushed it.
+	unflushed route.LSN
 	// reading counts sessions whose client has (or is about to have) the
 	// ReadyForQuery of a write whose position is not read yet.
 	reading int
@@ -132,30 +138,37 @@ func (u *userWritePositions) begin(k userKey) {
 
 // end settles what begin announced: the position rises to pos (zero: the
 // read failed).
-func (u *userWritePositions) end(k userKey, pos route.WritePosition) {
+func (u *userWritePositions) end(k userKey, pos route.WritePosition, unflushed bool) {
 	u.mu.Lock()
 	e := u.entry(k)
 	e.reading--
-	e.pos = e.pos.Raise(pos)
+	if raised := e.pos.Raise(pos); raised != e.pos {
+		e.pos = raised
+		e.unflushed = 0
+		if unflushed {
+			e.unflushed = pos.LSN
+		}
+	}
 	close(e.changed)
 	e.changed = make(chan struct{})
 	u.mu.Unlock()
 }
 
 // get returns k's position, after the reads in flight end or deadline passes.
-func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) route.WritePosition {
+// unflushed is the position when the primary had not flushed it.
+func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) (pos route.WritePosition, unflushed route.LSN) {
 	for {
 		u.mu.Lock()
 		e := u.entries[k]
 		if e == nil {
 			u.mu.Unlock()
-			return route.WritePosition{}
+			return route.WritePosition{}, 0
 		}
-		pos, reading, changed := e.pos, e.reading, e.changed
+		pos, unflushed, reading, changed := e.pos, e.unflushed, e.reading, e.changed
 		u.mu.Unlock()
 		wait := time.Until(deadline)
 		if reading == 0 || wait <= 0 {
-			return pos
+			return pos, unflushed
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -165,7 +178,7 @@ func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.T
 		}
 		t.Stop()
 		if ctx.Err() != nil {
-			return pos
+			return pos, unflushed
 		}
 	}
 }
@@ -176,19 +189,25 @@ func (sess *session) readYourWritesScope() string {
 }
 
 // readAfter is the position the session's next read must see: its own last
-// write, its user's in user scope, and its token.
-func (sess *session) readAfter(ctx context.Context) route.WritePosition {
+// write, its user's in user scope, and its token. unflushed says the primary
+// had not flushed that position when it was read: no standby can have it
+// before the WAL writer flushes it (wal_writer_delay), so the read takes a
+// standby only if one is already seen to have it, and does not wait.
+func (sess *session) readAfter(ctx context.Context) (pos route.WritePosition, unflushed bool) {
 	r := &sess.ryw
-	pos := r.token
+	pos = r.token
 	switch sess.readYourWritesScope() {
 	case config.ReadYourWritesSession:
 		pos = pos.Raise(r.own)
+		unflushed = r.unflushed != 0 && pos.LSN == r.unflushed
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
 		deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
-		pos = pos.Raise(sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline))
+		shared, sharedUnflushed := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline)
+		pos = pos.Raise(shared)
+		unflushed = (r.unflushed != 0 && pos.LSN == r.unflushed) || (sharedUnflushed != 0 && pos.LSN == sharedUnflushed)
 	}
-	return pos
+	return pos, unflushed
 }
 
 // unitMayWrite reports whether u, run on the primary, may have written.
@@ -219,29 +238,43 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		sess.srv.userWrites.begin(key)
 	}
 	var pos route.WritePosition
+	unflushed := false
 	defer func() {
 		if shared {
-			sess.srv.userWrites.end(key, pos)
+			sess.srv.userWrites.end(key, pos, unflushed)
 		}
 	}()
 	if err := sess.w.Flush(); err != nil {
 		return
 	}
-	var text string
-	code, err := sess.runOnBackend(be, "SELECT pg_catalog.pg_current_wal_insert_lsn()", func(body []byte) { text = firstColumn(body) })
+	var insert, flush string
+	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flush = firstColumns(body) })
 	if err != nil {
 		sess.dropBackend(be)
 		return
 	}
-	lsn, perr := route.ParseLSN(text)
+	lsn, perr := route.ParseLSN(insert)
 	if code != "" || perr != nil {
 		// In recovery (a failover under the session): the write is on a
 		// node that is no longer the primary. Nothing to wait for.
 		return
 	}
+	flushed, _ := route.ParseLSN(flush)
 	pos = route.WritePosition{LSN: lsn, Timeline: sess.nodeTimeline(be.node)}
-	r.own = r.own.Raise(pos)
+	unflushed = flushed < lsn
+	if raised := r.own.Raise(pos); raised != r.own {
+		r.own = raised
+		r.unflushed = 0
+		if unflushed {
+			r.unflushed = lsn
+		}
+	}
 }
+
+// writePositionQuery reads the primary's insert position, which covers
+// every commit so far (with synchronous_commit = off the write and flush
+// positions can be behind a commit), and its flush position.
+const writePositionQuery = `SELECT pg_catalog.pg_current_wal_insert_lsn(), pg_catalog.pg_current_wal_flush_lsn()`
 
 // nodeTimeline is the node's timeline in the latest snapshot (0: unknown).
 func (sess *session) nodeTimeline(node string) uint32 {
@@ -256,14 +289,35 @@ func (sess *session) nodeTimeline(node string) uint32 {
 
 // firstColumn returns a DataRow's first column as text ("" for NULL).
 func firstColumn(body []byte) string {
-	if len(body) < 6 || binary.BigEndian.Uint16(body) < 1 {
-		return ""
+	first, _ := firstColumns(body)
+	return first
+}
+
+// firstColumns returns a DataRow's first two columns as text ("" for NULL
+// or missing).
+func firstColumns(body []byte) (first, second string) {
+	if len(body) < 2 {
+		return "", ""
 	}
-	n := int32(binary.BigEndian.Uint32(body[2:]))
-	if n < 0 || int(n) > len(body)-6 {
-		return ""
+	count := int(binary.BigEndian.Uint16(body))
+	rest := body[2:]
+	var cols [2]string
+	for i := 0; i < count && i < 2; i++ {
+		if len(rest) < 4 {
+			break
+		}
+		n := int32(binary.BigEndian.Uint32(rest))
+		rest = rest[4:]
+		if n < 0 {
+			continue
+		}
+		if int(n) > len(rest) {
+			break
+		}
+		cols[i] = string(rest[:n])
+		rest = rest[n:]
 	}
-	return string(body[6 : 6+n])
+	return cols[0], cols[1]
 }
 
 // Pauses between two questions to a standby about its replay position.
@@ -278,8 +332,12 @@ const (
 // that cannot answer (no connection, pool busy, promoted) is not waited for.
 // A backend taken only to ask goes back to the pool when the read goes
 // elsewhere.
-func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome) (route.Outcome, error) {
+func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome, unflushed bool) (route.Outcome, error) {
 	deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
+	if unflushed {
+		// Not flushed on the primary: ask once, do not wait.
+		deadline = time.Now()
+	}
 	pause := firstReplayPause
 	var asked []*backend
 	defer func() {

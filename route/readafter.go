@@ -38,6 +38,19 @@ func planReadAfter(req *Request, s *SessionFacts, snap *Snapshot, pol Policy, no
 			ReadAfter: target, NodeReplay: replayedAt(snap, i, s.Replayed)}, false, nil
 	}
 	if !s.ReadAfterWaitOver {
+		// Ask the qualifying standby nearest to the position.
+		maxLag, ask := EffectiveMaxLag(pol, *req), first.NodeIndex
+		for i := range snap.Nodes {
+			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok && replayedAt(snap, i, s.Replayed) > replayedAt(snap, ask, s.Replayed) {
+				ask = i
+			}
+		}
+		if ask != first.NodeIndex {
+			n := &snap.Nodes[ask]
+			first = Decision{Node: n.Name, NodeIndex: ask, Role: RoleStandby, Reason: req.Reason,
+				Lag: n.Lag + sampleAge(n, now), LagBytes: n.LagBytes, LagKnown: true, Subject: req.Subject,
+				ReadAfter: target, NodeReplay: replayedAt(snap, ask, s.Replayed)}
+		}
 		return first, true, nil
 	}
 	primary, _, _ := findPrimary(snap, pol, now)
