@@ -14,9 +14,26 @@ func (l LSN) String() string { return string(l.Append(nil)) }
 
 // Append appends String's text to dst.
 func (l LSN) Append(dst []byte) []byte {
-	dst = strconv.AppendUint(dst, uint64(l)>>32, 16)
+	dst = appendUpperHex(dst, uint32(uint64(l)>>32))
 	dst = append(dst, '/')
-	return strconv.AppendUint(dst, uint64(l)&0xFFFFFFFF, 16)
+	return appendUpperHex(dst, uint32(l))
+}
+
+// appendUpperHex appends v in upper-case hexadecimal, as PostgreSQL prints
+// a pg_lsn.
+func appendUpperHex(dst []byte, v uint32) []byte {
+	const digits = "0123456789ABCDEF"
+	var buf [8]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = digits[v&0xF]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(dst, buf[i:]...)
 }
 
 // MarshalText encodes the position in its text form.

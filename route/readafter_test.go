@@ -14,7 +14,7 @@ func TestLSNTextForm(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseLSN(%q): %v", text, err)
 		}
-		if got := l.String(); !strings.EqualFold(got, text) {
+		if got := l.String(); got != text {
 			t.Errorf("ParseLSN(%q).String() = %q", text, got)
 		}
 	}
