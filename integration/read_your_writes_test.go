@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -331,10 +330,8 @@ func TestReadYourWritesToken(t *testing.T) {
 	} else {
 		wantSQLState(t, "malformed SET pgowl.read_after", err, "22023")
 	}
-	cfg, err := pgx.ParseConfig(readerOwl.dsn(appUser, appPassword, appDatabase, url.Values{"options": {"-c pgowl.read_after=junk"}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := readerOwl.connConfig(t, appUser, appPassword, &noticeLog{})
+	cfg.RuntimeParams["options"] = "-c pgowl.read_after=junk"
 	if bad, err := pgx.ConnectConfig(ctx, cfg); err == nil {
 		bad.Close(ctx)
 		t.Errorf("a login with -c pgowl.read_after=junk succeeded")
