@@ -280,6 +280,7 @@ func (r *report) ratioTable() string {
 		{"pgowl / direct", targetPgowl, targetDirect},
 		{"pgowl+notice / pgowl", targetPgowlNotice, targetPgowl},
 		{"pgowl+admin / pgowl", targetPgowlAdmin, targetPgowl},
+		{"pgowl / pgowl-ryw-off", targetPgowl, targetPgowlRYWOff},
 		{"PgBouncer / direct", targetPgBouncer, targetDirect},
 		{"pgpool-II / direct", targetPgpool, targetDirect},
 	}
@@ -435,6 +436,7 @@ func (r *report) findings() []string {
 	compare(targetPgowl, targetDirect)
 	compare(targetPgowlNotice, targetPgowl)
 	compare(targetPgowlAdmin, targetPgowl)
+	compare(targetPgowl, targetPgowlRYWOff)
 	if w, ok := r.workload("select-simple-1"); ok && r.has(targetPgowl) && r.has(targetDirect) {
 		s, d := r.results.stats(w.key, targetPgowl), r.results.stats(w.key, targetDirect)
 		if s.usable() && d.usable() {

@@ -40,7 +40,7 @@ const (
 )
 
 // targetOrder lists every target name in run and report order.
-var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin}
+var targetOrder = []string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin, targetPgowlRYWOff}
 
 // defaultTargets are the targets run without -targets.
 var defaultTargets = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
@@ -316,14 +316,8 @@ memory_cache_enabled = off
 // startPgowl writes a pgowl configuration for the three nodes and starts `pgowl serve`.
 // With admin, the admin listener is on and scraped every second until ctx ends; without, it is
 // off (admin.listen "").
-func (l *lab) startPgowl(ctx context.Context, binary string, notice, admin bool) *target {
-	name := targetPgowl
-	switch {
-	case admin:
-		name = targetPgowlAdmin
-	case notice:
-		name = targetPgowlNotice
-	}
+func (l *lab) startPgowl(ctx context.Context, binary, name string) *target {
+	notice, admin := name == targetPgowlNotice, name == targetPgowlAdmin
 	t, dir, ports, fail, err := l.newProxyTarget(name, name, 2)
 	if err != nil {
 		return fail(err)
@@ -344,14 +338,14 @@ nodes:
 monitor: {user: postgres, password: "", database: postgres}
 routing:
   notice: %t
-log:
+%slog:
   level: warn
   format: json
 pool:
   max_per_node: %d
 admin:
   listen: %s
-`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode, adminListen)
+`, t.port, nodes.String(), l.user, l.password, notice, readYourWritesKeys(name), pgowlPoolPerNode, adminListen)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := writeFiles(map[string]string{confPath: conf}); err != nil {
 		return fail(err)
@@ -362,6 +356,9 @@ admin:
 	}
 	t.setup = fmt.Sprintf("routing.notice: %t, log.level: warn, pool.max_per_node: %d, other keys default (max_replica_lag 5s, standby_choice least_lag)",
 		notice, pgowlPoolPerNode)
+	if keys := readYourWritesKeys(name); keys != "" {
+		t.setup += ", routing." + strings.TrimSpace(keys)
+	}
 	if admin {
 		go scrapeEverySecond(ctx, "http://"+adminListen+"/metrics")
 		t.setup += "; admin.listen on, /metrics scraped every second"
