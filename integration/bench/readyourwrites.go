@@ -43,7 +43,7 @@ const (
 // cluster's setting) and on. It returns a markdown section.
 func readAfterWrite(ctx context.Context, on, off *target, user, password, database string, logf func(string, ...any)) (string, error) {
 	var b strings.Builder
-	b.WriteString("## Read your writes: a read right after a write\n\n")
+	b.WriteString(readYourWritesSectionStart + "\n## Read your writes: a read right after a write\n\n")
 	fmt.Fprintf(&b, "On one connection per target, %d rounds of `UPDATE pgbench_branches SET filler = ...` then `SELECT bbalance FROM pgbench_branches WHERE bid = 1`, -M extended (pgx), interleaved in turns of %d rounds; the time of the read alone. `pgowl` runs with `routing.read_your_writes: session` (the default), `pgowl-ryw-off` with `off`.\n\n", readAfterWriteRounds, readAfterWriteTurn)
 	b.WriteString("| synchronous_commit | target | read p50 | read p99 | added p50 | added p99 |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, sync := range []string{"off", "on"} {
@@ -99,7 +99,7 @@ func readAfterWrite(ctx context.Context, on, off *target, user, password, databa
 		logf("read after write, synchronous_commit=%s: pgowl p50 %s p99 %s; pgowl-ryw-off p50 %s p99 %s", sync,
 			p(on.name, 0.5), p(on.name, 0.99), p(off.name, 0.5), p(off.name, 0.99))
 	}
-	b.WriteString("\nWith read_your_writes off most reads right after a write run on a standby that has not replayed it (the stale reads the integration tests count); with it on, at synchronous_commit off the write is not flushed when its position is read, so the read asks a standby once and runs on the primary; at on it waits up to `routing.read_your_writes_wait` (20ms) for a standby.\n")
+	b.WriteString("\nWith read_your_writes off most reads right after a write run on a standby that has not replayed it (the stale reads the integration tests count); with it on, at synchronous_commit off the write is not flushed when its position is read, so the read asks a standby once and runs on the primary; at on it waits up to `routing.read_your_writes_wait` (20ms) for a standby.\n" + readYourWritesSectionEnd + "\n")
 	return b.String(), nil
 }
 
