@@ -371,3 +371,9 @@ func TestReadYourWritesOffReadsStale(t *testing.T) {
 		t.Errorf("with read_your_writes off, none of %d reads right after a write was stale: the stale-read count of the tests above may not be able to fail", rounds)
 	}
 }
+
+// readYourWritesOff configures a pgowl for a test that reads on a standby
+// right after a write in the same session to check something else (a pin
+// that ended, a log line, a setting carried): the test says why where it
+// uses it.
+func readYourWritesOff(cfg *config.Config) { cfg.Routing.ReadYourWrites = config.ReadYourWritesOff }

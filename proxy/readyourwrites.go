@@ -21,12 +21,12 @@ import (
 //     batch), the session reads pg_current_wal_insert_lsn() on that backend.
 //     The client has its ReadyForQuery first: the query runs while the
 //     client reads the reply. A unit "may have written" when it ran on the
-//     primary and the classifier did not find it read-only: a write, a row
-//     lock, a writing or unknown function, a pin, a COMMIT (of a
-//     transaction whose writes set the mark before). These units skip it:
-//     every unit on a standby; a read-only unit on the primary (a
-//     fallback, NODE_LOCAL_STATS, a /*pgowl:primary*/ read); a unit inside
-//     a transaction block (its COMMIT reads it); a unit that only prepares.
+//     primary and the classifier found a write, a writing or unknown
+//     function, or could not tell (unitMayWrite); inside a transaction
+//     block that counts when the block commits, and not when it rolls back.
+//     These units skip it: every unit on a standby; a read-only unit on the
+//     primary (a fallback, NODE_LOCAL_STATS, a /*pgowl:primary*/ read); a
+//     row lock; a lone BEGIN, COMMIT or ROLLBACK; a unit that only prepares.
 //   - A read then goes only to a standby known to have replayed that
 //     position. The monitor's samples are older than a fresh write, so the
 //     proxy asks the chosen standby's backend for pg_last_wal_replay_lsn()
@@ -54,6 +54,9 @@ type readYourWrites struct {
 	unflushed route.LSN
 	// unsettled: a unit may have written on the primary since own was read.
 	unsettled bool
+	// inTransaction: a unit may have written inside the open transaction
+	// block; it counts once the block commits, and not if it rolls back.
+	inTransaction bool
 	// learned are standbys' replay positions asked of them, with when; an
 	// entry counts until the monitor has a sample of the node taken later.
 	learned   []route.NodeReplay
@@ -210,9 +213,20 @@ func (sess *session) readAfter(ctx context.Context) (pos route.WritePosition, un
 	return pos, unflushed
 }
 
-// unitMayWrite reports whether u, run on the primary, may have written.
+// unitMayWrite reports whether u, run on the primary, may have written
+// data: the classifier found a write, a writing or unknown function, or
+// could not tell. A lone transaction control statement (BEGIN, COMMIT,
+// ROLLBACK), a row lock, a read of node-local statistics and a unit that
+// runs nothing write no data.
 func unitMayWrite(u *unit) bool {
-	return !u.runsNothing && (u.effects.Access != classify.Read || u.committed)
+	if u.runsNothing || u.effects.Access == classify.Read || (u.effects.Statements == 1 && u.effects.Tx != classify.TxNone) {
+		return false
+	}
+	switch u.effects.Reason {
+	case classify.ReasonRowLock, classify.ReasonNodeLocalStats:
+		return false
+	}
+	return true
 }
 
 // noteWritePosition reads the session's write position on be after a unit
@@ -225,8 +239,20 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		return
 	}
 	r := &sess.ryw
-	if dec.Role == route.RolePrimary && unitMayWrite(u) {
-		r.unsettled = true
+	status := be.conn.TxStatus
+	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) {
+		if status == 'I' {
+			r.unsettled = true // autocommitted (or a string that ended its transactions)
+		} else {
+			r.inTransaction = true
+		}
+	}
+	if u.committed {
+		r.unsettled = r.unsettled || r.inTransaction
+		r.inTransaction = false
+	}
+	if status == 'I' {
+		r.inTransaction = false // rolled back, or committed above
 	}
 	if !r.unsettled || be.role != route.RolePrimary || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
 		return
