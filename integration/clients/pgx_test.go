@@ -368,12 +368,11 @@ func TestPgx(t *testing.T) {
 	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "pgx")
 	p := newPgxClient(t, o.endpoint, tb)
-	runMatrix(t, c, p, tb, driverCaps{extended: true})
-
 	t.Run("read_your_writes", func(t *testing.T) {
 		o := startOwl(t, c, rywSessionScope)
 		rywMatrix(t, c, newPgxClient(t, o.endpoint, tb), "pgx")
 	})
+	runMatrix(t, c, p, tb, driverCaps{extended: true})
 
 	t.Run("exec_modes", func(t *testing.T) { pgxExecModes(t, c, p) })
 	t.Run("batch_reads_and_writes", func(t *testing.T) { pgxBatches(t, c, p) })
