@@ -189,6 +189,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	unflushed := false
 	if mayReadOnStandby(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
+		sess.settleWritePosition(ctx, snap)
 		r.Session.ReadAfter, unflushed = sess.readAfter(ctx)
 		if r.Session.ReadAfter.LSN != 0 {
 			r.Session.Replayed = sess.ryw.fresh(snap)

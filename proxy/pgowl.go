@@ -174,6 +174,7 @@ func (sess *session) showPgowl(name string) pgowlResult {
 	case "write_position", "read_after":
 		// The position the session's reads wait for: a token another
 		// session (or pgowl instance) can SET pgowl.read_after to.
+		sess.settleWritePosition(context.Background(), sess.srv.opts.Nodes.Snapshot())
 		pos, _ := sess.readAfter(context.Background())
 		if name == "read_after" {
 			pos = sess.ryw.token

@@ -16,11 +16,13 @@ import (
 // route.Plan from the session fact SessionFacts.ReadAfter; this file does
 // the I/O they need:
 //
-//   - After a unit that ran on the primary and may have written completes
-//     with the backend idle (outside a transaction block and an unsynced
-//     batch), the session reads pg_current_wal_insert_lsn() on that backend.
-//     The client has its ReadyForQuery first: the query runs while the
-//     client reads the reply. A unit "may have written" when it ran on the
+//   - After a unit that ran on the primary and may have written, the
+//     session's position is unsettled. In session scope the next read
+//     settles it first: it reads pg_current_wal_insert_lsn() on a primary
+//     backend (the session's, or one from the pool), which covers the
+//     write; a session that only writes never runs it. In user scope it is
+//     read at once on the unit's backend, once that is idle, after the
+//     client's replies are flushed (the client is not kept waiting). A unit "may have written" when it ran on the
 //     primary and the classifier found a write, a writing or unknown
 //     function, or could not tell (unitMayWrite); inside a transaction
 //     block that counts when the block commits, and not when it rolls back.
@@ -254,36 +256,80 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	if status == 'I' {
 		r.inTransaction = false // rolled back, or committed above
 	}
-	if !r.unsettled || be.role != route.RolePrimary || be.conn.TxStatus != 'I' || be.openBatch || be.expect.len() > 0 {
+	if !r.unsettled || scope != config.ReadYourWritesUser {
+		// Session scope reads the position lazily, when a read needs it
+		// (settleWritePosition): a session that only writes pays nothing.
 		return
 	}
-	r.unsettled = false
-	key := userKey{sess.user, sess.database}
-	shared := scope == config.ReadYourWritesUser
-	if shared {
-		sess.srv.userWrites.begin(key)
+	if be.role != route.RolePrimary || !backendIdle(be) {
+		return
 	}
+	// User scope: the position is read before another connection of the
+	// user can read, so it is read now, announced before the client has
+	// its ReadyForQuery.
+	key := userKey{sess.user, sess.database}
+	sess.srv.userWrites.begin(key)
 	var pos route.WritePosition
 	unflushed := false
-	defer func() {
-		if shared {
-			sess.srv.userWrites.end(key, pos, unflushed)
-		}
-	}()
+	defer func() { sess.srv.userWrites.end(key, pos, unflushed) }()
 	if err := sess.w.Flush(); err != nil {
 		return
 	}
+	pos, unflushed = sess.readWritePosition(be)
+}
+
+// backendIdle reports whether be is between transactions and batches, so
+// that pgowl may run its own query there.
+func backendIdle(be *backend) bool {
+	return !be.broken && be.conn.TxStatus == 'I' && !be.openBatch && be.expect.len() == 0
+}
+
+// settleWritePosition reads the session's write position on the primary
+// when a unit may have written since it was last read (session scope reads
+// it lazily, only when a read needs it). The primary's insert position now
+// covers that write. Without a primary, or on failure, the position stays
+// as it was and is read again for the next read.
+func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot) {
+	r := &sess.ryw
+	if !r.unsettled || sess.readYourWritesScope() != config.ReadYourWritesSession {
+		return
+	}
+	live := sess.srv.live()
+	i, err := route.Primary(snap, live.policy, time.Now())
+	if err != nil {
+		return
+	}
+	node := snap.Nodes[i].Name
+	had := sess.backendOn(node) != nil
+	be, err := sess.backendFor(ctx, node, route.RolePrimary)
+	if err != nil {
+		return
+	}
+	if backendIdle(be) {
+		sess.readWritePosition(be)
+	}
+	if !had && !be.broken && sess.held != be {
+		sess.releaseIdle(be)
+	}
+}
+
+// readWritePosition reads the primary's insert and flush positions on be
+// and raises the session's own position; unflushed says the primary had not
+// flushed it yet. A failure leaves the position as it was.
+func (sess *session) readWritePosition(be *backend) (pos route.WritePosition, unflushed bool) {
+	r := &sess.ryw
 	var insert, flush string
 	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flush = firstColumns(body) })
 	if err != nil {
 		sess.dropBackend(be)
-		return
+		return pos, false
 	}
+	r.unsettled = false
 	lsn, perr := route.ParseLSN(insert)
 	if code != "" || perr != nil {
 		// In recovery (a failover under the session): the write is on a
 		// node that is no longer the primary. Nothing to wait for.
-		return
+		return pos, false
 	}
 	flushed, _ := route.ParseLSN(flush)
 	pos = route.WritePosition{LSN: lsn, Timeline: sess.nodeTimeline(be.node)}
@@ -295,6 +341,7 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 			r.unflushed = lsn
 		}
 	}
+	return pos, unflushed
 }
 
 // writePositionQuery reads the primary's insert position, which covers
