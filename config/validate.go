@@ -183,6 +183,9 @@ func (v *validator) routing(r Routing) {
 	v.oneOf("routing.standby_choice", r.StandbyChoice, StandbyLeastLag, StandbyRoundRobin, StandbyLeastConnections)
 	v.oneOf("routing.when_no_standby", r.WhenNoStandby, WhenNoStandbyReject, WhenNoStandbyPrimary)
 	v.notNegative("routing.primary_wait", r.PrimaryWait)
+	v.oneOf("routing.read_your_writes", r.ReadYourWrites, ReadYourWritesOff, ReadYourWritesSession, ReadYourWritesUser)
+	v.notNegative("routing.read_your_writes_wait", r.ReadYourWritesWait)
+	v.oneOf("routing.read_your_writes_fallback", r.ReadYourWritesFallback, WhenNoStandbyPrimary, WhenNoStandbyReject)
 }
 
 // tls checks that both files or neither are set, that set files exist, and the client TLS settings.

@@ -191,6 +191,10 @@ func r8cSetup(t *testing.T) (*cluster.Cluster, *owl) {
 	t.Helper()
 	return setupAndStart(t, "review 8 objects", r8cSetupSQL, func(cfg *config.Config) {
 		cfg.Classify.RefreshInterval = 10 * time.Minute
+		// The tests read on a standby right after a statement ran on the
+		// primary in the same session to check a classification, not read
+		// your writes (read_your_writes_test.go).
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
 	})
 }
 

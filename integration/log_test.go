@@ -22,7 +22,9 @@ var routedFields = []string{
 // outcome of a failed unit, and ai=true for statements marked /* owlai */.
 func TestRoutingLog(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check the log line, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	createTable(t, c, "t13_items", "CREATE TABLE t13_items (id int, v text)")
 	const app = "t13-logcheck"
 	conn := o.connect(t, func(cfg *pgx.ConnConfig) {

@@ -507,7 +507,9 @@ func TestReview3PinsNotificationsDuringCheck(t *testing.T) {
 // (Second class: no leak, but the pin never ends until a release statement.)
 func TestReview3PinsRollbackLeavesStalePin(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check that the pin ended, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	for _, tc := range []struct{ name, stmt string }{
 		{"TempTable", "CREATE TEMP TABLE r3p_rb (id int)"},
 		{"Listen", "LISTEN r3p_rb_chan"},

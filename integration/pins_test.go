@@ -19,7 +19,9 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 		t.Fatalf("create pin_role: %v", err)
 	}
 	catchUp(t, c)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check that the pin ended, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	type step struct {
 		sql    string
 		pinned bool

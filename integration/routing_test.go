@@ -29,7 +29,9 @@ var execModes = []struct {
 // NOTICEs say the same, one per routed unit.
 func TestRoutingEvidence(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: the read after the write checks where a read
+	// runs (pg_stat_statements), not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	createTable(t, c, "t2_items", "CREATE TABLE t2_items (id serial PRIMARY KEY, v text NOT NULL); INSERT INTO t2_items (v) SELECT 'seed ' || g FROM generate_series(1, 25) g")
 
 	for _, m := range execModes {
@@ -102,7 +104,9 @@ func TestRoutingEvidence(t *testing.T) {
 // statement again on the node the execution is routed to.
 func TestPreparedStatementsAcrossNodes(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check prepared statements on both kinds of node, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	createTable(t, c, "t3_seed", "CREATE TABLE t3_seed (id int PRIMARY KEY, v text NOT NULL); INSERT INTO t3_seed SELECT g, 'value ' || g FROM generate_series(1, 5) g")
 	createTable(t, c, "t3_log", "CREATE TABLE t3_log (n int NOT NULL, note text)")
 	conn := o.connect(t, withMode(pgx.QueryExecModeCacheStatement))

@@ -74,7 +74,12 @@ func TestStartupParameters(t *testing.T) {
 func TestSetCarriedAcrossNodes(t *testing.T) {
 	c := sharedClusterFor(t)
 	// Round robin spreads the reads over both standbys.
-	o := startOwl(t, c, func(cfg *config.Config) { cfg.Routing.StandbyChoice = config.StandbyRoundRobin })
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check settings carried to every node, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Routing.StandbyChoice = config.StandbyRoundRobin
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
+	})
 	createTable(t, c, "t11_items", "CREATE TABLE t11_items (n int)")
 
 	protocols := []struct {
@@ -149,7 +154,9 @@ func TestSetCarriedAcrossNodes(t *testing.T) {
 // TestPgowlSettings covers the pgowl.* settings pgowl answers itself.
 func TestPgowlSettings(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// read_your_writes off: this test reads on a standby right after a write in
+	// the same session to check pgowl.* settings, not read your writes (read_your_writes_test.go).
+	o := startOwl(t, c, readYourWritesOff)
 	createTable(t, c, "t12_items", "CREATE TABLE t12_items (n int)")
 	conn := o.connect(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)

@@ -354,6 +354,9 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			state.Timeline = t.sample.timeline
 			state.SampledAt = t.sentAt
 			state.Load = t.sample.load
+			if t.sample.lsnValid {
+				state.WALPosition = route.LSN(t.sample.lsn)
+			}
 		}
 		if state.Role == route.RolePrimary {
 			state.LagKnown = true

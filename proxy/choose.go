@@ -139,10 +139,9 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 // spreading reads. A unit that cannot go to a standby (it writes, pins, or
 // the session needs the primary) does not ask the pool.
 func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
-	f, st := &r.Session, &r.Statement
+	f := &r.Session
 	f.Connected, f.Avoid = 0, 0
-	mayRead := st.Access == route.AccessRead || st.Shape == route.ShapePrepareOnly || (f.Deferred.Carried && f.Deferred.ReadOnly)
-	if !mayRead || st.Pins != 0 || f.PrimaryOnly != 0 || f.Held.Node != "" {
+	if !mayReadOnStandby(r) {
 		return
 	}
 	for i := range snap.Nodes {
@@ -157,6 +156,15 @@ func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
 			f.Avoid |= 1 << uint(i)
 		}
 	}
+}
+
+// mayReadOnStandby reports whether the plan for r may send it to a standby:
+// it reads (or only prepares, or opens a READ ONLY transaction), pins
+// nothing, and nothing holds the session on a node or the primary.
+func mayReadOnStandby(r *route.PlanRequest) bool {
+	f, st := &r.Session, &r.Statement
+	mayRead := st.Access == route.AccessRead || st.Shape == route.ShapePrepareOnly || (f.Deferred.Carried && f.Deferred.ReadOnly)
+	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
 }
 
 // choose finds the node for a unit with route.Plan and returns the session's
@@ -182,6 +190,15 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	}
 	sess.turn++
 	r.Session.Turn = sess.turn
+	unflushed := false
+	if mayReadOnStandby(&r) {
+		// Read your writes: the position the read must see (readyourwrites.go).
+		sess.settleWritePosition(ctx, snap)
+		r.Session.ReadAfter, unflushed = sess.readAfter(ctx)
+		if r.Session.ReadAfter.LSN != 0 {
+			r.Session.Replayed = sess.ryw.fresh(snap)
+		}
+	}
 	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	r.Now = time.Now()
 	deadline := r.Now.Add(wait)
@@ -201,6 +218,10 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 			r.Snapshot, r.Now = snap, time.Now()
 			sess.notePoolRoom(&r, snap)
 			out, err = route.Plan(r)
+		}
+		if err == nil && out.AwaitReplay {
+			// No standby is known to have the session's last write: ask.
+			out, err = sess.awaitReplay(ctx, &r, out, unflushed)
 		}
 		if err != nil {
 			return nil, out, err

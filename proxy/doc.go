@@ -250,6 +250,17 @@
 // listens again on the new one. The relay stops, and hands the backend back
 // to the session's loop, before the next client message is handled.
 //
+// # Read your writes
+//
+// After a unit that may have written on the primary, once the backend is
+// idle, the session reads the primary's insert position there (after
+// flushing the client's replies); a read then asks route.Plan with that
+// position as SessionFacts.ReadAfter, and when the plan awaits a standby's
+// replay, awaitReplay asks the standby's backend for
+// pg_last_wal_replay_lsn() and plans again, within
+// routing.read_your_writes_wait. readyourwrites.go holds the rules, the
+// user scope's shared positions and the pgowl.read_after token.
+//
 // # Reload, shutdown and pause
 //
 // The settings a reload may change (users, routing policy, TLS, access

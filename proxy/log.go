@@ -58,6 +58,17 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 				Float64("cost_check_ms", float64(g.checkTime.Microseconds())/1000).Interface("plan_nodes", v.nodes)
 		}
 	}
+	if dec.ReadAfter != 0 {
+		// Read your writes: the position the read waited for, and what the
+		// standby had (for READ_YOUR_WRITES, the standby that lacked it).
+		ev = ev.Stringer("wait_lsn", dec.ReadAfter)
+		if dec.NodeReplay != 0 {
+			ev = ev.Stringer("node_lsn", dec.NodeReplay)
+		}
+		if dec.Behind != "" {
+			ev = ev.Str("behind", dec.Behind)
+		}
+	}
 	ev.Bool("ai", ai).Msg("routed")
 }
 
@@ -86,6 +97,15 @@ func (l *lastUnit) explain() string {
 	}
 	text := fmt.Sprintf("node=%s role=%s reason=%s lag_ms=%d subject=%q effect=%s outcome=%s statement=%q",
 		dec.Node, dec.Role, dec.Reason, dec.Lag.Milliseconds(), dec.Subject, eff.Access, l.outcome, eff.Normalized)
+	if dec.ReadAfter != 0 {
+		text += " wait_lsn=" + dec.ReadAfter.String()
+		if dec.NodeReplay != 0 {
+			text += " node_lsn=" + dec.NodeReplay.String()
+		}
+		if dec.Behind != "" {
+			text += " behind=" + dec.Behind
+		}
+	}
 	if chain := eff.ChainString(); chain != "" {
 		text += "\nchain: " + chain
 	}

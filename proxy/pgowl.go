@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,6 +34,17 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		tag := "SET"
 		if reset {
 			tag = "RESET"
+		}
+		if cmd.Name == "read_after" {
+			// A token: takes effect at once, whatever the transaction does.
+			value := cmd.Value
+			if reset {
+				value = ""
+			}
+			if err := sess.setReadAfterToken(value); err != nil {
+				return pgowlResult{err: err}
+			}
+			return pgowlResult{tag: tag}
 		}
 		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" && cmd.Name != "max_cost" {
 			break
@@ -161,7 +173,7 @@ func (sess *session) inTransaction() bool {
 func unknownPgowlSetting(name string) error {
 	return &clientError{SQLState: sqlstateUndefinedObject,
 		Message: fmt.Sprintf("pgowl: unrecognized configuration parameter \"pgowl.%s\"", name),
-		Hint:    "pgowl knows pgowl.notice, pgowl.max_replica_lag, pgowl.max_cost, pgowl.nodes and pgowl.explain."}
+		Hint:    "pgowl knows pgowl.notice, pgowl.max_replica_lag, pgowl.max_cost, pgowl.read_after, pgowl.write_position, pgowl.nodes and pgowl.explain."}
 }
 
 func (sess *session) showPgowl(name string) pgowlResult {
@@ -180,6 +192,15 @@ func (sess *session) showPgowl(name string) pgowlResult {
 			v = strconv.FormatFloat(sess.maxCost, 'f', -1, 64)
 		}
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.max_cost"}, rows: [][]string{{v}}}
+	case "write_position", "read_after":
+		// The position the session's reads wait for: a token another
+		// session (or pgowl instance) can SET pgowl.read_after to.
+		sess.settleWritePosition(context.Background(), sess.srv.opts.Nodes.Snapshot())
+		pos, _ := sess.readAfter(context.Background())
+		if name == "read_after" {
+			pos = sess.ryw.token
+		}
+		return pgowlResult{tag: "SHOW", columns: []string{"pgowl." + name}, rows: [][]string{{pos.LSN.String()}}}
 	case "nodes":
 		if err := sess.requireAdmin(name); err != nil {
 			return pgowlResult{err: err}

@@ -93,6 +93,9 @@ type Server struct {
 
 	// guards counts guarded statements in flight and keeps cost verdicts.
 	guards guardState
+	// userWrites are the write positions shared per user and database
+	// (routing.read_your_writes: user).
+	userWrites userWritePositions
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session
@@ -157,6 +160,7 @@ func PolicyFromConfig(cfg config.Config) route.Policy {
 	if cfg.Routing.WhenNoStandby == "primary" {
 		p.WhenNoStandby = route.UsePrimary
 	}
+	p.ReadYourWritesReject = cfg.Routing.ReadYourWritesFallback == config.WhenNoStandbyReject
 	return p
 }
 

@@ -142,6 +142,8 @@ type session struct {
 	last lastUnit
 	// cls is the session's classification context (see classifier.go).
 	cls classifierState
+	// ryw is the WAL position the session's reads must see (readyourwrites.go).
+	ryw readYourWrites
 }
 
 // runningStatement says where a client's statement is running, for cancel requests.
@@ -526,6 +528,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				sess.sequencesDiscarded = false
 			}
 			sess.afterUnit(be, u)
+			sess.noteWritePosition(be, u, dec)
 			sess.releaseIdle(be)
 			outcome := "ok"
 			if u.errCode != "" {

@@ -309,6 +309,11 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		sess.fail(err)
 		return false
 	}
+	if err := sess.startupReadAfter(params); err != nil {
+		err.Severity = "FATAL"
+		sess.fail(err)
+		return false
+	}
 	sess.login = sess.nodeLogin(params).Keyed()
 
 	// Log in to a first node: it proves the database exists and gives the

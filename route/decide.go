@@ -119,14 +119,14 @@ func decideRead(req Request, snap *Snapshot, pol Policy, now time.Time) (Decisio
 
 // chooseStandby returns the index of the qualifying standby that the policy
 // picks, or -1 when none qualifies. Standbys in req.Avoid are picked only
-// when no other qualifies. It must not allocate.
+// when no other qualifies; those in req.Exclude never. It must not allocate.
 func chooseStandby(req Request, snap *Snapshot, pol Policy, now time.Time, maxLag time.Duration) int {
 	if req.Avoid != 0 {
-		if i := chooseStandbyAmong(req, snap, pol, now, maxLag, req.Avoid); i >= 0 {
+		if i := chooseStandbyAmong(req, snap, pol, now, maxLag, req.Avoid|req.Exclude); i >= 0 {
 			return i
 		}
 	}
-	return chooseStandbyAmong(req, snap, pol, now, maxLag, 0)
+	return chooseStandbyAmong(req, snap, pol, now, maxLag, req.Exclude)
 }
 
 // chooseStandbyAmong is chooseStandby over the standbys not in skip.

@@ -34,6 +34,8 @@ type casePolicy struct {
 	StandbyChoice      route.StandbyChoice `json:"standby_choice"`
 	WhenNoStandby      route.NoStandbyRule `json:"when_no_standby"`
 	DownAfterMS        int64               `json:"down_after_ms"`
+	// ReadYourWritesReject is routing.read_your_writes_fallback: reject.
+	ReadYourWritesReject bool `json:"read_your_writes_reject,omitempty"`
 }
 
 type caseSnapshot struct {
@@ -51,6 +53,8 @@ type caseNode struct {
 	SampleAgeMS *int64     `json:"sample_age_ms"` // null: never sampled
 	InUse       int        `json:"in_use"`
 	LastError   string     `json:"last_error,omitempty"`
+	// WALLSN is the sampled insert (primary) or replay (standby) position.
+	WALLSN route.LSN `json:"wal_lsn,omitempty"`
 	// Load is the node's load as the monitor read it; absent: not known.
 	Load *caseLoad `json:"load,omitempty"`
 }
@@ -90,6 +94,8 @@ func (c decideCase) inputs() (route.Request, *route.Snapshot, route.Policy) {
 		StandbyChoice:      c.Policy.StandbyChoice,
 		WhenNoStandby:      c.Policy.WhenNoStandby,
 		DownAfter:          ms(c.Policy.DownAfterMS),
+
+		ReadYourWritesReject: c.Policy.ReadYourWritesReject,
 	}
 	snap := &route.Snapshot{TakenAt: testNow, NewestPrimaryTimeline: c.Snapshot.NewestPrimaryTimeline}
 	for i, n := range c.Snapshot.Nodes {
@@ -102,6 +108,8 @@ func (c decideCase) inputs() (route.Request, *route.Snapshot, route.Policy) {
 			LagBytes:  n.LagBytes,
 			InUse:     n.InUse,
 			LastError: n.LastError,
+
+			WALPosition: n.WALLSN,
 		}
 		if n.LagMS != nil {
 			state.LagKnown = true

@@ -86,6 +86,18 @@
 //     for load, and a held backend keeps its unit (the transaction has
 //     started there). The zero Guard, business traffic, is never refused
 //     for load. The cost guard (EXPLAIN) is I/O and lives in the proxy.
+//   - Read your writes (SessionFacts.ReadAfter, readafter.go): a read that
+//     Decide sends to a standby goes only to a standby known to have
+//     replayed the session's write position (the snapshot's WALPosition, or
+//     a position the proxy learned, SessionFacts.Replayed), the others
+//     excluded with Request.Exclude. With none, Outcome.AwaitReplay asks
+//     the proxy to ask the qualifying standby known nearest to it; once the
+//     wait is over (SessionFacts.ReadAfterWaitOver) the read goes to the
+//     primary with READ_YOUR_WRITES, or is refused with
+//     REPLICA_LAG_EXCEEDED under Policy.ReadYourWritesReject. A read Decide
+//     refuses or sends to the primary is left as it is. A position from a
+//     timeline older than the primary's is capped at the primary's sampled
+//     position: past the fork point it is lost on every node.
 //
 // PlanLogin orders the nodes a new session logs in to: up primaries first.
 // The golden tests in testdata/plan_cases.json cover every reason, every

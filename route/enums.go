@@ -95,6 +95,10 @@ const (
 	// is asserted read-only (COMMENT ON FUNCTION 'pgowl:readonly' or
 	// classify.functions.readonly); it needs AccessRead, and Subject names the assertion.
 	ReasonOverride
+	// ReasonReadYourWrites means a read ran on the primary because no standby
+	// had replayed the session's last write (SessionFacts.ReadAfter) within
+	// routing.read_your_writes_wait; Decision.Behind names the standby asked.
+	ReasonReadYourWrites
 )
 
 var reasonNames = [...]string{
@@ -111,6 +115,7 @@ var reasonNames = [...]string{
 	ReasonHint:                "HINT",
 	ReasonNestingTooDeep:      "NESTING_TOO_DEEP",
 	ReasonOverride:            "OVERRIDE",
+	ReasonReadYourWrites:      "READ_YOUR_WRITES",
 }
 
 // String returns the reason's code, such as "READ_ONLY".

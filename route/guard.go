@@ -77,12 +77,7 @@ func (g *Guard) OverBusyLimit(snap *Snapshot, i int) string {
 // that is not; without one, and for any statement whose node is over the
 // limits, Plan refuses with DATABASE_BUSY.
 func keepOffBusyNodes(req Request, snap *Snapshot, pol Policy, now time.Time, g *Guard, dec Decision) (Decision, error) {
-	var busy uint64
-	for i := range snap.Nodes {
-		if i < 64 && g.OverBusyLimit(snap, i) != "" {
-			busy |= 1 << uint(i)
-		}
-	}
+	busy := g.busyNodes(snap)
 	if !skipped(busy, dec.NodeIndex) {
 		return dec, nil
 	}
@@ -93,6 +88,17 @@ func keepOffBusyNodes(req Request, snap *Snapshot, pol Policy, now time.Time, g 
 		}
 	}
 	return Decision{}, busyError(snap, now, g, dec)
+}
+
+// busyNodes is the set of nodes (by index, as in Request.Avoid) over g's busy limits.
+func (g *Guard) busyNodes(snap *Snapshot) uint64 {
+	var busy uint64
+	for i := range snap.Nodes {
+		if i < 64 && g.OverBusyLimit(snap, i) != "" {
+			busy |= 1 << uint(i)
+		}
+	}
+	return busy
 }
 
 // busyError is the DATABASE_BUSY refusal of a guarded statement, with every

@@ -120,6 +120,20 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 		b.WriteString("it only reads, as asserted")
 		writeSubject(&b, d.Subject)
 		writeLag(&b, d, maxLag)
+	case ReasonReadYourWrites:
+		b.WriteString("it only reads, but ")
+		if d.Behind != "" {
+			b.WriteString(d.Behind)
+		} else {
+			b.WriteString("no standby")
+		}
+		b.WriteString(" had not replayed this session's last write (")
+		b.writeLSN(d.ReadAfter)
+		if d.NodeReplay != 0 {
+			b.WriteString("; it is at ")
+			b.writeLSN(d.NodeReplay)
+		}
+		b.WriteString(")")
 	default:
 		b.WriteString("reason ")
 		b.WriteString(d.Reason.String())
@@ -155,7 +169,10 @@ func writeSubject(b *noticeText, subject string) {
 // "node=<name> role=<role> reason=<CODE> lag_ms=<n>", where lag_ms is the
 // chosen node's effective lag (0 for a primary, -1 if unknown), and may append
 // " fallback=<CODE>" and " subject=<subject>"; a subject containing spaces,
-// quotes, '=' or non-printing characters is quoted Go-style.
+// quotes, '=' or non-printing characters is quoted Go-style. A read that had
+// to see the session's last write ends with " wait_lsn=<X/Y>" and, when the
+// chosen standby's (or for READ_YOUR_WRITES the lacking standby's) replay
+// position is known, " node_lsn=<X/Y>".
 func (d Decision) NoticeDetail() string {
 	return string(d.AppendNoticeDetail(nil))
 }
@@ -190,6 +207,14 @@ func (d Decision) AppendNoticeDetail(dst []byte) []byte {
 			b.WriteString(d.Subject)
 		}
 	}
+	if d.ReadAfter != 0 {
+		b.WriteString(" wait_lsn=")
+		b.writeLSN(d.ReadAfter)
+		if d.NodeReplay != 0 {
+			b.WriteString(" node_lsn=")
+			b.writeLSN(d.NodeReplay)
+		}
+	}
 	return b
 }
 
@@ -197,6 +222,9 @@ func (d Decision) AppendNoticeDetail(dst []byte) []byte {
 type noticeText []byte
 
 func (b *noticeText) WriteString(s string) { *b = append(*b, s...) }
+
+// writeLSN appends a WAL position in its text form.
+func (b *noticeText) writeLSN(l LSN) { *b = l.Append(*b) }
 
 // writeDuration appends d as formatDuration renders it.
 func (b *noticeText) writeDuration(d time.Duration) { *b = appendDuration(*b, d) }

@@ -198,6 +198,18 @@ type SessionFacts struct {
 	// Guard is the traffic class of a guarded statement, with its busy
 	// limits; the zero Guard is business traffic (see keepOffBusyNodes).
 	Guard Guard
+	// ReadAfter is the WAL position the session's reads must see: its own
+	// last write, its user's (read_your_writes: user), or a token (SET
+	// pgowl.read_after). A read goes only to a standby known to have
+	// replayed it; zero: the session has nothing to wait for.
+	ReadAfter WritePosition
+	// Replayed are standbys' replay positions the proxy learned by asking
+	// them, fresher than the snapshot's samples.
+	Replayed []NodeReplay
+	// ReadAfterWaitOver: routing.read_your_writes_wait has passed without a
+	// standby seen to replay ReadAfter; the read goes to the primary
+	// (READ_YOUR_WRITES) or is refused (Policy.ReadYourWritesReject).
+	ReadAfterWaitOver bool
 }
 
 // PlanRequest is everything a routing plan depends on.
@@ -226,6 +238,11 @@ type Outcome struct {
 	// statement had to run (the primary), not where BEGIN READ ONLY alone
 	// would have gone; the statement keeps its own reason.
 	BeginFollowsStatement bool
+	// AwaitReplay: the read must see Session.ReadAfter and no qualifying
+	// standby is known to have replayed it. Decision is the standby to ask
+	// (pg_last_wal_replay_lsn()); plan again with its answer in
+	// Session.Replayed, or with Session.ReadAfterWaitOver once the wait is over.
+	AwaitReplay bool
 }
 
 // Plan decides where a unit runs, given its statement, the session's facts,
@@ -269,20 +286,39 @@ func Plan(r PlanRequest) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	if dec.Role == RoleStandby && !skipped(s.Connected, dec.NodeIndex) {
-		dec = spreadReads(req, snap, pol, r.Now, s.Avoid, dec)
-	}
+	// A guarded statement stays off nodes over its busy limits first, so that
+	// the standby the read-your-writes rule and the spreading pick is one the
+	// guard allows.
+	var busy uint64
 	if s.Guard.limited() {
 		if dec, err = keepOffBusyNodes(req, snap, pol, r.Now, &s.Guard, dec); err != nil {
 			return out, err
 		}
+		busy = s.Guard.busyNodes(snap)
+		req.Avoid |= busy
+	}
+	if dec.Role == RoleStandby && s.ReadAfter.LSN != 0 {
+		// The read must see the session's last write (readafter.go).
+		if dec, out.AwaitReplay, err = planReadAfter(&req, s, snap, pol, r.Now, dec); err != nil {
+			return out, err
+		}
+	}
+	if dec.Role == RoleStandby && !out.AwaitReplay && !skipped(s.Connected, dec.NodeIndex) {
+		dec = spreadReads(req, snap, pol, r.Now, s.Avoid|busy, dec)
+		if dec.ReadAfter != 0 {
+			dec.NodeReplay = replayedAt(snap, dec.NodeIndex, s.Replayed)
+		}
+	}
+	if dec.Role == RoleStandby && !out.AwaitReplay && skipped(busy, dec.NodeIndex) {
+		// Only busy standbys have the session's last write.
+		return out, busyError(snap, r.Now, &s.Guard, dec)
 	}
 	if s.Deferred.Carried {
 		out.Begin = dec
 		switch {
 		case out.BeginFollowsStatement:
 			out.Begin.Subject = "the transaction's first statement: " + dec.Subject
-		case dec.FallbackRule == "":
+		case dec.FallbackRule == "" && dec.Reason != ReasonReadYourWrites:
 			breq := s.Deferred.Begin.Request()
 			out.Begin.Reason, out.Begin.Subject = breq.Reason, breq.Subject
 		}
@@ -305,6 +341,7 @@ func spreadReads(req Request, snap *Snapshot, pol Policy, now time.Time, saturat
 		if err != nil || next.Role != RoleStandby || skipped(req.Avoid, next.NodeIndex) {
 			break
 		}
+		next.ReadAfter = dec.ReadAfter
 		dec = next
 	}
 	return dec

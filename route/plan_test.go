@@ -46,7 +46,13 @@ type caseSession struct {
 	Turn            uint64      `json:"turn,omitempty"`
 	Saturated       []string    `json:"saturated,omitempty"` // node names: Avoid
 	Connected       []string    `json:"connected,omitempty"` // node names
-	Guard           *caseGuard  `json:"guard,omitempty"`
+	// ReadAfter is the session's write position (read your writes), on
+	// ReadAfterTimeline (0: a token without one).
+	ReadAfter         route.LSN            `json:"read_after,omitempty"`
+	ReadAfterTimeline uint32               `json:"read_after_timeline,omitempty"`
+	Replayed          map[string]route.LSN `json:"replayed,omitempty"` // learned replay positions by node
+	ReadAfterWaitOver bool                 `json:"read_after_wait_over,omitempty"`
+	Guard             *caseGuard           `json:"guard,omitempty"`
 }
 
 // caseGuard is a guarded statement's traffic class: its busy limits and its
@@ -78,6 +84,12 @@ type planExpected struct {
 	SQLState              string        `json:"sqlstate,omitempty"`
 	Message               string        `json:"message,omitempty"`
 	LoginOrder            []string      `json:"login_order,omitempty"`
+	AwaitReplay           bool          `json:"await_replay,omitempty"`
+	WaitLSN               string        `json:"wait_lsn,omitempty"`
+	NodeLSN               string        `json:"node_lsn,omitempty"`
+	Behind                string        `json:"behind,omitempty"`
+	// NoticeDetail is the NOTICE's DETAIL, checked for read-your-writes cases.
+	NoticeDetail string `json:"notice_detail,omitempty"`
 }
 
 type caseDecision struct {
@@ -167,6 +179,13 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 			s.Guard.InFlight[i] = n
 		}
 	}
+	s.ReadAfter = route.WritePosition{LSN: c.Session.ReadAfter, Timeline: c.Session.ReadAfterTimeline}
+	for _, n := range snap.Nodes {
+		if lsn, ok := c.Session.Replayed[n.Name]; ok {
+			s.Replayed = append(s.Replayed, route.NodeReplay{Node: n.Name, LSN: lsn})
+		}
+	}
+	s.ReadAfterWaitOver = c.Session.ReadAfterWaitOver
 	return r
 }
 
@@ -216,6 +235,15 @@ func planOutcome(out route.Outcome, err error) planExpected {
 	if out.Begin.Node != "" {
 		b := out.Begin
 		got.Begin = &caseDecision{Node: b.Node, Role: b.Role.String(), Reason: b.Reason.String(), Subject: b.Subject, FallbackRule: b.FallbackRule}
+	}
+	got.AwaitReplay = out.AwaitReplay
+	if d.ReadAfter != 0 {
+		got.WaitLSN = d.ReadAfter.String()
+		if d.NodeReplay != 0 {
+			got.NodeLSN = d.NodeReplay.String()
+		}
+		got.Behind = d.Behind
+		got.NoticeDetail = d.NoticeDetail()
 	}
 	return got
 }
@@ -310,12 +338,15 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		if c.Session.Guard != nil {
 			facts["guard"] = true
 		}
+		if c.Session.ReadAfter != 0 {
+			facts["read after"] = true
+		}
 		if strings.Contains(strings.ToUpper(c.Statement.Subject), "LOAD") && c.Session.Pins != 0 {
 			facts["LOAD while pinned"] = true
 		}
 	}
 	for _, r := range []string{"READ_ONLY", "WRITE", "ROW_LOCK", "WRITING_FUNCTION", "UNKNOWN_EFFECT", "NODE_LOCAL_STATS",
-		"NESTING_TOO_DEEP", "HINT", "OVERRIDE", "IN_TRANSACTION", "SESSION_PINNED", "FALLBACK_PRIMARY", "NO_STANDBY_CONFIGURED"} {
+		"NESTING_TOO_DEEP", "HINT", "OVERRIDE", "IN_TRANSACTION", "SESSION_PINNED", "FALLBACK_PRIMARY", "NO_STANDBY_CONFIGURED", "READ_YOUR_WRITES"} {
 		if !reasons[r] {
 			t.Errorf("no case ends with reason %s", r)
 		}
@@ -333,7 +364,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	if statementPins != all {
 		t.Errorf("pins taken by a statement covered: %v, want every kind", statementPins)
 	}
-	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard"} {
+	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard", "read after"} {
 		if !facts[f] {
 			t.Errorf("no case with %s", f)
 		}

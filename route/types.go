@@ -36,6 +36,11 @@ type NodeState struct {
 	InUse int
 	// Idle is the number of idle backend connections; filled by the caller, informational.
 	Idle int
+	// WALPosition is the node's WAL position at SampledAt: the insert
+	// position of a primary, the replay position of a standby; 0 when not
+	// known. Reads that must see a session's write compare it (see
+	// SessionFacts.ReadAfter).
+	WALPosition LSN
 	// Excluded, when not empty, says why the topology source (Patroni) keeps
 	// every statement from this node although it answers: Patroni does not
 	// list it, or it says it is a primary while Patroni names another leader.
@@ -104,6 +109,10 @@ type Policy struct {
 	// DownAfter is how old a node's last sample may be before the node is
 	// treated as down; it must be positive.
 	DownAfter time.Duration
+	// ReadYourWritesReject refuses (REPLICA_LAG_EXCEEDED) a read that no
+	// standby could serve with the session's last write, instead of running
+	// it on the primary (READ_YOUR_WRITES).
+	ReadYourWritesReject bool
 }
 
 // Validate reports whether the policy can be used, as an *Error with code
@@ -142,6 +151,10 @@ type Request struct {
 	// those whose connection pool is exhausted (bit i is Snapshot.Nodes[i]).
 	// An avoided standby is chosen only when no other qualifies.
 	Avoid uint64
+	// Exclude marks standbys that must not serve this read at all (bit i is
+	// Snapshot.Nodes[i]), such as those not known to have replayed the
+	// session's last write.
+	Exclude uint64
 }
 
 // EffectiveMaxLag returns the lag limit that applies to req under pol: the
@@ -174,4 +187,13 @@ type Decision struct {
 	// FallbackRule names the rule that fell back ("NO_READABLE_REPLICA" or
 	// "REPLICA_LAG_EXCEEDED") when Reason is FALLBACK_PRIMARY; empty otherwise.
 	FallbackRule string
+	// ReadAfter is the WAL position the read had to see (the session's last
+	// write, see SessionFacts.ReadAfter); 0 when it had none.
+	ReadAfter LSN
+	// NodeReplay is, with ReadAfter, what the chosen standby was known to
+	// have replayed, or for READ_YOUR_WRITES what Behind had; 0 when not known.
+	NodeReplay LSN
+	// Behind names, for READ_YOUR_WRITES, the standby that had not replayed
+	// ReadAfter within the wait.
+	Behind string
 }

@@ -106,7 +106,7 @@ func (l *lab) startBaselineTwin(ctx context.Context, name, binary, describe stri
 	if err := os.MkdirAll(twinLab.dir, 0o755); err != nil {
 		return &target{name: baselineName(name), skipped: err.Error()}
 	}
-	t := twinLab.startPgowl(ctx, binary, name == targetPgowlNotice, name == targetPgowlAdmin)
+	t := twinLab.startPgowl(ctx, binary, name)
 	t.name = baselineName(name)
 	if t.skipped != "" {
 		t.skipped = "the baseline build " + t.skipped + " (an older pgowl may refuse a configuration key this one writes)"

@@ -20,6 +20,11 @@
 // second, as Prometheus would; the "pgowl" targets run with admin.listen "" (no listener,
 // no metrics or history). Comparing the two measures what the admin side costs.
 //
+// "pgowl-ryw-off", also run only when named in -targets, is pgowl with routing.read_your_writes:
+// off (the pgowl targets run with the default, session): the comparison "pgowl / pgowl-ryw-off" is
+// what read your writes costs, and when both run the report gains the latency of a read right
+// after a write on each (readyourwrites.go).
+//
 // Every workload (select-only in each query mode at 1, 16 and 64 clients, TPC-B, and a mixed
 // 80 % read / 20 % write script) runs for -duration seconds per target, interleaved: for each
 // workload, for each round, every target once. Runs that touch the primary start from the same

@@ -218,7 +218,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var pgowlBinary, build string
-	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] || o.targets[targetPgowlAdmin] || o.targets[targetPgowlGuard] || o.targets[targetPgowlGuardCache] {
+	if o.targets[targetPgowl] || o.targets[targetPgowlNotice] || o.targets[targetPgowlAdmin] || o.targets[targetPgowlGuard] || o.targets[targetPgowlGuardCache] || o.targets[targetPgowlRYWOff] {
 		build = describeBuild(ctx, moduleDir, o.fromHead)
 		logf("building pgowl from %s", build)
 		if pgowlBinary, err = buildCommand(ctx, moduleDir, dir, "./cmd/pgowl", o.fromHead); err != nil {
@@ -299,13 +299,10 @@ func run(ctx context.Context, o options) error {
 			} else {
 				t = l.startPgpool(ctx, bins.pgpool)
 			}
-		case targetPgowl, targetPgowlNotice, targetPgowlAdmin:
-			t = l.startPgowl(ctx, pgowlBinary, name == targetPgowlNotice, name == targetPgowlAdmin)
+		case targetPgowl, targetPgowlNotice, targetPgowlAdmin, targetPgowlRYWOff, targetPgowlGuard, targetPgowlGuardCache:
+			t = l.startPgowl(ctx, pgowlBinary, name)
 		case targetForward:
 			t = l.startForward(ctx, forwardBinary)
-		case targetPgowlGuard, targetPgowlGuardCache:
-			extra, setup := guardConfig(name, benchUser)
-			t = l.startPgowlNamed(ctx, pgowlBinary, name, false, false, extra, setup)
 		}
 		if ctx.Err() != nil {
 			t.stop()
@@ -350,6 +347,12 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	var extra string
+	if on, off := targetNamed(targets, targetPgowl), targetNamed(targets, targetPgowlRYWOff); on != nil && off != nil {
+		if extra, err = readAfterWrite(ctx, on, off, benchUser, benchPassword, benchDatabase, logf); err != nil {
+			return err
+		}
+	}
 	versions := collectVersions(ctx, pgbench, pgowlBinary, bins)
 	rep := &report{
 		options:   o,
@@ -366,7 +369,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Println()
 	fmt.Print(rep.tables())
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(keepSections(o.out, rep.markdown())), 0o644); err != nil {
+		if err := os.WriteFile(o.out, []byte(keepSections(o.out, rep.markdown()+extra)), 0o644); err != nil {
 			return err
 		}
 		logf("wrote %s", o.out)

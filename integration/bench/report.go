@@ -282,6 +282,7 @@ func (r *report) ratioTable() string {
 		{"pgowl+admin / pgowl", targetPgowlAdmin, targetPgowl},
 		{"pgowl+guard / pgowl", targetPgowlGuard, targetPgowl},
 		{"pgowl+guard+cache / pgowl", targetPgowlGuardCache, targetPgowl},
+		{"pgowl / pgowl-ryw-off", targetPgowl, targetPgowlRYWOff},
 		{"PgBouncer / direct", targetPgBouncer, targetDirect},
 		{"pgpool-II / direct", targetPgpool, targetDirect},
 	}
@@ -440,6 +441,7 @@ func (r *report) findings() []string {
 	compare(targetPgowlGuard, targetPgowl)
 	compare(targetPgowlGuardCache, targetPgowl)
 	compare(targetPgowlGuardCache, targetPgowlGuard)
+	compare(targetPgowl, targetPgowlRYWOff)
 	if w, ok := r.workload("select-simple-1"); ok && r.has(targetPgowl) && r.has(targetDirect) {
 		s, d := r.results.stats(w.key, targetPgowl), r.results.stats(w.key, targetDirect)
 		if s.usable() && d.usable() {

@@ -5,11 +5,15 @@ import (
 	"strings"
 )
 
-// The markers around the section of the report file that integration/migrationbench writes: a new
-// report keeps that section, at its end.
+// The markers around sections of the report file that other runs write: a
+// new report keeps them, at its end. integration/migrationbench writes the
+// migration section; the read-your-writes section holds a run with the
+// pgowl-ryw-off target (readyourwrites.go), kept until a run has that target.
 const (
-	migrationSectionStart = "<!-- migrationbench -->"
-	migrationSectionEnd   = "<!-- /migrationbench -->"
+	migrationSectionStart      = "<!-- migrationbench -->"
+	migrationSectionEnd        = "<!-- /migrationbench -->"
+	readYourWritesSectionStart = "<!-- readyourwrites -->"
+	readYourWritesSectionEnd   = "<!-- /readyourwrites -->"
 )
 
 // The markers around the section on guards' cost (written by hand from -targets
@@ -19,17 +23,17 @@ const (
 	guardSectionEnd   = "<!-- /guardbench -->"
 )
 
-// keepSections returns report with the migration and guard sections of the file at path
-// appended, if it has them.
+// keepSections returns report with the kept sections of the file at path (read your writes,
+// migration, guards) appended, those the report does not have itself.
 func keepSections(path, report string) string {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return report
 	}
-	for _, m := range [][2]string{{migrationSectionStart, migrationSectionEnd}, {guardSectionStart, guardSectionEnd}} {
+	for _, m := range [][2]string{{readYourWritesSectionStart, readYourWritesSectionEnd}, {migrationSectionStart, migrationSectionEnd}, {guardSectionStart, guardSectionEnd}} {
 		start := strings.Index(string(old), m[0])
 		end := strings.Index(string(old), m[1])
-		if start < 0 || end < start {
+		if start < 0 || end < start || strings.Contains(report, m[0]) {
 			continue
 		}
 		report = strings.TrimRight(report, "\n") + "\n\n" + string(old[start:end+len(m[1])]) + "\n"

@@ -40,7 +40,7 @@ const (
 )
 
 // targetOrder lists every target name in run and report order.
-var targetOrder = append([]string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin}, guardTargets...)
+var targetOrder = append([]string{targetDirect, targetForward, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice, targetPgowlAdmin, targetPgowlRYWOff}, guardTargets...)
 
 // defaultTargets are the targets run without -targets.
 var defaultTargets = []string{targetDirect, targetPgBouncer, targetPgpool, targetPgowl, targetPgowlNotice}
@@ -316,15 +316,12 @@ memory_cache_enabled = off
 // startPgowl writes a pgowl configuration for the three nodes and starts `pgowl serve`.
 // With admin, the admin listener is on and scraped every second until ctx ends; without, it is
 // off (admin.listen "").
-func (l *lab) startPgowl(ctx context.Context, binary string, notice, admin bool) *target {
-	name := targetPgowl
-	switch {
-	case admin:
-		name = targetPgowlAdmin
-	case notice:
-		name = targetPgowlNotice
+func (l *lab) startPgowl(ctx context.Context, binary, name string) *target {
+	extra, extraSetup := "", ""
+	if name == targetPgowlGuard || name == targetPgowlGuardCache {
+		extra, extraSetup = guardConfig(name, benchUser)
 	}
-	return l.startPgowlNamed(ctx, binary, name, notice, admin, "", "")
+	return l.startPgowlNamed(ctx, binary, name, name == targetPgowlNotice, name == targetPgowlAdmin, extra, extraSetup)
 }
 
 // startPgowlNamed starts pgowl as target name, with extra appended to its configuration file
@@ -350,14 +347,14 @@ nodes:
 monitor: {user: postgres, password: "", database: postgres}
 routing:
   notice: %t
-log:
+%slog:
   level: warn
   format: json
 pool:
   max_per_node: %d
 admin:
   listen: %s
-%s`, t.port, nodes.String(), l.user, l.password, notice, pgowlPoolPerNode, adminListen, extra)
+%s`, t.port, nodes.String(), l.user, l.password, notice, readYourWritesKeys(name), pgowlPoolPerNode, adminListen, extra)
 	confPath := filepath.Join(dir, "pgowl.yaml")
 	if err := writeFiles(map[string]string{confPath: conf}); err != nil {
 		return fail(err)
@@ -368,6 +365,9 @@ admin:
 	}
 	t.setup = fmt.Sprintf("routing.notice: %t, log.level: warn, pool.max_per_node: %d, other keys default (max_replica_lag 5s, standby_choice least_lag)",
 		notice, pgowlPoolPerNode) + extraSetup
+	if keys := readYourWritesKeys(name); keys != "" {
+		t.setup += ", routing." + strings.TrimSpace(keys)
+	}
 	if admin {
 		go scrapeEverySecond(ctx, "http://"+adminListen+"/metrics")
 		t.setup += "; admin.listen on, /metrics scraped every second"

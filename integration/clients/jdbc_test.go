@@ -27,8 +27,13 @@ func TestJDBC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "jdbc")
+	t.Run("read_your_writes", func(t *testing.T) {
+		o := startOwl(t, c, rywSessionScope)
+		d := startDriver(t, "jdbc-ryw", dir, o.endpoint, tb, nil, java, "-cp", jdbcJar, "Main.java")
+		rywMatrix(t, c, d, "jdbc")
+	})
 	d := startDriver(t, "jdbc", dir, o.endpoint, tb, nil, java, "-cp", jdbcJar, "Main.java")
 	runMatrix(t, c, d, tb, driverCaps{extended: true})
 

@@ -42,8 +42,14 @@ func nodeDriverPaths(t *testing.T) (node, dir string) {
 func TestNodePostgres(t *testing.T) {
 	c := sharedClusterFor(t)
 	node, dir := nodeDriverPaths(t)
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "node")
+	t.Run("read_your_writes", func(t *testing.T) {
+		// pg.Pool hands the write and the read to different connections: user scope.
+		o := startOwl(t, c, rywUserScope)
+		d := startDriver(t, "node-ryw", dir, o.endpoint, tb, nil, node, "--no-deprecation", "driver.js")
+		rywMatrix(t, c, d, "node")
+	})
 	d := startDriver(t, "node", dir, o.endpoint, tb, nil, node, "--no-deprecation", "driver.js")
 	// pg-copy-streams reads COPY TO STDOUT's messages itself and drops the NOTICE before them.
 	runMatrix(t, c, d, tb, driverCaps{extended: true, copyOutDropsNotices: true})

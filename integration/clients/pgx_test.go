@@ -54,6 +54,7 @@ func newPgxClient(t *testing.T, ep endpoint, tb clientTables) *pgxClient {
 		"listener_read":     p.listenerRead,
 		"unlisten":          p.unlisten,
 		"large":             p.large,
+		"ryw_rounds":        p.rywRounds,
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -364,9 +365,13 @@ func (p *pgxClient) large(ctx context.Context, a []string) (map[string]any, erro
 // pipelines, CopyFrom and every query exec mode.
 func TestPgx(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "pgx")
 	p := newPgxClient(t, o.endpoint, tb)
+	t.Run("read_your_writes", func(t *testing.T) {
+		o := startOwl(t, c, rywSessionScope)
+		rywMatrix(t, c, newPgxClient(t, o.endpoint, tb), "pgx")
+	})
 	runMatrix(t, c, p, tb, driverCaps{extended: true})
 
 	t.Run("exec_modes", func(t *testing.T) { pgxExecModes(t, c, p) })

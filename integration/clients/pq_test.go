@@ -47,6 +47,7 @@ func newPqClient(t *testing.T, ep endpoint, tb clientTables) *pqClient {
 		"wait_notification": p.waitNotification,
 		"poll_notification": p.pollNotification,
 		"large":             p.large,
+		"ryw_rounds":        p.rywRounds,
 	}
 	t.Cleanup(func() {
 		if p.listener != nil {
@@ -387,9 +388,13 @@ func (p *pqClient) large(ctx context.Context, a []string) (map[string]any, error
 // lib/pq's binary_parameters mode.
 func TestLibPq(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "pq")
 	p := newPqClient(t, o.endpoint, tb)
+	t.Run("read_your_writes", func(t *testing.T) {
+		o := startOwl(t, c, rywSessionScope)
+		rywMatrix(t, c, newPqClient(t, o.endpoint, tb), "pq")
+	})
 	runMatrix(t, c, p, tb, driverCaps{
 		extended:      true,
 		copyInTx:      true,

@@ -28,8 +28,13 @@ func TestPsycopg2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, matrixReadYourWritesOff)
 	tb := createTables(t, c, "psycopg2")
+	t.Run("read_your_writes", func(t *testing.T) {
+		o := startOwl(t, c, rywSessionScope)
+		d := startDriver(t, "psycopg2-ryw", dir, o.endpoint, tb, nil, debianPython, "-u", "driver.py")
+		rywMatrix(t, c, d, "psycopg2")
+	})
 	d := startDriver(t, "psycopg2", dir, o.endpoint, tb, nil, debianPython, "-u", "driver.py")
 	runMatrix(t, c, d, tb, driverCaps{sqlPrepare: true, authCodeInMessage: true})
 }

@@ -119,6 +119,7 @@ public class Main {
                 case "unlisten" -> result = unlisten();
                 case "large" -> result = large(a[0], Integer.parseInt(a[1]), Integer.parseInt(a[2]), a.length > 3 ? a[3] : "");
                 case "simple_mode_batch_error" -> result = simpleModeBatchError(a[0], a[1]);
+                case "ryw_rounds" -> result = rywRounds(a[0], Integer.parseInt(a[1]));
                 default -> crash = "unknown step " + name;
             }
         } catch (StepError e) {
@@ -267,6 +268,45 @@ public class Main {
         open("bad", ENV.get("MATRIX_PORT"), "wrong-" + ENV.get("MATRIX_PASSWORD"), null);
         close("bad");
         return map();
+    }
+
+    /**
+     * rywRounds checks read your writes on one connection (session scope): it
+     * writes a row and reads it back at once, n times. Only the reads'
+     * NOTICEs are reported (connection ryw_read).
+     */
+    static Map<String, Object> rywRounds(String table, int n) throws SQLException {
+        Connection c = conn("ryw_read");
+        int stale = 0;
+        String first = "";
+        try (PreparedStatement w = c.prepareStatement("UPDATE " + table + " SET v = ? WHERE k = 1");
+             PreparedStatement r = c.prepareStatement("SELECT v FROM " + table + " WHERE k = 1")) {
+            for (int i = 1; i <= n; i++) {
+                w.setInt(1, i);
+                w.executeUpdate();
+                w.clearWarnings();
+                c.clearWarnings();
+                int got;
+                try (ResultSet rs = r.executeQuery()) {
+                    rs.next();
+                    got = rs.getInt(1);
+                }
+                take("ryw_read", r);
+                take("ryw_read", c.getWarnings());
+                c.clearWarnings();
+                if (got < i) {
+                    stale++;
+                    if (first.isEmpty()) {
+                        first = "round " + i + " read " + got;
+                    }
+                }
+            }
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("rounds", n);
+        out.put("stale", stale);
+        out.put("first_stale", first);
+        return out;
     }
 
     static Map<String, Object> simpleRead(String tag) throws SQLException {

@@ -310,6 +310,49 @@ const steps = {
     const after = Number(await scalar(pipe, 'SELECT 40 + $1::int', [2]))
     return { states: states.join(','), after }
   },
+
+  async ryw_rounds(table, rounds) {
+    // Read your writes in user scope, as an application uses pg.Pool: each
+    // round writes on one pooled client and reads on another (both are
+    // checked out, so they are different connections), alternating which
+    // is which. Only the reads' NOTICEs are reported (connection ryw_read).
+    const pool = new pg.Pool(settings({ max: 2 }))
+    const noted = new WeakSet()
+    pool.on('connect', (client) => {
+      client.on('notice', (msg) => {
+        if (noted.has(client)) {
+          notices.push({ conn: 'ryw_read', severity: msg.severity || '', code: msg.code || '', message: msg.message || '', detail: msg.detail || '' })
+        }
+      })
+    })
+    let stale = 0
+    let first = ''
+    const n = Number(rounds)
+    try {
+      for (let i = 1; i <= n; i++) {
+        const a = await pool.connect()
+        const b = await pool.connect()
+        const [writer, reader] = i % 2 === 0 ? [a, b] : [b, a]
+        try {
+          noted.delete(writer)
+          await writer.query(`UPDATE ${table} SET v = $1 WHERE k = 1`, [i])
+          noted.add(reader)
+          const got = Number((await reader.query({ text: `SELECT v FROM ${table} WHERE k = 1`, rowMode: 'array' })).rows[0][0])
+          noted.delete(reader)
+          if (got < i) {
+            stale++
+            if (!first) first = `round ${i} read ${got}`
+          }
+        } finally {
+          a.release()
+          b.release()
+        }
+      }
+    } finally {
+      await pool.end()
+    }
+    return { rounds: n, stale, first_stale: first }
+  },
 }
 
 function errorOf(err) {

@@ -319,6 +319,28 @@ def step_large(port, rows, width, close_after=""):
     return {"rows": count, "bytes": size, "elapsed_ms": elapsed}
 
 
+def step_ryw_rounds(table, rounds):
+    """Read your writes on one connection (session scope): write a row, read
+    it back at once. Only the reads' NOTICEs are reported (ryw_read)."""
+    conn = conns.get("ryw_read") or connect("ryw_read")
+    stale, first = 0, ""
+    n = int(rounds)
+    reads = []  # conn.notices keeps only the last 50
+    for i in range(1, n + 1):
+        with conn.cursor() as cur:
+            cur.execute("UPDATE %s SET v = %%s WHERE k = 1" % table, (i,))
+        del conn.notices[:]
+        got = scalar(conn, "SELECT v FROM %s WHERE k = 1" % table)
+        reads.extend(conn.notices)
+        del conn.notices[:]
+        if got < i:
+            stale += 1
+            if not first:
+                first = "round %d read %d" % (i, got)
+    conn.notices.extend(reads)
+    return {"rounds": n, "stale": stale, "first_stale": first}
+
+
 STEPS = {name[len("step_"):]: fn for name, fn in globals().items() if name.startswith("step_")}
 
 

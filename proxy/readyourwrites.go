@@ -1,0 +1,538 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// Read your writes (routing.read_your_writes). The rules, decided in
+// route.Plan from the session fact SessionFacts.ReadAfter; this file does
+// the I/O they need:
+//
+//   - After a unit that ran on the primary and may have written, the
+//     session's position is unsettled. In session scope the next read
+//     settles it first: it reads pg_current_wal_insert_lsn() on a primary
+//     backend (the session's, or one from the pool), which covers the
+//     write; a session that only writes never runs it. In user scope it is
+//     read at once on the unit's backend, once that is idle, after the
+//     client's replies are flushed (the client is not kept waiting). A unit "may have written" when it ran on the
+//     primary and the classifier found a write, a writing or unknown
+//     function, or could not tell (unitMayWrite); inside a transaction
+//     block that counts when the block commits, and not when it rolls back.
+//     These units skip it: every unit on a standby; a read-only unit on the
+//     primary (a fallback, NODE_LOCAL_STATS, a /*pgowl:primary*/ read); a
+//     row lock; a lone BEGIN, COMMIT or ROLLBACK; a unit that only prepares.
+//   - A read then goes only to a standby known to have replayed that
+//     position. The monitor's samples are older than a fresh write, so the
+//     proxy asks the chosen standby's backend for pg_last_wal_replay_lsn()
+//     (one round trip, only while the known position is behind), and asks
+//     again, with growing pauses, until routing.read_your_writes_wait has
+//     passed. Then the plan sends the read to the primary
+//     (READ_YOUR_WRITES) or refuses it.
+//   - In user scope the position is shared by the sessions of one user and
+//     database (userWritePositions): a writing session announces that a
+//     position is being read before its client gets the ReadyForQuery, and
+//     a read of another session of the user waits for it (bounded by
+//     read_your_writes_wait), so that a write on one pooled connection and
+//     a read on the next are ordered.
+
+// readYourWrites is the session's part that keeps the WAL position its
+// reads must see. It never takes *session.
+type readYourWrites struct {
+	// own is the position after the session's last writing unit.
+	own route.WritePosition
+	// token is the position set with pgowl.read_after (SET or startup option).
+	token route.WritePosition
+	// unflushed is own's position when the primary had not flushed it yet
+	// (synchronous_commit = off): no standby can have it before the WAL
+	// writer flushes it, so a read does not wait for it.
+	unflushed route.LSN
+	// unsettled: a unit may have written on the primary since own was read.
+	unsettled bool
+	// inTransaction: a unit may have written inside the open transaction
+	// block; it counts once the block commits, and not if it rolls back.
+	inTransaction bool
+	// learned are standbys' replay positions asked of them, with when; an
+	// entry counts until the monitor has a sample of the node taken later.
+	learned   []route.NodeReplay
+	learnedAt []time.Time
+}
+
+// learn records what node answered it had replayed.
+func (r *readYourWrites) learn(node string, lsn route.LSN, at time.Time) {
+	for i := range r.learned {
+		if r.learned[i].Node == node {
+			if lsn > r.learned[i].LSN {
+				r.learned[i].LSN = lsn
+			}
+			r.learnedAt[i] = at
+			return
+		}
+	}
+	r.learned = append(r.learned, route.NodeReplay{Node: node, LSN: lsn})
+	r.learnedAt = append(r.learnedAt, at)
+}
+
+// fresh drops the learned positions the snapshot has newer samples of, and
+// returns the rest.
+func (r *readYourWrites) fresh(snap *route.Snapshot) []route.NodeReplay {
+	kept := 0
+	for i := range r.learned {
+		stale := false
+		for j := range snap.Nodes {
+			if n := &snap.Nodes[j]; n.Name == r.learned[i].Node && (n.SampledAt.After(r.learnedAt[i]) || n.Role != route.RoleStandby) {
+				stale = true
+			}
+		}
+		if !stale {
+			r.learned[kept], r.learnedAt[kept] = r.learned[i], r.learnedAt[i]
+			kept++
+		}
+	}
+	r.learned, r.learnedAt = r.learned[:kept], r.learnedAt[:kept]
+	return r.learned
+}
+
+// userKey identifies a user's sessions on one database.
+type userKey struct{ user, database string }
+
+// userWritePositions is the write position shared by the sessions of each
+// user and database (routing.read_your_writes: user). The zero value is ready.
+type userWritePositions struct {
+	mu      sync.Mutex
+	entries map[userKey]*userWrites
+}
+
+// userWrites is one user's shared position, and the reads of it in flight.
+type userWrites struct {
+	pos route.WritePosition
+	// unflushed is pos's position when the primary had not flushed it.
+	unflushed route.LSN
+	// reading counts sessions whose client has (or is about to have) the
+	// ReadyForQuery of a write whose position is not read yet.
+	reading int
+	// changed is closed when reading drops or pos rises.
+	changed chan struct{}
+}
+
+func (u *userWritePositions) entry(k userKey) *userWrites {
+	if u.entries == nil {
+		u.entries = map[userKey]*userWrites{}
+	}
+	e := u.entries[k]
+	if e == nil {
+		e = &userWrites{changed: make(chan struct{})}
+		u.entries[k] = e
+	}
+	return e
+}
+
+// begin announces that a session of k is reading the position of a write.
+func (u *userWritePositions) begin(k userKey) {
+	u.mu.Lock()
+	u.entry(k).reading++
+	u.mu.Unlock()
+}
+
+// end settles what begin announced: the position rises to pos (zero: the
+// read failed).
+func (u *userWritePositions) end(k userKey, pos route.WritePosition, unflushed bool) {
+	u.mu.Lock()
+	e := u.entry(k)
+	e.reading--
+	if raised := e.pos.Raise(pos); raised != e.pos {
+		e.pos = raised
+		e.unflushed = 0
+		if unflushed {
+			e.unflushed = pos.LSN
+		}
+	}
+	close(e.changed)
+	e.changed = make(chan struct{})
+	u.mu.Unlock()
+}
+
+// get returns k's position, after the reads in flight end or deadline passes.
+// unflushed is the position when the primary had not flushed it.
+func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) (pos route.WritePosition, unflushed route.LSN) {
+	for {
+		u.mu.Lock()
+		e := u.entries[k]
+		if e == nil {
+			u.mu.Unlock()
+			return route.WritePosition{}, 0
+		}
+		pos, unflushed, reading, changed := e.pos, e.unflushed, e.reading, e.changed
+		u.mu.Unlock()
+		wait := time.Until(deadline)
+		if reading == 0 || wait <= 0 {
+			return pos, unflushed
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return pos, unflushed
+		}
+	}
+}
+
+// readYourWritesScope is the configured routing.read_your_writes.
+func (sess *session) readYourWritesScope() string {
+	return sess.srv.live().cfg.Routing.ReadYourWrites
+}
+
+// readAfter is the position the session's next read must see: its own last
+// write, its user's in user scope, and its token. unflushed says the primary
+// had not flushed that position when it was read: no standby can have it
+// before the WAL writer flushes it (wal_writer_delay), so the read takes a
+// standby only if one is already seen to have it, and does not wait.
+func (sess *session) readAfter(ctx context.Context) (pos route.WritePosition, unflushed bool) {
+	r := &sess.ryw
+	pos = r.token
+	switch sess.readYourWritesScope() {
+	case config.ReadYourWritesSession:
+		pos = pos.Raise(r.own)
+		unflushed = r.unflushed != 0 && pos.LSN == r.unflushed
+	case config.ReadYourWritesUser:
+		pos = pos.Raise(r.own)
+		deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
+		shared, sharedUnflushed := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline)
+		pos = pos.Raise(shared)
+		unflushed = (r.unflushed != 0 && pos.LSN == r.unflushed) || (sharedUnflushed != 0 && pos.LSN == sharedUnflushed)
+	}
+	return pos, unflushed
+}
+
+// unitMayWrite reports whether u, run on the primary, may have written
+// data: the classifier found a write, a writing or unknown function, or
+// could not tell. A lone transaction control statement (BEGIN, COMMIT,
+// ROLLBACK), a row lock, a read of node-local statistics and a unit that
+// runs nothing write no data.
+func unitMayWrite(u *unit) bool {
+	if u.runsNothing || u.effects.Access == classify.Read || (u.effects.Statements == 1 && u.effects.Tx != classify.TxNone) {
+		return false
+	}
+	switch u.effects.Reason {
+	case classify.ReasonRowLock, classify.ReasonNodeLocalStats:
+		return false
+	}
+	return true
+}
+
+// noteWritePosition reads the session's write position on be after a unit
+// that may have written, once be is idle (see the rules above). It runs
+// after the unit's replies are in the client's buffer, and flushes them
+// first: the client is not kept waiting for it.
+func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
+	scope := sess.readYourWritesScope()
+	if scope == config.ReadYourWritesOff || be.broken {
+		return
+	}
+	r := &sess.ryw
+	status := be.conn.TxStatus
+	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) {
+		if status == wire.TxIdle {
+			r.unsettled = true // autocommitted (or a string that ended its transactions)
+		} else {
+			r.inTransaction = true
+		}
+	}
+	if u.committed {
+		r.unsettled = r.unsettled || r.inTransaction
+		r.inTransaction = false
+	}
+	if status == wire.TxIdle {
+		r.inTransaction = false // rolled back, or committed above
+	}
+	if !r.unsettled || scope != config.ReadYourWritesUser {
+		// Session scope reads the position lazily, when a read needs it
+		// (settleWritePosition): a session that only writes pays nothing.
+		return
+	}
+	if be.role != route.RolePrimary || !backendIdle(be) {
+		return
+	}
+	// User scope: the position is read before another connection of the
+	// user can read, so it is read now, announced before the client has
+	// its ReadyForQuery.
+	key := userKey{sess.user, sess.database}
+	sess.srv.userWrites.begin(key)
+	var pos route.WritePosition
+	unflushed := false
+	defer func() { sess.srv.userWrites.end(key, pos, unflushed) }()
+	if err := sess.w.Flush(); err != nil {
+		return
+	}
+	pos, unflushed = sess.readWritePosition(be)
+}
+
+// backendIdle reports whether be is between transactions and batches, so
+// that pgowl may run its own query there.
+func backendIdle(be *backend) bool {
+	return !be.broken && be.conn.TxStatus == wire.TxIdle && !be.openBatch && be.expect.len() == 0
+}
+
+// settleWritePosition reads the session's write position on the primary
+// when a unit may have written since it was last read (session scope reads
+// it lazily, only when a read needs it). The primary's insert position now
+// covers that write. Without a primary, or on failure, the position stays
+// as it was and is read again for the next read.
+func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot) {
+	r := &sess.ryw
+	if !r.unsettled || sess.readYourWritesScope() != config.ReadYourWritesSession {
+		return
+	}
+	live := sess.srv.live()
+	i, err := route.Primary(snap, live.policy, time.Now())
+	if err != nil {
+		return
+	}
+	node := snap.Nodes[i].Name
+	had := sess.backendOn(node) != nil
+	be, err := sess.backendFor(ctx, node, route.RolePrimary)
+	if err != nil {
+		return
+	}
+	if backendIdle(be) {
+		sess.readWritePosition(be)
+	}
+	if !had && !be.broken && sess.held != be {
+		sess.releaseIdle(be)
+	}
+}
+
+// readWritePosition reads the primary's insert and flush positions on be
+// and raises the session's own position; unflushed says the primary had not
+// flushed it yet. A failure leaves the position as it was.
+func (sess *session) readWritePosition(be *backend) (pos route.WritePosition, unflushed bool) {
+	r := &sess.ryw
+	var insert, flush string
+	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flush = firstColumns(body) })
+	if err != nil {
+		sess.dropBackend(be)
+		return pos, false
+	}
+	r.unsettled = false
+	lsn, perr := route.ParseLSN(insert)
+	if code != "" || perr != nil {
+		// In recovery (a failover under the session): the write is on a
+		// node that is no longer the primary. Nothing to wait for.
+		return pos, false
+	}
+	flushed, _ := route.ParseLSN(flush)
+	pos = route.WritePosition{LSN: lsn, Timeline: sess.nodeTimeline(be.node)}
+	unflushed = flushed < lsn
+	if raised := r.own.Raise(pos); raised != r.own {
+		r.own = raised
+		r.unflushed = 0
+		if unflushed {
+			r.unflushed = lsn
+		}
+	}
+	return pos, unflushed
+}
+
+// writePositionQuery reads the primary's insert position, which covers
+// every commit so far (with synchronous_commit = off the write and flush
+// positions can be behind a commit), and its flush position.
+const writePositionQuery = `SELECT pg_catalog.pg_current_wal_insert_lsn(), pg_catalog.pg_current_wal_flush_lsn()`
+
+// nodeTimeline is the node's timeline in the latest snapshot (0: unknown).
+func (sess *session) nodeTimeline(node string) uint32 {
+	snap := sess.srv.opts.Nodes.Snapshot()
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Name == node {
+			return snap.Nodes[i].Timeline
+		}
+	}
+	return 0
+}
+
+// firstColumns returns a DataRow's first two columns as text ("" for NULL
+// or missing).
+func firstColumns(body []byte) (first, second string) {
+	if len(body) < 2 {
+		return "", ""
+	}
+	count := int(binary.BigEndian.Uint16(body))
+	rest := body[2:]
+	var cols [2]string
+	for i := 0; i < count && i < 2; i++ {
+		if len(rest) < 4 {
+			break
+		}
+		n := int32(binary.BigEndian.Uint32(rest))
+		rest = rest[4:]
+		if n < 0 {
+			continue
+		}
+		if int(n) > len(rest) {
+			break
+		}
+		cols[i] = string(rest[:n])
+		rest = rest[n:]
+	}
+	return cols[0], cols[1]
+}
+
+// Pauses between two questions to a standby about its replay position.
+const (
+	firstReplayPause = 200 * time.Microsecond
+	maxReplayPause   = 5 * time.Millisecond
+)
+
+// awaitReplay asks the standby the plan chose whether it has replayed the
+// session's write position, and plans again with its answer, until the plan
+// no longer waits or routing.read_your_writes_wait has passed. A standby
+// that cannot answer (no connection, pool busy, promoted) is not waited for.
+// A backend taken only to ask goes back to the pool when the read goes
+// elsewhere.
+func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome, unflushed bool) (route.Outcome, error) {
+	deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
+	if unflushed {
+		// Not flushed on the primary: ask once, do not wait.
+		deadline = time.Now()
+	}
+	pause := firstReplayPause
+	var asked []*backend
+	defer func() {
+		for _, be := range asked {
+			if be.node != out.Decision.Node && !be.broken && sess.held != be {
+				sess.releaseIdle(be)
+			}
+		}
+	}()
+	for out.AwaitReplay {
+		node := out.Decision.Node
+		had := sess.backendOn(node) != nil
+		be, err := sess.backendFor(ctx, node, route.RoleStandby)
+		var lsn route.LSN
+		if err == nil {
+			if !had {
+				asked = append(asked, be)
+			}
+			lsn, err = sess.askReplay(be)
+		}
+		if err != nil {
+			sess.log.Debug().Err(err).Str("node", node).Msg("read your writes: the standby could not say what it replayed")
+			r.Session.ReadAfterWaitOver = true
+		} else {
+			sess.ryw.learn(node, lsn, time.Now())
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			r.Session.ReadAfterWaitOver = true
+		}
+		r.Snapshot = sess.srv.opts.Nodes.Snapshot()
+		r.Session.Replayed = sess.ryw.fresh(r.Snapshot)
+		r.Now = now
+		if out, err = route.Plan(*r); err != nil || !out.AwaitReplay {
+			return out, err
+		}
+		sleep := min(pause, time.Until(deadline))
+		if sleep > 0 {
+			t := time.NewTimer(sleep)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return out, ctx.Err()
+			}
+		}
+		pause = min(2*pause, maxReplayPause)
+	}
+	return out, nil
+}
+
+// askReplay asks a standby's backend what it has replayed.
+func (sess *session) askReplay(be *backend) (route.LSN, error) {
+	if be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
+		return 0, errBackendBusy
+	}
+	var text string
+	code, err := sess.runOnBackend(be, "SELECT pg_catalog.pg_last_wal_replay_lsn()", func(body []byte) { text, _ = firstColumns(body) })
+	if err != nil {
+		sess.dropBackend(be)
+		return 0, err
+	}
+	if code != "" || text == "" {
+		return 0, errNotInRecovery
+	}
+	return route.ParseLSN(text)
+}
+
+// readAfterError is why a standby could not say what it replayed.
+type readAfterError string
+
+func (e readAfterError) Error() string { return string(e) }
+
+const (
+	errBackendBusy   = readAfterError("the session's backend there is busy")
+	errNotInRecovery = readAfterError("the node is not in recovery")
+)
+
+// setReadAfterToken sets the session's token (pgowl.read_after); "" clears it.
+func (sess *session) setReadAfterToken(value string) *clientError {
+	if strings.TrimSpace(value) == "" {
+		sess.ryw.token = route.WritePosition{}
+		return nil
+	}
+	lsn, err := route.ParseLSN(value)
+	if err != nil {
+		return &clientError{SQLState: sqlstateInvalidParamValue,
+			Message: "pgowl: invalid value for parameter \"pgowl.read_after\": \"" + value + "\"",
+			Hint:    "Use a WAL position such as '0/3000148', as SHOW pgowl.write_position returns it."}
+	}
+	sess.ryw.token = route.WritePosition{LSN: lsn}
+	return nil
+}
+
+// startupReadAfter takes -c pgowl.read_after=X/Y out of the startup
+// options (the nodes never see it, and pooled logins do not differ by it)
+// and sets the session's token from it.
+func (sess *session) startupReadAfter(params map[string]string) *clientError {
+	options, ok := params["options"]
+	if !ok || !strings.Contains(options, "pgowl.read_after") {
+		return nil
+	}
+	fields := strings.Fields(options)
+	kept := fields[:0]
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		var value string
+		switch {
+		case f == "-c" && i+1 < len(fields) && strings.HasPrefix(fields[i+1], "pgowl.read_after="):
+			value = strings.TrimPrefix(fields[i+1], "pgowl.read_after=")
+			i++
+		case strings.HasPrefix(f, "-cpgowl.read_after="):
+			value = strings.TrimPrefix(f, "-cpgowl.read_after=")
+		case strings.HasPrefix(f, "--pgowl.read_after="):
+			value = strings.TrimPrefix(f, "--pgowl.read_after=")
+		default:
+			kept = append(kept, f)
+			continue
+		}
+		if err := sess.setReadAfterToken(value); err != nil {
+			return err
+		}
+	}
+	if len(kept) == 0 {
+		delete(params, "options")
+	} else {
+		params["options"] = strings.Join(kept, " ")
+	}
+	return nil
+}
