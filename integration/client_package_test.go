@@ -299,7 +299,9 @@ func TestClientPackageRetriesATransientRefusalUntilItClears(t *testing.T) {
 // a node's own NOTICEs stay apart from pgowl's, with pgx and database/sql.
 func TestClientPackageReportsEachStatementsRoute(t *testing.T) {
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	// Routes of reads on standbys are what this test checks; its writes would
+	// send the pool's next reads to the primary (read your writes).
+	o := startOwl(t, c, readYourWritesOff)
 	createTable(t, c, "client_routes", "CREATE TABLE client_routes (id int)")
 	ctx := timeoutCtx(t, statementTimeout)
 	if err := c.Nodes[0].Exec(ctx, `SET ROLE app; CREATE OR REPLACE FUNCTION client_hello() RETURNS int LANGUAGE plpgsql AS $$

@@ -363,7 +363,9 @@ func TestFailoverIdlePrimaryStandbyReads(t *testing.T) {
 func TestFailoverPausedReplay(t *testing.T) {
 	c := sharedClusterFor(t)
 	primary, s1, s2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	o := startOwl(t, c, foConfig(foRoundRobin))
+	// About the lag limit: the test's own write would send the reads after
+	// it to the primary until a standby replays it (read your writes).
+	o := startOwl(t, c, foConfig(func(cfg *config.Config) { foRoundRobin(cfg); readYourWritesOff(cfg) }))
 	createTable(t, c, "fo2_items", "CREATE TABLE fo2_items (id bigserial PRIMARY KEY, v int)")
 	writer := foStartWriter(t, primary, "", "INSERT INTO fo2_items (v) VALUES (1)", time.Minute, 100000, 1, 10*time.Millisecond)
 	conn := o.connect(t, foSimple)

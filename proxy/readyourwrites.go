@@ -219,10 +219,14 @@ func (sess *session) readAfter(ctx context.Context) (pos route.WritePosition, un
 // unitMayWrite reports whether u, run on the primary, may have written
 // data: the classifier found a write, a writing or unknown function, or
 // could not tell. A lone transaction control statement (BEGIN, COMMIT,
-// ROLLBACK), a row lock, a read of node-local statistics and a unit that
-// runs nothing write no data.
+// ROLLBACK), a lone LISTEN or UNLISTEN (only the primary takes them, but
+// they write no data), a row lock, a read of node-local statistics and a
+// unit that runs nothing write no data.
 func unitMayWrite(u *unit) bool {
 	if u.runsNothing || u.effects.Access == classify.Read || (u.effects.Statements == 1 && u.effects.Tx != classify.TxNone) {
+		return false
+	}
+	if u.effects.Statements == 1 && u.effects.Session&(classify.SessionListen|classify.SessionUnlisten) != 0 {
 		return false
 	}
 	switch u.effects.Reason {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -95,5 +96,28 @@ func TestUserPositionsWaitForAPositionBeingRead(t *testing.T) {
 	start := time.Now()
 	if pos, _ := u.get(context.Background(), k, time.Now().Add(time.Second)); pos.LSN != 0x3000148 || time.Since(start) > 500*time.Millisecond {
 		t.Errorf("after a failed read: %s after %s", pos.LSN, time.Since(start))
+	}
+}
+
+// A lone LISTEN or UNLISTEN runs on the primary but writes no data: the
+// session's later reads need not wait for a write position. LISTEN next to
+// a write still counts.
+func TestListenAloneDoesNotRaiseTheWritePosition(t *testing.T) {
+	cls := classify.New(classify.Options{})
+	for _, tc := range []struct {
+		sql   string
+		wrote bool
+	}{
+		{"LISTEN owl_channel", false},
+		{"UNLISTEN *", false},
+		{"INSERT INTO t VALUES (1)", true},
+		{"INSERT INTO t VALUES (1); LISTEN owl_channel", true},
+		{"SELECT 1", false},
+		{"BEGIN", false},
+	} {
+		u := &unit{effects: cls.Classify(tc.sql)}
+		if got := unitMayWrite(u); got != tc.wrote {
+			t.Errorf("%s: may have written %t, want %t", tc.sql, got, tc.wrote)
+		}
 	}
 }
