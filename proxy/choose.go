@@ -191,7 +191,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	sess.turn++
 	r.Session.Turn = sess.turn
 	unflushed := false
-	if mayReadOnStandby(&r) {
+	if mayReadOnStandby(&r) && sess.mayNeedWritePosition(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
 		sess.settleWritePosition(ctx, snap)
 		r.Session.ReadAfter, unflushed = sess.readAfter(ctx)

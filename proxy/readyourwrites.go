@@ -289,6 +289,22 @@ func backendIdle(be *backend) bool {
 	return !be.broken && be.conn.TxStatus == wire.TxIdle && !be.openBatch && be.expect.len() == 0
 }
 
+// mayNeedWritePosition reports whether the read r plans may have to wait
+// for a write position: the session has one (or one to read), its user's
+// may have one, and the plan without it sends the read to a standby. A read
+// that goes to the primary anyway (no standby configured, up or within the
+// lag limit) neither reads the position nor waits for a standby.
+func (sess *session) mayNeedWritePosition(r *route.PlanRequest) bool {
+	ryw := &sess.ryw
+	scope := sess.readYourWritesScope()
+	if ryw.token.LSN == 0 && (scope == config.ReadYourWritesOff || (scope == config.ReadYourWritesSession && !ryw.unsettled && ryw.own.LSN == 0)) {
+		return false
+	}
+	r.Now = time.Now()
+	out, err := route.Plan(*r)
+	return err == nil && out.Decision.Role == route.RoleStandby
+}
+
 // settleWritePosition reads the session's write position on the primary
 // when a unit may have written since it was last read (session scope reads
 // it lazily, only when a read needs it). The primary's insert position now
