@@ -133,17 +133,20 @@ func (c decideCase) inputs() (route.Request, *route.Snapshot, route.Policy) {
 	return req, snap, pol
 }
 
-func loadCases(t testing.TB) []decideCase {
+func loadCases(t testing.TB) []decideCase { return loadGolden[decideCase](t, casesFile) }
+
+// loadGolden reads a golden table of cases of type C, refusing unknown fields.
+func loadGolden[C any](t testing.TB, path string) []C {
 	t.Helper()
-	data, err := os.ReadFile(casesFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("read %s: %v", casesFile, err)
+		t.Fatalf("read %s: %v", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var cases []decideCase
+	var cases []C
 	if err := dec.Decode(&cases); err != nil {
-		t.Fatalf("decode %s: %v", casesFile, err)
+		t.Fatalf("decode %s: %v", path, err)
 	}
 	return cases
 }

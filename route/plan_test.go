@@ -1,7 +1,6 @@
 package route_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -189,20 +188,7 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 	return r
 }
 
-func loadPlanCases(t *testing.T) []planCase {
-	t.Helper()
-	data, err := os.ReadFile(planCasesFile)
-	if err != nil {
-		t.Fatalf("read %s: %v", planCasesFile, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var cases []planCase
-	if err := dec.Decode(&cases); err != nil {
-		t.Fatalf("decode %s: %v", planCasesFile, err)
-	}
-	return cases
-}
+func loadPlanCases(t *testing.T) []planCase { return loadGolden[planCase](t, planCasesFile) }
 
 // planOutcome turns Plan's result into the golden form.
 func planOutcome(out route.Outcome, err error) planExpected {
