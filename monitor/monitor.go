@@ -357,6 +357,7 @@ func (m *Monitor) buildSnapshot(now time.Time) (snap *route.Snapshot, whyUnknown
 			if t.sample.lsnValid {
 				state.WALPosition = route.LSN(t.sample.lsn)
 			}
+			state.FlushPosition = route.LSN(t.sample.flush)
 		}
 		if state.Role == route.RolePrimary {
 			state.LagKnown = true

@@ -17,6 +17,11 @@ import (
 // pg_is_in_recovery() is evaluated once (a volatile function in a subquery
 // is not pulled up), so the position matches the role reported with it.
 //
+// A primary's flush position comes too: no standby can replay WAL the
+// primary has not flushed (with synchronous_commit = off a commit waits for
+// the WAL writer), so a read that must see a write past it goes to the
+// primary without asking a standby (read your writes).
+//
 // A primary's timeline is the one it inserts WAL on: the first 8 hex digits
 // of the name of the WAL file its insert position is in. The last
 // checkpoint's timeline would lag behind after a promotion until the next
@@ -32,7 +37,8 @@ const pollSQL = `SELECT s.in_recovery,
   CASE WHEN s.in_recovery THEN c.timeline_id::bigint
     ELSE ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::bigint END,
   (CASE WHEN s.in_recovery THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text,
-  a.active, a.lock_waiting, current_setting('max_connections')::int
+  a.active, a.lock_waiting, current_setting('max_connections')::int,
+  (CASE WHEN s.in_recovery THEN NULL ELSE pg_current_wal_flush_lsn() END)::text
 FROM (SELECT pg_is_in_recovery() AS in_recovery) AS s, pg_control_checkpoint() AS c,
   (SELECT count(*) FILTER (WHERE state = 'active') AS active,
      count(*) FILTER (WHERE wait_event_type = 'Lock') AS lock_waiting
@@ -47,6 +53,8 @@ type nodeSample struct {
 	timeline   uint32
 	lsn        uint64
 	lsnValid   bool
+	// flush is a primary's flush position (0 for a standby).
+	flush uint64
 	// load is the node's load read with the sample.
 	load route.NodeLoad
 }
@@ -142,14 +150,15 @@ func (p *poller) poll(ctx context.Context) pollResult {
 	queryCtx, cancel := context.WithTimeout(ctx, p.queryTimeout)
 	defer cancel()
 	var (
-		sample   nodeSample
-		timeline int64
-		lsnText  *string
+		sample    nodeSample
+		timeline  int64
+		lsnText   *string
+		flushText *string
 	)
 	sentAt := time.Now()
 	var active, lockWaiting int64
 	var maxConnections int32
-	err := p.conn.QueryRow(queryCtx, pollSQL).Scan(&sample.inRecovery, &timeline, &lsnText, &active, &lockWaiting, &maxConnections)
+	err := p.conn.QueryRow(queryCtx, pollSQL).Scan(&sample.inRecovery, &timeline, &lsnText, &active, &lockWaiting, &maxConnections, &flushText)
 	doneAt := time.Now()
 	if err != nil {
 		p.closeConn()
@@ -168,6 +177,11 @@ func (p *poller) poll(ctx context.Context) pollResult {
 			return pollResult{err: err}
 		}
 		sample.lsnValid = true
+	}
+	if flushText != nil {
+		if sample.flush, err = parseLSN(*flushText); err != nil {
+			return pollResult{err: err}
+		}
 	}
 	return pollResult{sample: sample, sentAt: sentAt, doneAt: doneAt}
 }

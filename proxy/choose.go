@@ -190,14 +190,19 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	}
 	sess.turn++
 	r.Session.Turn = sess.turn
-	unflushed := false
 	if mayReadOnStandby(&r) && sess.mayNeedWritePosition(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
-		sess.settleWritePosition(ctx, snap)
-		r.Session.ReadAfter, unflushed = sess.readAfter(ctx)
+		if !sess.ryw.settleCanWait(snap) {
+			sess.settleWritePosition(ctx, snap)
+		}
+		var unflushed bool
+		r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
 		if r.Session.ReadAfter.LSN != 0 {
 			r.Session.Replayed = sess.ryw.fresh(snap)
 		}
+		// Not flushed on the primary: no standby can have it yet, so none
+		// is asked; the plan takes one already seen past it, or the primary.
+		r.Session.ReadAfterWaitOver = unflushed
 	}
 	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	r.Now = time.Now()
@@ -221,7 +226,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		}
 		if err == nil && out.AwaitReplay {
 			// No standby is known to have the session's last write: ask.
-			out, err = sess.awaitReplay(ctx, &r, out, unflushed)
+			out, err = sess.awaitReplay(ctx, &r, out)
 		}
 		if err != nil {
 			return nil, out, err

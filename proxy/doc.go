@@ -258,7 +258,10 @@
 // position as SessionFacts.ReadAfter, and when the plan awaits a standby's
 // replay, awaitReplay asks the standby's backend for
 // pg_last_wal_replay_lsn() and plans again, within
-// routing.read_your_writes_wait. readyourwrites.go holds the rules, the
+// routing.read_your_writes_wait. A position past the primary's known flush
+// position asks no standby (none can have it yet), and while the session's
+// last position is in that state its newer writes' positions are not read.
+// readyourwrites.go holds the rules, the
 // user scope's shared positions and the pgowl.read_after token.
 //
 // # Reload, shutdown and pause

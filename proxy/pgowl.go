@@ -195,8 +195,9 @@ func (sess *session) showPgowl(name string) pgowlResult {
 	case "write_position", "read_after":
 		// The position the session's reads wait for: a token another
 		// session (or pgowl instance) can SET pgowl.read_after to.
-		sess.settleWritePosition(context.Background(), sess.srv.opts.Nodes.Snapshot())
-		pos, _ := sess.readAfter(context.Background())
+		snap := sess.srv.opts.Nodes.Snapshot()
+		sess.settleWritePosition(context.Background(), snap)
+		pos, _ := sess.readAfter(context.Background(), snap)
 		if name == "read_after" {
 			pos = sess.ryw.token
 		}

@@ -37,6 +37,17 @@ import (
 //     again, with growing pauses, until routing.read_your_writes_wait has
 //     passed. Then the plan sends the read to the primary
 //     (READ_YOUR_WRITES) or refuses it.
+//   - A standby replays only what its primary has flushed. A position past
+//     the primary's flush position as last seen (by the read of the
+//     position, or by the monitor's latest sample, which reads the
+//     primary's pg_current_wal_flush_lsn()) cannot be on a standby yet:
+//     with synchronous_commit = off the WAL writer flushes it up to
+//     wal_writer_delay later. Such a read asks no standby and goes to the
+//     primary (READ_YOUR_WRITES) unless a standby is already seen past it.
+//     While the session's last position read is in that state, a newer
+//     write's position is not read either (settleCanWait): the read goes
+//     to the primary whatever it is. A session that writes faster than the
+//     WAL writer flushes thus reads on the primary at the cost of a read.
 //   - In user scope the position is shared by the sessions of one user and
 //     database (userWritePositions): a writing session announces that a
 //     position is being read before its client gets the ReadyForQuery, and
@@ -51,10 +62,10 @@ type readYourWrites struct {
 	own route.WritePosition
 	// token is the position set with pgowl.read_after (SET or startup option).
 	token route.WritePosition
-	// unflushed is own's position when the primary had not flushed it yet
-	// (synchronous_commit = off): no standby can have it before the WAL
-	// writer flushes it, so a read does not wait for it.
-	unflushed route.LSN
+	// flushSeen is the primary's flush position when own was read. With
+	// synchronous_commit = off a commit is past it until the WAL writer
+	// flushes it, and no standby can have it before then (see notYetFlushed).
+	flushSeen route.WritePosition
 	// unsettled: a unit may have written on the primary since own was read.
 	unsettled bool
 	// inTransaction: a unit may have written inside the open transaction
@@ -114,8 +125,8 @@ type userWritePositions struct {
 // userWrites is one user's shared position, and the reads of it in flight.
 type userWrites struct {
 	pos route.WritePosition
-	// unflushed is pos's position when the primary had not flushed it.
-	unflushed route.LSN
+	// flushSeen is the primary's flush position when pos was read.
+	flushSeen route.WritePosition
 	// reading counts sessions whose client has (or is about to have) the
 	// ReadyForQuery of a write whose position is not read yet.
 	reading int
@@ -143,38 +154,37 @@ func (u *userWritePositions) begin(k userKey) {
 }
 
 // end settles what begin announced: the position rises to pos (zero: the
-// read failed).
-func (u *userWritePositions) end(k userKey, pos route.WritePosition, unflushed bool) {
+// read failed); flush is the primary's flush position read with it.
+func (u *userWritePositions) end(k userKey, pos, flush route.WritePosition) {
 	u.mu.Lock()
 	e := u.entry(k)
 	e.reading--
 	if raised := e.pos.Raise(pos); raised != e.pos {
 		e.pos = raised
-		e.unflushed = 0
-		if unflushed {
-			e.unflushed = pos.LSN
-		}
+	}
+	if flush.Timeline != e.flushSeen.Timeline || flush.LSN > e.flushSeen.LSN {
+		e.flushSeen = flush
 	}
 	close(e.changed)
 	e.changed = make(chan struct{})
 	u.mu.Unlock()
 }
 
-// get returns k's position, after the reads in flight end or deadline passes.
-// unflushed is the position when the primary had not flushed it.
-func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) (pos route.WritePosition, unflushed route.LSN) {
+// get returns k's position, after the reads in flight end or deadline passes,
+// and the primary's flush position last read with one.
+func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) (pos, flushSeen route.WritePosition) {
 	for {
 		u.mu.Lock()
 		e := u.entries[k]
 		if e == nil {
 			u.mu.Unlock()
-			return route.WritePosition{}, 0
+			return route.WritePosition{}, route.WritePosition{}
 		}
-		pos, unflushed, reading, changed := e.pos, e.unflushed, e.reading, e.changed
+		pos, flushSeen, reading, changed := e.pos, e.flushSeen, e.reading, e.changed
 		u.mu.Unlock()
 		wait := time.Until(deadline)
 		if reading == 0 || wait <= 0 {
-			return pos, unflushed
+			return pos, flushSeen
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -184,7 +194,7 @@ func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.T
 		}
 		t.Stop()
 		if ctx.Err() != nil {
-			return pos, unflushed
+			return pos, flushSeen
 		}
 	}
 }
@@ -196,24 +206,84 @@ func (sess *session) readYourWritesScope() string {
 
 // readAfter is the position the session's next read must see: its own last
 // write, its user's in user scope, and its token. unflushed says the primary
-// had not flushed that position when it was read: no standby can have it
-// before the WAL writer flushes it (wal_writer_delay), so the read takes a
-// standby only if one is already seen to have it, and does not wait.
-func (sess *session) readAfter(ctx context.Context) (pos route.WritePosition, unflushed bool) {
+// has not flushed that position as far as pgowl knows (see notYetFlushed): no
+// standby can have it before the WAL writer flushes it (wal_writer_delay),
+// so the read takes a standby only if one is already seen to have it, and
+// asks none.
+func (sess *session) readAfter(ctx context.Context, snap *route.Snapshot) (pos route.WritePosition, unflushed bool) {
 	r := &sess.ryw
 	pos = r.token
+	flushes := [2]route.WritePosition{r.flushSeen}
 	switch sess.readYourWritesScope() {
 	case config.ReadYourWritesSession:
 		pos = pos.Raise(r.own)
-		unflushed = r.unflushed != 0 && pos.LSN == r.unflushed
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
 		deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
-		shared, sharedUnflushed := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline)
+		shared, sharedFlush := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline)
 		pos = pos.Raise(shared)
-		unflushed = (r.unflushed != 0 && pos.LSN == r.unflushed) || (sharedUnflushed != 0 && pos.LSN == sharedUnflushed)
+		flushes[1] = sharedFlush
 	}
-	return pos, unflushed
+	return pos, notYetFlushed(pos, flushes[:], snap)
+}
+
+// notYetFlushed reports whether no standby can have replayed pos yet: the
+// primary had not flushed it when last seen, by a read of the position
+// (seen) or by the monitor's latest sample of the primary. A standby
+// replays only WAL its primary has flushed; with synchronous_commit = off a
+// commit is flushed by the WAL writer, up to wal_writer_delay (200 ms by
+// default) later, and the monitor sees that within one interval. Only
+// positions on the primary's own timeline count: across a promotion the
+// plan's fork rules decide (route.readTarget), and the standby is asked.
+func notYetFlushed(pos route.WritePosition, seen []route.WritePosition, snap *route.Snapshot) bool {
+	if pos.LSN == 0 || pos.Timeline == 0 {
+		return false
+	}
+	var flushed route.LSN
+	known := false
+	for _, f := range seen {
+		if f.Timeline == pos.Timeline && f.LSN != 0 {
+			flushed, known = max(flushed, f.LSN), true
+		}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		if n.Role != route.RolePrimary || n.FlushPosition == 0 {
+			continue
+		}
+		if n.Timeline != pos.Timeline {
+			return false
+		}
+		flushed, known = max(flushed, n.FlushPosition), true
+	}
+	return known && pos.LSN > flushed
+}
+
+// replayKnownPast reports whether a standby is known (from the snapshot or
+// the session's own questions) to have replayed pos.
+func (r *readYourWrites) replayKnownPast(pos route.WritePosition, snap *route.Snapshot) bool {
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Role == route.RoleStandby && n.WALPosition >= pos.LSN {
+			return true
+		}
+	}
+	for _, l := range r.fresh(snap) {
+		if l.LSN >= pos.LSN {
+			return true
+		}
+	}
+	return false
+}
+
+// settleCanWait reports whether the session's read can go without reading
+// its new write position (session scope): its last position read is not
+// flushed on the primary and no standby is known past it, so no standby can
+// have the later write either, and the read goes to the primary anyway.
+// The position is read once a standby could have the older one. This spares
+// a round trip on the primary after every write of a session that writes
+// faster than the WAL writer flushes (synchronous_commit = off).
+func (r *readYourWrites) settleCanWait(snap *route.Snapshot) bool {
+	return r.own.LSN != 0 && notYetFlushed(r.own, []route.WritePosition{r.flushSeen}, snap) && !r.replayKnownPast(r.own, snap)
 }
 
 // unitMayWrite reports whether u, run on the primary, may have written
@@ -274,13 +344,12 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	// its ReadyForQuery.
 	key := userKey{sess.user, sess.database}
 	sess.srv.userWrites.begin(key)
-	var pos route.WritePosition
-	unflushed := false
-	defer func() { sess.srv.userWrites.end(key, pos, unflushed) }()
+	var pos, flush route.WritePosition
+	defer func() { sess.srv.userWrites.end(key, pos, flush) }()
 	if err := sess.w.Flush(); err != nil {
 		return
 	}
-	pos, unflushed = sess.readWritePosition(be)
+	pos, flush = sess.readWritePosition(be)
 }
 
 // backendIdle reports whether be is between transactions and batches, so
@@ -335,34 +404,32 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 }
 
 // readWritePosition reads the primary's insert and flush positions on be
-// and raises the session's own position; unflushed says the primary had not
-// flushed it yet. A failure leaves the position as it was.
-func (sess *session) readWritePosition(be *backend) (pos route.WritePosition, unflushed bool) {
+// and raises the session's own position; flush is the flush position read
+// with it. A failure leaves the position as it was.
+func (sess *session) readWritePosition(be *backend) (pos, flush route.WritePosition) {
 	r := &sess.ryw
-	var insert, flush string
-	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flush = firstColumns(body) })
+	var insert, flushText string
+	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flushText = firstColumns(body) })
 	if err != nil {
 		sess.dropBackend(be)
-		return pos, false
+		return pos, flush
 	}
 	r.unsettled = false
 	lsn, perr := route.ParseLSN(insert)
 	if code != "" || perr != nil {
 		// In recovery (a failover under the session): the write is on a
 		// node that is no longer the primary. Nothing to wait for.
-		return pos, false
+		return pos, flush
 	}
-	flushed, _ := route.ParseLSN(flush)
-	pos = route.WritePosition{LSN: lsn, Timeline: sess.nodeTimeline(be.node)}
-	unflushed = flushed < lsn
-	if raised := r.own.Raise(pos); raised != r.own {
-		r.own = raised
-		r.unflushed = 0
-		if unflushed {
-			r.unflushed = lsn
-		}
+	flushed, _ := route.ParseLSN(flushText)
+	timeline := sess.nodeTimeline(be.node)
+	pos = route.WritePosition{LSN: lsn, Timeline: timeline}
+	flush = route.WritePosition{LSN: flushed, Timeline: timeline}
+	r.own = r.own.Raise(pos)
+	if flush.Timeline != r.flushSeen.Timeline || flush.LSN > r.flushSeen.LSN {
+		r.flushSeen = flush
 	}
-	return pos, unflushed
+	return pos, flush
 }
 
 // writePositionQuery reads the primary's insert position, which covers
@@ -420,12 +487,8 @@ const (
 // that cannot answer (no connection, pool busy, promoted) is not waited for.
 // A backend taken only to ask goes back to the pool when the read goes
 // elsewhere.
-func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome, unflushed bool) (route.Outcome, error) {
+func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out route.Outcome) (route.Outcome, error) {
 	deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
-	if unflushed {
-		// Not flushed on the primary: ask once, do not wait.
-		deadline = time.Now()
-	}
 	pause := firstReplayPause
 	var asked []*backend
 	defer func() {

@@ -78,7 +78,7 @@ func TestUserPositionsWaitForAPositionBeingRead(t *testing.T) {
 	u.begin(k)
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		u.end(k, route.WritePosition{LSN: 0x3000148, Timeline: 1}, false)
+		u.end(k, route.WritePosition{LSN: 0x3000148, Timeline: 1}, route.WritePosition{LSN: 0x3000148, Timeline: 1})
 	}()
 	pos, _ := u.get(context.Background(), k, time.Now().Add(5*time.Second))
 	if pos.LSN != 0x3000148 {
@@ -86,13 +86,13 @@ func TestUserPositionsWaitForAPositionBeingRead(t *testing.T) {
 	}
 	// A position never goes back.
 	u.begin(k)
-	u.end(k, route.WritePosition{LSN: 0x100, Timeline: 1}, true)
-	if pos, unflushed := u.get(context.Background(), k, time.Now()); pos.LSN != 0x3000148 || unflushed != 0 {
-		t.Errorf("after an older position: %s (unflushed %s)", pos.LSN, unflushed)
+	u.end(k, route.WritePosition{LSN: 0x100, Timeline: 1}, route.WritePosition{LSN: 0x90, Timeline: 1})
+	if pos, flush := u.get(context.Background(), k, time.Now()); pos.LSN != 0x3000148 || flush.LSN != 0x3000148 {
+		t.Errorf("after an older position: %s (flush seen %s)", pos.LSN, flush.LSN)
 	}
 	// A read that fails leaves the position as it was, and waits no more.
 	u.begin(k)
-	u.end(k, route.WritePosition{}, false)
+	u.end(k, route.WritePosition{}, route.WritePosition{})
 	start := time.Now()
 	if pos, _ := u.get(context.Background(), k, time.Now().Add(time.Second)); pos.LSN != 0x3000148 || time.Since(start) > 500*time.Millisecond {
 		t.Errorf("after a failed read: %s after %s", pos.LSN, time.Since(start))

@@ -41,6 +41,11 @@ type NodeState struct {
 	// known. Reads that must see a session's write compare it (see
 	// SessionFacts.ReadAfter).
 	WALPosition LSN
+	// FlushPosition is a primary's WAL flush position at SampledAt; 0 for a
+	// standby or when not known. No standby can have replayed WAL past it,
+	// so a read that must see a later write cannot find a standby before
+	// the primary flushes it (synchronous_commit = off).
+	FlushPosition LSN
 	// Excluded, when not empty, says why the topology source (Patroni) keeps
 	// every statement from this node although it answers: Patroni does not
 	// list it, or it says it is a primary while Patroni names another leader.
