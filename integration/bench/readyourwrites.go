@@ -99,7 +99,7 @@ func readAfterWrite(ctx context.Context, on, off *target, user, password, databa
 		logf("read after write, synchronous_commit=%s: pgowl p50 %s p99 %s; pgowl-ryw-off p50 %s p99 %s", sync,
 			p(on.name, 0.5), p(on.name, 0.99), p(off.name, 0.5), p(off.name, 0.99))
 	}
-	b.WriteString("\nWith read_your_writes off most reads right after a write run on a standby that has not replayed it (the stale reads the integration tests count); with it on, at synchronous_commit off the write is not flushed when its position is read, so the read asks a standby once and runs on the primary; at on it waits up to `routing.read_your_writes_wait` (20ms) for a standby.\n" + readYourWritesSectionEnd + "\n")
+	b.WriteString("\nWith read_your_writes off most reads right after a write run on a standby that has not replayed it (the stale reads the integration tests count); with it on, at synchronous_commit off the write is past the primary's flush position (the WAL writer flushes it up to 200ms later), so the read asks no standby and runs on the primary; at on it waits up to `routing.read_your_writes_wait` (20ms) for a standby.\n" + readYourWritesSectionEnd + "\n")
 	return b.String(), nil
 }
 
