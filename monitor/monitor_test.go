@@ -181,11 +181,17 @@ func TestIdlePrimaryCaughtUpStandbyHasZeroLag(t *testing.T) {
 			t.Logf("primary WAL moved from %s to %s during window %d; retrying", before, after, attempt)
 			continue
 		}
+		flushed := pg1.QueryString(t, "SELECT pg_current_wal_flush_lsn()::text")
 		samples := map[time.Time]bool{}
 		for i, s := range snaps {
 			n := node(s, "pg2")
 			if !n.Up || !n.LagKnown || n.Lag != 0 || n.LagBytes != 0 {
 				t.Fatalf("snapshot %d of an idle primary: pg2 not at lag 0:\n%s", i, describe(s))
+			}
+			// The primary's flush position comes with its sample (read your
+			// writes compares it); a standby has none.
+			if p := node(s, "pg1"); p.FlushPosition.String() != flushed || n.FlushPosition != 0 {
+				t.Fatalf("snapshot %d of an idle primary: flush positions pg1 %s (want %s), pg2 %s (want 0)", i, p.FlushPosition, flushed, n.FlushPosition)
 			}
 			samples[n.SampledAt] = true
 		}
