@@ -26,16 +26,7 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 	switch d.Reason {
 	case ReasonReadOnly:
 		b.WriteString("it only reads")
-		if d.Role == RoleStandby && d.LagKnown {
-			b.WriteString(", and ")
-			b.WriteString(d.Node)
-			b.WriteString("'s lag ")
-			b.writeDuration(d.Lag)
-			if maxLag > 0 {
-				b.WriteString(" is within ")
-				b.writeDuration(maxLag)
-			}
-		}
+		writeLag(&b, d, maxLag)
 	case ReasonWrite:
 		b.WriteString("it writes")
 		writeSubject(&b, d.Subject)
