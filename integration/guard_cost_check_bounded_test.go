@@ -2,10 +2,14 @@ package integration
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/internal/cluster"
@@ -248,4 +252,92 @@ func TestGuardCostCheckTakesCancelAndStatementTimeout(t *testing.T) {
 	}
 	_, err := pg.Exec(ctx, ai("UPDATE guard_locked SET v = 'ran' WHERE id = 4")).ReadAll()
 	wantGuardedRun(t, "the guarded UPDATE once the lock is released", conn, err)
+}
+
+// TestGuardCostCheckMovesOffAStoppedStandby: limits.first_reply_timeout
+// bounds the cost check as it bounds a statement. A standby whose processes
+// are SIGSTOPped still acknowledges TCP, so a guarded read's EXPLAIN sent
+// there gets no reply; once it has waited first_reply_timeout and the
+// monitor finds the standby unresponsive, the read is taken off it and runs,
+// checked, on the other standby, within first_reply_timeout +
+// monitor.down_after and a second.
+func TestGuardCostCheckMovesOffAStoppedStandby(t *testing.T) {
+	c := ownCluster(t, 2)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Admin.Users = nil
+		cfg.Routing.StandbyChoice = config.StandbyRoundRobin
+		cfg.Limits.FirstReplyTimeout = time.Second
+		cfg.Guards = []config.Guard{{Name: "analytics", Match: config.GuardMatch{AIComment: true}, MaxCost: guardCostLimit}}
+	})
+	ai := func(sql string) string { return o.cfg.Routing.AICommentPrefix + " " + sql }
+	bound := o.cfg.Limits.FirstReplyTimeout + o.cfg.Monitor.DownAfter + time.Second
+	stopped, healthy := c.Nodes[1], c.Nodes[2]
+	const clients = 4
+	var conns []*client
+	for range clients {
+		conns = append(conns, o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol)))
+	}
+	readPort := func(conn *client) (port string, took time.Duration, err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		err = conn.QueryRow(ctx, ai("SELECT current_setting('port')")).Scan(&port)
+		return port, time.Since(start), err
+	}
+	// Warm up: every client's reads reach both standbys' pooled connections.
+	seen := map[string]bool{}
+	for range 2 {
+		for _, conn := range conns {
+			port, _, err := readPort(conn)
+			if err != nil {
+				t.Fatalf("warm-up guarded read: %v", err)
+			}
+			seen[port] = true
+			conn.routes(t)
+		}
+	}
+	if !seen[strconv.Itoa(stopped.Port)] || !seen[strconv.Itoa(healthy.Port)] {
+		t.Fatalf("warm-up reads did not reach both standbys: %v", seen)
+	}
+
+	// The postmaster first, so that it forks no backend the list misses.
+	pids := nodeProcesses(t, stopped)
+	signalNode(t, pids[:1], syscall.SIGSTOP)
+	pids = nodeProcesses(t, stopped)
+	signalNode(t, pids, syscall.SIGSTOP)
+	t.Cleanup(func() { signalNode(t, nodeProcesses(t, stopped), syscall.SIGCONT) })
+	// Every client reads until the monitor has surely found the standby
+	// unresponsive: some reads are sent there before it does.
+	until := time.Now().Add(o.cfg.Monitor.DownAfter + time.Second)
+	var wg sync.WaitGroup
+	for i, conn := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 1000 && time.Now().Before(until); n++ {
+				port, took, err := readPort(conn)
+				switch {
+				case err != nil:
+					t.Errorf("client %d: guarded read after the stop: %v", i, err)
+					return
+				case port != strconv.Itoa(healthy.Port):
+					t.Errorf("client %d: guarded read after the stop ran on port %s, want %s's %d", i, port, healthy.Name, healthy.Port)
+				case took > bound:
+					t.Errorf("client %d: guarded read after the stop took %s, longer than %s", i, took, bound)
+				case took > o.cfg.Limits.FirstReplyTimeout:
+					t.Logf("client %d: a guarded read waited on %s, then ran on %s after %s", i, stopped.Name, healthy.Name, took.Round(time.Millisecond))
+				}
+				for _, n := range conn.notices.take() {
+					if isRouteNotice(n) && !guardedNotice.MatchString(n.Detail) {
+						t.Errorf("client %d: NOTICE DETAIL %q, want the read's cost checked", i, n.Detail)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	signalNode(t, pids, syscall.SIGCONT)
+	if !strings.Contains(o.logs.String(), "within limits.first_reply_timeout; taking the statement off it") {
+		t.Errorf("no guarded read waited on %s: the test did not reach the cost check's wait", stopped.Name)
+	}
 }
