@@ -460,3 +460,66 @@ func TestGuardLoadActivePercent(t *testing.T) {
 	})
 	guardedReads("after the load went", func(node string) bool { return node == pg2.Name || node == pg3.Name })
 }
+
+// TestGuardLoadReadYourWritesFallbackReachesABusyPrimary reports a known gap
+// (found while writing TestGuardLoadRefusesWriteOnBusyPrimary). The issue
+// says a guarded statement is not sent to a node at its guard's busy limits:
+// a read goes to another standby that qualifies, else DATABASE_BUSY. But a
+// guarded read that must see the session's write, when no standby has
+// replayed it, falls back to the primary by the read-your-writes rule
+// (route.Plan's planReadAfter runs after keepOffBusyNodes, and the last
+// busy check covers standbys only), and runs there although the primary is
+// at the limit. The test pauses replay on both standbys so that the
+// fallback is certain; it fails, and must then require DATABASE_BUSY, once
+// the gap is closed.
+func TestGuardLoadReadYourWritesFallbackReachesABusyPrimary(t *testing.T) {
+	c := sharedClusterFor(t)
+	createTable(t, c, "guard_ryw", "CREATE TABLE guard_ryw (id int)")
+	const limit = 3
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Admin.Users = nil
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesSession
+		cfg.Routing.ReadYourWritesWait = 200 * time.Millisecond
+		cfg.Routing.ReadYourWritesFallback = config.WhenNoStandbyPrimary
+		cfg.Guards = []config.Guard{{Name: "reports", Match: config.GuardMatch{ApplicationNames: []string{"report*"}},
+			Busy: config.GuardBusy{MaxActive: limit}}} // reads only: the session's write is business
+	})
+	reports := o.connect(t, withParams(map[string]string{"application_name": "report-weekly"}))
+	ctx := timeoutCtx(t, time.Minute)
+	pg1 := c.Nodes[0]
+	holdLoad(t, pg1, "", limit, "SELECT pg_sleep(120)")
+	waitLoad(t, o, pg1.Name, limit, 0)
+	for _, sb := range c.Nodes[1:] {
+		if err := sb.PauseReplay(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := sb.ResumeReplay(ctx); err != nil {
+				t.Errorf("resume replay on %s: %v", sb.Name, err)
+			}
+		})
+	}
+	if _, err := reports.Exec(ctx, "INSERT INTO guard_ryw VALUES (1)"); err != nil {
+		t.Fatalf("the session's write (not guarded): %v", err)
+	}
+	reports.routes(t)
+	var n int64
+	err := reports.QueryRow(ctx, "SELECT count(*) FROM guard_ryw").Scan(&n)
+	if pgErr, ok := asPgError(err); ok && pgErr.Code == "53300" {
+		t.Fatalf("the gap is closed (DATABASE_BUSY: %s): make this test require it", pgErr.Message)
+	}
+	if err != nil {
+		t.Fatalf("guarded read after the write: %v", err)
+	}
+	r := reports.oneRoute(t, "guarded read after the write")
+	if r.Raw == nil {
+		return
+	}
+	if r.Node != pg1.Name || r.Reason != "READ_YOUR_WRITES" {
+		t.Fatalf("guarded read after the write ran on %v, want the known gap's %s by READ_YOUR_WRITES", r, pg1.Name)
+	}
+	t.Logf("known gap: a guarded read fell back to %s by read your writes (%q) although %s is at guard reports's busy.max_active %d",
+		pg1.Name, r.Raw.Message, pg1.Name, limit)
+}
