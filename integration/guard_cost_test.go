@@ -182,6 +182,21 @@ func TestGuardCostExtendedProtocol(t *testing.T) {
 			wantGuardedRun(t, "two parameters", conn, err)
 		})
 	}
+	// Parse with no parameter types at all, text values: the node infers
+	// the type in the EXPLAIN as in the statement, and plans for the value.
+	t.Run("unspecified parameter types", func(t *testing.T) {
+		conn := o.connect(t, nil)
+		ctx := timeoutCtx(t, statementTimeout)
+		sql := ai("SELECT count(*) FROM guard_big WHERE id < $1")
+		res := conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte("10")}, nil, nil, nil).Read()
+		wantGuardedRun(t, "id < '10' (index range scan)", conn, res.Err)
+		if res.Err == nil && (len(res.Rows) != 1 || string(res.Rows[0][0]) != "9") {
+			t.Errorf("id < '10' returned %q", res.Rows)
+		}
+		res = conn.PgConn().ExecParams(ctx, sql, [][]byte{[]byte("100000")}, nil, nil, nil).Read()
+		wantCostRefusal(t, "id < '100000' (sequential scan)", res.Err)
+		conn.routes(t)
+	})
 }
 
 // TestGuardCostSessionLimitOnlyTightens: SET pgowl.max_cost tightens the

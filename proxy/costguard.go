@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgowl/pgowl/classify"
@@ -30,6 +31,10 @@ import (
 //   - when the guard (or SET pgowl.max_cost) sets a cost limit, is explained
 //     on the node that would run it before it runs (checkCost): over the
 //     limit it is refused with QUERY_COST_EXCEEDED (54001) and never sent.
+//     The EXPLAIN is bounded as the statement itself is (costCheckBound):
+//     limits.query_timeout cancels it on the node, and the unit is refused
+//     with 57014 (costCheckCancelled); a client's cancel request reaches it;
+//     limits.first_reply_timeout takes it off a node that stopped answering.
 //
 // Units no guard matches (business traffic) skip all of this.
 
@@ -45,6 +50,8 @@ type unitGuard struct {
 	cached bool
 	// checkTime is how long the cost check took (EXPLAIN or cache).
 	checkTime time.Duration
+	// checkCancelled: the node cancelled the EXPLAIN (costCheckCancelled); the unit did not run.
+	checkCancelled bool
 	// inFlightOn is the node the unit is counted in flight on, while it runs.
 	inFlightOn string
 }
@@ -172,12 +179,14 @@ type explainTarget struct {
 }
 
 // checkCost asks be's node for the plan of each statement of a guarded unit
-// before the unit runs, and returns the QUERY_COST_EXCEEDED refusal when one
-// is over the limit. ioErr reports a connection that failed meanwhile. A
-// statement the node cannot explain is let through (it fails by itself, or
-// is not plannable); so are units inside an unsynced batch (a Sync would
-// end its implicit transaction) and in a failed transaction.
-func (sess *session) checkCost(be *backend, u *unit) (refusal *route.Error, ioErr error) {
+// before the unit runs, and returns the refusal that keeps the unit from
+// running: QUERY_COST_EXCEEDED when one is over the limit, or 57014 when the
+// node cancelled the EXPLAIN (costCheckCancelled). ioErr reports a
+// connection that failed meanwhile. A statement the node cannot explain for
+// another reason is let through (it fails by itself, or is not plannable);
+// so are units inside an unsynced batch (a Sync would end its implicit
+// transaction) and in a failed transaction.
+func (sess *session) checkCost(be *backend, u *unit) (refusal error, ioErr error) {
 	g := u.guard.cfg
 	if g == nil {
 		return nil, nil
@@ -198,6 +207,12 @@ func (sess *session) checkCost(be *backend, u *unit) (refusal *route.Error, ioEr
 	u.guard.limit = limit
 	for _, t := range targets {
 		v, cached, err := sess.verdictFor(be, g, t)
+		var cancelled *costCheckCancelled
+		if errors.As(err, &cancelled) {
+			cancelled.guard = g.Name
+			u.guard.checkCancelled = true
+			return cancelled.refusal(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -343,7 +358,9 @@ const explainSavepoint = "pgowl_cost_check"
 // parameter values bound as the client bound them (the plan is the custom
 // plan for those values), and parses the plan's cost. Inside a transaction
 // block it runs under a savepoint, so that a statement the node cannot
-// explain leaves the transaction as it was.
+// explain leaves the transaction as it was. The round trip is bounded
+// (costCheckBound); an EXPLAIN the node cancelled returns a
+// *costCheckCancelled, with be ready for the next statement.
 func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, error) {
 	inBlock := be.conn.TxStatus == wire.TxInBlock
 	if inBlock {
@@ -369,11 +386,13 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 	// Either way the node's unnamed statement is gone: the client's is parsed again where it runs next.
 	be.conn.Unnamed = 0
 	var planJSON []byte
-	code, err := sess.readUntilReady(be, func(body []byte) {
+	bound := sess.boundCostCheck(be)
+	code, message, err := sess.readUntilReady(be, func(body []byte) {
 		if planJSON == nil {
 			planJSON = firstColumn(body)
 		}
 	})
+	timedOut, err := bound.end(err)
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +404,15 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 		if _, err := sess.runQuietly(be, undo); err != nil {
 			return nil, err
 		}
+	}
+	if code == sqlstateQueryCanceled {
+		// limits.query_timeout, the client's cancel request or its own
+		// statement_timeout: the statement would have been cancelled too.
+		c := &costCheckCancelled{node: be.node, nodeMessage: message}
+		if timedOut {
+			c.queryTimeout = sess.srv.live().cfg.Limits.QueryTimeout
+		}
+		return nil, c
 	}
 	if code != "" || planJSON == nil {
 		sess.log.Debug().Str("node", be.node).Str("sqlstate", code).Msg("guard: the node could not explain the statement; it runs unchecked")
@@ -400,16 +428,18 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 
 // readUntilReady flushes be and reads its replies up to ReadyForQuery,
 // passing DataRow bodies to onRow; a notification reaches the client. It
-// returns the first error's SQLSTATE.
-func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (string, error) {
+// returns the first error's SQLSTATE and message.
+func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (sqlstate, message string, err error) {
 	if err := be.conn.Writer.Flush(); err != nil {
-		return "", err
+		return "", "", err
 	}
-	sqlstate := ""
-	for {
+	for first := true; ; first = false {
 		typ, body, err := be.conn.Reader.ReadFrame()
 		if err != nil {
-			return sqlstate, err
+			return sqlstate, message, err
+		}
+		if first {
+			sess.firstReplyCame()
 		}
 		switch typ {
 		case wire.MsgDataRow:
@@ -417,14 +447,112 @@ func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (strin
 		case wire.MsgNotificationResponse:
 			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgErrorResponse:
-			if code, _ := errorFields(body); sqlstate == "" {
-				sqlstate = code
+			if code, msg := errorFields(body); sqlstate == "" {
+				sqlstate, message = code, msg
 			}
 		case wire.MsgReadyForQuery:
 			be.conn.TxStatus = body[0]
-			return sqlstate, nil
+			return sqlstate, message, nil
 		}
 	}
+}
+
+// costCheckBound bounds one EXPLAIN round trip of the cost check as the
+// statement's own run is bounded: limits.query_timeout cancels it on its
+// node (a CancelRequest, as for the statement), a client's cancel request
+// reaches it (the session's running statement is the EXPLAIN meanwhile),
+// and limits.first_reply_timeout interrupts it on a node the monitor finds
+// unresponsive. Without those limits the EXPLAIN waits as the statement
+// would: for a lock the planner needs, as long as another session holds it.
+type costCheckBound struct {
+	sess  *session
+	be    *backend
+	timer *time.Timer
+	// timedOut: limits.query_timeout passed and the EXPLAIN was cancelled.
+	timedOut atomic.Bool
+}
+
+// boundCostCheck starts the bounds of an EXPLAIN about to be flushed to be.
+func (sess *session) boundCostCheck(be *backend) *costCheckBound {
+	b := &costCheckBound{sess: sess, be: be}
+	sess.running.Store(&be.running)
+	sess.awaitFirstReply(be)
+	if limit := sess.srv.live().cfg.Limits.QueryTimeout; limit > 0 {
+		node := be.node
+		b.timer = time.AfterFunc(limit, func() {
+			b.timedOut.Store(true)
+			sess.log.Info().Str("node", node).Dur("limit", limit).
+				Msg("guard: the cost check (EXPLAIN) ran past limits.query_timeout; cancelling it on its node")
+			sess.passOnCancel()
+		})
+	}
+	return b
+}
+
+// end ends the bounds once the EXPLAIN's replies have been read (err is
+// the read's error). A cancel on its way is waited for, so that it never
+// reaches what runs next on the backend (PostgreSQL ignores one that comes
+// between statements). It reports whether limits.query_timeout passed, and
+// err, as a *nodeUnresponsive when the wait was taken off an unresponsive node.
+func (b *costCheckBound) end(err error) (timedOut bool, _ error) {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.sess.running.Store(nil)
+	b.sess.waitForCancel()
+	if b.sess.endAwait(err, b.be) && err != nil {
+		err = &nodeUnresponsive{node: b.be.node, limit: b.sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
+	}
+	return b.timedOut.Load(), err
+}
+
+// costCheckCancelled is a cost check whose EXPLAIN the node cancelled
+// (57014) before it planned the statement: limits.query_timeout passed, or
+// the client's cancel request or its statement_timeout came. The statement
+// is not run: it would have waited, and been cancelled, the same way.
+type costCheckCancelled struct {
+	guard, node string
+	// queryTimeout is limits.query_timeout when it is what cancelled the EXPLAIN; 0 otherwise.
+	queryTimeout time.Duration
+	// nodeMessage is the node's error message.
+	nodeMessage string
+}
+
+func (e *costCheckCancelled) Error() string { return e.refusal().Message }
+
+// Unwrap gives the refusal, so that the client error it becomes is found in it.
+func (e *costCheckCancelled) Unwrap() error { return e.refusal() }
+
+// refusal is the error the client gets, with SQLSTATE 57014 (query_canceled)
+// as for a cancelled statement, a HINT, and a DETAIL in the cost refusal's
+// key=value form:
+//
+//	guard=<name> node=<node> cost_check=cancelled [query_timeout=<limit>] node_error=<node's message>
+func (e *costCheckCancelled) refusal() *clientError {
+	var b []byte
+	b = append(b, "guard="...)
+	b = appendDetailValue(b, e.guard)
+	b = append(b, " node="...)
+	b = appendDetailValue(b, e.node)
+	b = append(b, " cost_check=cancelled"...)
+	if e.queryTimeout > 0 {
+		b = append(b, " query_timeout="...)
+		b = append(b, e.queryTimeout.String()...)
+	}
+	b = append(b, " node_error="...)
+	b = appendDetailValue(b, e.nodeMessage)
+	ce := &clientError{SQLState: sqlstateQueryCanceled, Detail: string(b),
+		Hint: "The statement did not run. Its plan could not be made in time: planning waits for the locks of the tables it " +
+			"uses, so another session that holds a conflicting lock (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL) delays it, " +
+			"as would a node that is overloaded. Retrying once that lock is released can succeed."}
+	if e.queryTimeout > 0 {
+		ce.Message = "pgowl: canceling statement due to limits.query_timeout (" + e.queryTimeout.String() +
+			"): its cost check (EXPLAIN) on " + e.node + " did not finish"
+	} else {
+		ce.Message = "pgowl: the cost check (EXPLAIN) of the statement was cancelled on " + e.node + ": " + e.nodeMessage
+		ce.Hint = "The statement did not run: a cancel request or statement_timeout cancelled its cost check."
+	}
+	return ce
 }
 
 // appendParse appends a Parse of the unnamed statement.
@@ -661,6 +789,9 @@ func (g *unitGuard) explainText(node, outcome string) string {
 		return ""
 	}
 	if g.verdict == nil {
+		if g.checkCancelled {
+			return "guard=" + g.cfg.Name + " cost=unchecked cost_check=cancelled"
+		}
 		return "guard=" + g.cfg.Name + " cost=unchecked"
 	}
 	verdict := "ok"
@@ -717,25 +848,36 @@ func (c *verdictCache) put(key string, v *costVerdict, expires time.Time) {
 	c.entries[key] = cachedVerdict{verdict: v, expires: expires}
 }
 
-// refuseForCost tells the client a guarded unit was not run: its plan costs
-// too much. The unit's transaction, if any, fails as it would on the node.
-func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, refusal *route.Error) {
+// refuseForCost tells the client a guarded unit was not run: its cost check
+// refused it (checkCost's refusal: its plan costs too much, or the check was
+// cancelled). The unit's transaction, if any, fails as it would on the node.
+func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, refusal error) {
+	resp := toErrorResponse(refusal)
 	switch {
 	case u.carriesBegin:
 		sess.deferred.aborted = true
 	case sess.held == be && be.conn.TxStatus == wire.TxInBlock:
 		// As when a statement fails on the node: the transaction is aborted.
-		sess.runQuietly(be, "DO $$BEGIN RAISE EXCEPTION 'pgowl: QUERY_COST_EXCEEDED' USING ERRCODE = '54001'; END$$")
+		sess.runQuietly(be, abortTransactionSQL(resp.Code))
 	}
-	sess.send(toErrorResponse(refusal))
+	sess.send(resp)
 	if u.expectsReady {
 		sess.sendReady()
 	} else {
 		sess.skipUntilSync = true
 	}
 	u.routeErr = refusal
-	sess.logUnit(u, dec, refusal.SQLState)
+	sess.logUnit(u, dec, resp.Code)
 	sess.releaseIdle(be)
+}
+
+// abortTransactionSQL is a statement that fails with sqlstate, one of
+// pgowl's own codes, and so aborts the transaction block it runs in.
+func abortTransactionSQL(sqlstate string) string {
+	if len(sqlstate) != 5 || strings.Trim(sqlstate, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		sqlstate = route.QueryCostExceeded.SQLState()
+	}
+	return "DO $$BEGIN RAISE EXCEPTION 'pgowl: the statement was refused before it ran' USING ERRCODE = '" + sqlstate + "'; END$$"
 }
 
 // parseMaxCost reads SET pgowl.max_cost: a positive number that can only
