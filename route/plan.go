@@ -309,8 +309,10 @@ func Plan(r PlanRequest) (Outcome, error) {
 			dec.NodeReplay = replayedAt(snap, dec.NodeIndex, s.Replayed)
 		}
 	}
-	if dec.Role == RoleStandby && !out.AwaitReplay && skipped(busy, dec.NodeIndex) {
-		// Only busy standbys have the session's last write.
+	if !out.AwaitReplay && skipped(busy, dec.NodeIndex) {
+		// Only busy standbys have the session's last write, or the read
+		// falls back to a primary that is busy for the guard
+		// (READ_YOUR_WRITES after the wait).
 		return out, busyError(snap, r.Now, &s.Guard, dec)
 	}
 	if s.Deferred.Carried {
