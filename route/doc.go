@@ -83,8 +83,8 @@
 //     another qualifying standby under the limits; without one, or for a
 //     statement that needs the primary, Plan refuses with DATABASE_BUSY and
 //     every node's load in the detail. A read never moves to the primary
-//     for load, and a held backend keeps its unit (the transaction has
-//     started there). The zero Guard, business traffic, is never refused
+//     for load, nor falls back to a busy primary for read your writes, and
+//     a held backend keeps its unit (the transaction has started there). The zero Guard, business traffic, is never refused
 //     for load. The cost guard (EXPLAIN) is I/O and lives in the proxy.
 //   - Read your writes (SessionFacts.ReadAfter, readafter.go): a read that
 //     Decide sends to a standby goes only to a standby known to have
