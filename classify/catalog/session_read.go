@@ -334,7 +334,7 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	db.pending = classify.CatalogueChanges{}
 	db.dirty.Store(false)
 	db.mu.Unlock()
-	m.opts.Logger.Debug().Str("database", name).Int("functions", cat.FunctionCount()).Uint64("version", cat.Version()).
+	m.opts.Logger.Debug().Str("database", name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
 		Bool("session", true).Strs("functions", read.changes.Functions).Strs("relations", read.changes.Relations).
 		Strs("types", read.changes.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
 	return true
