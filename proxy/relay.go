@@ -37,8 +37,8 @@ type expectation struct {
 	// the node refuses it under the managed name, and the client is told
 	// its own name (see writeDuplicateParse).
 	duplicateOf string
-	// catalogueRead, for a Query, is pgowl's read of a catalogue change (see sendCatalogueRead):
-	// its replies go to it.
+	// catalogueRead, for a Sync, is pgowl's read of a catalogue change sent behind the unit (see
+	// sendCatalogueRead): the replies up to that Sync's ReadyForQuery go to it.
 	catalogueRead *catalog.SessionRead
 }
 
