@@ -929,8 +929,8 @@ func (a *analysis) memoised(key memoKey, e *env, body bool, analyse func(*analys
 	cat := a.run.cat
 	r := a.run
 	if cat != nil {
-		if cached, ok := cat.memo.Load(key); ok {
-			result := cached.(fnResult)
+		if cached, ok := cat.memoised(key); ok {
+			result := cached
 			if result.atLeastHeight > 0 {
 				if a.depth+result.atLeastHeight > a.c.maxDepth {
 					a.dependOnResult(&result)

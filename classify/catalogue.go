@@ -261,8 +261,12 @@ type Catalogue struct {
 	// when f takes one argument of a row type (or of a polymorphic or record type).
 	rowFunctions map[string][]*Function
 	memo         sync.Map // memoKey -> fnResult
-	missMu       sync.Mutex
-	misses       map[string]bool // names looked up in vain since this catalogue was loaded
+	// kept are the analyses KeepAnalysesFrom kept from the catalogue this one was derived from;
+	// set before the catalogue is in use and never modified after, so read without a lock.
+	// memo, where later analyses go, is looked at first.
+	kept   map[memoKey]any // fnResult, boxed as in memo: copied without copying the result
+	missMu sync.Mutex
+	misses map[string]bool // names looked up in vain since this catalogue was loaded
 	// checksum is computed on first use (only reloads compare catalogues).
 	checksumOnce sync.Once
 	checksum     string
@@ -320,18 +324,20 @@ const maxKeptAnalyses = 100_000
 
 // KeepAnalysesFrom copies into c the analyses memoised in old that cannot depend on what changed
 // between them, and returns how many it kept. c must be old with only the functions named
-// changedFunctions read again (DeriveCatalogue with only Functions changed); an analysis is kept
-// when none of the function names its result rests on (every call resolved by name, found or not,
-// and every function whose effect it took) is one of them. A migration that creates functions one
-// by one, each calling the last, then analyses each new function alone instead of the whole chain.
-// Changes to relations or types, or to everything, keep nothing: call it only for function changes.
+// changedFunctions read again (DeriveCatalogue with only Functions changed), and not in use yet;
+// an analysis is kept when none of the function names its result rests on (every call resolved by
+// name, found or not, and every function whose effect it took) is one of them. A migration that
+// creates functions one by one, each calling the last, then analyses each new function alone
+// instead of the whole chain. Changes to relations or types, or to everything, keep nothing: call
+// it only for function changes. The kept analyses go into a plain map (c.kept): a migration calls
+// this after every change, and storing each into the concurrent memo costs ten times more.
 func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedFunctions []string) int {
 	changed := make(map[string]bool, len(changedFunctions))
 	for _, name := range changedFunctions {
 		changed[name] = true
 	}
-	kept := 0
-	old.memo.Range(func(key, value any) bool {
+	kept := make(map[memoKey]any, len(old.kept)+64)
+	keep := func(key memoKey, value any) bool {
 		result := value.(fnResult)
 		if result.dependsOnTooMany {
 			return true
@@ -341,21 +347,47 @@ func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedFunctions []string) 
 				return true
 			}
 		}
-		c.memo.Store(key, result)
-		kept++
-		return kept < maxKeptAnalyses
-	})
-	return kept
+		kept[key] = value
+		return len(kept) < maxKeptAnalyses
+	}
+	// Later analyses in old's memo replace those it kept itself.
+	for key, value := range old.kept {
+		if _, replaced := old.memo.Load(key); !replaced && !keep(key, value) {
+			break
+		}
+	}
+	old.memo.Range(func(key, value any) bool { return keep(key.(memoKey), value) })
+	c.kept = kept
+	return len(kept)
+}
+
+// memoised returns the memoised analysis of key, if any.
+func (c *Catalogue) memoised(key memoKey) (fnResult, bool) {
+	if cached, ok := c.memo.Load(key); ok {
+		return cached.(fnResult), true
+	}
+	if kept, ok := c.kept[key]; ok {
+		return kept.(fnResult), true
+	}
+	return fnResult{}, false
 }
 
 // indexFunctions indexes the functions by name and OID.
 func (c *Catalogue) indexFunctions() {
 	c.funcs = make(map[qualified][]*Function, len(c.data.Functions))
 	c.byOID = make(map[uint32]*Function, len(c.data.Functions))
+	// Most names have one function: their lists share one array (capped, so that appending an
+	// overload copies) instead of one allocation each.
+	one := make([]*Function, len(c.data.Functions))
 	for i := range c.data.Functions {
 		f := &c.data.Functions[i]
 		key := qualified{f.Schema, f.Name}
-		c.funcs[key] = append(c.funcs[key], f)
+		if list, ok := c.funcs[key]; ok {
+			c.funcs[key] = append(list[:len(list):len(list)], f)
+		} else {
+			one[i] = f
+			c.funcs[key] = one[i : i+1 : i+1]
+		}
 		c.byOID[f.OID] = f
 	}
 }

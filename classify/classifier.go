@@ -142,6 +142,9 @@ func (c *Classifier) CatalogueChanged(ctx *Context, changes *CatalogueChanges) {
 	}
 }
 
+// Catalogues returns the catalogue source the classifier was built with (Options.Catalogues), or nil.
+func (c *Classifier) Catalogues() CatalogueSource { return c.catalogues }
+
 // keyBufferSize is the size of the stack buffer context keys are built in.
 const keyBufferSize = 512
 

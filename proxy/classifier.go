@@ -35,6 +35,9 @@ type classifierState struct {
 	// since said they change), so that the session's next statement sees the change.
 	changeRan bool
 	changes   classify.CatalogueChanges
+	// read is the read of changes sent on the session's backend right behind the unit that made
+	// them (see sendCatalogueRead), told to the catalogue with them; nil when none was sent.
+	read *catalog.SessionRead
 }
 
 // classify returns the effects of sql as the session would run it.
@@ -80,8 +83,77 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 	if changes.Empty() {
 		changes.Everything = true
 	}
-	c.CatalogueChanged(&st.ctx, &changes)
-	st.changeRan, st.changes = false, classify.CatalogueChanges{}
+	if m, ok := c.Catalogues().(*catalog.Manager); ok && st.read != nil && st.ctx.Database != "" {
+		m.ChangedAndRead(st.ctx.Database, &changes, st.read)
+	} else {
+		c.CatalogueChanged(&st.ctx, &changes)
+	}
+	st.changeRan, st.changes, st.read = false, classify.CatalogueChanges{}, nil
+}
+
+// sendCatalogueRead writes, right behind unit u on be, a read of the catalogue objects u changes
+// (catalog.SessionRead), when the change is sure to be committed or rolled back by the time the
+// node reaches the read: u runs one statement that is no transaction control, outside any
+// transaction block, to its ReadyForQuery, on the primary. The node then runs the read as soon as
+// it has run u, in the same round trip, and the session's next statement finds the catalogue
+// current instead of waiting for a read over the catalogue's own connection. relay passes the
+// read's replies to it (relayCatalogueRead), not to the client.
+func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
+	st := &sess.cls
+	if !u.effects.CatalogueChange || u.runsNothing || !u.expectsReady || u.effects.Statements != 1 || u.effects.Tx != 0 ||
+		u.carriesBegin || u.replaysFailure || sess.deferred != nil || role != route.RolePrimary ||
+		be.openBatch || be.conn.TxStatus != wire.TxIdle || st.read != nil || st.ctx.Database == "" {
+		return
+	}
+	m, ok := sess.srv.opts.Classifier.Catalogues().(*catalog.Manager)
+	if !ok {
+		return
+	}
+	read := m.PrepareSessionRead(st.ctx.Database, &st.changes)
+	if read == nil {
+		return
+	}
+	be.conn.Writer.Write(read.Messages(be.conn.Prepared))
+	be.expect.push(expectation{typ: wire.MsgSync, catalogueRead: read})
+	st.read = read
+}
+
+// relayCatalogueRead passes the replies of a read sendCatalogueRead sent to it, until its
+// ReadyForQuery; the client has what came before (its own ReadyForQuery) at once. A notification
+// is the client's. When the connection fails meanwhile, the read fails and the connection is
+// closed, so that the session's next unit meets a dead connection before anything runs (and is
+// sent again elsewhere): the client has its answer already and must not get another.
+func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) error {
+	if sess.w.Buffered() > 0 {
+		if err := sess.w.Flush(); err != nil {
+			return &clientFatal{err}
+		}
+	}
+	for {
+		typ, body, err := be.conn.Reader.ReadFrame()
+		if err != nil {
+			read.Fail(err)
+			be.conn.NetConn().Close()
+			return nil
+		}
+		switch typ {
+		case wire.MsgNotificationResponse:
+			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
+		case wire.MsgReadyForQuery:
+			if len(body) == 1 {
+				be.conn.TxStatus = body[0]
+			}
+		}
+		if read.Receive(typ, body) {
+			if read.Err() != nil {
+				// Prepared afresh next time (one of them may be what failed).
+				for _, name := range read.StatementNames() {
+					delete(be.conn.Prepared, name)
+				}
+			}
+			return nil
+		}
+	}
 }
 
 // idleForCatalogue reports whether the session is outside a transaction block.

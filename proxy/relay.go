@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -36,6 +37,9 @@ type expectation struct {
 	// the node refuses it under the managed name, and the client is told
 	// its own name (see writeDuplicateParse).
 	duplicateOf string
+	// catalogueRead, for a Sync, is pgowl's read of a catalogue change sent behind the unit (see
+	// sendCatalogueRead): the replies up to that Sync's ReadyForQuery go to it.
+	catalogueRead *catalog.SessionRead
 }
 
 // expectQueue is a FIFO of expectations that reuses its storage.
@@ -91,6 +95,13 @@ func (sess *session) relay(be *backend, u *unit) error {
 			// Every earlier message is answered: this one's turn.
 			sess.startReply(u)
 			sess.forwardFrame(append(sess.scratch[:0], head.synthetic, 0, 0, 0, 4))
+			be.expect.pop()
+			continue
+		}
+		if head := be.expect.front(); head.catalogueRead != nil {
+			if err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
+				return err
+			}
 			be.expect.pop()
 			continue
 		}

@@ -503,6 +503,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			}
 			sess.guardStarted(u, be)
 			write(be)
+			sess.sendCatalogueRead(be, u, dec.Role)
 			sess.running.Store(&be.running)
 			err = be.conn.Writer.Flush()
 			if err == nil {

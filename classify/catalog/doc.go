@@ -16,6 +16,12 @@
 // classifier's cache keys) and its memoised function analyses survive. Holding a current catalogue
 // costs no I/O: two atomic loads per statement.
 //
+// A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
+// the read on the session's own connection right behind the statement that makes the change, and
+// ChangedAndRead patches the held catalogue with it, which is then current at once, when nothing
+// else was told or looked up since the read was prepared and it covers every pending change; else
+// it does what Changed does.
+//
 // Per database the manager is in one of four states: no catalogue; current; pending (a change was
 // told: Held reports it, statements whose verdict depends on the catalogue wait for a read that
 // started after the change); reading (one read runs, changes and lookups arriving meanwhile are

@@ -714,16 +714,15 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 }
 
 // replace returns list (sorted by order) without the elements drop selects and with fresh merged
-// in, sorted by order, and whether the result differs from list (when not, list itself).
+// in, sorted by order, and whether the result differs from list (when not, list itself). A read
+// after every change calls it for every part the change names, so list is only copied, once, when
+// the result differs.
 func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
 	var dropped []T
-	kept := make([]T, 0, len(list))
 	for i := range list {
 		if drop(&list[i]) {
 			dropped = append(dropped, list[i])
-			continue
 		}
-		kept = append(kept, list[i])
 	}
 	fresh = slices.Clone(fresh)
 	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
@@ -732,17 +731,17 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 	if !changed {
 		return list, false
 	}
-	out := make([]T, 0, len(kept)+len(fresh))
-	i, j := 0, 0
-	for i < len(kept) && j < len(fresh) {
-		if order(&fresh[j], &kept[i]) < 0 {
+	out := make([]T, 0, len(list)-len(dropped)+len(fresh))
+	j := 0
+	for i := range list {
+		if drop(&list[i]) {
+			continue
+		}
+		for j < len(fresh) && order(&fresh[j], &list[i]) < 0 {
 			out = append(out, fresh[j])
 			j++
-		} else {
-			out = append(out, kept[i])
-			i++
 		}
+		out = append(out, list[i])
 	}
-	out = append(append(out, kept[i:]...), fresh[j:]...)
-	return out, changed
+	return append(out, fresh[j:]...), true
 }

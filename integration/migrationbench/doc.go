@@ -23,6 +23,12 @@
 //
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
 //	go run ./integration/migrationbench -rounds 1    # one quick round
+//	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
+//	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
+//
+// The debug log (-log) has a line per statement ("routed", with its time on the node) and per
+// catalogue read ("function catalogue read": session true when it was read on the session's own
+// connection, with the time it took to patch the catalogue).
 //
 // The exit status is 1 when the ratio of either protocol exceeds -max-ratio (default 1.5).
 package main

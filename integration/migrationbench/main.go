@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -89,6 +91,9 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
 	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
+	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
+	tracePath := flag.String("trace", "", "write an execution trace (go tool trace: goroutine handoffs, scheduling, network waits) to this file")
 	flag.Parse()
 	o.command = strings.Join(append([]string{"go run ./integration/migrationbench"}, os.Args[1:]...), " ")
 	if o.rounds < 1 || o.rounds > 50 || o.functions < 4 || o.functions > 2000 {
@@ -106,12 +111,19 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	stopProfiles, err := startProfiles(*blockProfile, *mutexProfile, *tracePath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "migrationbench:", err)
+		os.Exit(2)
+	}
+	defer stopProfiles()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ratios, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "migrationbench:", err)
 		pprof.StopCPUProfile()
+		stopProfiles()
 		os.Exit(1)
 	}
 	failed := false
@@ -123,8 +135,52 @@ func main() {
 	}
 	if failed {
 		pprof.StopCPUProfile()
+		stopProfiles()
 		os.Exit(1)
 	}
+}
+
+// startProfiles starts the block and mutex profiles and the execution trace that have a path;
+// stop writes them (once).
+func startProfiles(blockPath, mutexPath, tracePath string) (stop func(), err error) {
+	var traceFile *os.File
+	if tracePath != "" {
+		if traceFile, err = os.Create(tracePath); err != nil {
+			return nil, err
+		}
+		if err = trace.Start(traceFile); err != nil {
+			traceFile.Close()
+			return nil, err
+		}
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond)) // a sample per 10 µs blocked
+	}
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(10)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if traceFile != nil {
+				trace.Stop()
+				traceFile.Close()
+			}
+			for _, p := range []struct{ name, path string }{{"block", blockPath}, {"mutex", mutexPath}} {
+				if p.path == "" {
+					continue
+				}
+				file, err := os.Create(p.path)
+				if err == nil {
+					err = pprof.Lookup(p.name).WriteTo(file, 0)
+					file.Close()
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "migrationbench:", err)
+				}
+			}
+		})
+	}, nil
 }
 
 // run starts the cluster and pgowl, runs every round and prints the report; it returns the ratio

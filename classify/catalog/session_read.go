@@ -1,0 +1,368 @@
+package catalog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// maxSessionReadNames bounds the names a SessionRead reads; a larger change is read by the Manager.
+const maxSessionReadNames = 16
+
+// SessionRead reads the objects a change names over the connection of the session that made the
+// change, sent right behind it in the same write: the node runs it as soon as the change is done,
+// without another process to wake and another round trip to wait for. The session passes the
+// replies to Receive (they are not the client's) and the result to Manager.ChangedAndRead.
+//
+// It is a batch of extended-protocol messages ended by Sync, in an implicit transaction of its own:
+// it sets, for that transaction only, client_encoding to UTF8, search_path to pg_catalog (then
+// pg_temp, so that nothing of the session's temporary schema shadows a catalogue table) and
+// generic plans, and reads the same parts, with the same queries, as the Manager's own read by
+// name (refreshNames), each prepared once per connection under a name of its own. It must be sent
+// only where the session's change ends its own transaction (autocommit) on the primary.
+//
+// Its state: built (Query), receiving (Receive per reply frame, in order), done (the
+// ReadyForQuery came); failed when an ErrorResponse came, a reply did not decode, or it read an
+// object of a temporary schema (whose text would differ from the Manager's read). A failed read is
+// not used: ChangedAndRead then does what Changed does.
+type SessionRead struct {
+	database string
+	// generation is the database's when the read was prepared: a change told, or a lookup asked
+	// for, after it may have committed after the read's snapshot, so the read is then not used.
+	generation uint64
+	changes    classify.CatalogueChanges
+	wanted     namedReads
+	// statements are the read's statements, the settings first.
+	statements []sessionStatement
+	// collectors receive the rows of each statement after the first (the settings), in order.
+	collectors []func(row pgx.CollectableRow) error
+	statement  int // the statement whose replies arrive: 0 is the settings
+	fields     []pgconn.FieldDescription
+	typeMap    *pgtype.Map
+	fresh      classify.CatalogueData
+	done       bool
+	err        error
+}
+
+// PrepareSessionRead returns the read of what changes names, to be sent on the session's own
+// connection right behind the statement that makes them, or nil when that cannot serve: no
+// catalogue is held yet, the change is not named in full or names too much, or configured
+// assertions must be resolved again (the Manager's own read does that).
+func (m *Manager) PrepareSessionRead(database string, changes *classify.CatalogueChanges) *SessionRead {
+	if changes == nil || changes.Empty() || changes.Everything ||
+		len(changes.Functions)+len(changes.Relations)+len(changes.Types) > maxSessionReadNames ||
+		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
+		return nil
+	}
+	db := m.state(database)
+	old := db.cat.Load()
+	if old == nil {
+		return nil
+	}
+	db.mu.Lock()
+	generation := db.generation
+	db.mu.Unlock()
+	r := &SessionRead{database: database, generation: generation, typeMap: pgtype.NewMap()}
+	r.changes.Merge(changes)
+	r.wanted = namedReadsFor(old.Data(), &r.changes)
+	r.statements = append(r.statements, sessionStatement{name: sessionStatementPrefix + "settings", query: sessionSettings})
+	queue := func(names []string, key, query, nameColumn string, collect func(row pgx.CollectableRow) error) {
+		if len(names) > 0 {
+			r.statements = append(r.statements, sessionStatement{name: sessionStatementPrefix + key,
+				query: fmt.Sprintf(query, nameColumn+" = ANY($1::text[])"), names: names})
+			r.collectors = append(r.collectors, collect)
+		}
+	}
+	queue(r.wanted.functions, "functions", functionsPart.query, functionsPart.nameColumn, collectInto(functionsPart, &r.fresh.Functions))
+	queue(r.wanted.relations, "views", viewsPart.query, viewsPart.nameColumn, collectInto(viewsPart, &r.fresh.Views))
+	queue(r.wanted.relations, "relations", relationsPart.query, relationsPart.nameColumn, collectInto(relationsPart, &r.fresh.Relations))
+	queue(r.wanted.types, "types", typesPart.query, typesPart.nameColumn, collectInto(typesPart, &r.fresh.Types))
+	queue(r.wanted.fieldCasts, "field_casts", fieldCastsPart.query, fieldCastsPart.nameColumn, collectInto(fieldCastsPart, &r.fresh.FieldCasts))
+	return r
+}
+
+// sessionStatementPrefix starts the names of the statements a SessionRead prepares on a session's
+// connection; the proxy's names for client statements never start so.
+const sessionStatementPrefix = "pgowl.catalogue."
+
+// sessionSettings is the read's first statement: for its transaction only, UTF8 text whatever the
+// session's client_encoding, names qualified as the Manager's own read prints them (pg_temp
+// after pg_catalog, so nothing temporary shadows a catalogue table), and plans made once per
+// connection (the reads are index lookups by name; planning them every time costs more than
+// running them).
+const sessionSettings = "SELECT pg_catalog.set_config('client_encoding', 'UTF8', true), " +
+	"pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), " +
+	"pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)"
+
+// sessionStatement is one statement of a SessionRead: its name on the connection, its text, and
+// the names it reads (its one parameter; none for the settings).
+type sessionStatement struct {
+	name, query string
+	names       []string
+}
+
+// Messages returns the read as extended-protocol messages, up to and including Sync: each
+// statement prepared under its own name unless prepared holds the name (a Close first, in case
+// a statement of that name is left from a read that failed), then bound, described and run. It
+// adds the names it prepares to prepared (the connection's prepared statements, see
+// StatementNames). Its statements are parsed after the settings ran, so they are planned with
+// them. The session's unnamed statement is not touched; the unnamed portal is used, which the
+// Sync before the read ended anyway.
+func (r *SessionRead) Messages(prepared map[string]struct{}) []byte {
+	var out []byte
+	for _, st := range r.statements {
+		if _, ok := prepared[st.name]; !ok {
+			out = wire.AppendFrame(out, wire.MsgClose, append(append([]byte{wire.TargetStatement}, st.name...), 0))
+			body := append(append([]byte(st.name), 0), st.query...)
+			body = append(body, 0)
+			if st.names != nil {
+				body = append(body, 0, 1)
+				body = binary.BigEndian.AppendUint32(body, pgtype.TextArrayOID)
+			} else {
+				body = append(body, 0, 0)
+			}
+			out = wire.AppendFrame(out, wire.MsgParse, body)
+			prepared[st.name] = struct{}{}
+		}
+		// Bind the unnamed portal to the statement: no parameter formats (text), the
+		// parameters, no result formats (text).
+		body := append(append([]byte{0}, st.name...), 0, 0, 0)
+		if st.names != nil {
+			value := textArrayValue(st.names)
+			body = append(body, 0, 1)
+			body = binary.BigEndian.AppendUint32(body, uint32(len(value)))
+			body = append(body, value...)
+		} else {
+			body = append(body, 0, 0)
+		}
+		body = append(body, 0, 0)
+		out = wire.AppendFrame(out, wire.MsgBind, body)
+		out = wire.AppendFrame(out, wire.MsgDescribe, []byte{wire.TargetPortal, 0})
+		out = wire.AppendFrame(out, wire.MsgExecute, []byte{0, 0, 0, 0, 0})
+	}
+	return wire.AppendFrame(out, wire.MsgSync, nil)
+}
+
+// StatementNames are the names Messages may prepare on a connection; after a failed read the
+// session forgets them, so that the next read prepares them again.
+func (r *SessionRead) StatementNames() []string {
+	names := make([]string, len(r.statements))
+	for i, st := range r.statements {
+		names[i] = st.name
+	}
+	return names
+}
+
+// textArrayValue renders names as a text[] value in PostgreSQL's array syntax, every element
+// quoted (array input reads the same whatever the session's settings).
+func textArrayValue(names []string) []byte {
+	out := []byte{'{'}
+	for i, name := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		for j := 0; j < len(name); j++ {
+			if name[j] == '"' || name[j] == '\\' {
+				out = append(out, '\\')
+			}
+			out = append(out, name[j])
+		}
+		out = append(out, '"')
+	}
+	return append(out, '}')
+}
+
+// collectInto returns a collector that scans a row as p's and appends it to list.
+func collectInto[T any](p part[T], list *[]T) func(row pgx.CollectableRow) error {
+	return func(row pgx.CollectableRow) error {
+		var v T
+		if err := p.scan(row, &v); err != nil {
+			return err
+		}
+		*list = append(*list, v)
+		return nil
+	}
+}
+
+// Receive takes one reply frame of the read; it reports done at its ReadyForQuery.
+func (r *SessionRead) Receive(typ byte, body []byte) (done bool) {
+	switch typ {
+	case wire.MsgRowDescription:
+		var desc pgproto3.RowDescription
+		if err := desc.Decode(body); err != nil {
+			r.fail(err)
+			return false
+		}
+		r.fields = r.fields[:0]
+		for _, f := range desc.Fields {
+			r.fields = append(r.fields, pgconn.FieldDescription{Name: string(f.Name), DataTypeOID: f.DataTypeOID,
+				DataTypeSize: f.DataTypeSize, TypeModifier: f.TypeModifier, Format: f.Format})
+		}
+	case wire.MsgDataRow:
+		if r.statement == 0 || r.err != nil {
+			return false // the settings' row, or a read that failed already
+		}
+		var row pgproto3.DataRow
+		if err := row.Decode(body); err != nil {
+			r.fail(err)
+			return false
+		}
+		if r.statement > len(r.collectors) {
+			r.fail(errors.New("more results than statements"))
+			return false
+		}
+		if err := r.collectors[r.statement-1](&textRow{typeMap: r.typeMap, fields: r.fields, values: row.Values}); err != nil {
+			r.fail(err)
+		}
+	case wire.MsgCommandComplete:
+		r.statement++
+	case wire.MsgErrorResponse:
+		var e pgproto3.ErrorResponse
+		if err := e.Decode(body); err != nil {
+			r.fail(err)
+		} else {
+			r.fail(&pgconn.PgError{Severity: e.Severity, Code: e.Code, Message: e.Message})
+		}
+	case wire.MsgReadyForQuery:
+		r.done = true
+		if r.err == nil && r.statement != len(r.collectors)+1 {
+			r.fail(fmt.Errorf("%d results for %d statements", r.statement, len(r.collectors)+1))
+		}
+		return true
+	}
+	return false
+}
+
+// Fail marks the read as failed (the session lost the connection before the read was done).
+func (r *SessionRead) Fail(err error) { r.fail(err) }
+
+func (r *SessionRead) fail(err error) {
+	if r.err == nil {
+		r.err = fmt.Errorf("catalog: read on the session's connection: %w", err)
+	}
+}
+
+// Err is why the read cannot be used, or nil.
+func (r *SessionRead) Err() error {
+	if r.err == nil && !r.done {
+		return errors.New("catalog: read on the session's connection: not done")
+	}
+	return r.err
+}
+
+// usable reports whether the read's result may patch the catalogue: it is complete, and holds no
+// object of a temporary schema (printed unqualified here, qualified by the Manager's own read).
+func (r *SessionRead) usable() bool {
+	if r.Err() != nil {
+		return false
+	}
+	temporary := func(schema string) bool {
+		return strings.HasPrefix(schema, "pg_temp_") || strings.HasPrefix(schema, "pg_toast_temp_")
+	}
+	for i := range r.fresh.Functions {
+		if temporary(r.fresh.Functions[i].Schema) {
+			return false
+		}
+	}
+	for i := range r.fresh.Views {
+		if temporary(r.fresh.Views[i].Schema) {
+			return false
+		}
+	}
+	return true
+}
+
+// textRow is a DataRow of the read, scanned as pgx scans rows (text format).
+type textRow struct {
+	typeMap *pgtype.Map
+	fields  []pgconn.FieldDescription
+	values  [][]byte
+}
+
+func (t *textRow) FieldDescriptions() []pgconn.FieldDescription { return t.fields }
+func (t *textRow) Scan(dest ...any) error                       { return pgx.ScanRow(t.typeMap, t.fields, t.values, dest...) }
+func (t *textRow) RawValues() [][]byte                          { return t.values }
+func (t *textRow) Values() ([]any, error) {
+	return nil, errors.New("catalog: a session read's rows are scanned, not converted")
+}
+
+// ChangedAndRead is Changed for a committed change whose objects read was read (a SessionRead, nil
+// for none) after the change was committed: when the read is usable and covers every change still
+// pending, no read runs, and no change was told and no lookup asked for since it was prepared, the held catalogue is patched with it and
+// is current at once (read reports true). Otherwise it does what Changed(committed) does: the
+// change is read before the next statement that depends on the catalogue is classified.
+func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges, read *SessionRead) (applied bool) {
+	if read == nil || !read.usable() {
+		m.Changed(name, changes, true)
+		return false
+	}
+	started := time.Now()
+	db := m.state(name)
+	db.mu.Lock()
+	old := db.cat.Load()
+	if db.loading != nil || old == nil || db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
+		db.mu.Unlock()
+		m.Changed(name, changes, true)
+		return false
+	}
+	for i := range read.fresh.Functions {
+		read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
+	}
+	data, parts := patch(old.Data(), &read.fresh, read.wanted)
+	cat := old
+	if parts != (classify.CatalogueParts{}) {
+		cat = classify.DeriveCatalogue(old, *data, parts)
+		if len(read.changes.Relations) == 0 && len(read.changes.Types) == 0 {
+			cat.KeepAnalysesFrom(old, read.changes.Functions)
+		}
+		db.cat.Store(cat)
+	}
+	// The change is committed and read: the catalogue reflects every generation so far.
+	db.generation++
+	db.changed, db.applied = db.generation, db.generation
+	db.pending = classify.CatalogueChanges{}
+	db.dirty.Store(false)
+	db.mu.Unlock()
+	m.opts.Logger.Debug().Str("database", name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
+		Bool("session", true).Strs("functions", read.changes.Functions).Strs("relations", read.changes.Relations).
+		Strs("types", read.changes.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
+	return true
+}
+
+// coveredBy reports whether every name pending names is one read names (and pending is not a change
+// of everything).
+func coveredBy(pending, read *classify.CatalogueChanges) bool {
+	if pending == nil {
+		return true
+	}
+	if pending.Everything {
+		return false
+	}
+	subset := func(names, of []string) bool {
+		for _, name := range names {
+			found := false
+			for _, other := range of {
+				if other == name {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}
+	return subset(pending.Functions, read.Functions) && subset(pending.Relations, read.Relations) && subset(pending.Types, read.Types)
+}
