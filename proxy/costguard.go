@@ -731,7 +731,7 @@ func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, ref
 	if u.expectsReady {
 		sess.sendReady()
 	} else {
-		sess.skipUntilSync = true
+		sess.skip = skipToSync
 	}
 	u.routeErr = refusal
 	sess.logUnit(u, dec, refusal.SQLState)

@@ -109,12 +109,9 @@ type session struct {
 	// transaction.
 	idleTransactionDeadline bool
 
-	batch         batch
-	skipUntilSync bool
-	// syncRefusedSegment: with skipUntilSync, pgowl refused a message of an
-	// extended segment whose start a node already has (sent at a Flush):
-	// the client's Sync still goes to that node, to end the segment there.
-	syncRefusedSegment bool
+	batch batch
+	// skip says whether the client's messages are dropped up to Sync (skip-until-Sync).
+	skip syncSkip
 	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
 	deferred *deferredBegin
 
@@ -205,27 +202,9 @@ func (sess *session) fail(err error) {
 	sess.w.Flush()
 }
 
-// sendReady ends a unit pgowl answered itself.
+// sendReady ends a unit pgowl answered itself, with the status of the session's transaction state.
 func (sess *session) sendReady() {
-	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.readyStatus()})
-}
-
-// readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
-func (sess *session) readyStatus() byte {
-	status := wire.TxIdle
-	if d := sess.deferred; d != nil && sess.held == nil {
-		status = wire.TxInBlock
-		if d.aborted {
-			status = wire.TxFailed
-		}
-	}
-	if sess.held != nil {
-		status = sess.held.conn.TxStatus
-		if sess.held.skipping || status == 0 {
-			status = wire.TxFailed
-		}
-	}
-	return status
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.txState().readyStatus()})
 }
 
 // run reads client messages until the client leaves.
@@ -239,8 +218,9 @@ func (sess *session) run(ctx context.Context) {
 		}
 		// Set before the drain is checked: the drain sets its flag before it
 		// looks for idle sessions, so one of the two sees the other.
-		sess.idleOutsideTransaction.Store(!sess.inTransaction())
-		sess.busy.Store(sess.inBackendTransaction())
+		state := sess.txState()
+		sess.idleOutsideTransaction.Store(!state.inTransaction())
+		sess.busy.Store(state.onNode())
 		if sess.endForShutdown() {
 			return
 		}
@@ -276,7 +256,7 @@ func (sess *session) run(ctx context.Context) {
 			sess.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
-		if sess.skipUntilSync && typ != wire.MsgSync && typ != wire.MsgTerminate {
+		if sess.skip != skipNone && typ != wire.MsgSync && typ != wire.MsgTerminate {
 			continue
 		}
 		switch typ {
@@ -305,15 +285,14 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 		case wire.MsgSync:
-			if sess.skipUntilSync {
-				sess.skipUntilSync = false
+			if skip := sess.skip; skip != skipNone {
+				sess.skip = skipNone
 				sess.batch.reset()
-				if !sess.syncRefusedSegment {
+				if skip != skipToNodeSync {
 					sess.sendReady()
 					continue
 				}
 				// The node holds the start of the refused segment: its Sync ends it there.
-				sess.syncRefusedSegment = false
 			}
 			sess.batch.addSync()
 			if err := sess.runBatch(ctx, true); err != nil {
@@ -341,8 +320,10 @@ func (sess *session) run(ctx context.Context) {
 func (sess *session) refuseInBatch(err *clientError) {
 	sess.batch.reset()
 	sess.send(toErrorResponse(err))
-	sess.skipUntilSync = true
-	sess.syncRefusedSegment = sess.held != nil && sess.held.openBatch
+	sess.skip = skipToSync
+	if sess.held != nil && sess.held.openBatch {
+		sess.skip = skipToNodeSync
+	}
 	sess.log.Info().Str("sqlstate", err.SQLState).Str("error", err.Message).Msg("message refused")
 }
 
@@ -368,7 +349,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != wire.TxFailed {
+	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && !sess.txState().failed() {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -425,7 +406,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
-	if !sess.inBackendTransaction() {
+	if !sess.txState().onNode() {
 		// A unit that starts new work waits while pgowl is paused, and is
 		// then routed by the node states of the moment it is released.
 		if err := sess.srv.pause.wait(ctx); err != nil {
@@ -464,7 +445,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			if u.expectsReady {
 				sess.sendReady()
 			} else {
-				sess.skipUntilSync = true
+				sess.skip = skipToSync
 			}
 			u.routeErr = err
 			sess.logUnit(u, dec, errorCode(err))
@@ -636,7 +617,7 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 	if u.expectsReady {
 		sess.sendReady()
 	} else {
-		sess.skipUntilSync = true
+		sess.skip = skipToSync
 	}
 	sess.logUnit(u, dec, sqlstateConnectionFailure)
 	return nil

@@ -19,64 +19,69 @@ func heldBackend(status byte) *backend {
 type txStateCase struct {
 	name  string
 	setup func(sess *session)
+	state txState
 	// ready is the status of a ReadyForQuery pgowl sends itself.
 	ready byte
-	// inTransaction, failed and onNode are inTransaction, inFailedTransaction
-	// and inBackendTransaction.
+	// inTransaction, failed and onNode are what the state's predicates say.
 	inTransaction, failed, onNode bool
 }
 
 // txStateCases are the states of the table in doc.go ("The session's state
 // machine"), with the status byte and predicates the session had for each
-// before the state became one type.
+// before the state became one type (txState): readyStatus, inTransaction,
+// inFailedTransaction and inBackendTransaction, each reading the fields.
+// Where those disagreed, the row says so.
 var txStateCases = []txStateCase{
-	{name: "idle", setup: func(*session) {},
+	{name: "idle", setup: func(*session) {}, state: txIdle,
 		ready: wire.TxIdle},
-	{name: "deferred", setup: func(s *session) { s.deferred = &deferredBegin{} },
+	{name: "deferred", setup: func(s *session) { s.deferred = &deferredBegin{} }, state: txDeferred,
 		ready: wire.TxInBlock, inTransaction: true},
-	{name: "deferred-aborted", setup: func(s *session) { s.deferred = &deferredBegin{aborted: true} },
+	{name: "deferred-aborted", setup: func(s *session) { s.deferred = &deferredBegin{aborted: true} }, state: txDeferredAborted,
 		ready: wire.TxFailed, inTransaction: true, failed: true},
-	{name: "in block", setup: func(s *session) { s.held = heldBackend(wire.TxInBlock) },
+	{name: "in block", setup: func(s *session) { s.held = heldBackend(wire.TxInBlock) }, state: txInBlock,
 		ready: wire.TxInBlock, inTransaction: true, onNode: true},
-	{name: "failed", setup: func(s *session) { s.held = heldBackend(wire.TxFailed) },
+	{name: "failed", setup: func(s *session) { s.held = heldBackend(wire.TxFailed) }, state: txFailed,
 		ready: wire.TxFailed, inTransaction: true, failed: true, onNode: true},
 	{name: "failed: the node skips to Sync in a block", setup: func(s *session) {
 		s.held = heldBackend(wire.TxInBlock)
 		s.held.skipping = true
-	}, ready: wire.TxFailed, inTransaction: true, failed: true, onNode: true},
+	}, state: txFailed, ready: wire.TxFailed, inTransaction: true, failed: true, onNode: true},
 	{name: "failed: the node skips to Sync in an implicit transaction", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
 		s.held.openBatch, s.held.skipping = true, true
-	}, ready: wire.TxFailed, failed: true},
+	}, state: txBatchFailed, ready: wire.TxFailed, failed: true},
 	{name: "pinned", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
 		s.pinBits = classify.SessionListen
-	}, ready: wire.TxIdle},
+	}, state: txPinned, ready: wire.TxIdle},
 	{name: "open batch", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
 		s.held.openBatch = true
-	}, ready: wire.TxIdle},
+	}, state: txOpenBatch, ready: wire.TxIdle},
 	{name: "open read-only batch", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
 		s.held.openBatch, s.held.openReadOnly = true, true
-	}, ready: wire.TxIdle},
+	}, state: txOpenReadOnlyBatch, ready: wire.TxIdle},
 	{name: "open batch inside a block", setup: func(s *session) {
 		s.held = heldBackend(wire.TxInBlock)
 		s.held.openBatch = true
-	}, ready: wire.TxInBlock, inTransaction: true, onNode: true},
-	{name: "skip-until-Sync while idle", setup: func(s *session) { s.skipUntilSync = true },
+	}, state: txInBlock, ready: wire.TxInBlock, inTransaction: true, onNode: true},
+	{name: "skip-until-Sync while idle", setup: func(s *session) { s.skip = skipToSync }, state: txIdle,
 		ready: wire.TxIdle},
 	{name: "skip-until-Sync in a block", setup: func(s *session) {
 		s.held = heldBackend(wire.TxInBlock)
-		s.skipUntilSync, s.syncRefusedSegment = true, false
-	}, ready: wire.TxInBlock, inTransaction: true, onNode: true},
+		s.skip = skipToSync
+	}, state: txInBlock, ready: wire.TxInBlock, inTransaction: true, onNode: true},
 	{name: "a held backend's status wins over a deferred BEGIN", setup: func(s *session) {
 		s.deferred = &deferredBegin{}
 		s.held = heldBackend(wire.TxInBlock)
-	}, ready: wire.TxInBlock, inTransaction: true, onNode: true},
+	}, state: txInBlock, ready: wire.TxInBlock, inTransaction: true, onNode: true},
 	{name: "a connection that never reported a status counts as failed", setup: func(s *session) {
 		s.held = heldBackend(0)
-	}, ready: wire.TxFailed, inTransaction: true, onNode: true},
+		// Only hand-made connections lack a status (a pooled one has its
+		// login's). inFailedTransaction said false here, while readyStatus
+		// said E: the state says failed for both.
+	}, state: txFailed, ready: wire.TxFailed, inTransaction: true, failed: true, onNode: true},
 }
 
 func TestTransactionStateReportsStatusAndPredicates(t *testing.T) {
@@ -84,17 +89,21 @@ func TestTransactionStateReportsStatusAndPredicates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sess := relaySession(&bytes.Buffer{})
 			tc.setup(sess)
-			if got := sess.readyStatus(); got != tc.ready {
+			state := sess.txState()
+			if state != tc.state {
+				t.Errorf("state %s, want %s", state, tc.state)
+			}
+			if got := state.readyStatus(); got != tc.ready {
 				t.Errorf("readyStatus %q, want %q", got, tc.ready)
 			}
-			if got := sess.inTransaction(); got != tc.inTransaction {
+			if got := state.inTransaction(); got != tc.inTransaction {
 				t.Errorf("inTransaction %v, want %v", got, tc.inTransaction)
 			}
-			if got := sess.inFailedTransaction(); got != tc.failed {
-				t.Errorf("inFailedTransaction %v, want %v", got, tc.failed)
+			if got := state.failed(); got != tc.failed {
+				t.Errorf("failed %v, want %v", got, tc.failed)
 			}
-			if got := sess.inBackendTransaction(); got != tc.onNode {
-				t.Errorf("inBackendTransaction %v, want %v", got, tc.onNode)
+			if got := state.onNode(); got != tc.onNode {
+				t.Errorf("onNode %v, want %v", got, tc.onNode)
 			}
 		})
 	}
@@ -128,8 +137,8 @@ type txTransitionCase struct {
 	event  func(sess *session)
 	// ready is the status of the last ReadyForQuery the client got (0: none).
 	ready byte
-	// deferred and aborted describe the deferred BEGIN after the event.
-	deferred, aborted bool
+	// after is the state after the event.
+	after txState
 }
 
 var txTransitionCases = []txTransitionCase{
@@ -138,7 +147,7 @@ var txTransitionCases = []txTransitionCase{
 		event: func(s *session) {
 			s.deferBegin([]byte("BEGIN\x00"), "BEGIN", transactionStatement(classify.TxBegin, classify.TxKindBegin))
 		},
-		ready: wire.TxInBlock, deferred: true},
+		ready: wire.TxInBlock, after: txDeferred},
 	{name: "deferred, COMMIT with nothing run: idle",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
@@ -156,27 +165,27 @@ var txTransitionCases = []txTransitionCase{
 		event: func(s *session) {
 			s.answerInDeferred(classify.Effects{Statements: 1, Access: classify.Read})
 		},
-		ready: wire.TxFailed, deferred: true, aborted: true},
+		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a statement: left to the node, nothing answered",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
 			s.answerInDeferred(classify.Effects{Statements: 1, Access: classify.Read})
 		},
-		deferred: true},
+		after: txDeferred},
 	{name: "deferred, a prepare-only batch failed outside it: deferred-aborted",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
 			u := unit{errCode: "42601"}
 			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
 		},
-		ready: wire.TxFailed, deferred: true, aborted: true},
+		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a prepare-only batch ran outside it: stays deferred",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
 			u := unit{}
 			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
 		},
-		ready: wire.TxInBlock, deferred: true},
+		ready: wire.TxInBlock, after: txDeferred},
 }
 
 func TestTransactionStateTransitionsWithoutANode(t *testing.T) {
@@ -194,11 +203,8 @@ func TestTransactionStateTransitionsWithoutANode(t *testing.T) {
 			if ready != tc.ready {
 				t.Errorf("client got %q ending with ReadyForQuery %q, want %q", types, ready, tc.ready)
 			}
-			if got := sess.deferred != nil; got != tc.deferred {
-				t.Errorf("deferred BEGIN kept: %v, want %v", got, tc.deferred)
-			}
-			if got := sess.deferred != nil && sess.deferred.aborted; got != tc.aborted {
-				t.Errorf("deferred BEGIN aborted: %v, want %v", got, tc.aborted)
+			if got := sess.txState(); got != tc.after {
+				t.Errorf("state after: %s, want %s", got, tc.after)
 			}
 		})
 	}
@@ -228,8 +234,12 @@ func TestRefusedBatchMessageSkipsUntilSync(t *testing.T) {
 			if string(types) != "E" {
 				t.Errorf("client got %q, want one ErrorResponse and no ReadyForQuery before Sync", types)
 			}
-			if !sess.skipUntilSync || sess.syncRefusedSegment != tc.toNode {
-				t.Errorf("skipUntilSync %v, Sync to the node %v; want true, %v", sess.skipUntilSync, sess.syncRefusedSegment, tc.toNode)
+			want := skipToSync
+			if tc.toNode {
+				want = skipToNodeSync
+			}
+			if sess.skip != want {
+				t.Errorf("skip %d, want %d", sess.skip, want)
 			}
 		})
 	}
