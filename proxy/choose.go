@@ -335,7 +335,7 @@ func (sess *session) releaseIdle(be *backend) {
 		}
 		clear(be.conn.Prepared)
 		be.conn.Unnamed = 0
-		be.conn.Settings = ""
+		be.conn.Settings = pool.Settings{}
 	}
 	if len(be.conn.Prepared) > maxPreparedPerConn {
 		// Bound what a long-lived connection accumulates.
@@ -422,14 +422,14 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings == sess.settingsKey || be.openBatch || c.TxStatus != wire.TxIdle {
+	if c.Settings.Carries(sess.settingsKey) || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
 	if !sess.setsChangeLexing() {
 		var q strings.Builder
-		if c.Settings != "" {
+		if !c.Settings.Carries("") {
 			q.WriteString("RESET ALL;\n")
 		}
 		for _, s := range sess.loads {
@@ -443,7 +443,7 @@ func (sess *session) prepareBackend(be *backend) error {
 		code, err := sess.runQuietly(be, q.String())
 		if err != nil || code == "" {
 			if err == nil {
-				c.Settings = sess.settingsKey
+				c.Settings = pool.KnownSettings(sess.settingsKey)
 			}
 			return err
 		}
@@ -460,7 +460,7 @@ func (sess *session) prepareBackend(be *backend) error {
 		}
 		return err
 	}
-	c.Settings = ""
+	c.Settings = pool.Settings{}
 	failed := false
 	for _, s := range slices.Concat(sess.loads, sess.sets) {
 		code, err := sess.runQuietly(be, s)
@@ -471,10 +471,10 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	if failed {
 		// Make the next use try again.
-		c.Settings = "\x00failed"
+		c.Settings = pool.Settings{State: pool.SettingsReplayFailed}
 		return nil
 	}
-	c.Settings = sess.settingsKey
+	c.Settings = pool.KnownSettings(sess.settingsKey)
 	return nil
 }
 
@@ -566,7 +566,7 @@ func (sess *session) closeBackends() {
 				reusable = err == nil && code == ""
 				clear(be.conn.Prepared)
 				be.conn.Unnamed = 0
-				be.conn.Settings = ""
+				be.conn.Settings = pool.Settings{}
 			}
 			reusable = reusable && be.conn.TxStatus == wire.TxIdle
 			be.conn.NetConn().SetDeadline(time.Time{})

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"slices"
+
+	"github.com/pgowl/pgowl/pool"
 )
 
 // maxLoads bounds the LOAD statements a session replays.
@@ -29,10 +31,10 @@ func (sess *session) noteLoad(be *backend, load string) {
 		sess.log.Warn().Str("statement", load).Msg("too many LOADs to replay: this one holds on its backend only")
 		return
 	}
-	current := be.conn.Settings == sess.settingsKey
+	current := be.conn.Settings.Carries(sess.settingsKey)
 	sess.loads = append(sess.loads, load)
 	sess.updateSettingsKey()
 	if current {
-		be.conn.Settings = sess.settingsKey
+		be.conn.Settings = pool.KnownSettings(sess.settingsKey)
 	}
 }

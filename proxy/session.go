@@ -730,7 +730,7 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 	}
 	switch {
 	case sess.pendingUncertain:
-		be.conn.Settings = unknownSettings
+		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
 	case u.committed:
 		sess.applySets(be, sess.pendingSets)
@@ -776,7 +776,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		sess.sets, sess.pendingSets = nil, nil
 		sess.updateSettingsKey()
 		sess.forgetStatements(be)
-		be.conn.Settings = ""
+		be.conn.Settings = pool.Settings{}
 	case eff.Session&classify.SessionDeallocateAll != 0:
 		sess.forgetStatements(be)
 	}
@@ -825,7 +825,7 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 		sess.settingsChangedUnseen(be)
 	case eff.Session&classify.SessionDiscard != 0:
 		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
-		be.conn.Settings = unknownSettings
+		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 	}
 	if eff.Session&(classify.SessionDiscard|classify.SessionDeallocate) != 0 {
 		be.dirty = true
@@ -835,10 +835,6 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 // sqlstateCachedPlanChanged is feature_not_supported, which PostgreSQL reports
 // for "cached plan must not change result type".
 const sqlstateCachedPlanChanged = "0A000"
-
-// unknownSettings marks a connection whose settings pgowl does not know: it
-// matches no session's settings key, so the next unit resets them first.
-const unknownSettings = "\x00unknown"
 
 // applySets records settings changes that took effect on be. A SET or RESET
 // of a setting replaces what the session recorded for it before, so that a
@@ -862,10 +858,10 @@ func (sess *session) applySets(be *backend, sets []string) {
 		sess.sets = append(sess.sets, s)
 	}
 	sess.updateSettingsKey()
-	if be.conn.Settings != unknownSettings {
+	if be.conn.Settings.State != pool.SettingsUnknown {
 		// (A connection that holds what pgowl cannot name stays unknown:
 		// it is reset before its next use.)
-		be.conn.Settings = sess.settingsKey
+		be.conn.Settings = pool.KnownSettings(sess.settingsKey)
 	}
 }
 

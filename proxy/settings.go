@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/route"
 	"github.com/pgowl/pgowl/wire"
 )
@@ -54,7 +55,7 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 // session's settings are read back once the backend is idle.
 func (sess *session) settingsChangedUnseen(be *backend) {
 	sess.settingsToReadBack = true
-	be.conn.Settings = unknownSettings
+	be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 }
 
 // readSettingsBackIfDue reads the values the session's settings have on be,
