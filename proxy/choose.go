@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"slices"
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
@@ -127,7 +126,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	if d := sess.deferred; d != nil && u.carriesBegin {
 		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
 	}
-	f.PrimaryOnly = sess.primaryOnly
+	f.PrimaryOnly = sess.settings.primaryOnly
 	f.MaxLag = sess.maxLag
 	sess.notePoolRoom(&r, snap)
 	sess.noteGuard(u, &r, snap)
@@ -365,21 +364,7 @@ func (sess *session) releaseIdle(be *backend) {
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
 		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
-		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.setsIsolation()
-}
-
-// setsIsolation reports whether the session set a default isolation level:
-// above READ COMMITTED an implicit transaction's statements share one
-// snapshot, which a split across nodes would not keep. (A default set for
-// the role or database is not seen here.)
-func (sess *session) setsIsolation() bool {
-	for _, s := range sess.sets {
-		// SET SESSION CHARACTERISTICS (no name) may set the default level too.
-		if change, ok := sess.recordedSetting(s); ok && (change.Name == "default_transaction_isolation" || change.Name == "" && !change.All) {
-			return true
-		}
-	}
-	return false
+		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.settings.setsIsolation(sess.srv.opts.Classifier)
 }
 
 // leaveReadOnlyBatch ends the batch's implicit read-only transaction on be with
@@ -422,28 +407,28 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings.Carries(sess.settingsKey) || be.openBatch || c.TxStatus != wire.TxIdle {
+	if c.Settings.Carries(sess.settings.key) || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
-	if !sess.setsChangeLexing() {
+	if !sess.settings.changesLexing(sess.srv.opts.Classifier) {
 		var q strings.Builder
 		if !c.Settings.Carries("") {
 			q.WriteString("RESET ALL;\n")
 		}
-		for _, s := range sess.loads {
+		for _, s := range sess.settings.loads {
 			q.WriteString(s)
 			q.WriteString(";\n")
 		}
-		for _, s := range sess.sets {
+		for _, s := range sess.settings.sets {
 			q.WriteString(s)
 			q.WriteString(";\n")
 		}
 		code, err := sess.runQuietly(be, q.String())
 		if err != nil || code == "" {
 			if err == nil {
-				c.Settings = pool.KnownSettings(sess.settingsKey)
+				c.Settings = pool.KnownSettings(sess.settings.key)
 			}
 			return err
 		}
@@ -462,7 +447,7 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	c.Settings = pool.Settings{}
 	failed := false
-	for _, s := range slices.Concat(sess.loads, sess.sets) {
+	for _, s := range sess.settings.replay() {
 		code, err := sess.runQuietly(be, s)
 		if err != nil {
 			return err
@@ -474,19 +459,8 @@ func (sess *session) prepareBackend(be *backend) error {
 		c.Settings = pool.Settings{State: pool.SettingsReplayFailed}
 		return nil
 	}
-	c.Settings = pool.KnownSettings(sess.settingsKey)
+	c.Settings = pool.KnownSettings(sess.settings.key)
 	return nil
-}
-
-// setsChangeLexing reports whether the session's recorded settings include one
-// that changes how the statements after it are read.
-func (sess *session) setsChangeLexing() bool {
-	for _, s := range sess.sets {
-		if change, ok := sess.recordedSetting(s); ok && lexerSettings[change.Name] {
-			return true
-		}
-	}
-	return false
 }
 
 // runQuietly runs a statement the client does not see and consumes its

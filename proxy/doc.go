@@ -238,13 +238,20 @@
 // backend of the session, since currval and lastval live where nextval ran.
 // What a statement sets, and how it replays, comes from classify's typed
 // facts (classify.Effects.Settings, Transaction, Loads, DiscardsSequences):
-// the proxy does not parse SQL. SETs inside a transaction wait in
-// pendingSets until it commits (COMMIT AND CHAIN commits them, ROLLBACK AND
-// CHAIN drops them); after a ROLLBACK TO SAVEPOINT pgowl cannot tell which
-// survived, so the backend's settings count as unknown and it is reset
-// before its next use. A change that cannot be replayed as sent (set_config
-// inside a function, a computed value) is read back from the node once the
-// backend is idle (settings.go).
+// the proxy does not parse SQL. The session's settingsTracker
+// (settings_tracker.go) holds this state, and does no I/O itself. SETs
+// inside a transaction wait in its pending list until it commits (COMMIT
+// AND CHAIN commits them, ROLLBACK AND CHAIN drops them); after a ROLLBACK
+// TO SAVEPOINT pgowl cannot tell which survived, so the backend's settings
+// count as unknown and it is reset before its next use. A change that
+// cannot be replayed as sent (set_config inside a function, a computed
+// value) is read back from the node once the backend is idle (settings.go).
+//
+// Each backend connection is marked with what it carries (pool.Settings):
+// known, with the key of the settings a session applied there ("" for
+// none); unknown, after a change pgowl cannot name (reset before its next
+// use, whoever gets it); or replay failed (reset and replayed again at its
+// next use).
 //
 // # Listening sessions
 //

@@ -3,14 +3,11 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,27 +46,13 @@ type session struct {
 	maxLag time.Duration
 	// maxCost is the session's pgowl.max_cost (0: the guards' own).
 	maxCost float64
-	// primaryOnly are the settings that make every statement of the session
-	// need the primary, whatever it does: a serializable default isolation
-	// level from the login, or read back from the node, which a standby
-	// refuses for every statement.
-	primaryOnly route.PrimaryOnly
-	// settingNames are the settings the session's statements named in
-	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
-	// maxSettingNames: a read-back asks for each, since pg_settings does not
-	// list the settings of applications (app.tenant).
-	settingNames []string
-	// settingsToReadBack: a unit changed settings in a way pgowl cannot
-	// replay as sent; they are read back once the backend is idle (at the end
-	// of the unit, or of the transaction block or batch it ran in).
-	settingsToReadBack bool
+	// settings follows the session's settings, LOADs and the settings that
+	// make it need the primary (settings_tracker.go).
+	settings settingsTracker
 	// sequencesDiscarded: in transaction pooling, the session ran DISCARD
 	// SEQUENCES (or ALL) and has not run a unit on the primary since; the
 	// next primary backend it gets discards its sequence state first.
 	sequencesDiscarded bool
-	// loads are the LOAD statements the session ran, replayed on its other
-	// backends ahead of its settings (see noteLoad).
-	loads []string
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
@@ -91,18 +74,6 @@ type session struct {
 
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
-
-	// sets are the session-level settings changes that succeeded, in order;
-	// pendingSets ran inside the open transaction and count only if it commits.
-	// settingsKey identifies sets ("" when there are none).
-	sets        []string
-	pendingSets []string
-	// pendingUncertain: a ROLLBACK TO SAVEPOINT (or a multi-statement unit
-	// ending or chaining transactions) may have undone some pendingSets;
-	// pgowl does not follow savepoints, so when the transaction ends the
-	// backend's settings count as unknown and the pending SETs are dropped.
-	pendingUncertain bool
-	settingsKey      string
 
 	// idleTransactionDeadline: the client connection has a read deadline,
 	// limits.idle_transaction_timeout, because the session is idle inside a
@@ -644,7 +615,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		sess.endPgowlTransaction(u.committed)
 	}
 	if !u.runsNothing {
-		sess.noteSettingNames(u.effects.SetConfigNames)
+		sess.settings.noteNames(u.effects.SetConfigNames)
 	}
 	if u.effects.Session != 0 && !u.runsNothing {
 		// A unit that only prepared and described ran nothing: the effects
@@ -702,8 +673,8 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 // the backend's settings count as unknown (RESET ALL before its next unit)
 // and the SETs are dropped.
 func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
-	if len(sess.pendingSets) == 0 {
-		sess.pendingUncertain = false
+	if len(sess.settings.pending) == 0 {
+		sess.settings.pendingUncertain = false
 		return
 	}
 	if status != wire.TxIdle {
@@ -712,13 +683,13 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		}
 		if u.effects.Statements != 1 {
 			if u.effects.Tx != classify.TxNone {
-				sess.pendingUncertain = true
+				sess.settings.pendingUncertain = true
 			}
 			return
 		}
 		switch txKind(u.effects) {
 		case classify.TxKindRollbackToSavepoint:
-			sess.pendingUncertain = true
+			sess.settings.pendingUncertain = true
 			return
 		case classify.TxKindCommitAndChain:
 			// Committed; the chained transaction starts without pending SETs.
@@ -729,29 +700,14 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		}
 	}
 	switch {
-	case sess.pendingUncertain:
+	case sess.settings.pendingUncertain:
 		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
 	case u.committed:
-		sess.applySets(be, sess.pendingSets)
+		sess.applySets(be, sess.settings.pending)
 	}
-	sess.pendingSets = sess.pendingSets[:0]
-	sess.pendingUncertain = false
-}
-
-// maxSettingNames bounds Session.settingNames.
-const maxSettingNames = 64
-
-// noteSettingNames remembers the setting names a unit's statements named.
-func (sess *session) noteSettingNames(names []string) {
-	for _, name := range names {
-		if len(sess.settingNames) >= maxSettingNames {
-			return
-		}
-		if name != "" && !slices.Contains(sess.settingNames, name) {
-			sess.settingNames = append(sess.settingNames, name)
-		}
-	}
+	sess.settings.pending = sess.settings.pending[:0]
+	sess.settings.pendingUncertain = false
 }
 
 // pinningEffects are the session effects whose state cannot move between nodes.
@@ -773,8 +729,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 			sess.log.Info().Str("node", be.node).Str("released", describePin(sess.pinBits)).Msg("session pin released")
 		}
 		sess.pinBits = 0
-		sess.sets, sess.pendingSets = nil, nil
-		sess.updateSettingsKey()
+		sess.settings.discardAll()
 		sess.forgetStatements(be)
 		be.conn.Settings = pool.Settings{}
 	case eff.Session&classify.SessionDeallocateAll != 0:
@@ -802,7 +757,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		case be.conn.TxStatus == wire.TxIdle:
 			sess.applySets(be, []string{replay})
 		default:
-			sess.pendingSets = append(sess.pendingSets, replay)
+			sess.settings.pending = append(sess.settings.pending, replay)
 		}
 	}
 }
@@ -836,61 +791,15 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 // for "cached plan must not change result type".
 const sqlstateCachedPlanChanged = "0A000"
 
-// applySets records settings changes that took effect on be. A SET or RESET
-// of a setting replaces what the session recorded for it before, so that a
-// value set again and again is replayed once.
+// applySets records settings changes that took effect on be (see
+// settingsTracker.apply), and marks be as carrying the session's settings.
 func (sess *session) applySets(be *backend, sets []string) {
-	for _, s := range sets {
-		change, ok := sess.recordedSetting(s)
-		if ok && change.All {
-			sess.sets = sess.sets[:0]
-			continue
-		}
-		if ok && change.Name != "" && !lexerSettings[change.Name] {
-			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
-				other, ok := sess.recordedSetting(earlier)
-				return ok && other.Name == change.Name
-			})
-			if change.Reset {
-				continue // the replay starts from RESET ALL: the default is what RESET gives
-			}
-		}
-		sess.sets = append(sess.sets, s)
-	}
-	sess.updateSettingsKey()
+	sess.settings.apply(sess.srv.opts.Classifier, sets)
 	if be.conn.Settings.State != pool.SettingsUnknown {
 		// (A connection that holds what pgowl cannot name stays unknown:
 		// it is reset before its next use.)
-		be.conn.Settings = pool.KnownSettings(sess.settingsKey)
+		be.conn.Settings = pool.KnownSettings(sess.settings.key)
 	}
-}
-
-// lexerSettings change how later statements' text is read (string escapes,
-// the client's bytes): an entry for one is never moved or dropped, so that
-// every recorded statement after it is replayed as it was read.
-var lexerSettings = map[string]bool{
-	"standard_conforming_strings": true,
-	"client_encoding":             true,
-	"backslash_quote":             true,
-	"escape_string_warning":       true,
-}
-
-func (sess *session) updateSettingsKey() {
-	if len(sess.sets) == 0 && len(sess.loads) == 0 {
-		sess.settingsKey = ""
-		return
-	}
-	h := sha256.New()
-	for _, s := range sess.loads {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	h.Write([]byte{0})
-	for _, s := range sess.sets {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
