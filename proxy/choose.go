@@ -332,9 +332,7 @@ func (sess *session) releaseIdle(be *backend) {
 			be.conn = nil
 			return
 		}
-		clear(be.conn.Prepared)
-		be.conn.Unnamed = 0
-		be.conn.Settings = pool.Settings{}
+		be.reset()
 	}
 	if len(be.conn.Prepared) > maxPreparedPerConn {
 		// Bound what a long-lived connection accumulates.
@@ -342,8 +340,7 @@ func (sess *session) releaseIdle(be *backend) {
 			sess.srv.opts.Pool.Release(be.conn, false)
 			return
 		}
-		clear(be.conn.Prepared)
-		be.conn.Unnamed = 0
+		be.forgetPrepared()
 	}
 	sess.waitForCancel()
 	sess.srv.opts.Pool.Release(be.conn, true)
@@ -538,9 +535,7 @@ func (sess *session) closeBackends() {
 				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
 				reusable = err == nil && code == ""
-				clear(be.conn.Prepared)
-				be.conn.Unnamed = 0
-				be.conn.Settings = pool.Settings{}
+				be.reset()
 			}
 			reusable = reusable && be.conn.TxStatus == wire.TxIdle
 			be.conn.NetConn().SetDeadline(time.Time{})

@@ -143,6 +143,21 @@ type backend struct {
 	dirty bool
 }
 
+// reset follows a DISCARD ALL that ran on be's connection: nothing pgowl
+// left there remains, neither prepared statements nor settings, and the
+// connection's record says so for the next session that gets it.
+func (be *backend) reset() {
+	be.forgetPrepared()
+	be.conn.Settings = pool.Settings{}
+}
+
+// forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
+// connection: it holds no prepared statement, named or unnamed.
+func (be *backend) forgetPrepared() {
+	clear(be.conn.Prepared)
+	be.conn.Unnamed = 0
+}
+
 // preparedStmt is a statement the client prepared with Parse.
 type preparedStmt struct {
 	id         uint64 // unique in the process
@@ -731,7 +746,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		sess.pinBits = 0
 		sess.settings.discardAll()
 		sess.forgetStatements(be)
-		be.conn.Settings = pool.Settings{}
+		be.reset()
 	case eff.Session&classify.SessionDeallocateAll != 0:
 		sess.forgetStatements(be)
 	}
@@ -807,8 +822,7 @@ func (sess *session) applySets(be *backend, sets []string) {
 func (sess *session) forgetStatements(be *backend) {
 	clear(sess.stmts)
 	sess.unnamed = nil
-	clear(be.conn.Prepared)
-	be.conn.Unnamed = 0
+	be.forgetPrepared()
 }
 
 // writeNotice sends the routing NOTICE for a unit, if the session wants it.
