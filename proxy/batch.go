@@ -284,11 +284,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if d := sess.deferred; d != nil && d.aborted {
 		if !endsTransaction(stmts) {
 			sess.send(toErrorResponse(abortedTransaction()))
-			if synced {
-				sess.sendReady()
-			} else {
-				sess.skip = skipToSync
-			}
+			sess.endRefused(synced)
 			return nil
 		}
 		// Ending the failed transaction, which no node has: the batch runs

@@ -288,11 +288,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 		sess.send(toErrorResponse(&clientError{SQLState: sqlstateFeatureNotSupported,
 			Message: "pgowl: a pgowl.* command cannot share an extended-protocol batch with other statements",
 			Hint:    "Send SET/SHOW pgowl.* in its own batch."}))
-		if synced {
-			sess.sendReady()
-		} else {
-			sess.skip = skipToSync
-		}
+		sess.endRefused(synced)
 		return true, nil
 	}
 	portals := map[string]*preparedStmt{}
@@ -339,11 +335,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 			res := sess.runPgowl(st.effects.Pgowl)
 			if res.err != nil {
 				sess.send(toErrorResponse(res.err))
-				if synced {
-					sess.sendReady()
-				} else {
-					sess.skip = skipToSync
-				}
+				sess.endRefused(synced)
 				return true, nil
 			}
 			sess.sendRows(res)

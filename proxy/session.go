@@ -299,6 +299,19 @@ func (sess *session) run(ctx context.Context) {
 	}
 }
 
+// endRefused ends a unit that pgowl answered with an error instead of a
+// node: when the client's unit ends with ReadyForQuery (a Query, or a batch
+// up to Sync) pgowl sends one, with the transaction state's status;
+// otherwise the rest of the segment is skipped until the client's Sync
+// (skipToSync), as a node skips it after an error.
+func (sess *session) endRefused(expectsReady bool) {
+	if expectsReady {
+		sess.sendReady()
+		return
+	}
+	sess.skip = skipToSync
+}
+
 // refuseInBatch answers a message of an extended batch that pgowl refuses
 // itself with err, and skips the rest of the segment until Sync, as a node
 // does after an error. The batch's earlier messages, not sent yet, are
@@ -428,11 +441,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				sess.deferred.aborted = true
 			}
 			sess.send(toErrorResponse(err))
-			if u.expectsReady {
-				sess.sendReady()
-			} else {
-				sess.skip = skipToSync
-			}
+			sess.endRefused(u.expectsReady)
 			u.routeErr = err
 			sess.logUnit(u, dec, errorCode(err))
 			return nil
@@ -600,11 +609,7 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 		Detail:  cause.Error(),
 		Hint:    "Any open transaction on " + be.node + " is gone. Retry the transaction; it will run on the current roles."}))
 	sess.batch.reset()
-	if u.expectsReady {
-		sess.sendReady()
-	} else {
-		sess.skip = skipToSync
-	}
+	sess.endRefused(u.expectsReady)
 	sess.logUnit(u, dec, sqlstateConnectionFailure)
 	return nil
 }

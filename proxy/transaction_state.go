@@ -170,8 +170,9 @@ func (sess *session) txState() txState {
 // syncSkip is the client side of skip-until-Sync: after pgowl refuses a
 // message of an extended segment (or loses its backend mid-batch), it drops
 // the client's messages up to Sync, as PostgreSQL does after an error.
-// Entered by refuseInBatch and by every refusal of a unit that does not
-// end with ReadyForQuery; left by the client's Sync, in the session's loop.
+// Entered by refuseInBatch (a refused message) and by endRefused (a refused
+// unit that does not end with ReadyForQuery; the cost guard's refusal sets
+// it the same way); left by the client's Sync, in the session's loop.
 type syncSkip uint8
 
 const (
