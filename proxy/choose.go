@@ -299,20 +299,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		}
 		return nil, err
 	}
-	be := sess.spare
-	if be == nil {
-		be = &backend{}
-	}
-	sess.spare = nil
-	*be = backend{
-		conn:    c,
-		node:    node,
-		role:    role,
-		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
-		expect:  expectQueue{items: be.expect.items[:0]},
-	}
-	sess.backends = append(sess.backends, be)
-	return be, nil
+	return sess.backends.add(c, node, role), nil
 }
 
 // releaseIdle gives a backend back to the pool after a unit that left nothing
@@ -323,7 +310,7 @@ func (sess *session) releaseIdle(be *backend) {
 	if !sess.srv.transactionPooling || sess.held == be || be.broken || be.expect.len() > 0 {
 		return
 	}
-	sess.forgetBackend(be)
+	sess.backends.forget(be)
 	if be.dirty {
 		// What the connection holds is not known: start it afresh.
 		code, err := sess.runQuietly(be, "DISCARD ALL")
@@ -346,8 +333,7 @@ func (sess *session) releaseIdle(be *backend) {
 	sess.srv.opts.Pool.Release(be.conn, true)
 	// In transaction pooling a session takes a backend for every unit: the
 	// next one reuses this struct and its expectation queue.
-	be.conn = nil
-	sess.spare = be
+	sess.backends.keepSpare(be)
 }
 
 // canLeaveReadOnlyBatch reports whether the next part of a batch, which
@@ -511,7 +497,7 @@ const resetTimeout = 5 * time.Second
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
 	be.broken = true
-	sess.forgetBackend(be)
+	sess.backends.forget(be)
 	if sess.held == be {
 		sess.held = nil
 		sess.pinBits = 0
@@ -523,7 +509,7 @@ func (sess *session) dropBackend(be *backend) {
 
 // closeBackends returns the session's connections to the pool, clean.
 func (sess *session) closeBackends() {
-	for _, be := range sess.backends {
+	for _, be := range sess.backends.list {
 		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
 		if reusable {
 			be.conn.NetConn().SetDeadline(time.Now().Add(resetTimeout))
@@ -543,30 +529,9 @@ func (sess *session) closeBackends() {
 		sess.waitForCancel()
 		sess.srv.opts.Pool.Release(be.conn, reusable)
 	}
-	clear(sess.backends)
-	sess.backends = sess.backends[:0]
+	sess.backends.empty()
 	sess.held = nil
 }
 
 // backendOn returns the session's connection to node, or nil.
-func (sess *session) backendOn(node string) *backend {
-	for _, be := range sess.backends {
-		if be.node == node {
-			return be
-		}
-	}
-	return nil
-}
-
-// forgetBackend removes be from the session's connections.
-func (sess *session) forgetBackend(be *backend) {
-	for i, other := range sess.backends {
-		if other == be {
-			last := len(sess.backends) - 1
-			sess.backends[i] = sess.backends[last]
-			sess.backends[last] = nil
-			sess.backends = sess.backends[:last]
-			return
-		}
-	}
-}
+func (sess *session) backendOn(node string) *backend { return sess.backends.on(node) }

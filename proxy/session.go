@@ -57,12 +57,8 @@ type session struct {
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
 
-	// backends are the connections the session has now, at most one per
-	// node: a short list (a session rarely holds more than one), searched
-	// by node name without hashing on every statement.
-	backends []*backend
-	// spare is a released backend struct, reused by the next backendFor.
-	spare *backend
+	// backends are the connections the session has now (backends.go).
+	backends backendSet
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend
