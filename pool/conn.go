@@ -80,10 +80,10 @@ type Conn struct {
 	// gets it knows what it holds. Prepared holds the pgowl-managed names of
 	// the statements prepared on it; Unnamed identifies the statement parsed
 	// as the unnamed statement (0: none known); Settings identifies the
-	// session settings applied on top of the startup parameters ("": none).
+	// session settings applied on top of the startup parameters.
 	Prepared map[string]struct{}
 	Unnamed  uint64
-	Settings string
+	Settings Settings
 
 	Reader *wire.Reader
 	Writer *bufio.Writer
@@ -95,6 +95,39 @@ type Conn struct {
 	lastUsed time.Time
 	pool     *Pool
 }
+
+// Settings says which session settings a connection carries on top of its
+// startup parameters, so that the next session that gets it knows whether
+// to reset them first. The zero value is a connection that carries none.
+type Settings struct {
+	// Key identifies the settings a session applied there ("" with none); it
+	// counts only in SettingsKnown.
+	Key string
+	// State says whether Key can be trusted.
+	State SettingsState
+}
+
+// SettingsState says how far a connection's Settings.Key can be trusted.
+type SettingsState uint8
+
+const (
+	// SettingsKnown: the connection carries exactly what Key names.
+	SettingsKnown SettingsState = iota
+	// SettingsUnknown: a statement changed settings the proxy cannot name.
+	// The connection carries no session's key: it is reset before its next
+	// use, and stays unknown until then (a later change does not make it known).
+	SettingsUnknown
+	// SettingsReplayFailed: replaying a session's settings failed part way;
+	// the next use resets them and replays them again.
+	SettingsReplayFailed
+)
+
+// KnownSettings is the mark of a connection that carries exactly the settings key names.
+func KnownSettings(key string) Settings { return Settings{Key: key} }
+
+// Carries reports whether the connection carries exactly the settings key
+// names ("" : the startup parameters alone).
+func (s Settings) Carries(key string) bool { return s.State == SettingsKnown && s.Key == key }
 
 // WriteQuery buffers a simple Query message with the given query text on c,
 // and forgets c's unnamed statement: PostgreSQL drops it at every simple

@@ -254,7 +254,7 @@ func endsTransaction(stmts []*preparedStmt) bool {
 // warning that no transaction is in progress), so it must not fail for want
 // of a standby.
 func (sess *session) endsNoTransaction(eff classify.Effects) bool {
-	return sess.held == nil && sess.deferred == nil && eff.Tx == classify.TxEnd && eff.Access == classify.Read && eff.Statements == 1
+	return sess.txState() == txIdle && eff.Tx == classify.TxEnd && eff.Access == classify.Read && eff.Statements == 1
 }
 
 // runBatch routes and runs the collected batch. synced says it ends with Sync.
@@ -284,11 +284,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if d := sess.deferred; d != nil && d.aborted {
 		if !endsTransaction(stmts) {
 			sess.send(toErrorResponse(abortedTransaction()))
-			if synced {
-				sess.sendReady()
-			} else {
-				sess.skipUntilSync = true
-			}
+			sess.endRefused(synced)
 			return nil
 		}
 		// Ending the failed transaction, which no node has: the batch runs

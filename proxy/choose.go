@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"slices"
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
@@ -127,7 +126,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	if d := sess.deferred; d != nil && u.carriesBegin {
 		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
 	}
-	f.PrimaryOnly = sess.primaryOnly
+	f.PrimaryOnly = sess.settings.primaryOnly
 	f.MaxLag = sess.maxLag
 	sess.notePoolRoom(&r, snap)
 	sess.noteGuard(u, &r, snap)
@@ -305,20 +304,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		}
 		return nil, err
 	}
-	be := sess.spare
-	if be == nil {
-		be = &backend{}
-	}
-	sess.spare = nil
-	*be = backend{
-		conn:    c,
-		node:    node,
-		role:    role,
-		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
-		expect:  expectQueue{items: be.expect.items[:0]},
-	}
-	sess.backends = append(sess.backends, be)
-	return be, nil
+	return sess.backends.add(c, node, role), nil
 }
 
 // releaseIdle gives a backend back to the pool after a unit that left nothing
@@ -329,7 +315,7 @@ func (sess *session) releaseIdle(be *backend) {
 	if !sess.srv.transactionPooling || sess.held == be || be.broken || be.expect.len() > 0 {
 		return
 	}
-	sess.forgetBackend(be)
+	sess.backends.forget(be)
 	if be.dirty {
 		// What the connection holds is not known: start it afresh.
 		code, err := sess.runQuietly(be, "DISCARD ALL")
@@ -338,9 +324,7 @@ func (sess *session) releaseIdle(be *backend) {
 			be.conn = nil
 			return
 		}
-		clear(be.conn.Prepared)
-		be.conn.Unnamed = 0
-		be.conn.Settings = ""
+		be.reset()
 	}
 	if len(be.conn.Prepared) > maxPreparedPerConn {
 		// Bound what a long-lived connection accumulates.
@@ -348,15 +332,13 @@ func (sess *session) releaseIdle(be *backend) {
 			sess.srv.opts.Pool.Release(be.conn, false)
 			return
 		}
-		clear(be.conn.Prepared)
-		be.conn.Unnamed = 0
+		be.forgetPrepared()
 	}
 	sess.waitForCancel()
 	sess.srv.opts.Pool.Release(be.conn, true)
 	// In transaction pooling a session takes a backend for every unit: the
 	// next one reuses this struct and its expectation queue.
-	be.conn = nil
-	sess.spare = be
+	sess.backends.keepSpare(be)
 }
 
 // canLeaveReadOnlyBatch reports whether the next part of a batch, which
@@ -370,21 +352,7 @@ func (sess *session) releaseIdle(be *backend) {
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
 		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
-		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.setsIsolation()
-}
-
-// setsIsolation reports whether the session set a default isolation level:
-// above READ COMMITTED an implicit transaction's statements share one
-// snapshot, which a split across nodes would not keep. (A default set for
-// the role or database is not seen here.)
-func (sess *session) setsIsolation() bool {
-	for _, s := range sess.sets {
-		// SET SESSION CHARACTERISTICS (no name) may set the default level too.
-		if change, ok := sess.recordedSetting(s); ok && (change.Name == "default_transaction_isolation" || change.Name == "" && !change.All) {
-			return true
-		}
-	}
-	return false
+		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.settings.setsIsolation(sess.srv.opts.Classifier)
 }
 
 // leaveReadOnlyBatch ends the batch's implicit read-only transaction on be with
@@ -427,28 +395,28 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings == sess.settingsKey || be.openBatch || c.TxStatus != wire.TxIdle {
+	if c.Settings.Carries(sess.settings.key) || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
-	if !sess.setsChangeLexing() {
+	if !sess.settings.changesLexing(sess.srv.opts.Classifier) {
 		var q strings.Builder
-		if c.Settings != "" {
+		if !c.Settings.Carries("") {
 			q.WriteString("RESET ALL;\n")
 		}
-		for _, s := range sess.loads {
+		for _, s := range sess.settings.loads {
 			q.WriteString(s)
 			q.WriteString(";\n")
 		}
-		for _, s := range sess.sets {
+		for _, s := range sess.settings.sets {
 			q.WriteString(s)
 			q.WriteString(";\n")
 		}
 		code, err := sess.runQuietly(be, q.String())
 		if err != nil || code == "" {
 			if err == nil {
-				c.Settings = sess.settingsKey
+				c.Settings = pool.KnownSettings(sess.settings.key)
 			}
 			return err
 		}
@@ -465,9 +433,9 @@ func (sess *session) prepareBackend(be *backend) error {
 		}
 		return err
 	}
-	c.Settings = ""
+	c.Settings = pool.Settings{}
 	failed := false
-	for _, s := range slices.Concat(sess.loads, sess.sets) {
+	for _, s := range sess.settings.replay() {
 		code, err := sess.runQuietly(be, s)
 		if err != nil {
 			return err
@@ -476,22 +444,11 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	if failed {
 		// Make the next use try again.
-		c.Settings = "\x00failed"
+		c.Settings = pool.Settings{State: pool.SettingsReplayFailed}
 		return nil
 	}
-	c.Settings = sess.settingsKey
+	c.Settings = pool.KnownSettings(sess.settings.key)
 	return nil
-}
-
-// setsChangeLexing reports whether the session's recorded settings include one
-// that changes how the statements after it are read.
-func (sess *session) setsChangeLexing() bool {
-	for _, s := range sess.sets {
-		if change, ok := sess.recordedSetting(s); ok && lexerSettings[change.Name] {
-			return true
-		}
-	}
-	return false
 }
 
 // runQuietly runs a statement the client does not see and consumes its
@@ -545,7 +502,7 @@ const resetTimeout = 5 * time.Second
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
 	be.broken = true
-	sess.forgetBackend(be)
+	sess.backends.forget(be)
 	if sess.held == be {
 		sess.held = nil
 		sess.pinBits = 0
@@ -557,7 +514,7 @@ func (sess *session) dropBackend(be *backend) {
 
 // closeBackends returns the session's connections to the pool, clean.
 func (sess *session) closeBackends() {
-	for _, be := range sess.backends {
+	for _, be := range sess.backends.list {
 		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
 		if reusable {
 			be.conn.NetConn().SetDeadline(time.Now().Add(resetTimeout))
@@ -569,9 +526,7 @@ func (sess *session) closeBackends() {
 				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
 				reusable = err == nil && code == ""
-				clear(be.conn.Prepared)
-				be.conn.Unnamed = 0
-				be.conn.Settings = ""
+				be.reset()
 			}
 			reusable = reusable && be.conn.TxStatus == wire.TxIdle
 			be.conn.NetConn().SetDeadline(time.Time{})
@@ -579,30 +534,9 @@ func (sess *session) closeBackends() {
 		sess.waitForCancel()
 		sess.srv.opts.Pool.Release(be.conn, reusable)
 	}
-	clear(sess.backends)
-	sess.backends = sess.backends[:0]
+	sess.backends.empty()
 	sess.held = nil
 }
 
 // backendOn returns the session's connection to node, or nil.
-func (sess *session) backendOn(node string) *backend {
-	for _, be := range sess.backends {
-		if be.node == node {
-			return be
-		}
-	}
-	return nil
-}
-
-// forgetBackend removes be from the session's connections.
-func (sess *session) forgetBackend(be *backend) {
-	for i, other := range sess.backends {
-		if other == be {
-			last := len(sess.backends) - 1
-			sess.backends[i] = sess.backends[last]
-			sess.backends[last] = nil
-			sess.backends = sess.backends[:last]
-			return
-		}
-	}
-}
+func (sess *session) backendOn(node string) *backend { return sess.backends.on(node) }

@@ -166,16 +166,16 @@ func (sess *session) idleForCatalogue() bool {
 // search_path (or the database's default), then every session-level SET, RESET, DISCARD ALL or
 // set_config of search_path that succeeded, in order.
 func (st *classifierState) refresh(sess *session, c *classify.Classifier) {
-	pending := len(sess.pendingSets)
+	pending := len(sess.settings.pending)
 	lastPending := ""
 	if pending > 0 {
-		lastPending = sess.pendingSets[pending-1]
+		lastPending = sess.settings.pending[pending-1]
 	}
-	if st.ready && st.setsSeen == sess.settingsKey && st.pendingSeen == pending && st.lastPending == lastPending {
+	if st.ready && st.setsSeen == sess.settings.key && st.pendingSeen == pending && st.lastPending == lastPending {
 		return
 	}
 	st.ready = true
-	st.setsSeen, st.pendingSeen, st.lastPending = sess.settingsKey, pending, lastPending
+	st.setsSeen, st.pendingSeen, st.lastPending = sess.settings.key, pending, lastPending
 	st.ctx.Database = sess.database
 	st.ctx.User = sess.user
 	startup := startupSearchPath(sess.login.Params)
@@ -192,10 +192,10 @@ func (st *classifierState) refresh(sess *session, c *classify.Classifier) {
 			path, unknown = change.Schemas, false
 		}
 	}
-	for _, sql := range sess.sets {
+	for _, sql := range sess.settings.sets {
 		apply(sql)
 	}
-	for _, sql := range sess.pendingSets {
+	for _, sql := range sess.settings.pending {
 		apply(sql)
 	}
 	st.ctx.SearchPath, st.ctx.SearchPathUnknown = path, unknown

@@ -58,27 +58,27 @@ func TestSessionClassifyCachedDoesNotAllocate(t *testing.T) {
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "lib,public" {
 		t.Errorf("startup search_path: %q", got)
 	}
-	sess.sets = append(sess.sets, "SET search_path TO other")
-	sess.updateSettingsKey()
+	sess.settings.sets = append(sess.settings.sets, "SET search_path TO other")
+	sess.settings.updateKey()
 	sess.classify(sql, nil)
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "other" {
 		t.Errorf("after SET search_path: %q", got)
 	}
 	// A SET that replaces the recorded one leaves as many entries: still seen.
-	sess.sets = []string{"SET search_path TO second"}
-	sess.updateSettingsKey()
+	sess.settings.sets = []string{"SET search_path TO second"}
+	sess.settings.updateKey()
 	sess.classify(sql, nil)
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "second" {
 		t.Errorf("after a second SET search_path: %q", got)
 	}
-	sess.sets = append(sess.sets, "RESET search_path")
-	sess.updateSettingsKey()
+	sess.settings.sets = append(sess.settings.sets, "RESET search_path")
+	sess.settings.updateKey()
 	sess.classify(sql, nil)
 	if got := strings.Join(sess.cls.ctx.SearchPath, ","); got != "lib,public" {
 		t.Errorf("after RESET search_path: %q", got)
 	}
-	sess.sets = append(sess.sets, "SELECT set_config('search_path', current_setting('x'), false)")
-	sess.updateSettingsKey()
+	sess.settings.sets = append(sess.settings.sets, "SELECT set_config('search_path', current_setting('x'), false)")
+	sess.settings.updateKey()
 	sess.classify(sql, nil)
 	if !sess.cls.ctx.SearchPathUnknown {
 		t.Errorf("after set_config of an expression the search path must be unknown")

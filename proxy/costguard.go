@@ -336,7 +336,7 @@ func (sess *session) verdictFor(be *backend, g *config.Guard, t explainTarget) (
 		// The statement's text carries its shape and literal values; the
 		// Bind parameters carry the rest. search_path changes what the
 		// names mean: the session's settings key is part of it.
-		key = be.node + "\x00" + sess.settingsKey + "\x00" + t.sql + "\x00" + string(t.bindParams)
+		key = be.node + "\x00" + sess.settings.key + "\x00" + t.sql + "\x00" + string(t.bindParams)
 		if v, ok := sess.srv.guards.verdicts.get(key, now); ok {
 			return v, true, nil
 		}
@@ -864,7 +864,7 @@ func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, ref
 	if u.expectsReady {
 		sess.sendReady()
 	} else {
-		sess.skipUntilSync = true
+		sess.skip = skipToSync
 	}
 	u.routeErr = refusal
 	sess.logUnit(u, dec, resp.Code)

@@ -27,7 +27,7 @@ func discardsSequences(u *unit) bool {
 // cannot run it now (inside an open batch) or fails to leaves the session,
 // taking its state with it.
 func (sess *session) discardSequencesElsewhere(ran *backend) {
-	for _, be := range append([]*backend(nil), sess.backends...) {
+	for _, be := range append([]*backend(nil), sess.backends.list...) {
 		if be == ran || be.broken || be.conn == nil {
 			continue
 		}

@@ -54,24 +54,35 @@
 //
 // # The session's state machine
 //
-// Between units a session is in one of these states. They are not one
-// field: each is read from the fields named after it (session.go), and
-// readyStatus gives the status byte pgowl reports when it answers itself.
+// Between units a session is in one of these states, the values of txState
+// (transaction_state.go, where each transition is listed). session.txState
+// reads the state from the facts that make it, each kept where it is learnt:
+// the held backend's last ReadyForQuery status, its skipping and open-batch
+// flags, and the deferred BEGIN. The status byte of a ReadyForQuery pgowl
+// sends itself, and whether the client is in a transaction (or a failed
+// one), are the state's.
 //
-//	state              fields                                   status  what the next unit does
-//	idle               held == nil, deferred == nil             I       planned afresh; any node
-//	in block           held.conn.TxStatus == 'T'                T       runs on held (IN_TRANSACTION)
-//	failed             held.conn.TxStatus == 'E' or             E       runs on held, which refuses
-//	                   held.skipping                                    all but the end of the block
-//	deferred           deferred != nil, !deferred.aborted       T       carries BEGIN to the node the
+//	txState              facts                                  status  what the next unit does
+//	idle                 held == nil, deferred == nil           I       planned afresh; any node
+//	in block             held.conn.TxStatus == 'T'              T       runs on held (IN_TRANSACTION)
+//	failed               held.conn.TxStatus == 'E', or 'T'      E       runs on held, which refuses
+//	                     and held.skipping                              all but the end of the block
+//	batch failed         held.conn.TxStatus == 'I' and          E       runs on held, which skips
+//	                     held.skipping                                  up to Sync
+//	deferred             deferred != nil, !deferred.aborted     T       carries BEGIN to the node the
 //	                                                                    first statement is planned on
-//	deferred-aborted   deferred.aborted                         E       answered by pgowl: 25P02, or
+//	deferred-aborted     deferred.aborted                       E       answered by pgowl: 25P02, or
 //	                                                                    ROLLBACK for COMMIT/ROLLBACK
-//	pinned             pinBits != 0, held set, status I         I       runs on held (SESSION_PINNED)
-//	open read-only     held.openBatch && held.openReadOnly      I       stays on held, or leaves it
+//	pinned               held set, status I, no open batch      I       runs on held (SESSION_PINNED)
+//	open batch           held.openBatch                         I       stays on held
+//	open read-only       held.openBatch && held.openReadOnly    I       stays on held, or leaves it
 //	batch                                                               (see "Read-only batches")
-//	skip-until-Sync    skipUntilSync                            -       client messages dropped up
-//	                                                                    to Sync, which gets Z
+//
+// Skip-until-Sync is not a transaction state but a fact of its own
+// (session.skip, a syncSkip), which may hold in any state: client messages
+// are dropped up to Sync, which gets Z with the state's status, or, when
+// the refused segment's start is on the held node (skipToNodeSync), goes
+// there.
 //
 // Transitions: a unit's outcome sets them in afterUnit. ReadyForQuery I with
 // no pin and no open batch returns to idle and lets the backend go (held =
@@ -184,11 +195,11 @@
 // ReadyForQuery; the replies of the skipped messages are dropped from the
 // expectation queue), and when pgowl
 // itself refuses a message (a Parse beyond the prepared-statement limits, a
-// unit that cannot be routed, a lost backend mid-batch) the session's
-// skipUntilSync drops the client's messages up to its Sync, which is
+// unit that cannot be routed, a lost backend mid-batch) the session's skip
+// (skipToSync) drops the client's messages up to its Sync, which is
 // answered with ReadyForQuery. If part of the refused segment already
 // reached a node (sent at a Flush), the client's Sync still goes there to
-// end it (syncRefusedSegment).
+// end it (skipToNodeSync).
 //
 // # Extended protocol across nodes
 //
@@ -227,13 +238,20 @@
 // backend of the session, since currval and lastval live where nextval ran.
 // What a statement sets, and how it replays, comes from classify's typed
 // facts (classify.Effects.Settings, Transaction, Loads, DiscardsSequences):
-// the proxy does not parse SQL. SETs inside a transaction wait in
-// pendingSets until it commits (COMMIT AND CHAIN commits them, ROLLBACK AND
-// CHAIN drops them); after a ROLLBACK TO SAVEPOINT pgowl cannot tell which
-// survived, so the backend's settings count as unknown and it is reset
-// before its next use. A change that cannot be replayed as sent (set_config
-// inside a function, a computed value) is read back from the node once the
-// backend is idle (settings.go).
+// the proxy does not parse SQL. The session's settingsTracker
+// (settings_tracker.go) holds this state, and does no I/O itself. SETs
+// inside a transaction wait in its pending list until it commits (COMMIT
+// AND CHAIN commits them, ROLLBACK AND CHAIN drops them); after a ROLLBACK
+// TO SAVEPOINT pgowl cannot tell which survived, so the backend's settings
+// count as unknown and it is reset before its next use. A change that
+// cannot be replayed as sent (set_config inside a function, a computed
+// value) is read back from the node once the backend is idle (settings.go).
+//
+// Each backend connection is marked with what it carries (pool.Settings):
+// known, with the key of the settings a session applied there ("" for
+// none); unknown, after a change pgowl cannot name (reset before its next
+// use, whoever gets it); or replay failed (reset and replayed again at its
+// next use).
 //
 // # Listening sessions
 //

@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"slices"
+	"github.com/pgowl/pgowl/pool"
 )
-
-// maxLoads bounds the LOAD statements a session replays.
-const maxLoads = 16
 
 // loadStatement returns the statement that loads again what a unit that ran
 // without error loaded: it is one LOAD 'library'.
@@ -22,17 +19,12 @@ func loadStatement(u *unit) (string, bool) {
 // use on any of its backends: like a setting, the LOAD is replayed on the
 // session's other backends before their next use, ahead of the settings.
 func (sess *session) noteLoad(be *backend, load string) {
-	if slices.Contains(sess.loads, load) {
-		return
-	}
-	if len(sess.loads) >= maxLoads {
+	current := be.conn.Settings.Carries(sess.settings.key)
+	added, full := sess.settings.addLoad(load)
+	if full {
 		sess.log.Warn().Str("statement", load).Msg("too many LOADs to replay: this one holds on its backend only")
-		return
 	}
-	current := be.conn.Settings == sess.settingsKey
-	sess.loads = append(sess.loads, load)
-	sess.updateSettingsKey()
-	if current {
-		be.conn.Settings = sess.settingsKey
+	if added && current {
+		be.conn.Settings = pool.KnownSettings(sess.settings.key)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/pgowl/pgowl/wire"
 )
 
 // pauseGate holds new units while pgowl is paused (PAUSE in the admin
@@ -95,10 +93,4 @@ func (s *Server) busySessions() int {
 		}
 	}
 	return busy
-}
-
-// inBackendTransaction reports whether a transaction is open on a node for
-// this session (a deferred BEGIN alone has not reached any node).
-func (sess *session) inBackendTransaction() bool {
-	return sess.held != nil && sess.held.conn.TxStatus != wire.TxIdle
 }

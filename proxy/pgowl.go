@@ -49,16 +49,16 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		if cmd.Name != "notice" && cmd.Name != "max_replica_lag" && cmd.Name != "max_cost" {
 			break
 		}
-		if sess.inFailedTransaction() {
+		if sess.txState().failed() {
 			return pgowlResult{err: &clientError{SQLState: "25P02",
 				Message: "current transaction is aborted, commands ignored until end of transaction block"}}
 		}
-		if cmd.Local && !sess.inTransaction() {
+		if cmd.Local && !sess.txState().inTransaction() {
 			// As PostgreSQL does: a warning, and no effect.
 			return pgowlResult{tag: tag, warning: "SET LOCAL can only be used in transaction blocks"}
 		}
 		tx := sess.localPgowl
-		if tx == nil && sess.inTransaction() {
+		if tx == nil && sess.txState().inTransaction() {
 			// As settings are: the transaction's end keeps a SET and drops a
 			// SET LOCAL when it commits, and drops both when it rolls back.
 			now := pgowlSettings{notice: sess.notice, maxLag: sess.maxLag, maxCost: sess.maxCost}
@@ -143,15 +143,6 @@ type pgowlTransaction struct {
 	atStart, onCommit pgowlSettings
 }
 
-// inFailedTransaction reports whether the client's transaction block has
-// failed (only its end is accepted).
-func (sess *session) inFailedTransaction() bool {
-	if d := sess.deferred; d != nil {
-		return d.aborted
-	}
-	return sess.held != nil && (sess.held.conn.TxStatus == wire.TxFailed || sess.held.skipping)
-}
-
 // endPgowlTransaction settles the pgowl.* settings when the transaction
 // block in which they changed has ended.
 func (sess *session) endPgowlTransaction(committed bool) {
@@ -163,11 +154,6 @@ func (sess *session) endPgowlTransaction(committed bool) {
 		sess.notice, sess.maxLag, sess.maxCost = settled.notice, settled.maxLag, settled.maxCost
 		sess.localPgowl = nil
 	}
-}
-
-// inTransaction reports whether the client is inside a transaction block.
-func (sess *session) inTransaction() bool {
-	return sess.deferred != nil || (sess.held != nil && sess.held.conn.TxStatus != wire.TxIdle)
 }
 
 func unknownPgowlSetting(name string) error {
@@ -303,11 +289,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 		sess.send(toErrorResponse(&clientError{SQLState: sqlstateFeatureNotSupported,
 			Message: "pgowl: a pgowl.* command cannot share an extended-protocol batch with other statements",
 			Hint:    "Send SET/SHOW pgowl.* in its own batch."}))
-		if synced {
-			sess.sendReady()
-		} else {
-			sess.skipUntilSync = true
-		}
+		sess.endRefused(synced)
 		return true, nil
 	}
 	portals := map[string]*preparedStmt{}
@@ -354,11 +336,7 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 			res := sess.runPgowl(st.effects.Pgowl)
 			if res.err != nil {
 				sess.send(toErrorResponse(res.err))
-				if synced {
-					sess.sendReady()
-				} else {
-					sess.skipUntilSync = true
-				}
+				sess.endRefused(synced)
 				return true, nil
 			}
 			sess.sendRows(res)

@@ -220,7 +220,7 @@ func (sess *session) relay(be *backend, u *unit) error {
 			}
 		case wire.MsgCommandComplete:
 			sess.startReply(u)
-			if len(sess.pendingSets) > 0 || u.effects.Tx != 0 {
+			if len(sess.settings.pending) > 0 || u.effects.Tx != 0 {
 				_, body, err := r.ReadFrame()
 				if err != nil {
 					return err

@@ -3,14 +3,11 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,37 +46,19 @@ type session struct {
 	maxLag time.Duration
 	// maxCost is the session's pgowl.max_cost (0: the guards' own).
 	maxCost float64
-	// primaryOnly are the settings that make every statement of the session
-	// need the primary, whatever it does: a serializable default isolation
-	// level from the login, or read back from the node, which a standby
-	// refuses for every statement.
-	primaryOnly route.PrimaryOnly
-	// settingNames are the settings the session's statements named in
-	// set_config calls and SETs (classify.Effects.SetConfigNames), at most
-	// maxSettingNames: a read-back asks for each, since pg_settings does not
-	// list the settings of applications (app.tenant).
-	settingNames []string
-	// settingsToReadBack: a unit changed settings in a way pgowl cannot
-	// replay as sent; they are read back once the backend is idle (at the end
-	// of the unit, or of the transaction block or batch it ran in).
-	settingsToReadBack bool
+	// settings follows the session's settings, LOADs and the settings that
+	// make it need the primary (settings_tracker.go).
+	settings settingsTracker
 	// sequencesDiscarded: in transaction pooling, the session ran DISCARD
 	// SEQUENCES (or ALL) and has not run a unit on the primary since; the
 	// next primary backend it gets discards its sequence state first.
 	sequencesDiscarded bool
-	// loads are the LOAD statements the session ran, replayed on its other
-	// backends ahead of its settings (see noteLoad).
-	loads []string
 	// localPgowl says what the pgowl.* settings become when the transaction
 	// block in which they changed ends; nil without such a change.
 	localPgowl *pgowlTransaction
 
-	// backends are the connections the session has now, at most one per
-	// node: a short list (a session rarely holds more than one), searched
-	// by node name without hashing on every statement.
-	backends []*backend
-	// spare is a released backend struct, reused by the next backendFor.
-	spare *backend
+	// backends are the connections the session has now (backends.go).
+	backends backendSet
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend
@@ -92,29 +71,14 @@ type session struct {
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
 
-	// sets are the session-level settings changes that succeeded, in order;
-	// pendingSets ran inside the open transaction and count only if it commits.
-	// settingsKey identifies sets ("" when there are none).
-	sets        []string
-	pendingSets []string
-	// pendingUncertain: a ROLLBACK TO SAVEPOINT (or a multi-statement unit
-	// ending or chaining transactions) may have undone some pendingSets;
-	// pgowl does not follow savepoints, so when the transaction ends the
-	// backend's settings count as unknown and the pending SETs are dropped.
-	pendingUncertain bool
-	settingsKey      string
-
 	// idleTransactionDeadline: the client connection has a read deadline,
 	// limits.idle_transaction_timeout, because the session is idle inside a
 	// transaction.
 	idleTransactionDeadline bool
 
-	batch         batch
-	skipUntilSync bool
-	// syncRefusedSegment: with skipUntilSync, pgowl refused a message of an
-	// extended segment whose start a node already has (sent at a Flush):
-	// the client's Sync still goes to that node, to end the segment there.
-	syncRefusedSegment bool
+	batch batch
+	// skip says whether the client's messages are dropped up to Sync (skip-until-Sync).
+	skip syncSkip
 	// deferred is a BEGIN pgowl answered and has not sent yet (deferbegin.go).
 	deferred *deferredBegin
 
@@ -175,6 +139,21 @@ type backend struct {
 	dirty bool
 }
 
+// reset follows a DISCARD ALL that ran on be's connection: nothing pgowl
+// left there remains, neither prepared statements nor settings, and the
+// connection's record says so for the next session that gets it.
+func (be *backend) reset() {
+	be.forgetPrepared()
+	be.conn.Settings = pool.Settings{}
+}
+
+// forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
+// connection: it holds no prepared statement, named or unnamed.
+func (be *backend) forgetPrepared() {
+	clear(be.conn.Prepared)
+	be.conn.Unnamed = 0
+}
+
 // preparedStmt is a statement the client prepared with Parse.
 type preparedStmt struct {
 	id         uint64 // unique in the process
@@ -205,27 +184,9 @@ func (sess *session) fail(err error) {
 	sess.w.Flush()
 }
 
-// sendReady ends a unit pgowl answered itself.
+// sendReady ends a unit pgowl answered itself, with the status of the session's transaction state.
 func (sess *session) sendReady() {
-	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.readyStatus()})
-}
-
-// readyStatus is the transaction status pgowl tells the client in a ReadyForQuery of its own.
-func (sess *session) readyStatus() byte {
-	status := wire.TxIdle
-	if d := sess.deferred; d != nil && sess.held == nil {
-		status = wire.TxInBlock
-		if d.aborted {
-			status = wire.TxFailed
-		}
-	}
-	if sess.held != nil {
-		status = sess.held.conn.TxStatus
-		if sess.held.skipping || status == 0 {
-			status = wire.TxFailed
-		}
-	}
-	return status
+	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.txState().readyStatus()})
 }
 
 // run reads client messages until the client leaves.
@@ -239,8 +200,9 @@ func (sess *session) run(ctx context.Context) {
 		}
 		// Set before the drain is checked: the drain sets its flag before it
 		// looks for idle sessions, so one of the two sees the other.
-		sess.idleOutsideTransaction.Store(!sess.inTransaction())
-		sess.busy.Store(sess.inBackendTransaction())
+		state := sess.txState()
+		sess.idleOutsideTransaction.Store(!state.inTransaction())
+		sess.busy.Store(state.onNode())
 		if sess.endForShutdown() {
 			return
 		}
@@ -276,7 +238,7 @@ func (sess *session) run(ctx context.Context) {
 			sess.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
-		if sess.skipUntilSync && typ != wire.MsgSync && typ != wire.MsgTerminate {
+		if sess.skip != skipNone && typ != wire.MsgSync && typ != wire.MsgTerminate {
 			continue
 		}
 		switch typ {
@@ -305,15 +267,14 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 		case wire.MsgSync:
-			if sess.skipUntilSync {
-				sess.skipUntilSync = false
+			if skip := sess.skip; skip != skipNone {
+				sess.skip = skipNone
 				sess.batch.reset()
-				if !sess.syncRefusedSegment {
+				if skip != skipToNodeSync {
 					sess.sendReady()
 					continue
 				}
 				// The node holds the start of the refused segment: its Sync ends it there.
-				sess.syncRefusedSegment = false
 			}
 			sess.batch.addSync()
 			if err := sess.runBatch(ctx, true); err != nil {
@@ -334,6 +295,19 @@ func (sess *session) run(ctx context.Context) {
 	}
 }
 
+// endRefused ends a unit that pgowl answered with an error instead of a
+// node: when the client's unit ends with ReadyForQuery (a Query, or a batch
+// up to Sync) pgowl sends one, with the transaction state's status;
+// otherwise the rest of the segment is skipped until the client's Sync
+// (skipToSync), as a node skips it after an error.
+func (sess *session) endRefused(expectsReady bool) {
+	if expectsReady {
+		sess.sendReady()
+		return
+	}
+	sess.skip = skipToSync
+}
+
 // refuseInBatch answers a message of an extended batch that pgowl refuses
 // itself with err, and skips the rest of the segment until Sync, as a node
 // does after an error. The batch's earlier messages, not sent yet, are
@@ -341,8 +315,10 @@ func (sess *session) run(ctx context.Context) {
 func (sess *session) refuseInBatch(err *clientError) {
 	sess.batch.reset()
 	sess.send(toErrorResponse(err))
-	sess.skipUntilSync = true
-	sess.syncRefusedSegment = sess.held != nil && sess.held.openBatch
+	sess.skip = skipToSync
+	if sess.held != nil && sess.held.openBatch {
+		sess.skip = skipToNodeSync
+	}
 	sess.log.Info().Str("sqlstate", err.SQLState).Str("error", err.Message).Msg("message refused")
 }
 
@@ -368,7 +344,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && sess.readyStatus() != wire.TxFailed {
+	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && !sess.txState().failed() {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -425,7 +401,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
-	if !sess.inBackendTransaction() {
+	if !sess.txState().onNode() {
 		// A unit that starts new work waits while pgowl is paused, and is
 		// then routed by the node states of the moment it is released.
 		if err := sess.srv.pause.wait(ctx); err != nil {
@@ -461,11 +437,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				sess.deferred.aborted = true
 			}
 			sess.send(toErrorResponse(err))
-			if u.expectsReady {
-				sess.sendReady()
-			} else {
-				sess.skipUntilSync = true
-			}
+			sess.endRefused(u.expectsReady)
 			u.routeErr = err
 			sess.logUnit(u, dec, errorCode(err))
 			return nil
@@ -634,11 +606,7 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 		Detail:  cause.Error(),
 		Hint:    "Any open transaction on " + be.node + " is gone. Retry the transaction; it will run on the current roles."}))
 	sess.batch.reset()
-	if u.expectsReady {
-		sess.sendReady()
-	} else {
-		sess.skipUntilSync = true
-	}
+	sess.endRefused(u.expectsReady)
 	sess.logUnit(u, dec, sqlstateConnectionFailure)
 	return nil
 }
@@ -664,7 +632,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		sess.endPgowlTransaction(u.committed)
 	}
 	if !u.runsNothing {
-		sess.noteSettingNames(u.effects.SetConfigNames)
+		sess.settings.noteNames(u.effects.SetConfigNames)
 	}
 	if u.effects.Session != 0 && !u.runsNothing {
 		// A unit that only prepared and described ran nothing: the effects
@@ -722,8 +690,8 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 // the backend's settings count as unknown (RESET ALL before its next unit)
 // and the SETs are dropped.
 func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
-	if len(sess.pendingSets) == 0 {
-		sess.pendingUncertain = false
+	if len(sess.settings.pending) == 0 {
+		sess.settings.pendingUncertain = false
 		return
 	}
 	if status != wire.TxIdle {
@@ -732,13 +700,13 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		}
 		if u.effects.Statements != 1 {
 			if u.effects.Tx != classify.TxNone {
-				sess.pendingUncertain = true
+				sess.settings.pendingUncertain = true
 			}
 			return
 		}
 		switch txKind(u.effects) {
 		case classify.TxKindRollbackToSavepoint:
-			sess.pendingUncertain = true
+			sess.settings.pendingUncertain = true
 			return
 		case classify.TxKindCommitAndChain:
 			// Committed; the chained transaction starts without pending SETs.
@@ -749,29 +717,14 @@ func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
 		}
 	}
 	switch {
-	case sess.pendingUncertain:
-		be.conn.Settings = unknownSettings
+	case sess.settings.pendingUncertain:
+		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
 	case u.committed:
-		sess.applySets(be, sess.pendingSets)
+		sess.applySets(be, sess.settings.pending)
 	}
-	sess.pendingSets = sess.pendingSets[:0]
-	sess.pendingUncertain = false
-}
-
-// maxSettingNames bounds Session.settingNames.
-const maxSettingNames = 64
-
-// noteSettingNames remembers the setting names a unit's statements named.
-func (sess *session) noteSettingNames(names []string) {
-	for _, name := range names {
-		if len(sess.settingNames) >= maxSettingNames {
-			return
-		}
-		if name != "" && !slices.Contains(sess.settingNames, name) {
-			sess.settingNames = append(sess.settingNames, name)
-		}
-	}
+	sess.settings.pending = sess.settings.pending[:0]
+	sess.settings.pendingUncertain = false
 }
 
 // pinningEffects are the session effects whose state cannot move between nodes.
@@ -793,10 +746,9 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 			sess.log.Info().Str("node", be.node).Str("released", describePin(sess.pinBits)).Msg("session pin released")
 		}
 		sess.pinBits = 0
-		sess.sets, sess.pendingSets = nil, nil
-		sess.updateSettingsKey()
+		sess.settings.discardAll()
 		sess.forgetStatements(be)
-		be.conn.Settings = ""
+		be.reset()
 	case eff.Session&classify.SessionDeallocateAll != 0:
 		sess.forgetStatements(be)
 	}
@@ -822,7 +774,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		case be.conn.TxStatus == wire.TxIdle:
 			sess.applySets(be, []string{replay})
 		default:
-			sess.pendingSets = append(sess.pendingSets, replay)
+			sess.settings.pending = append(sess.settings.pending, replay)
 		}
 	}
 }
@@ -845,7 +797,7 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 		sess.settingsChangedUnseen(be)
 	case eff.Session&classify.SessionDiscard != 0:
 		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
-		be.conn.Settings = unknownSettings
+		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 	}
 	if eff.Session&(classify.SessionDiscard|classify.SessionDeallocate) != 0 {
 		be.dirty = true
@@ -856,65 +808,15 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 // for "cached plan must not change result type".
 const sqlstateCachedPlanChanged = "0A000"
 
-// unknownSettings marks a connection whose settings pgowl does not know: it
-// matches no session's settings key, so the next unit resets them first.
-const unknownSettings = "\x00unknown"
-
-// applySets records settings changes that took effect on be. A SET or RESET
-// of a setting replaces what the session recorded for it before, so that a
-// value set again and again is replayed once.
+// applySets records settings changes that took effect on be (see
+// settingsTracker.apply), and marks be as carrying the session's settings.
 func (sess *session) applySets(be *backend, sets []string) {
-	for _, s := range sets {
-		change, ok := sess.recordedSetting(s)
-		if ok && change.All {
-			sess.sets = sess.sets[:0]
-			continue
-		}
-		if ok && change.Name != "" && !lexerSettings[change.Name] {
-			sess.sets = slices.DeleteFunc(sess.sets, func(earlier string) bool {
-				other, ok := sess.recordedSetting(earlier)
-				return ok && other.Name == change.Name
-			})
-			if change.Reset {
-				continue // the replay starts from RESET ALL: the default is what RESET gives
-			}
-		}
-		sess.sets = append(sess.sets, s)
-	}
-	sess.updateSettingsKey()
-	if be.conn.Settings != unknownSettings {
+	sess.settings.apply(sess.srv.opts.Classifier, sets)
+	if be.conn.Settings.State != pool.SettingsUnknown {
 		// (A connection that holds what pgowl cannot name stays unknown:
 		// it is reset before its next use.)
-		be.conn.Settings = sess.settingsKey
+		be.conn.Settings = pool.KnownSettings(sess.settings.key)
 	}
-}
-
-// lexerSettings change how later statements' text is read (string escapes,
-// the client's bytes): an entry for one is never moved or dropped, so that
-// every recorded statement after it is replayed as it was read.
-var lexerSettings = map[string]bool{
-	"standard_conforming_strings": true,
-	"client_encoding":             true,
-	"backslash_quote":             true,
-	"escape_string_warning":       true,
-}
-
-func (sess *session) updateSettingsKey() {
-	if len(sess.sets) == 0 && len(sess.loads) == 0 {
-		sess.settingsKey = ""
-		return
-	}
-	h := sha256.New()
-	for _, s := range sess.loads {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	h.Write([]byte{0})
-	for _, s := range sess.sets {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	sess.settingsKey = hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
@@ -922,8 +824,7 @@ func (sess *session) updateSettingsKey() {
 func (sess *session) forgetStatements(be *backend) {
 	clear(sess.stmts)
 	sess.unnamed = nil
-	clear(be.conn.Prepared)
-	be.conn.Unnamed = 0
+	be.forgetPrepared()
 }
 
 // writeNotice sends the routing NOTICE for a unit, if the session wants it.

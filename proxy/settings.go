@@ -1,11 +1,10 @@
 package proxy
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/route"
+	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -53,8 +52,8 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 // nothing pgowl cannot name stays on it for another session), and the
 // session's settings are read back once the backend is idle.
 func (sess *session) settingsChangedUnseen(be *backend) {
-	sess.settingsToReadBack = true
-	be.conn.Settings = unknownSettings
+	sess.settings.readBackDue = true
+	be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 }
 
 // readSettingsBackIfDue reads the values the session's settings have on be,
@@ -64,16 +63,11 @@ func (sess *session) settingsChangedUnseen(be *backend) {
 // values. Other backends then get the values, not the statements that
 // produced them.
 func (sess *session) readSettingsBackIfDue(be *backend) {
-	if !sess.settingsToReadBack || be.broken || be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
+	if !sess.settings.readBackDue || be.broken || be.conn.TxStatus != wire.TxIdle || be.openBatch || be.expect.len() > 0 {
 		return
 	}
-	sess.settingsToReadBack = false
-	named := sess.settingNames
-	for _, recorded := range sess.sets {
-		if change, ok := sess.recordedSetting(recorded); ok && change.Name != "" && !slices.Contains(named, change.Name) {
-			named = append(named[:len(named):len(named)], change.Name)
-		}
-	}
+	sess.settings.readBackDue = false
+	named := sess.settings.readBackNames(sess.srv.opts.Classifier)
 	var sets []string
 	seen := map[string]bool{}
 	serializable := false
@@ -92,12 +86,7 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 	default:
 		// A serializable default (set under a name pgowl could not read)
 		// makes a standby refuse every statement.
-		sess.primaryOnly &^= route.SerializableReadBack
-		if serializable {
-			sess.primaryOnly |= route.SerializableReadBack
-		}
-		sess.sets = append(sess.sets[:0], sets...)
-		sess.updateSettingsKey()
+		sess.settings.replaceWithReadBack(sets, serializable)
 		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
 	}
 }
@@ -119,17 +108,9 @@ func settingReplay(eff classify.Effects, sql string) (replay, name string) {
 	return "", ""
 }
 
-// recordedSetting returns the setting change a recorded replay statement
-// makes (SET, RESET, RESET ALL or a set_config call), for replacing an
-// earlier value; ok is false for a statement that names no session-level
-// change. The classifier answers from its cache: the statements were
-// classified when the session ran them.
+// recordedSetting is recordedChange with the session's classifier.
 func (sess *session) recordedSetting(recorded string) (classify.SettingChange, bool) {
-	settings := sess.srv.opts.Classifier.Classify(recorded).Settings
-	if len(settings) != 1 || settings[0].Local {
-		return classify.SettingChange{}, false
-	}
-	return settings[0], true
+	return recordedChange(sess.srv.opts.Classifier, recorded)
 }
 
 // setConfigReplay is the statement that gives setting name the value it has.

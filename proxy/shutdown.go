@@ -128,7 +128,7 @@ func (sess *session) endForShutdown() bool {
 		return false
 	}
 	message := shutdownIdleMessage
-	if sess.inTransaction() {
+	if sess.txState().inTransaction() {
 		if !st.forced.Load() {
 			return false
 		}

@@ -328,7 +328,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	if strings.EqualFold(be.conn.DefaultIsolation, "serializable") {
 		// Every node logs the session in with it: a standby would refuse
 		// every statement ("cannot use serializable mode in a hot standby").
-		sess.primaryOnly |= route.SerializableAtLogin
+		sess.settings.primaryOnly |= route.SerializableAtLogin
 	}
 	sess.releaseIdle(be)
 	return true

@@ -50,10 +50,10 @@ func settingsSession() *session {
 func TestCommentedResetIsRecognised(t *testing.T) {
 	for _, sql := range []string{"RESET ALL -- pool reset", "/* reset */ reset all;", "RESET\n-- x\nALL"} {
 		sess := settingsSession()
-		sess.sets = []string{"SET work_mem = '8MB'"}
+		sess.settings.sets = []string{"SET work_mem = '8MB'"}
 		sess.applySets(&backend{conn: &pool.Conn{}}, []string{sql})
-		if len(sess.sets) != 0 {
-			t.Errorf("%q is not recognised as RESET ALL: the session carries %q", sql, sess.sets)
+		if len(sess.settings.sets) != 0 {
+			t.Errorf("%q is not recognised as RESET ALL: the session carries %q", sql, sess.settings.sets)
 		}
 	}
 }
@@ -125,8 +125,8 @@ func TestRepeatedSetIsRecordedOnce(t *testing.T) {
 	}
 	sess.applySets(be, []string{"SET statement_timeout = 5", "RESET app.tenant"})
 	want := []string{"SET work_mem = '100MB'", "SET statement_timeout = 5"}
-	if !slices.Equal(sess.sets, want) {
-		t.Fatalf("recorded %q, want %q", sess.sets, want)
+	if !slices.Equal(sess.settings.sets, want) {
+		t.Fatalf("recorded %q, want %q", sess.settings.sets, want)
 	}
 }
 

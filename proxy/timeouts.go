@@ -46,7 +46,7 @@ func (sess *session) armIdleTransactionTimeout() {
 	}
 	// Only a wait for a new unit counts: the middle of an extended batch or
 	// of a message is not idle.
-	idle := sess.inTransaction() && sess.r.Buffered() == 0 && len(sess.batch.msgs) == 0 && !sess.skipUntilSync
+	idle := sess.txState().inTransaction() && sess.r.Buffered() == 0 && len(sess.batch.msgs) == 0 && sess.skip == skipNone
 	if idle {
 		sess.conn.SetReadDeadline(time.Now().Add(limit))
 		sess.idleTransactionDeadline = true
