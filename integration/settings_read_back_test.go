@@ -285,9 +285,10 @@ func TestReview8SessionFunctionInRolledBackTransaction(t *testing.T) {
 // pending SET and marks the backend as carrying exactly A's settings, which
 // are B's too: B gets the backend without a reset and sees A's r8s.secret.
 // On its own connection B never sees it.
-// Suspected cause: proxy/session.go settlePendingSets -> applySets sets
-// be.conn.Settings = sess.settingsKey, overwriting the unknownSettings mark
-// that carrySettingsReadBack left inside the transaction.
+// The cause, since fixed: committing the pending SET overwrote the
+// backend's "settings unknown" mark that the read-back left inside the
+// transaction (today proxy/settings_tracker.go and the typed
+// pool.Settings state keep the mark).
 func TestReview8SessionSetThenFunctionInTransactionLeaks(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)

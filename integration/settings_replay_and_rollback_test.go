@@ -76,8 +76,9 @@ func r4sWorkMemDefault(t *testing.T) string {
 // replays it as a simple Query, which fails ("there is no parameter $1").
 // prepareBackend sends "RESET ALL; <sets>" as one string: the failure rolls
 // back the RESET ALL too, and the unit then runs on a backend that still
-// carries another session's settings (c.Settings = "\x00failed" only makes
-// the next unit retry). So session B sees session A's work_mem, and loses
+// carries another session's settings (marking the replay failed, then a
+// sentinel string in pool.Conn.Settings, now pool.SettingsReplayFailed,
+// only makes the next unit retry). So session B sees session A's work_mem, and loses
 // its own r4s.b.
 // Should: a SET with parameters is never replayed as text (treat it as
 // untracked: mark the backend's settings unknown, or replay with the bound
