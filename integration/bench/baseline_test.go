@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestRoundOrderSwapsEachPgowlTargetAndItsBaselineInEvenRounds(t *testing.T) {
+func TestRoundOrderReversesInEvenRoundsSoNoTargetAlwaysRunsFirst(t *testing.T) {
 	var targets []*target
 	for _, name := range []string{targetDirect, targetPgowl, baselineName(targetPgowl), targetPgowlNotice, baselineName(targetPgowlNotice), targetForward} {
 		targets = append(targets, &target{name: name})
@@ -21,7 +21,7 @@ func TestRoundOrderSwapsEachPgowlTargetAndItsBaselineInEvenRounds(t *testing.T) 
 	if got, want := names(roundOrder(targets, 1)), "direct pgowl pgowl@baseline pgowl+notice pgowl+notice@baseline forward"; got != want {
 		t.Errorf("round 1: %s, want %s", got, want)
 	}
-	if got, want := names(roundOrder(targets, 2)), "direct pgowl@baseline pgowl pgowl+notice@baseline pgowl+notice forward"; got != want {
+	if got, want := names(roundOrder(targets, 2)), "forward pgowl+notice@baseline pgowl+notice pgowl@baseline pgowl direct"; got != want {
 		t.Errorf("round 2: %s, want %s", got, want)
 	}
 	if got := names(targets); got != "direct pgowl pgowl@baseline pgowl+notice pgowl+notice@baseline forward" {

@@ -47,8 +47,8 @@
 //
 // -baseline <git rev> also builds pgowl at that revision (exported with git archive, so the
 // checkout is not touched) and gives every pgowl target a twin, "pgowl@baseline", with the same
-// configuration: in each round the twin runs right beside its target, the two swapping places in
-// even rounds, and the report's "Against the baseline" section sets each side's median tps
+// configuration: in each round the twin runs right beside its target, and every round runs the
+// targets in the reverse order of the round before (so the twin and its target swap places), and the report's "Against the baseline" section sets each side's median tps
 // against the other with the spread of its rounds, so that a change can be shown to make
 // nothing worse in one run on one machine (see baseline.go).
 //
