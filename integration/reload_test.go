@@ -128,6 +128,7 @@ func TestReloadUnderPgbench(t *testing.T) {
 		}
 	}
 	line := p.waitLog(t, time.Second, "configuration reloaded")
+	t.Logf("the reload's log line: %s", line)
 	if !strings.Contains(line, "pg3") {
 		t.Errorf("the reload's log line does not name the added node: %s", line)
 	}

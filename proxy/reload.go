@@ -91,7 +91,9 @@ func (in *Instance) Reload() error {
 // and returns why. Sessions read the new users, passwords, routing policy,
 // TLS certificates and access rules from their next unit (their next login
 // for credentials). When nodes were added or removed, a monitor of the new
-// list is started and swapped in once it has polled every node; a removed
+// list is started and swapped in once it has polled every node; the other
+// settings are in force meanwhile, with the old node list, and are taken
+// back if that monitor fails its first round (the reload is then refused). A removed
 // node gets no new units, its sessions finish their transaction there, and
 // its pooled connections are closed as they are released. The new monitor
 // inherits what the old one learned about the nodes kept unchanged (the
@@ -136,10 +138,23 @@ func (in *Instance) apply(cfg config.Config) error {
 		consoleAuth = consoleAuthStore(cfg, creds)
 	}
 	added, removed := nodeChanges(old, cfg)
+	var firstRound time.Duration
 	if len(added)+len(removed) > 0 || !reflect.DeepEqual(old.Nodes, cfg.Nodes) {
+		// The settings that do not depend on the node list take effect at
+		// once: the new monitor's first round can take a while under load,
+		// and a new password or lag limit need not wait for it. Until the
+		// swap, sessions keep the old node list, which the old monitor's
+		// snapshots describe.
+		inForce := in.Server.live()
+		withOldNodes := cfg
+		withOldNodes.Nodes = old.Nodes
+		in.Server.settings.Store(newLiveSettings(withOldNodes, store, consoleAuth, tlsConfig, rules))
+		started := time.Now()
 		if err := in.swapMonitor(cfg); err != nil {
+			in.Server.settings.Store(inForce)
 			return err
 		}
+		firstRound = time.Since(started)
 	}
 	in.Pool.SetMaxPerNode(cfg.Pool.MaxPerNode)
 	in.Server.settings.Store(newLiveSettings(cfg, store, consoleAuth, tlsConfig, rules))
@@ -154,7 +169,7 @@ func (in *Instance) apply(cfg config.Config) error {
 		in.configApplied(cfg)
 	}
 	in.log.Info().Strs("nodes_added", added).Strs("nodes_removed", removed).Int("nodes", len(cfg.Nodes)).
-		Int("users", len(cfg.Users)).Str("changed", strings.Join(changedSections(old, cfg), ",")).Msg("configuration reloaded")
+		Int("users", len(cfg.Users)).Dur("monitor_first_round", firstRound).Str("changed", strings.Join(changedSections(old, cfg), ",")).Msg("configuration reloaded")
 	return nil
 }
 
