@@ -72,12 +72,12 @@ func review9Verdict(e Effects) string {
 	return fmt.Sprintf("%v %v tx=%v session=%v subject=%q", e.Access, e.Reason, e.Tx, e.Session, e.Subject)
 }
 
-// TestReview9CacheCarriageReturnCommentShape: PostgreSQL ends a -- comment at \r as well as at \n
+// TestCacheCarriageReturnCommentShape: PostgreSQL ends a -- comment at \r as well as at \n
 // (scan.l: non_newline is [^\n\r]), the shape scanner only at \n. A quote after the \r is code to
 // PostgreSQL but comment to the scanner, so the scanner's idea of what is quoted is shifted: a
 // DELETE (or FOR UPDATE) after it is "inside a string" to the scanner and replaced by ?s, and the
 // statement shares the shape, and the cached read verdict, of a harmless statement.
-func TestReview9CacheCarriageReturnCommentShape(t *testing.T) {
+func TestCacheCarriageReturnCommentShape(t *testing.T) {
 	pairs := [][2]string{
 		{"SELECT 1 --\r, '\n' ; SELECT 42 -- '\n", "SELECT 1 --\r, '\n' ; DELETE FROM t -- '\n"},
 		{"SELECT 1 --\r, '\n' FROM t -- '\n", "SELECT 1 --\r, '\n' FROM t FOR UPDATE -- '\n"},
@@ -85,12 +85,12 @@ func TestReview9CacheCarriageReturnCommentShape(t *testing.T) {
 	review9SharedShapeReadThenWrite(t, pairs)
 }
 
-// TestReview9CacheDollarQuoteAfterQuotedIdentifierShape: after a quoted identifier the scanner
+// TestCacheDollarQuoteAfterQuotedIdentifierShape: after a quoted identifier the scanner
 // takes '$' for an identifier byte (prevIdent is true), so "text"$a$...$a$, a typed literal to
 // PostgreSQL (func_name Sconst), is not read as a dollar quote: its quote characters shift the
 // scanner's idea of what is quoted, a DELETE is replaced by ?s, and the write shares the shape, and
 // the cached read verdict, of a harmless statement.
-func TestReview9CacheDollarQuoteAfterQuotedIdentifierShape(t *testing.T) {
+func TestCacheDollarQuoteAfterQuotedIdentifierShape(t *testing.T) {
 	review9SharedShapeReadThenWrite(t, [][2]string{
 		{`SELECT "text"$a$'$a$ ; SELECT 2 -- '`, `SELECT "text"$a$'$a$ ; DELETE FROM t -- '`},
 		{`SELECT "text"$a$'$a$ FROM t -- '`, `SELECT "text"$a$'$a$ FROM t FOR UPDATE -- '`},
@@ -122,13 +122,13 @@ func review9SharedShapeReadThenWrite(t *testing.T, pairs [][2]string) {
 	}
 }
 
-// TestReview9CacheVerdictWithoutCatalogueIsNotContextFree: without a catalogue (a database whose
+// TestCacheVerdictWithoutCatalogueIsNotContextFree: without a catalogue (a database whose
 // catalogue is not loaded yet or failed to load, or Classify without a context) an operator, a
 // cast or a field selection only reads, and resolveOperator / resolveCast / resolveAttribute do not
 // mark that verdict as depending on the context. It is cached by text (and shape) as a
 // context-free read, and a session of a database whose catalogue has a writing operator, cast or
 // row function then gets that read instead of the write a fresh classification gives.
-func TestReview9CacheVerdictWithoutCatalogueIsNotContextFree(t *testing.T) {
+func TestCacheVerdictWithoutCatalogueIsNotContextFree(t *testing.T) {
 	source := &review9Source{cats: map[string]*Catalogue{"test": review9Catalogue("test", true)}}
 	withCat := &Context{Database: "test", User: "app", SearchPath: []string{"$user", "public"}}
 	noCat := &Context{Database: "loading", User: "app", SearchPath: []string{"$user", "public"}}
@@ -207,12 +207,12 @@ func review9Statements(t *testing.T) []string {
 	return out
 }
 
-// TestReview9CacheMatchesFreshClassification classifies golden statements, with their literals
+// TestCacheMatchesFreshClassification classifies golden statements, with their literals
 // varied, through cached classifiers (default and tiny caches) in several contexts (no context,
 // two search paths, unknown search path, parameter types, a database without a catalogue, a
 // database whose catalogue is swapped for one with other content) in a seeded random order, and
 // compares every verdict with a classifier without a cache in the same state.
-func TestReview9CacheMatchesFreshClassification(t *testing.T) {
+func TestCacheMatchesFreshClassification(t *testing.T) {
 	statements := review9Statements(t)
 	plain, changed := review9Catalogue("test", false), review9Catalogue("test", true)
 	otherPlain, otherChanged := review9Catalogue("other", false), review9Catalogue("other", true)
@@ -276,10 +276,10 @@ func TestReview9CacheMatchesFreshClassification(t *testing.T) {
 	}
 }
 
-// TestReview9CacheConcurrentMatchesFresh runs the comparison from several goroutines on one cached
+// TestCacheConcurrentMatchesFresh runs the comparison from several goroutines on one cached
 // classifier with a fixed catalogue and a small cache (evictions), for the race detector and for
 // verdicts that depend on the order the goroutines fill the cache in.
-func TestReview9CacheConcurrentMatchesFresh(t *testing.T) {
+func TestCacheConcurrentMatchesFresh(t *testing.T) {
 	// Without the statements the shape tests above show sharing a shape with a write, so that the
 	// result does not depend on the order the goroutines run in.
 	var statements []string

@@ -207,10 +207,10 @@ func r3Exec(t *testing.T, conn *client, sql string) {
 	conn.routes(t)
 }
 
-// TestReview3ClassifyImplicitCallsFollowed: shapes the change handles (pass). Each statement reaches
+// TestClassifyImplicitCallsFollowed: shapes the change handles (pass). Each statement reaches
 // pg_stat_replication only through an operator, a cast or attribute notation, in a clause, a view
 // or a function body; each must run on the primary and give its answer.
-func TestReview3ClassifyImplicitCallsFollowed(t *testing.T) {
+func TestClassifyImplicitCallsFollowed(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -252,9 +252,9 @@ func TestReview3ClassifyImplicitCallsFollowed(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifySearchPathSchema: an operator and a row function in a schema the session puts on its
+// TestClassifySearchPathSchema: an operator and a row function in a schema the session puts on its
 // search_path with SET (pass).
-func TestReview3ClassifySearchPathSchema(t *testing.T) {
+func TestClassifySearchPathSchema(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Exec(t, conn, "SET search_path = r3s, public")
@@ -273,44 +273,44 @@ func TestReview3ClassifySearchPathSchema(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifyCastToDomain: a cast to a domain runs the cast to the domain's base type.
+// TestClassifyCastToDomain: a cast to a domain runs the cast to the domain's base type.
 //
 // BUG. PostgreSQL's find_coercion_pathway looks at the base types of domains ("Perhaps the types
 // are domains; if so, look at their base types"), so 5::r3_boxdom runs the cast integer -> r3_box
 // (r3_box_of, which reads pg_stat_replication) and then checks the domain. pgowl looks for casts
 // to the domain's own OID only (castsTo[target] in resolveCast, classify/implicit.go), finds none,
 // calls it a read and sends it to a standby, which answers 0 where the primary answers 2.
-func TestReview3ClassifyCastToDomain(t *testing.T) {
+func TestClassifyCastToDomain(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Primary(t, c, conn, "SELECT (5::public.r3_boxdom).v")
 }
 
-// TestReview3ClassifyCastFromDomain: a cast from a value of a domain runs the cast from its base type.
+// TestClassifyCastFromDomain: a cast from a value of a domain runs the cast from its base type.
 //
 // BUG. (5::r3_intdom)::r3_box runs the cast integer -> r3_box (the source domain's base type is
 // integer). pgowl takes the source type as evident and exact (r3_intdom), keeps only casts whose
 // castsource is the domain's OID (resolveCast: c.Source != source.oid), finds none, and sends the
 // statement to a standby.
-func TestReview3ClassifyCastFromDomain(t *testing.T) {
+func TestClassifyCastFromDomain(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Primary(t, c, conn, "SELECT ((5::public.r3_intdom)::public.r3_box).v")
 }
 
-// TestReview3ClassifyCastToArray: a cast between array types runs the element cast for every element.
+// TestClassifyCastToArray: a cast between array types runs the element cast for every element.
 //
 // BUG. ARRAY[5]::r3_box[] is an array coercion (COERCION_PATH_ARRAYCOERCE) that runs the cast
 // integer -> r3_box on each element. typeOID resolves r3_box[] to the array type _r3_box, and
 // pg_cast has no cast to the array type itself, so resolveCast finds no candidate: a read, run on
 // a standby.
-func TestReview3ClassifyCastToArray(t *testing.T) {
+func TestClassifyCastToArray(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Primary(t, c, conn, "SELECT ((ARRAY[5]::public.r3_box[])[1]).v")
 }
 
-// TestReview3ClassifyRowCastConvertsFields: ROW(...)::t converts each field to the column's type, with
+// TestClassifyRowCastConvertsFields: ROW(...)::t converts each field to the column's type, with
 // the cast's context, so a field may run a user cast.
 //
 // BUG. resolveCast returns Read for every ROW(...)::t ("builds a row: no cast function runs"), but
@@ -318,19 +318,19 @@ func TestReview3ClassifyCastToArray(t *testing.T) {
 // ROW(5)::r3_wrap (whose column b is r3_box) runs the cast integer -> r3_box on 5. The standby
 // answers 0, the primary 2. Documented in docs/routing.md ("ROW(...) run[s] no cast function"),
 // but the documentation is wrong about PostgreSQL.
-func TestReview3ClassifyRowCastConvertsFields(t *testing.T) {
+func TestClassifyRowCastConvertsFields(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Primary(t, c, conn, "SELECT ((ROW(5)::public.r3_wrap).b).v")
 }
 
-// TestReview3ClassifyThreePartNames: PostgreSQL accepts database.schema.name for operators and types
+// TestClassifyThreePartNames: PostgreSQL accepts database.schema.name for operators and types
 // when the database is the current one (DeconstructQualifiedName).
 //
 // BUG (exotic). resolveOperator and typeOID give up on names of more than two parts and call the
 // expression a read: OPERATOR(postgres.public.#%#) and ::postgres.public.r3_box run on a standby.
 // Function calls with three-part names are resolved (functionNames accepts three parts).
-func TestReview3ClassifyThreePartNames(t *testing.T) {
+func TestClassifyThreePartNames(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	for _, tc := range []struct{ name, sql string }{
@@ -341,7 +341,7 @@ func TestReview3ClassifyThreePartNames(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifyAttributeOfCompositeType: attribute notation on a value of a composite type made by
+// TestClassifyAttributeOfCompositeType: attribute notation on a value of a composite type made by
 // CREATE TYPE ... AS (...).
 //
 // BUG. rowFunctions (classify/catalogue.go NewCatalogue) only indexes functions whose argument is
@@ -350,7 +350,7 @@ func TestReview3ClassifyThreePartNames(t *testing.T) {
 // (p r3_pair) is not a candidate for x.r3_pair_repl, and ('(1,2)'::r3_pair).r3_pair_repl or
 // (h.p).r3_pair_repl (a column of that type) run on a standby. The same function called as
 // r3_pair_repl(x) is found (control).
-func TestReview3ClassifyAttributeOfCompositeType(t *testing.T) {
+func TestClassifyAttributeOfCompositeType(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	for _, tc := range []struct{ name, sql string }{
@@ -362,18 +362,18 @@ func TestReview3ClassifyAttributeOfCompositeType(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifyShapeCacheCastLiteralSize: 5 and 3000000000 are both integer literals to the shape
+// TestClassifyShapeCacheCastLiteralSize: 5 and 3000000000 are both integer literals to the shape
 // cache ("?i"), but PostgreSQL types the first integer and the second bigint, and resolveCast
 // chooses the cast by that type.
 //
 // BUG. After SELECT (5::r3_num).v (the cast from integer only reads: a standby, correct), the
 // statement SELECT (3000000000::r3_num).v has the same shape and gets the cached read verdict,
 // although it runs the cast from bigint (r3_num_big, node-local): it answers 0 on a standby where
-// the primary answers 2. Classified alone (a different shape, see TestReview3ClassifyImplicitCallsFollowed
+// the primary answers 2. Classified alone (a different shape, see TestClassifyImplicitCallsFollowed
 // "big_alone") it goes to the primary. Cause: appendShape (classify/shape.go) does not keep
 // integer literals that do not fit in integer apart from those that do, while evidence
 // (classify/analysis.go) types them differently.
-func TestReview3ClassifyShapeCacheCastLiteralSize(t *testing.T) {
+func TestClassifyShapeCacheCastLiteralSize(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -385,12 +385,12 @@ func TestReview3ClassifyShapeCacheCastLiteralSize(t *testing.T) {
 	r3Primary(t, c, conn, "SELECT (3000000000::public.r3_num).v")
 }
 
-// TestReview3ClassifyShapeCacheOverloadLiteralSize: the same with function overloads r3_ov(integer)
+// TestClassifyShapeCacheOverloadLiteralSize: the same with function overloads r3_ov(integer)
 // (reads) and r3_ov(bigint) (node-local).
 //
-// BUG (older than these commits, same cause as TestReview3ClassifyShapeCacheCastLiteralSize): after
+// BUG (older than these commits, same cause as TestClassifyShapeCacheCastLiteralSize): after
 // SELECT public.r3_ov(5), SELECT public.r3_ov(3000000000) shares its shape and its read verdict.
-func TestReview3ClassifyShapeCacheOverloadLiteralSize(t *testing.T) {
+func TestClassifyShapeCacheOverloadLiteralSize(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -404,7 +404,7 @@ func TestReview3ClassifyShapeCacheOverloadLiteralSize(t *testing.T) {
 	r3Primary(t, c, conn, "SELECT public.r3_ov(3000000000)")
 }
 
-// TestReview3ClassifyCreateCastThroughPgowl: a cast created through pgowl must be seen by the next
+// TestClassifyCreateCastThroughPgowl: a cast created through pgowl must be seen by the next
 // statement, as a function or an operator created through pgowl is.
 //
 // BUG. changesCatalogue (classify/analysis.go) lists CREATE FUNCTION, CREATE OPERATOR (DefineStmt),
@@ -412,7 +412,7 @@ func TestReview3ClassifyShapeCacheOverloadLiteralSize(t *testing.T) {
 // DOMAIN), so CREATE CAST does not reload the catalogue. resolveCast, finding no cast to r3_late in
 // the stale catalogue, calls 5::r3_late a read, and a standby answers 0 until the next periodic
 // reload (classify.refresh_interval, 30 s by default). The operator case is the control (passes).
-func TestReview3ClassifyCreateCastThroughPgowl(t *testing.T) {
+func TestClassifyCreateCastThroughPgowl(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	// Use the catalogue once, so that it is loaded before the DDL.
@@ -429,7 +429,7 @@ func TestReview3ClassifyCreateCastThroughPgowl(t *testing.T) {
 	})
 }
 
-// TestReview3ClassifySimpleCaseUsesEquality: CASE x WHEN y compares with the = operator that x = y would
+// TestClassifySimpleCaseUsesEquality: CASE x WHEN y compares with the = operator that x = y would
 // use, here r3eq.= (r3_color, r3_color), whose function reads node-local state.
 //
 // BUG (borderline: docs/routing.md says operators that only apply implicitly are not seen, and
@@ -437,7 +437,7 @@ func TestReview3ClassifyCreateCastThroughPgowl(t *testing.T) {
 // raw parse tree of a simple CASE holds a CaseExpr with arg and a CaseWhen, no A_Expr, so visit
 // (classify/scan.go) never resolves "=": a standby answers 'different', the primary 'same'. The
 // control, CASE WHEN x = y, is found.
-func TestReview3ClassifySimpleCaseUsesEquality(t *testing.T) {
+func TestClassifySimpleCaseUsesEquality(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Exec(t, conn, "SET search_path = r3eq, public")
@@ -480,20 +480,20 @@ func r3DirectWithPath(t *testing.T, n *cluster.Node, setup, sql string) string {
 	return got
 }
 
-// TestReview3ClassifyNegatorRuns: the planner replaces NOT (a op b) by a negop b when op declares a
+// TestClassifyNegatorRuns: the planner replaces NOT (a op b) by a negop b when op declares a
 // NEGATOR (eval_const_expressions -> negate_clause), and runs the negator's function.
 //
 // BUG (borderline, an implicit use like those docs/routing.md lists as not seen, but not among
 // them). #=# only compares; its negator #!# reads pg_stat_replication. pgowl resolves the
 // operator written (#=#: a read) and sends the statement to a standby, where #!# answers true;
 // on the primary it answers false. The catalogue could load oprnegate along with oprcode.
-func TestReview3ClassifyNegatorRuns(t *testing.T) {
+func TestClassifyNegatorRuns(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	r3Primary(t, c, conn, "SELECT (NOT (id #=# 2))::text FROM public.r3_tab")
 }
 
-// TestReview3ClassifyShapeCacheCurrentSettingEscaped: the shape cache keeps statements that mention
+// TestClassifyShapeCacheCurrentSettingEscaped: the shape cache keeps statements that mention
 // current_setting apart, by looking for that text; a Unicode-escaped identifier names the same
 // function without the text.
 //
@@ -501,7 +501,7 @@ func TestReview3ClassifyNegatorRuns(t *testing.T) {
 // same shape with 'transaction_read_only' then gets that read verdict and runs on a standby, which
 // answers 'on' where the primary (and pgowl's in_hot_standby off) says 'off'. Cause:
 // mentionsSettingCall (classify/shape.go) scans the text, not the parsed names.
-func TestReview3ClassifyShapeCacheCurrentSettingEscaped(t *testing.T) {
+func TestClassifyShapeCacheCurrentSettingEscaped(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -515,8 +515,8 @@ func TestReview3ClassifyShapeCacheCurrentSettingEscaped(t *testing.T) {
 	r3Primary(t, c, conn, `SELECT U&"current\005fsetting"('transaction_read_only')`)
 }
 
-// TestReview3ClassifyServerKindQuestions: other spellings of the questions of commit 286cc0b (pass).
-func TestReview3ClassifyServerKindQuestions(t *testing.T) {
+// TestClassifyServerKindQuestions: other spellings of the questions of commit 286cc0b (pass).
+func TestClassifyServerKindQuestions(t *testing.T) {
 	c, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -549,11 +549,11 @@ func TestReview3ClassifyServerKindQuestions(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifyLibpqTargetSessionAttrs: psql (libpq) with target_session_attrs. libpq decides from
+// TestClassifyLibpqTargetSessionAttrs: psql (libpq) with target_session_attrs. libpq decides from
 // the in_hot_standby / default_transaction_read_only ParameterStatus when the server reports them,
 // else it asks SHOW transaction_read_only / pg_is_in_recovery(). pgowl presents a read-write
 // primary: read-write and primary connect, read-only and standby are refused (pass).
-func TestReview3ClassifyLibpqTargetSessionAttrs(t *testing.T) {
+func TestClassifyLibpqTargetSessionAttrs(t *testing.T) {
 	_, o := r3Setup(t)
 	psql := pgBinary(t, "psql")
 	for _, tc := range []struct {
@@ -575,9 +575,9 @@ func TestReview3ClassifyLibpqTargetSessionAttrs(t *testing.T) {
 	}
 }
 
-// TestReview3ClassifyOddInput: odd implicit-call shapes must not break the session: pgowl answers
+// TestClassifyOddInput: odd implicit-call shapes must not break the session: pgowl answers
 // or passes PostgreSQL's error on, and the connection keeps working (pass).
-func TestReview3ClassifyOddInput(t *testing.T) {
+func TestClassifyOddInput(t *testing.T) {
 	_, o := r3Setup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{

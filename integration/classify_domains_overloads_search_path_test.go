@@ -130,7 +130,7 @@ func r7cOK(t *testing.T, conn *client, sql string) []routeNotice {
 	return rs
 }
 
-// TestReview7ClassifyDomainCheck: a cast or coercion to a domain runs the domain's CHECK
+// TestClassifyDomainCheck: a cast or coercion to a domain runs the domain's CHECK
 // constraints; here the CHECK calls a function that calls nextval.
 //
 // BUG. SELECT 5::public.r7c_dom (also CAST(... AS ...), '5'::r7c_dom, ARRAY[5]::r7c_dom[], a call
@@ -139,7 +139,7 @@ func r7cOK(t *testing.T, conn *client, sql string) []routeNotice {
 // in the CHECK). Cause: the catalogue holds a domain only as its base type (implicit.go: "casts to
 // and from a domain are its base type's"); domain CHECK constraints (pg_constraint.contypid) are not
 // loaded or analysed. A CHECK reading node-local state answers the standby's value the same way.
-func TestReview7ClassifyDomainCheck(t *testing.T) {
+func TestClassifyDomainCheck(t *testing.T) {
 	c, o := r7cSetup(t, nil)
 	conn := rvConnect(t, o)
 	// Proof: a standby refuses it (the check runs nextval).
@@ -159,7 +159,7 @@ func TestReview7ClassifyDomainCheck(t *testing.T) {
 	}
 }
 
-// TestReview7ClassifyNamedArgumentHidesOverload: named notation excludes an overload earlier on the
+// TestClassifyNamedArgumentHidesOverload: named notation excludes an overload earlier on the
 // search path that has no parameter of that name.
 //
 // BUG. With search_path public, r7c_s: SELECT r7c_named(b => 1) runs r7c_s.r7c_named(b int)
@@ -169,7 +169,7 @@ func TestReview7ClassifyDomainCheck(t *testing.T) {
 // ignores parameter names, so it sees public.r7c_named (reads) and sends the call to a standby:
 // 25006. (public.r7c_ord(b => 1, a => 'x') goes to the primary as UNKNOWN_EFFECT "overloads differ
 // in effect": right node, because named arguments give no evidence; it passes.)
-func TestReview7ClassifyNamedArgumentHidesOverload(t *testing.T) {
+func TestClassifyNamedArgumentHidesOverload(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public, r7c_s"})
 	runOnPrimary(t, conn, "SELECT r7c_named(b => 1)")
@@ -180,7 +180,7 @@ func TestReview7ClassifyNamedArgumentHidesOverload(t *testing.T) {
 	r7cOK(t, conn, "SELECT r7c_named(a => 1)")
 }
 
-// TestReview7ClassifyPlpgsqlSetsSearchPath: a PL/pgSQL body that sets search_path (SET LOCAL, or
+// TestClassifyPlpgsqlSetsSearchPath: a PL/pgSQL body that sets search_path (SET LOCAL, or
 // set_config(..., true)) before an unqualified call: PostgreSQL plans the call after the SET ran and
 // resolves it to r7c_s.r7c_f (nextval).
 //
@@ -188,14 +188,14 @@ func TestReview7ClassifyNamedArgumentHidesOverload(t *testing.T) {
 // on a standby with 25006. Cause: the body's names are resolved with the session's path (or the
 // function's proconfig); a SET search_path / set_config('search_path', ...) statement inside the
 // body does not change the path used for the body's later statements.
-func TestReview7ClassifyPlpgsqlSetsSearchPath(t *testing.T) {
+func TestClassifyPlpgsqlSetsSearchPath(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public"})
 	runOnPrimary(t, conn, "SELECT public.r7c_pl_setlocal()")
 	runOnPrimary(t, conn, "SELECT public.r7c_pl_setconfig()")
 }
 
-// TestReview7ClassifyFunctionChangesSessionSearchPath: a function that calls
+// TestClassifyFunctionChangesSessionSearchPath: a function that calls
 // set_config('search_path', ..., false) changes the session's path; the next unqualified call
 // resolves to r7c_s.r7c_f (nextval).
 //
@@ -206,7 +206,7 @@ func TestReview7ClassifyPlpgsqlSetsSearchPath(t *testing.T) {
 // public.r7c_f on a standby instead of r7c_s.r7c_f (nextval) on the primary: the session silently
 // lost its setting. Expected: a function with a session-level SET effect pins the session (as SQL
 // PREPARE does), or at least makes the path unknown so user functions go to the primary.
-func TestReview7ClassifyFunctionChangesSessionSearchPath(t *testing.T) {
+func TestClassifyFunctionChangesSessionSearchPath(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public"})
 	r7cOK(t, conn, "SELECT public.r7c_pl_setsession()")
@@ -222,7 +222,7 @@ func TestReview7ClassifyFunctionChangesSessionSearchPath(t *testing.T) {
 	runOnPrimary(t, conn, "SELECT r7c_f()")
 }
 
-// TestReview7ClassifySerializableDefaultAtStartup: a serializable default isolation level from the
+// TestClassifySerializableDefaultAtStartup: a serializable default isolation level from the
 // startup packet or from ALTER ROLE ... SET: a standby refuses every statement ("cannot use
 // serializable mode in a hot standby", 0A000).
 //
@@ -230,9 +230,9 @@ func TestReview7ClassifyFunctionChangesSessionSearchPath(t *testing.T) {
 // '-c default_transaction_isolation=serializable', or as a role with ALTER ROLE ... SET
 // default_transaction_isolation = 'serializable', SELECT 1 goes to a standby (READ_ONLY) and fails
 // with 0A000. A session-level SET of the same is handled (SessionSerializableDefault pins the
-// session; see SerializableDefaultBySet in TestReview7ClassifyPasses), but the startup packet and
+// session; see SerializableDefaultBySet in TestClassifyDomainsOverloadsSearchPathShapesPass), but the startup packet and
 // pg_db_role_setting are only read for search_path.
-func TestReview7ClassifySerializableDefaultAtStartup(t *testing.T) {
+func TestClassifySerializableDefaultAtStartup(t *testing.T) {
 	_, o := r7cSetup(t, func(cfg *config.Config) {
 		cfg.Users = append(cfg.Users, config.User{Name: "r7c_ser", Password: "secret", Auth: config.AuthSCRAM})
 	})
@@ -261,7 +261,7 @@ func TestReview7ClassifySerializableDefaultAtStartup(t *testing.T) {
 	})
 }
 
-// TestReview7ClassifyExportedSnapshot: pg_dump --jobs shares a snapshot: the leader runs
+// TestClassifyExportedSnapshot: pg_dump --jobs shares a snapshot: the leader runs
 // pg_export_snapshot() in a read-only repeatable-read transaction, each worker imports it with SET
 // TRANSACTION SNAPSHOT. The import only works on the node that exported it.
 //
@@ -270,7 +270,7 @@ func TestReview7ClassifySerializableDefaultAtStartup(t *testing.T) {
 // gives. With round_robin (and by chance with least_lag) they differ and the import fails:
 // 22023 invalid snapshot identifier. Expected: both run on one node deterministically, i.e.
 // pg_export_snapshot() and SET TRANSACTION SNAPSHOT need the primary.
-func TestReview7ClassifyExportedSnapshot(t *testing.T) {
+func TestClassifyExportedSnapshot(t *testing.T) {
 	_, o := r7cSetup(t, func(cfg *config.Config) { cfg.Routing.StandbyChoice = config.StandbyRoundRobin })
 	leader := rvConnect(t, o)
 	worker := rvConnect(t, o)
@@ -303,9 +303,9 @@ func TestReview7ClassifyExportedSnapshot(t *testing.T) {
 	}
 }
 
-// TestReview7ClassifySequenceLastValueFunction: pg_sequence_last_value() on a standby answers the
+// TestClassifySequenceLastValueFunction: pg_sequence_last_value() on a standby answers the
 // WAL-logged-ahead value, not the primary's last_value (like SELECT last_value FROM seq).
-func TestReview7ClassifySequenceLastValueFunction(t *testing.T) {
+func TestClassifySequenceLastValueFunction(t *testing.T) {
 	c, o := r7cSetup(t, nil)
 	conn := rvConnect(t, o)
 	want := primaryInt(t, c, "SELECT nextval('public.r7c_seq_lv')")
@@ -324,7 +324,7 @@ func TestReview7ClassifySequenceLastValueFunction(t *testing.T) {
 	}
 }
 
-// TestReview7ClassifyTransactionReadWriteSetting: transaction_read_only = off outside a transaction
+// TestClassifyTransactionReadWriteSetting: transaction_read_only = off outside a transaction
 // block: the primary accepts it, a standby refuses it (25001: "cannot set transaction read-write
 // mode during recovery" for SET, "transaction read-write mode must be set before any query" for
 // set_config, whose SELECT has taken a snapshot).
@@ -333,7 +333,7 @@ func TestReview7ClassifySequenceLastValueFunction(t *testing.T) {
 // with 25001; the primary answers off. (SET transaction_read_only = off and SET TRANSACTION READ
 // WRITE are handled: they go to the primary.) Cause: builtinResult treats set_config as a read
 // whatever the setting; statements.go refuses read-write mode only for the SET forms.
-func TestReview7ClassifyTransactionReadWriteSetting(t *testing.T) {
+func TestClassifyTransactionReadWriteSetting(t *testing.T) {
 	c, o := r7cSetup(t, nil)
 	conn := rvConnect(t, o)
 	const probe = "SELECT set_config('transaction_read_only', 'off', false)"
@@ -350,8 +350,8 @@ func TestReview7ClassifyTransactionReadWriteSetting(t *testing.T) {
 	}
 }
 
-// TestReview7ClassifyPasses: shapes pgowl handles (regression cover).
-func TestReview7ClassifyPasses(t *testing.T) {
+// TestClassifyDomainsOverloadsSearchPathShapesPass: shapes pgowl handles (regression cover).
+func TestClassifyDomainsOverloadsSearchPathShapesPass(t *testing.T) {
 	_, o := r7cSetup(t, nil)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{

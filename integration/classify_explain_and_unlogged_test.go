@@ -125,7 +125,7 @@ func r6cNotPrimary(t *testing.T, conn *client, sql string) {
 	}
 }
 
-// TestReview6ClassifyExplainInlinedVolatileWrapper: EXPLAIN of a VOLATILE SQL function whose body
+// TestClassifyExplainInlinedVolatileWrapper: EXPLAIN of a VOLATILE SQL function whose body
 // calls an IMMUTABLE function.
 //
 // BUG. EXPLAIN (COSTS OFF) SELECT public.r6c_vol_wrap_next() goes to a standby and fails with 25006
@@ -135,7 +135,7 @@ func r6cNotPrimary(t *testing.T, conn *client, sql string) {
 // inlined body again, folding the IMMUTABLE call with constant arguments. Cause:
 // skippedAtPlanTime (classify/analysis.go) skips every VOLATILE user function at plan time
 // without looking into the (inlinable) SQL body or its default arguments.
-func TestReview6ClassifyExplainInlinedVolatileWrapper(t *testing.T) {
+func TestClassifyExplainInlinedVolatileWrapper(t *testing.T) {
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	t.Run("Nextval", func(t *testing.T) { runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_wrap_next()") })
@@ -144,19 +144,19 @@ func TestReview6ClassifyExplainInlinedVolatileWrapper(t *testing.T) {
 	})
 }
 
-// TestReview6ClassifyExplainVolatileDefaultArgument: EXPLAIN of a VOLATILE function called without
+// TestClassifyExplainVolatileDefaultArgument: EXPLAIN of a VOLATILE function called without
 // its argument, whose default is an IMMUTABLE call.
 //
 // BUG. EXPLAIN (COSTS OFF) SELECT public.r6c_vol_def() goes to a standby and fails with 25006: the
 // planner inserts the default (expand_function_arguments) and folds r6c_imm_next() while planning.
 // Cause: skippedAtPlanTime returns Read for a VOLATILE candidate before defaultsEffect is counted.
-func TestReview6ClassifyExplainVolatileDefaultArgument(t *testing.T) {
+func TestClassifyExplainVolatileDefaultArgument(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	runOnPrimary(t, conn, "EXPLAIN (COSTS OFF) SELECT public.r6c_vol_def()")
 }
 
-// TestReview6ClassifyExplainRewrittenInsert: EXPLAIN (no ANALYZE) of an INSERT whose rewritten
+// TestClassifyExplainRewrittenInsert: EXPLAIN (no ANALYZE) of an INSERT whose rewritten
 // form calls an IMMUTABLE function: a column default, an INSTEAD rule of a view.
 //
 // BUG. EXPLAIN (COSTS OFF) INSERT INTO public.r6c_defcol (id) VALUES (1) and EXPLAIN (COSTS OFF)
@@ -166,7 +166,7 @@ func TestReview6ClassifyExplainVolatileDefaultArgument(t *testing.T) {
 // primary anyway", which no longer holds now that EXPLAIN of a write goes to a standby. Cause:
 // explain (classify/statements.go) plans only the statement's text and the views it reads; column
 // defaults and non-SELECT rules of the target are not looked at.
-func TestReview6ClassifyExplainRewrittenInsert(t *testing.T) {
+func TestClassifyExplainRewrittenInsert(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	t.Run("ColumnDefault", func(t *testing.T) {
@@ -177,7 +177,7 @@ func TestReview6ClassifyExplainRewrittenInsert(t *testing.T) {
 	})
 }
 
-// TestReview6ClassifyUnloggedChild: reading a logged parent whose partition or inheritance child is
+// TestClassifyUnloggedChild: reading a logged parent whose partition or inheritance child is
 // unlogged.
 //
 // BUG. SELECT count(*) FROM public.r6c_parent (partitioned, partition r6c_part1 UNLOGGED) and
@@ -186,7 +186,7 @@ func TestReview6ClassifyExplainRewrittenInsert(t *testing.T) {
 // recovery" (get_relation_info on the child). The primary answers 1. Cause: resolveRelation
 // (classify/analysis.go) checks only the named relation's relpersistence; the catalogue has no
 // pg_inherits, so children's persistence is not seen.
-func TestReview6ClassifyUnloggedChild(t *testing.T) {
+func TestClassifyUnloggedChild(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -198,7 +198,7 @@ func TestReview6ClassifyUnloggedChild(t *testing.T) {
 	}
 }
 
-// TestReview6ClassifyTableTurnedUnlogged: a table made unlogged through pgowl.
+// TestClassifyTableTurnedUnlogged: a table made unlogged through pgowl.
 //
 // BUG. ALTER TABLE public.r6c_flip SET UNLOGGED (through pgowl, autocommit), then SELECT count(*)
 // FROM public.r6c_flip goes to a standby: 0A000 "cannot access temporary or unlogged relations
@@ -206,8 +206,8 @@ func TestReview6ClassifyUnloggedChild(t *testing.T) {
 // count AlterTableStmt (SET UNLOGGED / SET LOGGED; nor ALTER SEQUENCE ... SET UNLOGGED) as a
 // catalogue change, although relpersistence is now part of the catalogue, so the cached verdict
 // holds until classify.refresh_interval. (CREATE UNLOGGED TABLE of a new name is picked up: the
-// unknown name reloads; see TestReview6ClassifyPasses.)
-func TestReview6ClassifyTableTurnedUnlogged(t *testing.T) {
+// unknown name reloads; see TestClassifyExplainAndUnloggedShapesPass.)
+func TestClassifyTableTurnedUnlogged(t *testing.T) {
 	_, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	r4rMust(t, conn, "SELECT count(*) FROM public.r6c_flip") // the catalogue is loaded, r6c_flip is logged
@@ -218,7 +218,7 @@ func TestReview6ClassifyTableTurnedUnlogged(t *testing.T) {
 	}
 }
 
-// TestReview6ClassifyNegativeIntegerLiteral: overloads chosen by a negative integer literal.
+// TestClassifyNegativeIntegerLiteral: overloads chosen by a negative integer literal.
 //
 // BUG. SELECT public.r6c_edge8(-9223372036854775808) runs r6c_edge8(bigint) in PostgreSQL (the
 // lexer makes 9223372036854775808 an FCONST, the grammar negates it, make_const finds it fits
@@ -230,8 +230,8 @@ func TestReview6ClassifyTableTurnedUnlogged(t *testing.T) {
 // (numeric) alike ("-?n": integerKind ignores the sign), and "-2147483648" (integer) and
 // "-2147483649" (bigint) alike ("-?l"), so a fixed classifier would still share verdicts across
 // the boundary. (The integer/bigint pair r6c_edge goes to the primary as UNKNOWN_EFFECT today:
-// see TestReview6ClassifyPasses.)
-func TestReview6ClassifyNegativeIntegerLiteral(t *testing.T) {
+// see TestClassifyExplainAndUnloggedShapesPass.)
+func TestClassifyNegativeIntegerLiteral(t *testing.T) {
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	t.Run("Int8Min", func(t *testing.T) { r6cSameAsPrimary(t, c, conn, "SELECT public.r6c_edge8(-9223372036854775808)") })
@@ -241,8 +241,8 @@ func TestReview6ClassifyNegativeIntegerLiteral(t *testing.T) {
 	})
 }
 
-// TestReview6ClassifyPasses: shapes the changes handle (pass).
-func TestReview6ClassifyPasses(t *testing.T) {
+// TestClassifyExplainAndUnloggedShapesPass: shapes the changes handle (pass).
+func TestClassifyExplainAndUnloggedShapesPass(t *testing.T) {
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -306,7 +306,7 @@ func TestReview6ClassifyPasses(t *testing.T) {
 	})
 }
 
-// TestReview6ClassifyFalsePositiveExplain: EXPLAIN (no ANALYZE) sent to the primary although
+// TestClassifyFalsePositiveExplain: EXPLAIN (no ANALYZE) sent to the primary although
 // planning runs nothing node-local (lower priority: correct answers, needless primary load).
 //
 // FALSE POSITIVE. EXPLAIN (COSTS OFF) SELECT public.r6c_stable_repl(): eval_const_expressions folds
@@ -315,7 +315,7 @@ func TestReview6ClassifyPasses(t *testing.T) {
 // a read of pg_stat_activity plans the view, runs none of its functions. pgowl counts all three at
 // plan time (skippedAtPlanTime keeps STABLE; resolveRelation's node-local views are not plan-time
 // aware). An accepted cost (docs/routing.md): the test reports it while it is there.
-func TestReview6ClassifyFalsePositiveExplain(t *testing.T) {
+func TestClassifyFalsePositiveExplain(t *testing.T) {
 	c, o := r6cSetup(t)
 	conn := rvConnect(t, o)
 	// Proof that the STABLE call is not folded: the VERBOSE plan is the same on both nodes.

@@ -267,8 +267,8 @@ func r8cValue(t *testing.T, conn *client, sql string) (string, []routeNotice, er
 	return string(row[0]), rs, nil
 }
 
-// TestReview8ClassifyRowSecurity: reads of tables whose SELECT policies write.
-func TestReview8ClassifyRowSecurity(t *testing.T) {
+// TestClassifyRowSecurity: reads of tables whose SELECT policies write.
+func TestClassifyRowSecurity(t *testing.T) {
 	c, o := r8cSetup(t)
 	r8cProveStandbyRefuses(t, c, "SELECT count(*) FROM public.r8c_rls")
 	r8cProveStandbyRefuses(t, c, "SELECT count(*) FROM public.r8c_rls_op")
@@ -310,14 +310,14 @@ func TestReview8ClassifyRowSecurity(t *testing.T) {
 	})
 }
 
-// TestReview8ClassifyPolicyCreatedByExecuteInProcedure: a migration procedure that creates a
+// TestClassifyPolicyCreatedByExecuteInProcedure: a migration procedure that creates a
 // policy through EXECUTE (as migrations built with format() do).
 //
 // BUG (found in review 8). After CALL r8c_mig_exec_policy() the read goes to a standby (READ_ONLY,
 // stale catalogue) and fails with 25006: EXECUTE in a body is a write but does not set
 // sessionCatalogueChange, although it may run any DDL (a DO block is counted as a change for that
 // reason).
-func TestReview8ClassifyPolicyCreatedByExecuteInProcedure(t *testing.T) {
+func TestClassifyPolicyCreatedByExecuteInProcedure(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	r8cOnStandby(t, conn, "SELECT count(*) FROM public.r8c_rls_mig")
@@ -327,9 +327,9 @@ func TestReview8ClassifyPolicyCreatedByExecuteInProcedure(t *testing.T) {
 	runOnPrimary(t, conn, "SELECT count(*) FROM public.r8c_rls_mig")
 }
 
-// TestReview8ClassifyPolicyAlteredByNestedProcedure: CALL of a procedure that CALLs one whose body
+// TestClassifyPolicyAlteredByNestedProcedure: CALL of a procedure that CALLs one whose body
 // runs ALTER POLICY.
-func TestReview8ClassifyPolicyAlteredByNestedProcedure(t *testing.T) {
+func TestClassifyPolicyAlteredByNestedProcedure(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	r8cOnStandby(t, conn, "SELECT count(*) FROM public.r8c_rls_nest")
@@ -339,12 +339,12 @@ func TestReview8ClassifyPolicyAlteredByNestedProcedure(t *testing.T) {
 	runOnPrimary(t, conn, "SELECT count(*) FROM public.r8c_rls_nest")
 }
 
-// TestReview8ClassifyFunctionReplacedByExecuteInProcedure: a migration procedure that replaces a
+// TestClassifyFunctionReplacedByExecuteInProcedure: a migration procedure that replaces a
 // function through EXECUTE.
 //
 // BUG (found in review 8). SELECT public.r8c_tally() after the CALL goes to a standby (READ_ONLY, the
 // old body) and fails with 25006; same cause as the policy case.
-func TestReview8ClassifyFunctionReplacedByExecuteInProcedure(t *testing.T) {
+func TestClassifyFunctionReplacedByExecuteInProcedure(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	r8cOnStandby(t, conn, "SELECT public.r8c_tally()")
@@ -354,13 +354,13 @@ func TestReview8ClassifyFunctionReplacedByExecuteInProcedure(t *testing.T) {
 	runOnPrimary(t, conn, "SELECT public.r8c_tally()")
 }
 
-// TestReview8ClassifyTableRecreatedWithoutPolicy: DROP TABLE and CREATE TABLE of the same name
+// TestClassifyTableRecreatedWithoutPolicy: DROP TABLE and CREATE TABLE of the same name
 // through pgowl; the new table has no policy.
 //
 // BUG (found in review 8). The read goes to the primary as WRITING_FUNCTION "row security policy on
 // r8c_recreate → r8c_next(integer)": DROP TABLE does not change the catalogue (changesCatalogue),
 // although tables now carry their policies in it.
-func TestReview8ClassifyTableRecreatedWithoutPolicy(t *testing.T) {
+func TestClassifyTableRecreatedWithoutPolicy(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	runOnPrimary(t, conn, "SELECT count(*) FROM public.r8c_recreate")
@@ -378,7 +378,7 @@ func TestReview8ClassifyTableRecreatedWithoutPolicy(t *testing.T) {
 	}
 }
 
-// TestReview8ClassifyDomainCheckPlaces: places where a value becomes of a domain whose CHECK writes.
+// TestClassifyDomainCheckPlaces: places where a value becomes of a domain whose CHECK writes.
 //
 // BUG (found in review 8). READ_ONLY on a standby, 25006: a function RETURNS the domain (PL/pgSQL and
 // SQL), an OUT parameter of it, a PL/pgSQL variable declared tbl.col%TYPE of a domain column, a cast
@@ -386,7 +386,7 @@ func TestReview8ClassifyTableRecreatedWithoutPolicy(t *testing.T) {
 // array of the domain (also VARIADIC): functionEffect looks only at input argument types that are
 // domains themselves, declaredType skips %TYPE, resolveCast looks only at the target (or element)
 // type.
-func TestReview8ClassifyDomainCheckPlaces(t *testing.T) {
+func TestClassifyDomainCheckPlaces(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -415,8 +415,8 @@ func TestReview8ClassifyDomainCheckPlaces(t *testing.T) {
 	}
 }
 
-// TestReview8ClassifyDomainNoCheck: reads that involve a domain but run no CHECK.
-func TestReview8ClassifyDomainNoCheck(t *testing.T) {
+// TestClassifyDomainNoCheck: reads that involve a domain but run no CHECK.
+func TestClassifyDomainNoCheck(t *testing.T) {
 	_, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -428,14 +428,14 @@ func TestReview8ClassifyDomainNoCheck(t *testing.T) {
 	}
 }
 
-// TestReview8ClassifyNamedMixedWithPositional: r8c_mix(1, b => 2) with search_path public, r8c_s.
+// TestClassifyNamedMixedWithPositional: r8c_mix(1, b => 2) with search_path public, r8c_s.
 // public.r8c_mix(b int, a int) has the same argument types as r8c_s.r8c_mix(a int, b int), but the
 // positional 1 already fills its b: MatchNamedCall rejects it before same-signature functions later
 // on the path are hidden, and r8c_s.r8c_mix (nextval) runs.
 //
 // BUG (found in review 8). READ_ONLY on a standby, 25006: hasArgNames only asks whether the name
 // exists, not whether a positional argument already fills it.
-func TestReview8ClassifyNamedMixedWithPositional(t *testing.T) {
+func TestClassifyNamedMixedWithPositional(t *testing.T) {
 	c, o := r8cSetup(t)
 	r8cProveStandbyRefuses(t, c, "SET search_path = public, r8c_s; SELECT r8c_mix(1, b => 2)")
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public, r8c_s"})
@@ -444,13 +444,13 @@ func TestReview8ClassifyNamedMixedWithPositional(t *testing.T) {
 	r8cOnStandby(t, conn, "SELECT r8c_mix(b => 1, a => 2)")
 }
 
-// TestReview8ClassifyBodySearchPathChangeMissed: bodies that change search_path in forms the
+// TestClassifyBodySearchPathChangeMissed: bodies that change search_path in forms the
 // regular expression does not see, then call r8c_f() unqualified (r8c_s.r8c_f calls nextval).
 //
 // BUG (found in review 8). All four are READ_ONLY on a standby and fail with 25006: the regular
 // expression bodySetsSearchPath misses a quoted "search_path", SET SCHEMA, a quoted "set_config",
 // and is applied to prosrc, which is not the body of a BEGIN ATOMIC function.
-func TestReview8ClassifyBodySearchPathChangeMissed(t *testing.T) {
+func TestClassifyBodySearchPathChangeMissed(t *testing.T) {
 	c, o := r8cSetup(t)
 	conn := r7cConnect(t, o, map[string]string{"search_path": "public"})
 	for _, sql := range []string{
@@ -466,12 +466,12 @@ func TestReview8ClassifyBodySearchPathChangeMissed(t *testing.T) {
 	}
 }
 
-// TestReview8ClassifySetConfigThenCallInOneStatement: set_config of search_path (local) and a call
+// TestClassifySetConfigThenCallInOneStatement: set_config of search_path (local) and a call
 // in the same target list: PL/pgSQL plans r8c_f() in r8c_call_f after set_config ran.
 //
 // BUG (found in review 8). READ_ONLY on a standby, 25006: the call is analysed on the path before
 // the statement. A known gap (docs/routing.md): the test reports it while it is there.
-func TestReview8ClassifySetConfigThenCallInOneStatement(t *testing.T) {
+func TestClassifySetConfigThenCallInOneStatement(t *testing.T) {
 	c, o := r8cSetup(t)
 	const sql = "SELECT pg_catalog.set_config('search_path', 'r8c_s, public', true), public.r8c_call_f()"
 	r8cProveStandbyRefuses(t, c, "SET search_path = public; "+sql)
@@ -492,19 +492,19 @@ func TestReview8ClassifySetConfigThenCallInOneStatement(t *testing.T) {
 	}
 }
 
-// TestReview8ClassifyBodyMentionsSearchPath: a body that only mentions search_path (a comment, a
+// TestClassifyBodyMentionsSearchPath: a body that only mentions search_path (a comment, a
 // string) changes nothing and reads.
 //
 // BUG (found in review 8, misleading reason). Both go to the primary as UNKNOWN_EFFECT "its body
 // changes search_path": the regular expression matches comments and string literals.
-func TestReview8ClassifyBodyMentionsSearchPath(t *testing.T) {
+func TestClassifyBodyMentionsSearchPath(t *testing.T) {
 	_, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	r8cOnStandby(t, conn, "SELECT public.r8c_pl_comment()")
 	r8cOnStandby(t, conn, "SELECT public.r8c_sql_string()")
 }
 
-// TestReview8ClassifySettingsSetInBodies: settings a function or procedure changes for the session
+// TestClassifySettingsSetInBodies: settings a function or procedure changes for the session
 // must hold for the session's next statements, wherever they run.
 //
 // BUG (found in review 8). SetStatementOfPlaceholder: a SET app.x statement in a body is not in
@@ -513,7 +513,7 @@ func TestReview8ClassifyBodyMentionsSearchPath(t *testing.T) {
 // SerializableDefaultInDo: DO ... EXECUTE 'SET default_transaction_isolation = serializable'; the
 // read-back carries the value to standbys, where SELECT 1 fails with 0A000, and the session is not
 // kept on the primary.
-func TestReview8ClassifySettingsSetInBodies(t *testing.T) {
+func TestClassifySettingsSetInBodies(t *testing.T) {
 	_, o := r8cSetup(t)
 	t.Run("SetStatementOfPlaceholder", func(t *testing.T) {
 		conn := rvConnect(t, o)
@@ -574,9 +574,9 @@ func TestReview8ClassifySettingsSetInBodies(t *testing.T) {
 	})
 }
 
-// TestReview8ClassifyExportSnapshotInFunction: pg_export_snapshot() called by a user function runs
+// TestClassifyExportSnapshotInFunction: pg_export_snapshot() called by a user function runs
 // where the importing session will look for it: the primary.
-func TestReview8ClassifyExportSnapshotInFunction(t *testing.T) {
+func TestClassifyExportSnapshotInFunction(t *testing.T) {
 	_, o := r8cSetup(t)
 	conn := rvConnect(t, o)
 	runOnPrimary(t, conn, "SELECT public.r8c_export()")

@@ -33,7 +33,7 @@ func review10WaitFor(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// TestReview10CrashRestartDoesNotRunACommittedInsertTwice: README, "Dead
+// TestCrashRestartDoesNotRunACommittedInsertTwice: README, "Dead
 // backends": a statement that may write is sent again only when it cannot
 // have run. A 57P02 (crash of another server process) is treated as such a
 // case, but the WARNING 57P02 that PostgreSQL sends on a crash restart also
@@ -41,7 +41,7 @@ func review10WaitFor(d time.Duration, cond func() bool) bool {
 // waiting for its synchronous standby (or is between its commit record and
 // its reply): the commit survives crash recovery. pgowl must not run the
 // INSERT a second time.
-func TestReview10CrashRestartDoesNotRunACommittedInsertTwice(t *testing.T) {
+func TestCrashRestartDoesNotRunACommittedInsertTwice(t *testing.T) {
 	c := ownCluster(t, 1)
 	primary := c.Nodes[0]
 	createTable(t, c, "review10_sync", "CREATE TABLE review10_sync (id int, v text)")
@@ -138,14 +138,14 @@ func review10LogLines(o *owl, text string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestReview10QuietCheckKeepsHealthyIdleBackends: the pool's quiet check
+// TestQuietCheckKeepsHealthyIdleBackends: the pool's quiet check
 // (a connection idle for over 1s is peeked at before it is handed out)
 // must not take a healthy idle backend for a dead one. After each kind of
 // client activity, a write 1.3s later must run on the same backend as the
 // one before the pause (one client, so the pool holds one idle backend on
 // the primary): a closed and redialled backend means a false positive, one
 // extra connection setup per use of an idle pool.
-func TestReview10QuietCheckKeepsHealthyIdleBackends(t *testing.T) {
+func TestQuietCheckKeepsHealthyIdleBackends(t *testing.T) {
 	c := ownCluster(t, 1)
 	primary := c.Nodes[0]
 	createTable(t, c, "review10_quiet", "CREATE TABLE review10_quiet (id serial PRIMARY KEY, v int)")
@@ -289,14 +289,14 @@ func review10WriteLandsOn(t *testing.T, conn *client, want *cluster.Node, table 
 	return took
 }
 
-// TestReview10SwitchoverAndSwitchback: a planned switchover (pg1 stopped
+// TestSwitchoverAndSwitchback: a planned switchover (pg1 stopped
 // cleanly, pg2 promoted, pg3 and then pg1 re-pointed at pg2) and a
 // switchback (pg2 stopped cleanly, pg1 promoted on a newer timeline, pg3
 // and pg2 re-pointed at pg1), without restarting pgowl. After each step,
 // once the roles are consistent, writes go to the new primary and every
 // standby serves reads again within a bounded time (no "stale primary" or
 // "diverged" left over).
-func TestReview10SwitchoverAndSwitchback(t *testing.T) {
+func TestSwitchoverAndSwitchback(t *testing.T) {
 	c := ownCluster(t, 2)
 	pg1, pg2, pg3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	createTable(t, c, "review10_sw", "CREATE TABLE review10_sw (id int PRIMARY KEY, v text)")
@@ -334,7 +334,7 @@ func TestReview10SwitchoverAndSwitchback(t *testing.T) {
 	step(pg2, pg1, pg3, 4)
 }
 
-// TestReview10RewoundStandbyServesReadsAgain: a standby that really
+// TestRewoundStandbyServesReadsAgain: a standby that really
 // diverged (pg3 replayed the old primary's WAL past the point where pg2,
 // lagging, was promoted) is marked and serves no reads: right. Once it is
 // rewound with pg_rewind from the new primary and streams from it, caught
@@ -346,7 +346,7 @@ func TestReview10SwitchoverAndSwitchback(t *testing.T) {
 // sooner, but whether a diverged standby can report it there while its
 // replay is on the abandoned branch is not established): the test reports
 // the known gap, and checks that a restartpoint on pg3 ends it.
-func TestReview10RewoundStandbyServesReadsAgain(t *testing.T) {
+func TestRewoundStandbyServesReadsAgain(t *testing.T) {
 	opts := clusterOptions(2)
 	opts.Logf = t.Logf
 	settings := map[string]string{"wal_log_hints": "on"}

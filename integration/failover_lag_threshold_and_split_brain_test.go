@@ -59,11 +59,11 @@ func r7fWaitWinner(t *testing.T, o *owl, want string) {
 // ---------------------------------------------------------------------------
 // Pure routing: the lag threshold
 
-// TestReview7FailoverLagAtThreshold checks the boundary of the lag rule: a
+// TestFailoverLagAtThreshold checks the boundary of the lag rule: a
 // standby whose effective lag (lag plus sample age) is exactly the limit is
 // "within" it; one millisecond more is REPLICA_LAG_EXCEEDED. The same holds
 // for a session's own limit.
-func TestReview7FailoverLagAtThreshold(t *testing.T) {
+func TestFailoverLagAtThreshold(t *testing.T) {
 	now := time.Now()
 	snap := func(lag time.Duration) *route.Snapshot {
 		return &route.Snapshot{TakenAt: now, Nodes: []route.NodeState{
@@ -97,7 +97,7 @@ func TestReview7FailoverLagAtThreshold(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Split brain with sessions in every state
 
-// TestReview7FailoverSplitBrainSessions promotes the standby of a private
+// TestFailoverSplitBrainSessions promotes the standby of a private
 // cluster while the old primary keeps running, with clients in several
 // states at the moment of the promotion:
 //
@@ -112,7 +112,7 @@ func TestReview7FailoverLagAtThreshold(t *testing.T) {
 // transactional session must get an error rather than write there. It also
 // checks the session-level lag override (SET ... = 0, SET LOCAL) before the
 // promotion.
-func TestReview7FailoverSplitBrainSessions(t *testing.T) {
+func TestFailoverSplitBrainSessions(t *testing.T) {
 	c := ownCluster(t, 1)
 	oldPrimary, newPrimary := c.Nodes[0], c.Nodes[1]
 	o := startOwl(t, c, foConfig(nil))
@@ -405,7 +405,7 @@ func r7fDisconnectReceiver(t *testing.T, ctx context.Context, n *cluster.Node) {
 	})
 }
 
-// TestReview7FailoverReceiverDisconnectedAndBehindPromotion uses a private
+// TestFailoverReceiverDisconnectedAndBehindPromotion uses a private
 // cluster (pg1 primary, pg2 and pg3 standbys):
 //
 //  1. pg2's WAL receiver is cut off (primary_conninfo to a closed port) while
@@ -418,7 +418,7 @@ func r7fDisconnectReceiver(t *testing.T, ctx context.Context, n *cluster.Node) {
 //     primary does not have, on a history the new primary left: it cannot
 //     follow pg2, and reads must not be served from it (they must neither see
 //     the lost rows nor miss pg2's new writes beyond the lag limit).
-func TestReview7FailoverReceiverDisconnectedAndBehindPromotion(t *testing.T) {
+func TestFailoverReceiverDisconnectedAndBehindPromotion(t *testing.T) {
 	c := ownCluster(t, 2)
 	pg1, pg2, pg3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	createTable(t, c, "r7f_rx", "CREATE TABLE r7f_rx (id int PRIMARY KEY)")

@@ -82,7 +82,7 @@ func r3pExecAll(t *testing.T, ctx context.Context, a *pgconn.PgConn, stmts ...st
 	}
 }
 
-// TestReview3PinsExecuteThenDeallocateLeaksLock: PREPARE pins the session
+// TestPinsExecuteThenDeallocateLeaksLock: PREPARE pins the session
 // (SQL PREPARE), EXECUTE runs the prepared query, whose effects pgowl does not
 // follow (unknown effect, no session bits), and DEALLOCATE now ends the
 // PREPARE pin because pg_prepared_statements is empty. recheckPins only asks
@@ -94,7 +94,7 @@ func r3pExecAll(t *testing.T, ctx context.Context, a *pgconn.PgConn, stmts ...st
 // sees no lock). Cause: proxy/pins.go recheckPins asks only about pinBits;
 // EXECUTE (classify/statements.go, Node_ExecuteStmt) carries none of the
 // prepared statement's session effects.
-func TestReview3PinsExecuteThenDeallocateLeaksLock(t *testing.T) {
+func TestPinsExecuteThenDeallocateLeaksLock(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -106,10 +106,10 @@ func TestReview3PinsExecuteThenDeallocateLeaksLock(t *testing.T) {
 	r3pCheckB(t, b, "after PREPARE/EXECUTE (lock)/DEALLOCATE")
 }
 
-// TestReview3PinsExecuteThenDeallocateLeaksRole: the same with a role set by
+// TestPinsExecuteThenDeallocateLeaksRole: the same with a role set by
 // the prepared query (set_config('role', ...)). After DEALLOCATE the PREPARE
 // pin ends and B runs as r3p_role. Expected: B runs as app (or waits).
-func TestReview3PinsExecuteThenDeallocateLeaksRole(t *testing.T) {
+func TestPinsExecuteThenDeallocateLeaksRole(t *testing.T) {
 	r3pSetup(t)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -122,7 +122,7 @@ func TestReview3PinsExecuteThenDeallocateLeaksRole(t *testing.T) {
 	r3pCheckB(t, b, "after PREPARE/EXECUTE (set_config role)/DEALLOCATE")
 }
 
-// TestReview3PinsPrepareOnlyDiscardAllLeaksLock: a client that only prepares
+// TestPinsPrepareOnlyDiscardAllLeaksLock: a client that only prepares
 // DISCARD ALL (Parse/Describe/Sync, nothing executes) makes pgowl believe
 // every pin ended: runBatch gives the prepare-only unit the statement's
 // effects and setSQL, afterUnit sends it to trackSessionEffects, whose
@@ -131,7 +131,7 @@ func TestReview3PinsExecuteThenDeallocateLeaksRole(t *testing.T) {
 // pool and B gets it. Expected: a unit that executes nothing changes no
 // session state (B waits, 53300). Cause: proxy/session.go afterUnit /
 // trackSessionEffects do not look at u.runsNothing.
-func TestReview3PinsPrepareOnlyDiscardAllLeaksLock(t *testing.T) {
+func TestPinsPrepareOnlyDiscardAllLeaksLock(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -143,12 +143,12 @@ func TestReview3PinsPrepareOnlyDiscardAllLeaksLock(t *testing.T) {
 	r3pCheckB(t, b, "after A prepared (not executed) DISCARD ALL while holding a lock")
 }
 
-// TestReview3PinsPrepareOnlyDiscardAllLeaksSettings: the same without a pin.
+// TestPinsPrepareOnlyDiscardAllLeaksSettings: the same without a pin.
 // A's SET search_path is applied to the backend before the prepare-only unit;
 // the unit's DISCARD ALL effect then records the backend as having no
 // settings (be.conn.Settings = ""), so B, whose settings key is empty too,
 // gets it without RESET ALL and runs with A's search_path.
-func TestReview3PinsPrepareOnlyDiscardAllLeaksSettings(t *testing.T) {
+func TestPinsPrepareOnlyDiscardAllLeaksSettings(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -170,12 +170,12 @@ func TestReview3PinsPrepareOnlyDiscardAllLeaksSettings(t *testing.T) {
 	}
 }
 
-// TestReview3PinsPrepareOnlyDeallocateAllBreaksStatements: preparing (not
+// TestPinsPrepareOnlyDeallocateAllBreaksStatements: preparing (not
 // executing) DEALLOCATE ALL makes pgowl forget the session's prepared
 // statements (trackSessionEffects -> forgetStatements), although they exist.
 // The client's next Bind of its statement fails with 26000. Expected: the
 // statement runs (PostgreSQL deallocated nothing).
-func TestReview3PinsPrepareOnlyDeallocateAllBreaksStatements(t *testing.T) {
+func TestPinsPrepareOnlyDeallocateAllBreaksStatements(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -194,14 +194,14 @@ func TestReview3PinsPrepareOnlyDeallocateAllBreaksStatements(t *testing.T) {
 	}
 }
 
-// TestReview3PinsFailedStatementKeepsLock: a single statement that takes a
+// TestPinsFailedStatementKeepsLock: a single statement that takes a
 // session-level advisory lock and then fails. Session-level advisory locks
 // survive the error (they are not transactional), but afterUnit skips the
 // session effects of a failed single statement ("A statement that failed
 // changed nothing"), so the session is not pinned and B gets the backend with
 // A's lock. Expected: the lock pins the session (or the node is asked, as
 // recheckPins can). Cause: proxy/session.go afterUnit, first case.
-func TestReview3PinsFailedStatementKeepsLock(t *testing.T) {
+func TestPinsFailedStatementKeepsLock(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -225,7 +225,7 @@ func TestReview3PinsFailedStatementKeepsLock(t *testing.T) {
 	r3pCheckB(t, b, "after ROLLBACK of a transaction whose failed statement took a session lock")
 }
 
-// TestReview3PinsTempFunctionOutlivesDroppedTable: the temporary-table pin
+// TestPinsTempFunctionOutlivesDroppedTable: the temporary-table pin
 // is checked with pg_class only. A function created in pg_temp is not in
 // pg_class, so DROP TABLE of the last temporary table ends the pin while
 // the temporary function remains: B can call pg_temp.r3p_tf(), A's.
@@ -233,7 +233,7 @@ func TestReview3PinsFailedStatementKeepsLock(t *testing.T) {
 // (pg_proc, pg_type too), or DISCARD TEMP before hand-over. Cause:
 // proxy/pins.go pinChecks (SessionTempTable); CREATE FUNCTION pg_temp.* is
 // not pinned at all by the classifier either.
-func TestReview3PinsTempFunctionOutlivesDroppedTable(t *testing.T) {
+func TestPinsTempFunctionOutlivesDroppedTable(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -245,12 +245,12 @@ func TestReview3PinsTempFunctionOutlivesDroppedTable(t *testing.T) {
 	r3pCheckB(t, b, "after A dropped its temporary table but kept a temporary function")
 }
 
-// TestReview3PinsTempTableInPgTempSchema: CREATE TABLE pg_temp.x creates a
+// TestPinsTempTableInPgTempSchema: CREATE TABLE pg_temp.x creates a
 // temporary table, but the classifier pins only relpersistence 't' (CREATE
 // TEMP TABLE), so the session is never pinned and B sees A's table.
 // Expected: pinned like CREATE TEMP TABLE. Cause: classify/statements.go
 // isTemp ignores the pg_temp schema name.
-func TestReview3PinsTempTableInPgTempSchema(t *testing.T) {
+func TestPinsTempTableInPgTempSchema(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -259,12 +259,12 @@ func TestReview3PinsTempTableInPgTempSchema(t *testing.T) {
 	r3pCheckB(t, b, "after CREATE TABLE pg_temp.r3p_tt2")
 }
 
-// TestReview3PinsDoBlockLock: a DO block is classified write("DO") with no
+// TestPinsDoBlockLock: a DO block is classified write("DO") with no
 // session effect, so a session-level advisory lock (or LISTEN, temp table,
 // SET ROLE) taken in it pins nothing and leaks to B. Expected: a DO block,
 // whose effects pgowl cannot see, pins the session (or marks the backend
 // dirty so it is DISCARDed before reuse).
-func TestReview3PinsDoBlockLock(t *testing.T) {
+func TestPinsDoBlockLock(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -273,10 +273,10 @@ func TestReview3PinsDoBlockLock(t *testing.T) {
 	r3pCheckB(t, b, "after a DO block took a session lock")
 }
 
-// TestReview3PinsSharedBackendKept: cases where A's state remains after a
+// TestPinsSharedBackendKept: cases where A's state remains after a
 // statement that may release it; the pin must hold (B waits or finds a
 // clean backend). These pass.
-func TestReview3PinsSharedBackendKept(t *testing.T) {
+func TestPinsSharedBackendKept(t *testing.T) {
 	r3pSetup(t)
 	for _, tc := range []struct {
 		name  string
@@ -319,11 +319,11 @@ func TestReview3PinsSharedBackendKept(t *testing.T) {
 	}
 }
 
-// TestReview3PinsExtendedProtocol: releases through the extended protocol
+// TestPinsExtendedProtocol: releases through the extended protocol
 // (pgx's default statement cache, a batch with one Sync, a pipeline with a
 // Sync per statement) keep the pin while state remains, and the session
 // keeps working after pgowl's check query.
-func TestReview3PinsExtendedProtocol(t *testing.T) {
+func TestPinsExtendedProtocol(t *testing.T) {
 	t.Run("CachedStatementsNestedLock", func(t *testing.T) {
 		o := rvStartOneBackend(t, nil)
 		ctx := timeoutCtx(t, statementTimeout)
@@ -428,11 +428,11 @@ func TestReview3PinsExtendedProtocol(t *testing.T) {
 	})
 }
 
-// TestReview3PinsNotificationsDuringCheck: a session listening on two
+// TestPinsNotificationsDuringCheck: a session listening on two
 // channels unlistens and relistens one of them many times (each UNLISTEN
 // makes pgowl ask the node what remains) while notifications on the other
 // channel keep arriving. Every notification must reach the client.
-func TestReview3PinsNotificationsDuringCheck(t *testing.T) {
+func TestPinsNotificationsDuringCheck(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 60*time.Second)
@@ -499,13 +499,13 @@ func TestReview3PinsNotificationsDuringCheck(t *testing.T) {
 	}
 }
 
-// TestReview3PinsRollbackLeavesStalePin: a pin whose state a ROLLBACK
+// TestPinsRollbackLeavesStalePin: a pin whose state a ROLLBACK
 // removed (a temporary table or LISTEN or WITH HOLD cursor created in a
 // transaction that rolled back) is not rechecked: ROLLBACK carries no
 // SessionRelease, so the session stays pinned to the primary although
 // nothing remains. Expected: the read after ROLLBACK runs on a standby.
 // (Second class: no leak, but the pin never ends until a release statement.)
-func TestReview3PinsRollbackLeavesStalePin(t *testing.T) {
+func TestPinsRollbackLeavesStalePin(t *testing.T) {
 	c := sharedClusterFor(t)
 	// read_your_writes off: this test reads on a standby right after a write in
 	// the same session to check that the pin ended, not read your writes (read_your_writes_test.go).
@@ -533,7 +533,7 @@ func TestReview3PinsRollbackLeavesStalePin(t *testing.T) {
 	}
 }
 
-// TestReview3PinsCheckQueryFollowsSessionSearchPath: pgowl's check query
+// TestPinsCheckQueryFollowsSessionSearchPath: pgowl's check query
 // names its tables and functions with pg_catalog but not its operators
 // (locktype = 'advisory', current_user = session_user), and runs under the
 // session's search_path. A session whose search_path puts a schema with its
@@ -541,7 +541,7 @@ func TestReview3PinsRollbackLeavesStalePin(t *testing.T) {
 // lock" while it holds one; the pin ends and B gets A's lock. Expected: the
 // check reads the same whatever the session's search_path (OPERATOR(pg_catalog.=),
 // or a search_path of its own). Cause: proxy/pins.go pinChecks.
-func TestReview3PinsCheckQueryFollowsSessionSearchPath(t *testing.T) {
+func TestPinsCheckQueryFollowsSessionSearchPath(t *testing.T) {
 	c := sharedClusterFor(t)
 	setup := timeoutCtx(t, statementTimeout)
 	if err := c.Nodes[0].Exec(setup, `CREATE SCHEMA IF NOT EXISTS r3p_ops;

@@ -136,7 +136,7 @@ func review9Warm(t *testing.T, c *cluster.Cluster, table string, mode pgx.QueryE
 	return o, conn
 }
 
-// TestReview9ResendAfterCrashRestartPrimary: a node's crash-restart (one
+// TestResendAfterCrashRestartPrimary: a node's crash-restart (one
 // backend died; PostgreSQL ends all others) closes every idle pooled backend.
 // README, "Dead backends": a backend found dead before any reply reached the
 // client (a node restart closed an idle connection) is replaced and the
@@ -147,7 +147,7 @@ func review9Warm(t *testing.T, c *cluster.Cluster, table string, mode pgx.QueryE
 // NoticeResponse, not a FATAL) 57P02 before closing: pgowl relays it as the
 // unit's first reply, so the unit counts as forwarded and is never resent,
 // even a plain read; and safeToResend's 57P02 case never matches.
-func TestReview9ResendAfterCrashRestartPrimary(t *testing.T) {
+func TestResendAfterCrashRestartPrimary(t *testing.T) {
 	c := ownCluster(t, 1)
 	primary := c.Nodes[0]
 	createTable(t, c, "r9_crash", "CREATE TABLE r9_crash (id int PRIMARY KEY, v text)")
@@ -181,10 +181,10 @@ func TestReview9ResendAfterCrashRestartPrimary(t *testing.T) {
 	})
 }
 
-// TestReview9ResendReadAfterCrashRestartStandby: the same for a read on a
+// TestResendReadAfterCrashRestartStandby: the same for a read on a
 // standby, which pgowl sends again whatever the error: after the standby's
 // crash-restart closed the idle pooled backend, a plain SELECT must succeed.
-func TestReview9ResendReadAfterCrashRestartStandby(t *testing.T) {
+func TestResendReadAfterCrashRestartStandby(t *testing.T) {
 	c := ownCluster(t, 1)
 	standby := c.Nodes[1]
 	createTable(t, c, "r9_sread", "CREATE TABLE r9_sread (id int PRIMARY KEY, v text)")
@@ -230,7 +230,7 @@ func review9IdleBackends(t *testing.T, node *cluster.Node) []int {
 	return pids
 }
 
-// TestReview9ResendManyDeadIdleBackends: README, "Dead backends": a backend
+// TestResendManyDeadIdleBackends: README, "Dead backends": a backend
 // found dead before any reply reached the client (a node restart closed an
 // idle connection) is replaced and the statement sent again. A node restart
 // (pg_ctl restart -m fast; each idle backend says 57P01 and closes) or
@@ -239,7 +239,7 @@ func review9IdleBackends(t *testing.T, node *cluster.Node) []int {
 // is just as dead, and gives up after maxAttempts (3): with five dead
 // pooled backends the client's first statement fails with 08006 although
 // the log says "sending it on a fresh one" and nothing ran.
-func TestReview9ResendManyDeadIdleBackends(t *testing.T) {
+func TestResendManyDeadIdleBackends(t *testing.T) {
 	c := ownCluster(t, 1)
 	primary := c.Nodes[0]
 	createTable(t, c, "r9_many", "CREATE TABLE r9_many (id int PRIMARY KEY, v text)")

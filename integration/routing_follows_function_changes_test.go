@@ -109,7 +109,7 @@ func r4rMust(t *testing.T, conn *client, sql string) {
 	}
 }
 
-// TestReview4RoutingUnloggedTable: reading an UNLOGGED table.
+// TestRoutingUnloggedTable: reading an UNLOGGED table.
 //
 // BUG. SELECT count(*) FROM public.r4r_unlogged (and the same through a view, a STABLE SQL
 // function, COPY ... TO STDOUT) is classified READ_ONLY and sent to a standby, which refuses it:
@@ -118,7 +118,7 @@ func r4rMust(t *testing.T, conn *client, sql string) {
 // the primary has the data. Cause: loadRelations (classify/catalog/load.go) reads relkind but not
 // relpersistence, and resolveRelation (classify/analysis.go) treats every catalogued table as a
 // plain read; docs/routing.md says nothing about unlogged tables.
-func TestReview4RoutingUnloggedTable(t *testing.T) {
+func TestRoutingUnloggedTable(t *testing.T) {
 	c, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	for _, tc := range []struct{ name, sql string }{
@@ -140,7 +140,7 @@ func TestReview4RoutingUnloggedTable(t *testing.T) {
 	})
 }
 
-// TestReview4RoutingReadonlyHintMultiStatement: a /*pgowl:readonly*/ hint on a multi-statement string.
+// TestRoutingReadonlyHintMultiStatement: a /*pgowl:readonly*/ hint on a multi-statement string.
 //
 // BUG. "/*pgowl:readonly*/ SELECT public.r4r_internal_abs(-3); INSERT INTO public.r4r_t ..." is sent
 // to a standby, where the INSERT fails with 25006. docs/routing.md: the readonly hint "never turns a
@@ -148,7 +148,7 @@ func TestReview4RoutingUnloggedTable(t *testing.T) {
 // keeps only the first writing statement's reason (UNKNOWN_EFFECT of the internal function), and
 // applyHint/hintOverridable (classify/hints.go) judge the whole string by that reason, so the INSERT's
 // WRITE (or a later nextval, LISTEN, FOR UPDATE, ...) is overridden too.
-func TestReview4RoutingReadonlyHintMultiStatement(t *testing.T) {
+func TestRoutingReadonlyHintMultiStatement(t *testing.T) {
 	_, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{
@@ -160,7 +160,7 @@ func TestReview4RoutingReadonlyHintMultiStatement(t *testing.T) {
 	}
 }
 
-// TestReview4RoutingExplainFoldsImmutableCall: EXPLAIN without ANALYZE still plans, and the planner
+// TestRoutingExplainFoldsImmutableCall: EXPLAIN without ANALYZE still plans, and the planner
 // evaluates an IMMUTABLE function call with constant arguments (eval_const_expressions ->
 // evaluate_function).
 //
@@ -172,7 +172,7 @@ func TestReview4RoutingReadonlyHintMultiStatement(t *testing.T) {
 // 2. Cause: explain (classify/statements.go) returns read("EXPLAIN") without scanning the explained
 // query for IMMUTABLE user functions whose bodies need the primary. (The plain SELECT of the same
 // function goes to the primary: the control below.)
-func TestReview4RoutingExplainFoldsImmutableCall(t *testing.T) {
+func TestRoutingExplainFoldsImmutableCall(t *testing.T) {
 	c, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	t.Run("Control", func(t *testing.T) { runOnPrimary(t, conn, "SELECT public.r4r_imm_nextval()") })
@@ -223,7 +223,7 @@ func r3DirectAll(t *testing.T, n *cluster.Node, sql string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestReview4RoutingFunctionReplacedInTransaction: CREATE OR REPLACE FUNCTION inside a transaction.
+// TestRoutingFunctionReplacedInTransaction: CREATE OR REPLACE FUNCTION inside a transaction.
 //
 // BUG. BEGIN; CREATE OR REPLACE FUNCTION r4r_swap_tx() (now calls nextval); other statements;
 // COMMIT; SELECT r4r_swap_tx() goes to a standby, which fails with 25006. The CREATE invalidates the
@@ -232,7 +232,7 @@ func r3DirectAll(t *testing.T, n *cluster.Node, sql string) string {
 // before COMMIT, and after COMMIT nothing invalidates it again: proxy/classifier.go re-invalidates
 // only when sess.last (the previous unit) itself had CatalogueChange, and after a transaction the
 // previous unit is COMMIT. The old read verdict holds until classify.refresh_interval.
-func TestReview4RoutingFunctionReplacedInTransaction(t *testing.T) {
+func TestRoutingFunctionReplacedInTransaction(t *testing.T) {
 	_, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	r4rMust(t, conn, "SELECT public.r4r_swap_tx()") // the catalogue is loaded, r4r_swap_tx reads
@@ -251,14 +251,14 @@ func TestReview4RoutingFunctionReplacedInTransaction(t *testing.T) {
 	}
 }
 
-// TestReview4RoutingFunctionReplacedInDoBlock: a DO block (a migration's usual shape) replaces a
+// TestRoutingFunctionReplacedInDoBlock: a DO block (a migration's usual shape) replaces a
 // function.
 //
 // BUG. After DO $$ BEGIN CREATE OR REPLACE FUNCTION public.r4r_swap_do() ... nextval ...; END $$,
 // SELECT public.r4r_swap_do() still goes to a standby (25006) until classify.refresh_interval.
 // Cause: changesCatalogue (classify/analysis.go) does not count DoStmt (nor CALL, nor a function
 // whose body runs DDL) as a catalogue change, although its effect is unknown.
-func TestReview4RoutingFunctionReplacedInDoBlock(t *testing.T) {
+func TestRoutingFunctionReplacedInDoBlock(t *testing.T) {
 	_, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	r4rMust(t, conn, "SELECT public.r4r_swap_do()") // the catalogue is loaded, r4r_swap_do reads
@@ -272,8 +272,8 @@ END $do$`)
 	}
 }
 
-// TestReview4RoutingShapesPass: shapes pgowl handles (pass): each must succeed on the primary.
-func TestReview4RoutingShapesPass(t *testing.T) {
+// TestRoutingShapesPass: shapes pgowl handles (pass): each must succeed on the primary.
+func TestRoutingShapesPass(t *testing.T) {
 	_, o := r4rSetup(t)
 	conn := rvConnect(t, o)
 	for _, sql := range []string{

@@ -167,10 +167,10 @@ func rvNodeLocal(t *testing.T, conn *client, sql string, want int64) {
 	}
 }
 
-// TestReviewRoutingNodeLocalControl is the control for the node-local tests below: the same
+// TestRoutingNodeLocalControl is the control for the node-local tests below: the same
 // body in a VOLATILE function is found, and the primary answers. Guards the answer (not only the
 // route) of a user function over pg_stat_replication.
-func TestReviewRoutingNodeLocalControl(t *testing.T) {
+func TestRoutingNodeLocalControl(t *testing.T) {
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := rvWalSenders(t, c)
@@ -184,10 +184,10 @@ func TestReviewRoutingNodeLocalControl(t *testing.T) {
 	rvNodeLocal(t, conn, "SELECT rv_report()", want)
 }
 
-// TestReviewRoutingMultiStatementSetSearchPath: in one simple Query, a SET search_path changes
+// TestRoutingMultiStatementSetSearchPath: in one simple Query, a SET search_path changes
 // what the next statement's unqualified name means; pgowl classifies every statement of the
 // string with the path from before the string.
-func TestReviewRoutingMultiStatementSetSearchPath(t *testing.T) {
+func TestRoutingMultiStatementSetSearchPath(t *testing.T) {
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := rvWalSenders(t, c)
@@ -207,9 +207,9 @@ func TestReviewRoutingMultiStatementSetSearchPath(t *testing.T) {
 	}
 }
 
-// TestReviewRoutingSequenceLastValue: a standby's copy of a sequence is WAL-logged ahead of the
+// TestRoutingSequenceLastValue: a standby's copy of a sequence is WAL-logged ahead of the
 // primary's (by up to 32 values), so its last_value is not the primary's.
-func TestReviewRoutingSequenceLastValue(t *testing.T) {
+func TestRoutingSequenceLastValue(t *testing.T) {
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := primaryInt(t, c, "SELECT nextval('public.rv_seq_lv')")
@@ -235,12 +235,12 @@ func TestReviewRoutingSequenceLastValue(t *testing.T) {
 	}
 }
 
-// TestReviewRoutingIsInRecovery: the questions a client asks to learn which kind of server it
+// TestRoutingIsInRecovery: the questions a client asks to learn which kind of server it
 // reached (pg_is_in_recovery(), SHOW transaction_read_only, in_hot_standby, pg_settings) were
 // answered by a standby, which said "standby" although pgowl's writes reach the primary and its
 // startup ParameterStatus says in_hot_standby off. The primary answers them now, with
 // NODE_LOCAL_STATS.
-func TestReviewRoutingIsInRecovery(t *testing.T) {
+func TestRoutingIsInRecovery(t *testing.T) {
 	_, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -284,25 +284,25 @@ func rvMustRun(t *testing.T, conn *client, sql string) {
 	}
 }
 
-// TestReviewRoutingStableFunctionCallsNextval: a STABLE function that calls nextval is a read to
+// TestRoutingStableFunctionCallsNextval: a STABLE function that calls nextval is a read to
 // pgowl; the standby refuses nextval.
-func TestReviewRoutingStableFunctionCallsNextval(t *testing.T) {
+func TestRoutingStableFunctionCallsNextval(t *testing.T) {
 	_, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	rvMustRun(t, conn, "SELECT public.rv_stable_nextval()")
 }
 
-// TestReviewRoutingParameterDefaultWrites: the omitted argument's DEFAULT nextval(...) runs in the
+// TestRoutingParameterDefaultWrites: the omitted argument's DEFAULT nextval(...) runs in the
 // caller; the IMMUTABLE function's body reads, so pgowl sends the call to a standby.
-func TestReviewRoutingParameterDefaultWrites(t *testing.T) {
+func TestRoutingParameterDefaultWrites(t *testing.T) {
 	_, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	rvMustRun(t, conn, "SELECT public.rv_defarg_write()")
 }
 
-// TestReviewRoutingNodeLocalShapes: shapes that pgowl handles (they pass); kept as answer checks
+// TestRoutingNodeLocalShapes: shapes that pgowl handles (they pass); kept as answer checks
 // (the primary's count of walsenders), which the golden tables only check as routes.
-func TestReviewRoutingNodeLocalShapes(t *testing.T) {
+func TestRoutingNodeLocalShapes(t *testing.T) {
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := rvWalSenders(t, c)
@@ -320,9 +320,9 @@ func TestReviewRoutingNodeLocalShapes(t *testing.T) {
 	}
 }
 
-// TestReviewRoutingNodeLocalExtendedAndCopy: the extended protocol with a typed parameter choosing
+// TestRoutingNodeLocalExtendedAndCopy: the extended protocol with a typed parameter choosing
 // the node-local overload, and COPY (SELECT ...) TO STDOUT over a view of a view (pass; answer checks).
-func TestReviewRoutingNodeLocalExtendedAndCopy(t *testing.T) {
+func TestRoutingNodeLocalExtendedAndCopy(t *testing.T) {
 	c, o := rvSetup(t)
 	want := rvWalSenders(t, c)
 	conn := o.connect(t, nil) // pgx's default: prepared statements (Parse with types)
@@ -347,11 +347,11 @@ func TestReviewRoutingNodeLocalExtendedAndCopy(t *testing.T) {
 	}
 }
 
-// TestReviewRoutingNodeLocalCalls: statements that reach pg_stat_replication
+// TestRoutingNodeLocalCalls: statements that reach pg_stat_replication
 // in ways the classifier must follow; each must run on the primary and give
 // its answer (a standby has no walsenders). A case with a skip reason is a
 // known gap, parked until fixed.
-func TestReviewRoutingNodeLocalCalls(t *testing.T) {
+func TestRoutingNodeLocalCalls(t *testing.T) {
 	c, o := rvSetup(t)
 	conn := rvConnect(t, o)
 	want := rvWalSenders(t, c)

@@ -108,20 +108,20 @@ var r8sSets = []string{
 	`SET statement_timeout = '90s'`,
 }
 
-// TestReview8SessionReadBackMultiStatementValues: settings SET inside a
+// TestSessionReadBackMultiStatementValues: settings SET inside a
 // multi-statement string (read back from the backend by pgowl) keep their
 // values on the session's other backends. (Placeholders such as r8s.tenant:
-// TestReview8SessionMultiStatementPlaceholder.)
-func TestReview8SessionReadBackMultiStatementValues(t *testing.T) {
+// TestSessionMultiStatementPlaceholder.)
+func TestSessionReadBackMultiStatementValues(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "multi-statement SETs", strings.Join(r8sSets, "; ")+"; SELECT 1")
 }
 
-// TestReview8SessionReadBackFunctionValues: the same settings changed by a
+// TestSessionReadBackFunctionValues: the same settings changed by a
 // function that calls set_config with a computed name (pg_settings lists
 // them, except the r8s.* placeholders).
-func TestReview8SessionReadBackFunctionValues(t *testing.T) {
+func TestSessionReadBackFunctionValues(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "set_config in a function",
@@ -134,29 +134,29 @@ func TestReview8SessionReadBackFunctionValues(t *testing.T) {
 	)
 }
 
-// TestReview8SessionReadBackTimeZoneInterval: SET TIME ZONE with an interval
+// TestSessionReadBackTimeZoneInterval: SET TIME ZONE with an interval
 // (POSIX zone name '<+05:30>-05:30') in a string pgowl reads back.
-func TestReview8SessionReadBackTimeZoneInterval(t *testing.T) {
+func TestSessionReadBackTimeZoneInterval(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "SET TIME ZONE INTERVAL", `SET TIME ZONE INTERVAL '+05:30' HOUR TO MINUTE; SELECT 1`)
 }
 
-// TestReview8SessionReadBackEmptySearchPath: SET search_path = ” in a
+// TestSessionReadBackEmptySearchPath: SET search_path = ” in a
 // string pgowl reads back.
-func TestReview8SessionReadBackEmptySearchPath(t *testing.T) {
+func TestSessionReadBackEmptySearchPath(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "empty search_path", `SET search_path = ''; SELECT 1`)
 }
 
-// TestReview8SessionReadBackStandardConformingStringsOff: a string sets
+// TestSessionReadBackStandardConformingStringsOff: a string sets
 // standard_conforming_strings off (it applies to the strings after it, not to
 // the rest of its own string), application_name and search_path with quotes
 // and backslashes; then, with standard_conforming_strings off, a SET and a
 // function set r8s.q and r8s.tenant with backslash escapes. The values pgowl
 // reads back and replays must be the same.
-func TestReview8SessionReadBackStandardConformingStringsOff(t *testing.T) {
+func TestSessionReadBackStandardConformingStringsOff(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "standard_conforming_strings off",
@@ -166,13 +166,13 @@ func TestReview8SessionReadBackStandardConformingStringsOff(t *testing.T) {
 		`SET DateStyle = 'German'; SELECT 1`)
 }
 
-// TestReview8SessionReadBackRealPrecision: a real setting read back from
+// TestSessionReadBackRealPrecision: a real setting read back from
 // pg_settings has six significant digits (%g): SET cpu_tuple_cost =
 // 1234.56789 comes back as 1234.57, and plans are costed with another value.
 // pgowl: Total Cost 1234570.00 where PostgreSQL gives 1234567.89.
 // PostgreSQL keeps the value as set: EXPLAIN shows the same costs on every
 // statement. A known limit: the test reports it while it is there.
-func TestReview8SessionReadBackRealPrecision(t *testing.T) {
+func TestSessionReadBackRealPrecision(t *testing.T) {
 	r8sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -193,7 +193,7 @@ func TestReview8SessionReadBackRealPrecision(t *testing.T) {
 	owltest.KnownGap(t, differ > 0, fmt.Sprintf(`README "Limits": a setting read back from the node has the precision PostgreSQL shows (6 significant digits for real-valued settings): after %q, %d of 3 EXPLAINs through pgowl differ from a direct connection's`, set, differ))
 }
 
-// TestReview8SessionMultiStatementPlaceholder: an application setting SET in
+// TestSessionMultiStatementPlaceholder: an application setting SET in
 // a multi-statement string (pg_settings does not list placeholders) keeps its
 // value on the session's next statements.
 // pgowl: the read-back lists pg_settings (no placeholders) and the names in
@@ -201,7 +201,7 @@ func TestReview8SessionReadBackRealPrecision(t *testing.T) {
 // SET statements in the string: the value is lost (NULL or an empty string depending on
 // the backend). Suspected cause: proxy/settings.go carrySettingsReadBack /
 // classify SetConfigNames.
-func TestReview8SessionMultiStatementPlaceholder(t *testing.T) {
+func TestSessionMultiStatementPlaceholder(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -215,10 +215,10 @@ func TestReview8SessionMultiStatementPlaceholder(t *testing.T) {
 	}
 }
 
-// TestReview8SessionPipelinePlaceholder: the same SET sent in one extended
+// TestSessionPipelinePlaceholder: the same SET sent in one extended
 // protocol pipeline with another statement (pgx batch, one Sync).
 // pgowl loses r8s.batch as above (work_mem, in pg_settings, is kept).
-func TestReview8SessionPipelinePlaceholder(t *testing.T) {
+func TestSessionPipelinePlaceholder(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -242,9 +242,9 @@ func TestReview8SessionPipelinePlaceholder(t *testing.T) {
 	}
 }
 
-// TestReview8SessionResetAfterReadBack: RESET of one setting, RESET ALL and
+// TestSessionResetAfterReadBack: RESET of one setting, RESET ALL and
 // DISCARD ALL after pgowl read the settings back.
-func TestReview8SessionResetAfterReadBack(t *testing.T) {
+func TestSessionResetAfterReadBack(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	set := strings.Join(r8sSets, "; ") + "; SELECT 1"
@@ -256,28 +256,28 @@ func TestReview8SessionResetAfterReadBack(t *testing.T) {
 	r8sCompare(t, o, "function, then SET in a string", `SELECT public.r8s_set_tenant('fn')`, `SET work_mem = '5MB'; SELECT 1`)
 }
 
-// TestReview8SessionFunctionInCommittedTransaction: a function that sets
+// TestSessionFunctionInCommittedTransaction: a function that sets
 // r8s.tenant inside a transaction block that commits. PostgreSQL keeps the
 // setting for the rest of the session. (README "Limits" says such a change is
 // not carried; the test documents it.)
 // pgowl: the backend is reset before the next statement and r8s.tenant is
 // lost, on every node.
-func TestReview8SessionFunctionInCommittedTransaction(t *testing.T) {
+func TestSessionFunctionInCommittedTransaction(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "function in a committed transaction", `BEGIN`, `SELECT public.r8s_set_tenant('tx-committed')`, `COMMIT`)
 }
 
-// TestReview8SessionFunctionInRolledBackTransaction: the same rolled back:
+// TestSessionFunctionInRolledBackTransaction: the same rolled back:
 // the earlier value returns.
-func TestReview8SessionFunctionInRolledBackTransaction(t *testing.T) {
+func TestSessionFunctionInRolledBackTransaction(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "function in a rolled-back transaction", `SET r8s.tenant = 'before'`, `SET work_mem = '6MB'`,
 		`BEGIN`, `SELECT public.r8s_set_tenant('tx-rolled-back')`, `SELECT public.r8s_setcfg('work_mem', '7MB')`, `ROLLBACK`)
 }
 
-// TestReview8SessionSetThenFunctionInTransactionLeaks: session B has SET
+// TestSessionSetThenFunctionInTransactionLeaks: session B has SET
 // work_mem = '5MB'. Session A, on the same backend, runs BEGIN; SET work_mem
 // = '5MB'; SELECT set_config('r8s.secret', 'a-' || 'secret', false); COMMIT.
 // The set_config (computed value, inside a transaction) cannot be read back
@@ -289,7 +289,7 @@ func TestReview8SessionFunctionInRolledBackTransaction(t *testing.T) {
 // backend's "settings unknown" mark that the read-back left inside the
 // transaction (today proxy/settings_tracker.go and the typed
 // pool.Settings state keep the mark).
-func TestReview8SessionSetThenFunctionInTransactionLeaks(t *testing.T) {
+func TestSessionSetThenFunctionInTransactionLeaks(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	b := o.connect(t, nil).PgConn()
@@ -302,9 +302,9 @@ func TestReview8SessionSetThenFunctionInTransactionLeaks(t *testing.T) {
 	}
 }
 
-// TestReview8SessionSetThenFunctionInTransactionLeaksSearchPath: the same
+// TestSessionSetThenFunctionInTransactionLeaksSearchPath: the same
 // with a function that sets search_path: B then resolves names in A's schema.
-func TestReview8SessionSetThenFunctionInTransactionLeaksSearchPath(t *testing.T) {
+func TestSessionSetThenFunctionInTransactionLeaksSearchPath(t *testing.T) {
 	r8sSetup(t)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -318,10 +318,10 @@ func TestReview8SessionSetThenFunctionInTransactionLeaksSearchPath(t *testing.T)
 	}
 }
 
-// TestReview8SessionReadBackNotSeenByOtherSession: what A sets by a function,
+// TestSessionReadBackNotSeenByOtherSession: what A sets by a function,
 // a multi-statement string or a DO block with a computed name never reaches B
 // on the shared backend, and A keeps what pgowl could read back.
-func TestReview8SessionReadBackNotSeenByOtherSession(t *testing.T) {
+func TestSessionReadBackNotSeenByOtherSession(t *testing.T) {
 	r8sSetup(t)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 3*statementTimeout)
@@ -343,7 +343,7 @@ func TestReview8SessionReadBackNotSeenByOtherSession(t *testing.T) {
 		t.Errorf("session B's ParameterStatus TimeZone is %q, want %q", tz, defTZ)
 	}
 	// (r8s.multi, a placeholder SET in a multi-statement string, is lost:
-	// TestReview8SessionMultiStatementPlaceholder.)
+	// TestSessionMultiStatementPlaceholder.)
 	got = r4sOne(t, ctx, a, `SELECT concat_ws('/', current_setting('r8s.tenant', true), current_setting('TimeZone'), current_setting('work_mem'))`)
 	if want := "a-tenant/Asia/Tokyo/11MB"; got != want {
 		t.Errorf("session A after B used the backend: %q, want %q", got, want)
@@ -353,11 +353,11 @@ func TestReview8SessionReadBackNotSeenByOtherSession(t *testing.T) {
 	}
 }
 
-// TestReview8SessionParameterStatusFromFunction: a function that changes
+// TestSessionParameterStatusFromFunction: a function that changes
 // TimeZone and application_name makes PostgreSQL send ParameterStatus for
 // both; the client's view stays so on the session's other backends, and a
 // rolled-back change is reported back.
-func TestReview8SessionParameterStatusFromFunction(t *testing.T) {
+func TestSessionParameterStatusFromFunction(t *testing.T) {
 	r8sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -389,14 +389,14 @@ func TestReview8SessionParameterStatusFromFunction(t *testing.T) {
 	}
 }
 
-// TestReview8SessionPreparedSetConfigThenDeallocate: EXECUTE of an SQL
+// TestSessionPreparedSetConfigThenDeallocate: EXECUTE of an SQL
 // prepared statement that calls set_config (the session is pinned by the
 // PREPARE). After DEALLOCATE the pin ends; PostgreSQL keeps the setting.
 // pgowl: when the pin ends the backend's settings count as unknown and are
 // reset; the set_config done by EXECUTE was never recorded or read back, so
 // the session loses r8s.tenant. Suspected cause: proxy/pins.go recheckPins
 // (released&SessionPrepare) marks unknown instead of reading back.
-func TestReview8SessionPreparedSetConfigThenDeallocate(t *testing.T) {
+func TestSessionPreparedSetConfigThenDeallocate(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "PREPARE/EXECUTE set_config then DEALLOCATE",
@@ -404,9 +404,9 @@ func TestReview8SessionPreparedSetConfigThenDeallocate(t *testing.T) {
 		`EXECUTE r8s_p('prepared')`, `DEALLOCATE r8s_p`)
 }
 
-// TestReview8SessionPinnedReadBack: a session pinned by a temporary table
+// TestSessionPinnedReadBack: a session pinned by a temporary table
 // runs a function that sets r8s.tenant and work_mem; the pin then ends.
-func TestReview8SessionPinnedReadBack(t *testing.T) {
+func TestSessionPinnedReadBack(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "temp table pin, function, DROP",
@@ -416,7 +416,7 @@ func TestReview8SessionPinnedReadBack(t *testing.T) {
 		`DROP TABLE r8s_tmp`)
 }
 
-// TestReview8SessionFunctionSetsSerializableDefault: a function (computed
+// TestSessionFunctionSetsSerializableDefault: a function (computed
 // name) sets default_transaction_isolation to serializable. PostgreSQL runs
 // the session's later reads; a standby refuses them (0A000), so they must
 // run on the primary.
@@ -425,25 +425,25 @@ func TestReview8SessionPinnedReadBack(t *testing.T) {
 // use serializable mode in a hot standby" to the next read. (A SET in a
 // multi-statement string is caught by the classifier and pins; a computed
 // name in a function is not.)
-func TestReview8SessionFunctionSetsSerializableDefault(t *testing.T) {
+func TestSessionFunctionSetsSerializableDefault(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "serializable default from a function",
 		`SELECT public.r8s_setcfg('default_transaction_isolation', 'serializable')`)
 }
 
-// TestReview8SessionMultiStatementSerializableDefault: the same from a
+// TestSessionMultiStatementSerializableDefault: the same from a
 // multi-statement string.
-func TestReview8SessionMultiStatementSerializableDefault(t *testing.T) {
+func TestSessionMultiStatementSerializableDefault(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	r8sCompare(t, o, "serializable default in a multi-statement string",
 		`SET default_transaction_isolation = 'serializable'; SELECT 1`)
 }
 
-// TestReview8SessionSerializableLogin: a login with a serializable default
+// TestSessionSerializableLogin: a login with a serializable default
 // (startup parameter) then SET back to read committed, RESET, DISCARD ALL.
-func TestReview8SessionSerializableLogin(t *testing.T) {
+func TestSessionSerializableLogin(t *testing.T) {
 	r8sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -493,14 +493,14 @@ func r8sNoticeOn(t *testing.T, conn *client) bool {
 	return len(conn.routes(t)) > 0
 }
 
-// TestReview8SessionSetLocalNoticeEndsWithTransaction: SET LOCAL
+// TestSessionSetLocalNoticeEndsWithTransaction: SET LOCAL
 // pgowl.notice = off lasts until the transaction ends (COMMIT, ROLLBACK,
 // ROLLBACK TO SAVEPOINT of a savepoint set before it); a plain SET inside a
 // transaction that rolls back is undone, as PostgreSQL does with settings.
 // pgowl: the COMMIT and ROLLBACK cases pass; after ROLLBACK TO SAVEPOINT the
 // SET LOCAL made after the savepoint stays in force, and a plain SET
 // pgowl.notice inside a rolled-back transaction outlives the rollback.
-func TestReview8SessionSetLocalNoticeEndsWithTransaction(t *testing.T) {
+func TestSessionSetLocalNoticeEndsWithTransaction(t *testing.T) {
 	o := startOwl(t, sharedClusterFor(t), nil)
 	conn := o.connect(t, nil)
 	ctx := timeoutCtx(t, 3*statementTimeout)
@@ -538,9 +538,9 @@ func TestReview8SessionSetLocalNoticeEndsWithTransaction(t *testing.T) {
 	}
 }
 
-// TestReview8SessionSetLocalMaxLagEndsWithTransaction: SHOW after the
+// TestSessionSetLocalMaxLagEndsWithTransaction: SHOW after the
 // transaction of a SET LOCAL pgowl.max_replica_lag ended.
-func TestReview8SessionSetLocalMaxLagEndsWithTransaction(t *testing.T) {
+func TestSessionSetLocalMaxLagEndsWithTransaction(t *testing.T) {
 	o := startOwl(t, sharedClusterFor(t), nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	p := o.connect(t, nil).PgConn()
@@ -551,10 +551,10 @@ func TestReview8SessionSetLocalMaxLagEndsWithTransaction(t *testing.T) {
 	}
 }
 
-// TestReview8SessionPgowlSetInFailedTransaction: in a failed transaction
+// TestSessionPgowlSetInFailedTransaction: in a failed transaction
 // PostgreSQL refuses every command but ROLLBACK (25P02), SET LOCAL included.
 // pgowl answers SET LOCAL pgowl.notice in the failed transaction with SET.
-func TestReview8SessionPgowlSetInFailedTransaction(t *testing.T) {
+func TestSessionPgowlSetInFailedTransaction(t *testing.T) {
 	o := startOwl(t, sharedClusterFor(t), nil)
 	conn := o.connect(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -573,9 +573,9 @@ func TestReview8SessionPgowlSetInFailedTransaction(t *testing.T) {
 	}
 }
 
-// TestReview8SessionMaxLagZeroRefused: 0 in any spelling is refused; the
+// TestSessionMaxLagZeroRefused: 0 in any spelling is refused; the
 // setting keeps its value.
-func TestReview8SessionMaxLagZeroRefused(t *testing.T) {
+func TestSessionMaxLagZeroRefused(t *testing.T) {
 	o := startOwl(t, sharedClusterFor(t), nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	p := o.connect(t, nil).PgConn()
@@ -591,10 +591,10 @@ func TestReview8SessionMaxLagZeroRefused(t *testing.T) {
 	}
 }
 
-// TestReview8SessionCommitWithoutTransaction: COMMIT and ROLLBACK outside a
+// TestSessionCommitWithoutTransaction: COMMIT and ROLLBACK outside a
 // transaction succeed with WARNING 25P01 "there is no transaction in
 // progress", and the session's settings are untouched.
-func TestReview8SessionCommitWithoutTransaction(t *testing.T) {
+func TestSessionCommitWithoutTransaction(t *testing.T) {
 	r8sSetup(t)
 	o := startOwl(t, sharedClusterFor(t), nil)
 	conn := o.connect(t, nil)

@@ -68,7 +68,7 @@ func r4sWorkMemDefault(t *testing.T) string {
 	return rtShow(t, d, "work_mem")
 }
 
-// TestReview4SessionParamSetConfigReplayLeaksOtherSessionSettings:
+// TestSessionParamSetConfigReplayLeaksOtherSessionSettings:
 // a client using the extended protocol (pgx's default mode) runs
 // SELECT set_config('r4s.b', $1, false) with a parameter. The Parse carries
 // no parameter types, so pgowl records the statement text as a session SET
@@ -86,7 +86,7 @@ func r4sWorkMemDefault(t *testing.T) string {
 // in force (run RESET ALL separately, or drop the connection).
 // Suspected cause: proxy/batch.go runBatch (setSQL for a statement with
 // parameters but no declared types) and proxy/choose.go prepareBackend.
-func TestReview4SessionParamSetConfigReplayLeaksOtherSessionSettings(t *testing.T) {
+func TestSessionParamSetConfigReplayLeaksOtherSessionSettings(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	def := r4sWorkMemDefault(t)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -102,7 +102,7 @@ func TestReview4SessionParamSetConfigReplayLeaksOtherSessionSettings(t *testing.
 	}
 }
 
-// TestReview4SessionSetConfigReplayReevaluates: SELECT set_config('r4s.req',
+// TestSessionSetConfigReplayReevaluates: SELECT set_config('r4s.req',
 // gen_random_uuid()::text, false) is a session SET whose value is computed.
 // pgowl replays the whole SELECT on every other backend the session uses, so
 // each node computes a new value: the session's setting differs from node to
@@ -113,7 +113,7 @@ func TestReview4SessionParamSetConfigReplayLeaksOtherSessionSettings(t *testing.
 // after the statement, rather than the statement's text).
 // Suspected cause: proxy/session.go trackSessionEffects/applySets record
 // u.setSQL verbatim; proxy/choose.go prepareBackend re-runs it.
-func TestReview4SessionSetConfigReplayReevaluates(t *testing.T) {
+func TestSessionSetConfigReplayReevaluates(t *testing.T) {
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -136,7 +136,7 @@ func TestReview4SessionSetConfigReplayReevaluates(t *testing.T) {
 	}
 }
 
-// TestReview4SessionSetConfigReplayRerunsWrites: a function that sets a
+// TestSessionSetConfigReplayRerunsWrites: a function that sets a
 // session setting and writes (here: PERFORM set_config(...); INSERT audit
 // row) is classified SET + WRITE. pgowl replays the whole call on every
 // other backend the session uses: on a standby the replay fails (read-only
@@ -149,7 +149,7 @@ func TestReview4SessionSetConfigReplayReevaluates(t *testing.T) {
 // Suspected cause: proxy/session.go trackSessionEffects (u.setSQL replayed
 // for any statement with SessionSet) and proxy/choose.go prepareBackend (a
 // failed replay only logs a warning).
-func TestReview4SessionSetConfigReplayRerunsWrites(t *testing.T) {
+func TestSessionSetConfigReplayRerunsWrites(t *testing.T) {
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -205,7 +205,7 @@ func r4sFlushThenFail(t *testing.T, conn *client, first string) {
 	}
 }
 
-// TestReview4SessionFlushedResetAllRolledBackLeaks: session A sets work_mem,
+// TestSessionFlushedResetAllRolledBackLeaks: session A sets work_mem,
 // then sends RESET ALL through the extended protocol followed by Flush, and
 // a statement that fails before Sync. PostgreSQL runs both in one implicit
 // transaction: the error undoes RESET ALL, so A's backend still has
@@ -221,7 +221,7 @@ func r4sFlushThenFail(t *testing.T, conn *client, first string) {
 // pipelines.
 // Suspected cause: proxy/session.go afterUnit/trackSessionEffects for units
 // with expectsReady == false (proxy/batch.go runBatch(ctx, false) on Flush).
-func TestReview4SessionFlushedResetAllRolledBackLeaks(t *testing.T) {
+func TestSessionFlushedResetAllRolledBackLeaks(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	def := r4sWorkMemDefault(t)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -234,12 +234,12 @@ func TestReview4SessionFlushedResetAllRolledBackLeaks(t *testing.T) {
 	}
 }
 
-// TestReview4SessionFlushedSetRolledBack: the same with a SET in the part
+// TestSessionFlushedSetRolledBack: the same with a SET in the part
 // before Flush: PostgreSQL undoes it with the implicit transaction, but pgowl
 // keeps it in the session's settings and replays it on the session's other
 // backends, so the session's work_mem depends on the node.
-// Should/cause: as TestReview4SessionFlushedResetAllRolledBackLeaks.
-func TestReview4SessionFlushedSetRolledBack(t *testing.T) {
+// Should/cause: as TestSessionFlushedResetAllRolledBackLeaks.
+func TestSessionFlushedSetRolledBack(t *testing.T) {
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -264,7 +264,7 @@ func TestReview4SessionFlushedSetRolledBack(t *testing.T) {
 	}
 }
 
-// TestReview4SessionSetBeforeSavepointRollback: BEGIN; SET work_mem;
+// TestSessionSetBeforeSavepointRollback: BEGIN; SET work_mem;
 // SAVEPOINT s; ROLLBACK TO SAVEPOINT s; COMMIT (a known limit, which the
 // test reports while it is there). The SET was made before the
 // savepoint, so the rollback to it keeps the SET and COMMIT makes it the
@@ -275,7 +275,7 @@ func TestReview4SessionFlushedSetRolledBack(t *testing.T) {
 // savepoint level); at worst, not silently lose a committed setting.
 // Suspected cause: proxy/session.go settlePendingSets ("ROLLBACK TO
 // SAVEPOINT" -> pendingUncertain). Listed in README "Limits".
-func TestReview4SessionSetBeforeSavepointRollback(t *testing.T) {
+func TestSessionSetBeforeSavepointRollback(t *testing.T) {
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -300,7 +300,7 @@ func TestReview4SessionSetBeforeSavepointRollback(t *testing.T) {
 	}
 }
 
-// TestReview4SessionRepeatedSetReplayGrows: every successful SET is appended
+// TestSessionRepeatedSetReplayGrows: every successful SET is appended
 // to the session's settings, also when it sets the same setting again
 // (applySets), and the whole list is replayed whenever the session's next
 // unit runs on a backend without its settings. An application that sets a
@@ -309,7 +309,7 @@ func TestReview4SessionSetBeforeSavepointRollback(t *testing.T) {
 // SETs: the list, the key hashing and the replay grow without bound.
 // Should: keep at most one entry per setting (or replay the current values).
 // Suspected cause: proxy/session.go applySets.
-func TestReview4SessionRepeatedSetReplayGrows(t *testing.T) {
+func TestSessionRepeatedSetReplayGrows(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 4*statementTimeout)
@@ -332,10 +332,10 @@ func TestReview4SessionRepeatedSetReplayGrows(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Checks that pass (kept as regression guards).
 
-// TestReview4SessionSettingForms: SET TIME ZONE, SET NAMES, SET SCHEMA,
+// TestSessionSettingForms: SET TIME ZONE, SET NAMES, SET SCHEMA,
 // SET SESSION CHARACTERISTICS, RESET of one setting and startup -c options
 // follow the session to every node, as on PostgreSQL.
-func TestReview4SessionSettingForms(t *testing.T) {
+func TestSessionSettingForms(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	ctx := timeoutCtx(t, 3*statementTimeout)
@@ -363,9 +363,9 @@ func TestReview4SessionSettingForms(t *testing.T) {
 	}
 }
 
-// TestReview4SessionParameterStatusAfterRollback: a SET application_name in a
+// TestSessionParameterStatusAfterRollback: a SET application_name in a
 // transaction that rolls back: the client is told the value again.
-func TestReview4SessionParameterStatusAfterRollback(t *testing.T) {
+func TestSessionParameterStatusAfterRollback(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	ctx := timeoutCtx(t, statementTimeout)
@@ -385,9 +385,9 @@ func TestReview4SessionParameterStatusAfterRollback(t *testing.T) {
 	}
 }
 
-// TestReview4SessionSetConfigRolledBack: set_config in a transaction or a
+// TestSessionSetConfigRolledBack: set_config in a transaction or a
 // savepoint that rolls back does not follow the session, and does not leak.
-func TestReview4SessionSetConfigRolledBack(t *testing.T) {
+func TestSessionSetConfigRolledBack(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	def := r4sWorkMemDefault(t)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -403,9 +403,9 @@ func TestReview4SessionSetConfigRolledBack(t *testing.T) {
 	}
 }
 
-// TestReview4SessionModeHandOver: in pool.mode session a client that leaves
+// TestSessionModeHandOver: in pool.mode session a client that leaves
 // with settings, pins and an open transaction hands over a clean backend.
-func TestReview4SessionModeHandOver(t *testing.T) {
+func TestSessionModeHandOver(t *testing.T) {
 	r3pSetup(t)
 	o := rvStartOneBackend(t, func(cfg *config.Config) { cfg.Pool.Mode = config.PoolSession })
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -417,9 +417,9 @@ func TestReview4SessionModeHandOver(t *testing.T) {
 	r3pCheckB(t, b.PgConn(), "pool.mode session, after A left")
 }
 
-// TestReview4SessionDisconnectMidCopy: a client that leaves during COPY FROM
+// TestSessionDisconnectMidCopy: a client that leaves during COPY FROM
 // STDIN: nothing is committed, and the next session gets a clean backend.
-func TestReview4SessionDisconnectMidCopy(t *testing.T) {
+func TestSessionDisconnectMidCopy(t *testing.T) {
 	r3pSetup(t)
 	r4sSetup(t)
 	c := sharedClusterFor(t)
@@ -440,10 +440,10 @@ func TestReview4SessionDisconnectMidCopy(t *testing.T) {
 	}
 }
 
-// TestReview4SessionPreparedSetConfigFollows: a named prepared statement
+// TestSessionPreparedSetConfigFollows: a named prepared statement
 // that sets a value with a literal, executed via the extended protocol,
 // follows the session to every node.
-func TestReview4SessionPreparedSetConfigFollows(t *testing.T) {
+func TestSessionPreparedSetConfigFollows(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
@@ -462,7 +462,7 @@ func TestReview4SessionPreparedSetConfigFollows(t *testing.T) {
 	}
 }
 
-// TestReview4SessionTypedParamSetConfigLost: session A runs
+// TestSessionTypedParamSetConfigLost: session A runs
 // SELECT set_config('r4s.p', $1, false) through the extended protocol with
 // the parameter's type declared in Parse (pgconn.ExecParams with OID 25;
 // what drivers do for typed parameters, e.g. an RLS "app.user_id" set per
@@ -478,7 +478,7 @@ func TestReview4SessionPreparedSetConfigFollows(t *testing.T) {
 // read back after the statement), or at least document it in Limits.
 // Suspected cause: proxy/batch.go runBatch (setSQL only without parameter
 // types) and proxy/session.go afterUnit.
-func TestReview4SessionTypedParamSetConfigLost(t *testing.T) {
+func TestSessionTypedParamSetConfigLost(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil).PgConn()

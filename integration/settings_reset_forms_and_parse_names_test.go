@@ -29,7 +29,7 @@ func r6Moved(t *testing.T, ctx context.Context, a, b *pgconn.PgConn, query strin
 	return before, after
 }
 
-// TestReview6QuotedSetThenResetResurrects:
+// TestQuotedSetThenResetResurrects:
 // Steps: A: SET "r6.q" = 'one'; RESET r6.q; B: SELECT 1; A: current_setting('r6.q').
 // Observed (expected failure): A sees 'one' again after B used the backend.
 // Should: ” — RESET r6.q reset the setting on PostgreSQL (GUC names are
@@ -39,7 +39,7 @@ func r6Moved(t *testing.T, ctx context.Context, a, b *pgconn.PgConn, query strin
 // see RESET r6.q as replacing SET "r6.q": the SET stays recorded and is
 // replayed after RESET ALL. The same for set_config('R6.Q', ...) (lower-cased
 // by recordedSettingName) against SET "R6.Q".
-func TestReview6QuotedSetThenResetResurrects(t *testing.T) {
+func TestQuotedSetThenResetResurrects(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -54,7 +54,7 @@ func TestReview6QuotedSetThenResetResurrects(t *testing.T) {
 	}
 }
 
-// TestReview6CompactSetThenResetResurrects:
+// TestCompactSetThenResetResurrects:
 // Steps: A: SET r6.ns='one' (no spaces around =); RESET r6.ns; B: SELECT 1;
 // A: current_setting('r6.ns').
 // Observed (expected failure): 'one' again.
@@ -64,7 +64,7 @@ func TestReview6QuotedSetThenResetResurrects(t *testing.T) {
 // it is recorded without a name, RESET r6.ns cannot replace it, and every
 // such SET is appended (the list also grows without bound for a per-request
 // SET x='...', the growth 6b263b5 meant to stop).
-func TestReview6CompactSetThenResetResurrects(t *testing.T) {
+func TestCompactSetThenResetResurrects(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -79,7 +79,7 @@ func TestReview6CompactSetThenResetResurrects(t *testing.T) {
 	}
 }
 
-// TestReview6SpecialSetFormThenReset:
+// TestSpecialSetFormThenReset:
 // Steps: A: SET TIME ZONE 'Asia/Tokyo'; RESET timezone (resp. SET SCHEMA
 // 'pg_catalog'; RESET search_path); B: SELECT 1; A: SHOW the setting.
 // Observed (expected failure): Asia/Tokyo (pg_catalog) again.
@@ -87,7 +87,7 @@ func TestReview6CompactSetThenResetResurrects(t *testing.T) {
 // Cause: settingName refuses SET TIME ZONE / SET SCHEMA / SET NAMES (no
 // name), so they are recorded unnamed and a RESET timezone / search_path /
 // client_encoding does not remove them; the replay brings them back.
-func TestReview6SpecialSetFormThenReset(t *testing.T) {
+func TestSpecialSetFormThenReset(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	for _, tc := range []struct{ set, reset, name, bad string }{
 		{"SET TIME ZONE 'Asia/Tokyo'", "RESET timezone", "TimeZone", "Asia/Tokyo"},
@@ -108,7 +108,7 @@ func TestReview6SpecialSetFormThenReset(t *testing.T) {
 	}
 }
 
-// TestReview6ReplacedSetReordersReplay:
+// TestReplacedSetReordersReplay:
 // Steps: A: SET standard_conforming_strings = off;
 // SELECT set_config('r6.bs', 'a\\b', false) (under off: the value a\b);
 // SET standard_conforming_strings = on; B: SELECT 1; A: current_setting('r6.bs').
@@ -120,7 +120,7 @@ func TestReview6SpecialSetFormThenReset(t *testing.T) {
 // standard_conforming_strings, i.e. under on, where 'a\\b' means a\\b. (The
 // same reordering breaks a SET with non-ASCII bytes recorded under a
 // client_encoding that a later SET client_encoding moves behind it.)
-func TestReview6ReplacedSetReordersReplay(t *testing.T) {
+func TestReplacedSetReordersReplay(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil).PgConn()
@@ -141,14 +141,14 @@ func TestReview6ReplacedSetReordersReplay(t *testing.T) {
 // Prepared statements (dc5dfbd): raw extended-protocol batches on a backend
 // that already holds the managed statement, so pgowl sends Close + Parse.
 
-// TestReview6ParseSameNameTwiceInBatch:
+// TestParseSameNameTwiceInBatch:
 // Steps: Parse "r6_dup" 'SELECT 1' / Parse "r6_dup" 'SELECT 2' / Bind
 // "r6_dup" / Execute / Sync, without a Close between; then, in a later
 // batch, Parse "r6_dup" again.
 // Should (as PostgreSQL): the second Parse fails with 42P05 ("prepared
 // statement "r6_dup" already exists"), the rest up to Sync is skipped, and
 // r6_dup stays SELECT 1; a later batch's Parse of the name fails alike.
-func TestReview6ParseSameNameTwiceInBatch(t *testing.T) {
+func TestParseSameNameTwiceInBatch(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	a := o.connect(t, nil)
@@ -181,12 +181,12 @@ func TestReview6ParseSameNameTwiceInBatch(t *testing.T) {
 	}
 }
 
-// TestReview6ReparseGuards: checks of the Close+Parse path that pass (kept
+// TestReparseGuards: checks of the Close+Parse path that pass (kept
 // as regression guards): protocol stays in step when an earlier error makes
 // the node skip the Close and Parse, when the client re-prepares a name after
 // Close in one batch, when the re-Parse fails in an aborted transaction, and
 // another session's statement of the same text survives.
-func TestReview6ReparseGuards(t *testing.T) {
+func TestReparseGuards(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 4*statementTimeout)
 	a := o.connect(t, nil)
@@ -263,9 +263,9 @@ func TestReview6ReparseGuards(t *testing.T) {
 	})
 }
 
-// TestReview6SettingGuards: settings forms that follow the session correctly
+// TestSettingGuards: settings forms that follow the session correctly
 // (kept as regression guards).
-func TestReview6SettingGuards(t *testing.T) {
+func TestSettingGuards(t *testing.T) {
 	opts := withParams(map[string]string{"options": "-c work_mem=7777kB"})
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 6*statementTimeout)

@@ -36,7 +36,7 @@ func r9tLSN(t *testing.T, ctx context.Context, n *cluster.Node, sql string) uint
 	return lsn
 }
 
-// TestReview9TimelineDivergedStandbyUnmarkedByRestartpoint: a standby that
+// TestTimelineDivergedStandbyUnmarkedByRestartpoint: a standby that
 // replayed a stale primary's WAL past the fork of the routed primary is
 // marked diverged; the mark is meant to stay until the standby is rewound or
 // cloned onto the new timeline. It is dropped instead as soon as the
@@ -50,7 +50,7 @@ func r9tLSN(t *testing.T, ctx context.Context, n *cluster.Node, sql string) uint
 // and pg4 follow pg2 (their restartpoint timeline stays 1). pg4 is promoted
 // (TL3, routed primary) while pg2 stays up and takes writes directly; pg3
 // follows pg2 past pg4's fork.
-func TestReview9TimelineDivergedStandbyUnmarkedByRestartpoint(t *testing.T) {
+func TestTimelineDivergedStandbyUnmarkedByRestartpoint(t *testing.T) {
 	c := ownCluster(t, 3)
 	n1, n2, n3, n4 := c.Nodes[0], c.Nodes[1], c.Nodes[2], c.Nodes[3]
 	ctx := timeoutCtx(t, 3*time.Minute)
@@ -154,13 +154,13 @@ func TestReview9TimelineDivergedStandbyUnmarkedByRestartpoint(t *testing.T) {
 	}
 }
 
-// TestReview9TimelineStalePrimaryGetsWritesAfterWinnerDies: in a split brain
+// TestTimelineStalePrimaryGetsWritesAfterWinnerDies: in a split brain
 // pgowl routes writes to the promoted node (timeline 2) and none to the old
 // primary (timeline 1). When the promoted node then dies, the old primary is
 // the only node claiming primary and pgowl sends writes to it again, although
 // it saw it deposed: the rows committed on the promoted node through pgowl are
 // missing there, and new writes land on the stale fork.
-func TestReview9TimelineStalePrimaryGetsWritesAfterWinnerDies(t *testing.T) {
+func TestTimelineStalePrimaryGetsWritesAfterWinnerDies(t *testing.T) {
 	c := ownCluster(t, 1)
 	oldPrimary, newPrimary := c.Nodes[0], c.Nodes[1]
 	o := startOwl(t, c, foConfig(nil))

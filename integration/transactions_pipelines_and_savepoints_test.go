@@ -70,7 +70,7 @@ func rtShow(t *testing.T, conn *client, name string) string {
 	return v
 }
 
-// TestReviewTxSetAcrossChainAndSavepoint: a SET made inside a transaction
+// TestTxSetAcrossChainAndSavepoint: a SET made inside a transaction
 // takes effect when that transaction commits, and is undone when it (or the
 // savepoint it followed) rolls back. pgowl decides from the tag of the unit
 // that returns the session to idle (afterUnit/relay's u.committed), so
@@ -79,7 +79,7 @@ func rtShow(t *testing.T, conn *client, name string) string {
 // SET that PostgreSQL undid. The session then shows different values on its
 // nodes, and (first case) the backend goes back to the pool recorded as
 // having default settings while it carries the SET: another session gets it.
-func TestReviewTxSetAcrossChainAndSavepoint(t *testing.T) {
+func TestTxSetAcrossChainAndSavepoint(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 
@@ -117,12 +117,12 @@ func TestReviewTxSetAcrossChainAndSavepoint(t *testing.T) {
 	}
 }
 
-// TestReviewTxChainedSetLeaksToOtherSession: with one backend connection,
+// TestTxChainedSetLeaksToOtherSession: with one backend connection,
 // session A runs BEGIN; SET work_mem; COMMIT AND CHAIN; ROLLBACK. The SET
 // was committed and stays on the backend, but pgowl forgot it, so the
 // backend is pooled as if it had default settings and session B, which never
 // set anything, runs with A's work_mem.
-func TestReviewTxChainedSetLeaksToOtherSession(t *testing.T) {
+func TestTxChainedSetLeaksToOtherSession(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	a := o.connect(t, nil)
 	b := o.connect(t, nil)
@@ -135,14 +135,14 @@ func TestReviewTxChainedSetLeaksToOtherSession(t *testing.T) {
 	}
 }
 
-// TestReviewTxFlushReadThenWrite: an extended-protocol pipeline that reads,
+// TestTxFlushReadThenWrite: an extended-protocol pipeline that reads,
 // flushes (H) to get the read's rows, then writes and syncs is one implicit
 // transaction in PostgreSQL and works on the primary. pgowl routes the part
 // before Flush alone (runBatch(ctx, false) on 'H'): a read goes to a standby,
 // the open batch held the session there, and the write failed with 25006.
 // Now a part that only read and left no portal is ended on the standby with
 // a Sync the client does not see, and the write goes to the primary.
-func TestReviewTxFlushReadThenWrite(t *testing.T) {
+func TestTxFlushReadThenWrite(t *testing.T) {
 
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
@@ -174,14 +174,14 @@ func TestReviewTxFlushReadThenWrite(t *testing.T) {
 	}
 }
 
-// TestReviewTxLargePipelineReadThenWrite: a pgx batch (one Sync) whose first
+// TestTxLargePipelineReadThenWrite: a pgx batch (one Sync) whose first
 // statement reads with a parameter over 1 MiB and whose second writes. In
 // PostgreSQL the batch is one implicit transaction and succeeds. pgowl sends
 // the part collected so far once it exceeds maxBatchBytes (session.run), routed
 // by that part's effects alone: the read goes to a standby, the open batch
 // holds the session there, and the INSERT fails with 25006. A known
 // limitation, not fixed yet: the test reports it while it is there.
-func TestReviewTxLargePipelineReadThenWrite(t *testing.T) {
+func TestTxLargePipelineReadThenWrite(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	createTable(t, c, "t_rt_large", "CREATE TABLE t_rt_large (id int PRIMARY KEY, src text NOT NULL)")
@@ -213,7 +213,7 @@ func TestReviewTxLargePipelineReadThenWrite(t *testing.T) {
 	}
 }
 
-// TestReviewTxQueryAfterUnsyncedBatch: Parse/Bind/Execute of a read without
+// TestTxQueryAfterUnsyncedBatch: Parse/Bind/Execute of a read without
 // Sync, then a simple Query that writes. PostgreSQL runs both (the Query ends
 // the implicit transaction and answers ReadyForQuery) and the connection is
 // idle afterwards. pgowl sends the unsynced part on its own (to a standby for
@@ -222,7 +222,7 @@ func TestReviewTxLargePipelineReadThenWrite(t *testing.T) {
 // pinned to that standby afterwards. Now the Query's write leaves the
 // standby (the unsynced part only read; see leaveReadOnlyBatch), and any
 // ReadyForQuery ends the open batch.
-func TestReviewTxQueryAfterUnsyncedBatch(t *testing.T) {
+func TestTxQueryAfterUnsyncedBatch(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	createTable(t, c, "t_rt_q", "CREATE TABLE t_rt_q (id int PRIMARY KEY, src text NOT NULL)")
@@ -273,14 +273,14 @@ func rtExtended(sql string) []pgproto3.FrontendMessage {
 	return []pgproto3.FrontendMessage{&pgproto3.Parse{Query: sql}, &pgproto3.Bind{}, &pgproto3.Execute{}}
 }
 
-// TestReviewTxPipelines sends pipelines (and simple-query strings) in one write, directly and through
+// TestTxPipelines sends pipelines (and simple-query strings) in one write, directly and through
 // pgowl, and compares the replies and the rows committed. Guards what no
 // other test covers: a transaction spread over several Syncs (explicit BEGIN
 // in the pipeline, or a deferred simple BEGIN before it) with an error,
 // ROLLBACK TO SAVEPOINT and more work; an implicit transaction of several
 // Executes before one Sync, or across a Flush, where a later statement fails;
 // transactions begun or ended inside multi-statement simple queries.
-func TestReviewTxPipelines(t *testing.T) {
+func TestTxPipelines(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfgp *config.Config) { cfgp.Pool.MaxPerNode = 2 })
 	createTable(t, c, "t_rt_pipe", "CREATE TABLE t_rt_pipe (id int PRIMARY KEY, src text NOT NULL)")
@@ -368,12 +368,12 @@ func TestReviewTxPipelines(t *testing.T) {
 	}
 }
 
-// TestReviewTxSavepointOneBackend: with two backends on the primary shared
+// TestTxSavepointOneBackend: with two backends on the primary shared
 // by two sessions, a transaction with an error, ROLLBACK TO SAVEPOINT and
 // more work keeps one backend and one transaction id throughout, while the
 // other session runs transactions in between and never sees its rows. Guards
 // what no other test covers (the savepoint path under backend sharing).
-func TestReviewTxSavepointOneBackend(t *testing.T) {
+func TestTxSavepointOneBackend(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := rvStartOneBackend(t, func(cfgp *config.Config) { cfgp.Pool.MaxPerNode = 2 })
 	createTable(t, c, "t_rt_sp", "CREATE TABLE t_rt_sp (id int PRIMARY KEY, src text NOT NULL)")
@@ -415,11 +415,11 @@ func TestReviewTxSavepointOneBackend(t *testing.T) {
 	}
 }
 
-// TestReviewTxDisconnectInTransaction: a client that leaves after BEGIN
+// TestTxDisconnectInTransaction: a client that leaves after BEGIN
 // (deferred) and an INSERT leaves no open transaction on the one shared
 // backend: the next session runs outside any transaction and never sees the
 // row. Guards the hand-over of a deferred-BEGIN transaction on disconnect.
-func TestReviewTxDisconnectInTransaction(t *testing.T) {
+func TestTxDisconnectInTransaction(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := rvStartOneBackend(t, nil)
 	createTable(t, c, "t_rt_gone", "CREATE TABLE t_rt_gone (id int PRIMARY KEY)")

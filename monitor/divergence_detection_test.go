@@ -2,7 +2,7 @@ package monitor
 
 // Review of the divergence detection (markDiverged) against real PostgreSQL 15.
 //
-// TestReviewNoFalseDivergence drives a healthy primary with two standbys
+// TestNoFalseDivergence drives a healthy primary with two standbys
 // through heavy and odd write loads and checks that no standby is ever
 // marked diverged: not in the coordinator's state after any single apply
 // (a mark may be cleared again before the round's snapshot is published),
@@ -12,7 +12,7 @@ package monitor
 // rests on (a standby's replay position is never beyond a primary insert
 // position read after the standby answered).
 //
-// TestReviewSplitBrain* and TestReviewDivergedStandby* check the opposite:
+// TestSplitBrain* and TestDivergedStandby* check the opposite:
 // a standby holding WAL the routed primary never had must not serve reads.
 
 import (
@@ -315,7 +315,7 @@ func phase(t *testing.T, name string, d time.Duration, body func(ctx context.Con
 	t.Logf("phase %q done in %s", name, time.Since(began).Round(time.Millisecond))
 }
 
-func TestReviewNoFalseDivergence(t *testing.T) {
+func TestNoFalseDivergence(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		interval time.Duration
@@ -600,12 +600,12 @@ func routedPrimaryIs(index int, downAfter time.Duration) func(*route.Snapshot) b
 	}
 }
 
-// TestReviewSplitBrainStandbyFollowingFasterOldPrimary: pg2 is promoted
+// TestSplitBrainStandbyFollowingFasterOldPrimary: pg2 is promoted
 // while pg1 keeps running and writing faster than pg2; pg3 still streams
 // from pg1. Once route picks pg2 (timeline 2), pg3 holds pg1's post-fork
 // rows pg2 never had and its replay position is beyond pg2's: the case the
 // divergence mark is meant for. pg3 must serve no reads.
-func TestReviewSplitBrainStandbyFollowingFasterOldPrimary(t *testing.T) {
+func TestSplitBrainStandbyFollowingFasterOldPrimary(t *testing.T) {
 	for _, interval := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond} {
 		t.Run(interval.String(), func(t *testing.T) { reviewSplitBrain(t, interval) })
 	}
@@ -684,14 +684,14 @@ func reviewSplitBrain(t *testing.T, interval time.Duration) {
 	}
 }
 
-// TestReviewDivergedStandbyReplayingBacklog: pg2 stops streaming from pg1;
+// TestDivergedStandbyReplayingBacklog: pg2 stops streaming from pg1;
 // pg1 writes W1 (pg3 replays it) and W2 (pg3 receives it with replay
 // paused); pg1 stops and pg2 is promoted. pg3 is beyond pg2 and marked
 // diverged. pg2 then writes past everything pg3 received, and pg3's replay
 // resumes: it replays W2, moves, and the mark is cleared while its position is
 // now behind pg2's. pg3 still holds W1 and W2, which pg2 never had, and can
 // never follow pg2: it must serve no reads.
-func TestReviewDivergedStandbyReplayingBacklog(t *testing.T) {
+func TestDivergedStandbyReplayingBacklog(t *testing.T) {
 	opts := cluster.Options{Standbys: 2}
 	c := cluster.StartForTest(t, opts)
 	pg1, pg2, pg3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]

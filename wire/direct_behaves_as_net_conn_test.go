@@ -21,13 +21,13 @@ func skipUnlessLinux(t *testing.T) {
 	}
 }
 
-// TestReviewDirectConcurrentWritesStayWhole: net.Conn says "multiple
+// TestDirectConcurrentWritesStayWhole: net.Conn says "multiple
 // goroutines may invoke methods on a Conn simultaneously" and each Write is
 // written whole (poll.FD.Write holds the write lock across its waits). With
 // Direct, a second Write overwrites the shared directCall (buf, n) while the
 // first one waits in the poller: the first one's remaining bytes are lost
 // and both report success.
-func TestReviewDirectConcurrentWritesStayWhole(t *testing.T) {
+func TestDirectConcurrentWritesStayWhole(t *testing.T) {
 	skipUnlessLinux(t)
 	client, server := tcpPair(t)
 	client.(*net.TCPConn).SetWriteBuffer(64 << 10)
@@ -62,12 +62,12 @@ func TestReviewDirectConcurrentWritesStayWhole(t *testing.T) {
 	}
 }
 
-// TestReviewDirectConcurrentReadsGetTheirOwnBytes: two Reads in flight at
+// TestDirectConcurrentReadsGetTheirOwnBytes: two Reads in flight at
 // once on a net.Conn are serialised, each filling its own buffer. With
 // Direct the second Read replaces the shared buffer, so the first fills the
 // second's buffer, and the second then reads into a nil buffer and reports
 // io.EOF on a live connection.
-func TestReviewDirectConcurrentReadsGetTheirOwnBytes(t *testing.T) {
+func TestDirectConcurrentReadsGetTheirOwnBytes(t *testing.T) {
 	skipUnlessLinux(t)
 	client, server := tcpPair(t)
 	d := Direct(client)
@@ -104,13 +104,13 @@ func TestReviewDirectConcurrentReadsGetTheirOwnBytes(t *testing.T) {
 	}
 }
 
-// TestReviewDirectErrorsReadAsNetConns: net.Conn reports a deadline as
+// TestDirectErrorsReadAsNetConns: net.Conn reports a deadline as
 // *net.OpError{Op: "read", Err: os.ErrDeadlineExceeded} ("read tcp A->B: i/o
 // timeout") and a closed connection with Err net.ErrClosed. Direct wraps the
 // *net.OpError{Op: "raw-read"} that syscall.RawConn.Read returns in a second
 // *net.OpError, so the text names the op and the addresses twice and
 // OpError.Err is not the sentinel. errors.Is and Timeout still work.
-func TestReviewDirectErrorsReadAsNetConns(t *testing.T) {
+func TestDirectErrorsReadAsNetConns(t *testing.T) {
 	skipUnlessLinux(t)
 	client, _ := tcpPair(t)
 	d := Direct(client)
@@ -141,10 +141,10 @@ func TestReviewDirectErrorsReadAsNetConns(t *testing.T) {
 	}
 }
 
-// TestReviewDirectZeroLengthReadAfterClose: net.Conn takes the read lock
+// TestDirectZeroLengthReadAfterClose: net.Conn takes the read lock
 // before answering a zero-length read, so it reports net.ErrClosed on a
 // closed connection; Direct returns 0, nil without looking.
-func TestReviewDirectZeroLengthReadAfterClose(t *testing.T) {
+func TestDirectZeroLengthReadAfterClose(t *testing.T) {
 	skipUnlessLinux(t)
 	client, _ := tcpPair(t)
 	d := Direct(client)

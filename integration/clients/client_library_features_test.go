@@ -93,7 +93,7 @@ func selectStarUntilOK(ctx context.Context, conn *pgx.Conn, sql string, tries in
 	return errs, 0, false
 }
 
-// TestReview5PgxCachedPlanAfterAlterTable
+// TestPgxCachedPlanAfterAlterTable
 //
 // Steps: pgx (default QueryExecModeCacheStatement) runs
 // `/*pgowl:primary*/ SELECT * FROM t WHERE id = $1` through pgowl
@@ -113,7 +113,7 @@ func selectStarUntilOK(ctx context.Context, conn *pgx.Conn, sql string, tries in
 // this client and by every other client that sends the same text to that
 // backend, fails with 0A000 until the backend is closed (pool.max_lifetime).
 // Nothing removes a statement from conn.Prepared after 0A000.
-func TestReview5PgxCachedPlanAfterAlterTable(t *testing.T) {
+func TestPgxCachedPlanAfterAlterTable(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	table := "review5_alter"
@@ -160,7 +160,7 @@ func TestReview5PgxCachedPlanAfterAlterTable(t *testing.T) {
 	}
 }
 
-// TestReview5PreparedStatementsVisibleToOtherSession
+// TestPreparedStatementsVisibleToOtherSession
 //
 // Steps: with pool.max_per_node 1 (one shared primary backend), session A
 // runs a pgx prepared statement whose text names a secret-looking literal;
@@ -168,12 +168,12 @@ func TestReview5PgxCachedPlanAfterAlterTable(t *testing.T) {
 //
 // What pgowl does: A's statement stays prepared on the shared backend under
 // pgowl's name, so B sees A's SQL text, literals included (pgowl does
-// survive B deallocating it: TestReview5DeallocateByNameFromOtherSession
+// survive B deallocating it: TestDeallocateByNameFromOtherSession
 // passes). Suspected cause: managed statements are left on the pooled
 // backend and shared by text hash (proxy/batch.go writeClientParse,
 // releaseIdle keeps conn.Prepared). Another session must see nothing of A's (README: session state
 // "never reaches another client"). By design, for now (README "Limits"): the test reports it.
-func TestReview5PreparedStatementsVisibleToOtherSession(t *testing.T) {
+func TestPreparedStatementsVisibleToOtherSession(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	ctx := timeoutCtx(t, time.Minute)
@@ -206,7 +206,7 @@ func TestReview5PreparedStatementsVisibleToOtherSession(t *testing.T) {
 	owltest.KnownGap(t, len(visible) > 0, fmt.Sprintf(`by design (issue 5: a backend is returned clean, "DEALLOCATE only pgowl-unmanaged statements"; README "Limits"): pgowl-managed statements stay prepared on pooled backends for reuse and are visible in pg_prepared_statements to whoever uses the backend next: session B sees session A's %q`, visible))
 }
 
-// TestReview5DeallocateByNameFromOtherSession
+// TestDeallocateByNameFromOtherSession
 //
 // Steps: pool.max_per_node 1. Session A runs a pgx cached statement on the
 // primary. Session B reads its managed name from pg_prepared_statements and
@@ -215,7 +215,7 @@ func TestReview5PreparedStatementsVisibleToOtherSession(t *testing.T) {
 //
 // A never deallocated anything and must keep working. (This passes: pgowl
 // copes with the DEALLOCATE.)
-func TestReview5DeallocateByNameFromOtherSession(t *testing.T) {
+func TestDeallocateByNameFromOtherSession(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	ctx := timeoutCtx(t, time.Minute)
@@ -241,11 +241,11 @@ func TestReview5DeallocateByNameFromOtherSession(t *testing.T) {
 	}
 }
 
-// TestReview5PortalSuspendedAcrossFlush: pg-cursor style reads, outside a
+// TestPortalSuspendedAcrossFlush: pg-cursor style reads, outside a
 // transaction: Parse/Bind/Execute(3)/Flush, Execute(3)/Flush, then
 // Execute(0)/Sync on the unnamed portal; the rows must come in order, with
 // PortalSuspended after each limited Execute, on a standby.
-func TestReview5PortalSuspendedAcrossFlush(t *testing.T) {
+func TestPortalSuspendedAcrossFlush(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	var ns []notice
@@ -318,11 +318,11 @@ func TestReview5PortalSuspendedAcrossFlush(t *testing.T) {
 	}
 }
 
-// TestReview5SetConfigParamAllModes: `SELECT set_config('review5.x', $1,
+// TestSetConfigParamAllModes: `SELECT set_config('review5.x', $1,
 // false)` with a parameter is documented as carried to the session's other
 // backends; check it in every pgx exec mode, reading the value back on a
 // standby and on the primary.
-func TestReview5SetConfigParamAllModes(t *testing.T) {
+func TestSetConfigParamAllModes(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	modes := []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
@@ -357,11 +357,11 @@ func deref(s *string) string {
 	return *s
 }
 
-// TestReview5WithHoldCursorSimple: DECLARE ... WITH HOLD outside a
+// TestWithHoldCursorSimple: DECLARE ... WITH HOLD outside a
 // transaction, FETCH in pieces, CLOSE; the cursor pins the session, the rows
 // are right; another session on the same backend does not see the cursor;
 // after CLOSE reads go to a standby again.
-func TestReview5WithHoldCursorSimple(t *testing.T) {
+func TestWithHoldCursorSimple(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 2 })
 	ctx := timeoutCtx(t, time.Minute)
@@ -490,8 +490,8 @@ func review5Java(t *testing.T) (string, string) {
 	return java, dir
 }
 
-// TestReview5Psycopg2 runs psycopg2 scenarios the matrix lacks.
-func TestReview5Psycopg2(t *testing.T) {
+// TestPsycopg2LibraryFeatures runs psycopg2 scenarios the matrix lacks.
+func TestPsycopg2LibraryFeatures(t *testing.T) {
 	c := sharedClusterFor(t)
 	py, dir := review5Python(t)
 	o := startOwl(t, c, nil)
@@ -577,8 +577,8 @@ func TestReview5Psycopg2(t *testing.T) {
 	})
 }
 
-// TestReview5JDBC runs JDBC scenarios the matrix lacks.
-func TestReview5JDBC(t *testing.T) {
+// TestJDBCLibraryFeatures runs JDBC scenarios the matrix lacks.
+func TestJDBCLibraryFeatures(t *testing.T) {
 	c := sharedClusterFor(t)
 	java, dir := review5Java(t)
 	o := startOwl(t, c, nil)
@@ -652,7 +652,7 @@ func TestReview5JDBC(t *testing.T) {
 	})
 }
 
-// TestReview5SharedStatementAcrossSearchPaths
+// TestSharedStatementAcrossSearchPaths
 //
 // Steps: schemas review5_ta.t (id, v) and review5_tb.t (id, v, w), a common
 // schema-per-tenant layout. pool.max_per_node 1. Session A runs
@@ -669,7 +669,7 @@ func TestReview5JDBC(t *testing.T) {
 // succeeds and returns 3 columns. Suspected cause: the managed name does not
 // depend on the session's search_path (proxy/batch.go newStatement /
 // writeClientParse), and nothing forgets a statement after 0A000.
-func TestReview5SharedStatementAcrossSearchPaths(t *testing.T) {
+func TestSharedStatementAcrossSearchPaths(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), `DROP SCHEMA IF EXISTS review5_ta CASCADE; DROP SCHEMA IF EXISTS review5_tb CASCADE;
