@@ -248,6 +248,33 @@ func r8cOnStandby(t *testing.T, conn *client, sql string) {
 	}
 }
 
+// r8cReportUnseenDomainCheck runs sql, whose domain CHECK writes, through
+// pgowl and reports the known gap (docs/routing.md "Row security policies and
+// domain checks"): a domain reached through a %TYPE declaration or as a field
+// of a composite type is not followed, so the statement goes to a standby and
+// fails there with 25006. Nothing is written. The test fails once the gap is
+// closed (the statement runs on the primary), so that the docs are updated,
+// and on any other outcome.
+func r8cReportUnseenDomainCheck(t *testing.T, conn *client, sql string) {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	_, err := conn.PgConn().Exec(ctx, sql).ReadAll()
+	rs := conn.routes(t)
+	onPrimary := len(rs) > 0
+	for _, r := range rs {
+		onPrimary = onPrimary && r.Role == "primary"
+	}
+	pgErr, isPgErr := asPgError(err)
+	switch {
+	case err == nil && onPrimary:
+		t.Errorf("%s ran on the primary (routes %v): the known gap is closed; update docs/routing.md and this test", sql, rs)
+	case isPgErr && pgErr.Code == "25006":
+		t.Logf("known gap (docs/routing.md \"Row security policies and domain checks\"): %s went to %v and failed there: %v", sql, rs, err)
+	default:
+		t.Errorf("%s: %v (routes %v); want the primary, or the known gap (25006 on a standby)", sql, err, rs)
+	}
+}
+
 // r8cValue runs a one-value query through pgowl and returns the value and the routes.
 func r8cValue(t *testing.T, conn *client, sql string) (string, []routeNotice, error) {
 	t.Helper()
@@ -405,11 +432,12 @@ func TestClassifyDomainCheckPlaces(t *testing.T) {
 		"VALUES (CAST(5 AS public.r8c_dom)), (6)",
 	} {
 		t.Run(sql, func(t *testing.T) {
+			r8cProveStandbyRefuses(t, c, sql)
 			switch sql {
 			case "SELECT public.r8c_pl_typeof()", "SELECT ROW(5)::public.r8c_comp", "SELECT '(5)'::public.r8c_comp":
-				t.Skipf(`known gap (docs/routing.md "Row security policies and domain checks"): a domain reached through a %%TYPE declaration or as a field of a composite type is not followed; its CHECK runs unseen`)
+				r8cReportUnseenDomainCheck(t, conn, sql)
+				return
 			}
-			r8cProveStandbyRefuses(t, c, sql)
 			runOnPrimary(t, conn, sql)
 		})
 	}
@@ -524,12 +552,23 @@ func TestClassifySettingsSetInBodies(t *testing.T) {
 		}
 	})
 	t.Run("SetConfigOfComputedName", func(t *testing.T) {
-		t.Skip(`known limit (README "Limits"): an application setting set by set_config under a computed name cannot be read back (pg_settings does not list it); it holds on the backend it ran on only`)
+		// A known limit (README "Limits"): an application setting set by
+		// set_config under a computed name cannot be read back (pg_settings
+		// does not list it), so it holds on the backend it ran on only. The
+		// case reports it, and fails once another node reads the value.
 		conn := rvConnect(t, o)
-		r7cOK(t, conn, "SELECT public.r8c_set_computed()")
+		setRoutes := r7cOK(t, conn, "SELECT public.r8c_set_computed()")
 		got, rs, err := r8cValue(t, conn, "SELECT current_setting('app.r8c_comp', true)")
-		if err != nil || got != "acme" {
-			t.Errorf("current_setting('app.r8c_comp') after SELECT r8c_set_computed(): %q (err %v) on %v; want acme", got, err, rs)
+		sameNode := len(setRoutes) > 0 && len(rs) > 0 && setRoutes[len(setRoutes)-1].Node == rs[len(rs)-1].Node
+		switch {
+		case err != nil:
+			t.Errorf("current_setting('app.r8c_comp') after SELECT r8c_set_computed(): %v (routes %v)", err, rs)
+		case got == "acme" && !sameNode:
+			t.Errorf("current_setting('app.r8c_comp') read acme on %v, another node than the set (%v): the known limit is gone; update README \"Limits\" and this test", rs, setRoutes)
+		case got == "acme":
+			t.Logf("the read ran on the node of the set (%v), where the value holds; the known limit did not show", rs)
+		default:
+			t.Logf("known limit (README \"Limits\"): the set ran on %v, the read on %v answered %q, not acme", setRoutes, rs, got)
 		}
 	})
 	t.Run("SerializableDefaultByComputedName", func(t *testing.T) {

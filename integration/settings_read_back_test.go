@@ -519,15 +519,22 @@ func TestSessionSetLocalNoticeEndsWithTransaction(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.what, func(t *testing.T) {
-			if strings.Contains(tc.what, "SAVEPOINT") {
-				t.Skip(`known gap (README "Session commands"): savepoints are not followed for pgowl.* settings; a SET LOCAL after a savepoint lasts until the transaction ends`)
-			}
+			// A known gap (README "Session commands"): savepoints are not
+			// followed for pgowl.* settings, so a SET LOCAL after a savepoint
+			// lasts until the transaction ends. The case runs and reports it,
+			// and fails once the gap is closed, so that README is updated.
+			knownGap := strings.Contains(tc.what, "SAVEPOINT")
 			for _, s := range tc.steps {
 				if _, err := conn.PgConn().Exec(ctx, s).ReadAll(); err != nil {
 					t.Fatalf("%s: %s: %v", tc.what, s, err)
 				}
 			}
-			if !r8sNoticeOn(t, conn) {
+			switch on := r8sNoticeOn(t, conn); {
+			case knownGap && on:
+				t.Errorf("%s: pgowl.notice is on again: the known gap is closed; update README \"Session commands\" and this test", tc.what)
+			case knownGap:
+				t.Logf("known gap (README \"Session commands\"): %s: pgowl.notice stays off until the transaction ends", tc.what)
+			case !on:
 				t.Errorf("%s: the next statement got no routing NOTICE; pgowl.notice should be on again", tc.what)
 			}
 			if conn.PgConn().TxStatus() != 'I' {
