@@ -1,6 +1,6 @@
 package clients
 
-// Review 5: client-library features the matrix does not exercise yet.
+// Client-library features the matrix does not exercise yet.
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 	"github.com/pgowl/pgowl/internal/cluster"
 )
 
-// review5Conn opens a pgx connection to o (with extra runtime params) that
+// featureConn opens a pgx connection to o (with extra runtime params) that
 // records NOTICEs into *ns.
-func review5Conn(t *testing.T, ep endpoint, ns *[]notice, mode pgx.QueryExecMode) *pgx.Conn {
+func featureConn(t *testing.T, ep endpoint, ns *[]notice, mode pgx.QueryExecMode) *pgx.Conn {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(ep.dsn(appPassword, nil))
 	if err != nil {
@@ -48,8 +48,8 @@ func review5Conn(t *testing.T, ep endpoint, ns *[]notice, mode pgx.QueryExecMode
 	return c
 }
 
-// review5Direct opens a pgx connection straight to a node, as the app user.
-func review5Direct(t *testing.T, n *cluster.Node, mode pgx.QueryExecMode) *pgx.Conn {
+// featureDirect opens a pgx connection straight to a node, as the app user.
+func featureDirect(t *testing.T, n *cluster.Node, mode pgx.QueryExecMode) *pgx.Conn {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(n.DSN(appUser, appPassword, appDatabase))
 	if err != nil {
@@ -66,7 +66,7 @@ func review5Direct(t *testing.T, n *cluster.Node, mode pgx.QueryExecMode) *pgx.C
 	return c
 }
 
-func review5Primary(t *testing.T, c *cluster.Cluster, sql string) {
+func featurePrimary(t *testing.T, c *cluster.Cluster, sql string) {
 	t.Helper()
 	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), "SET ROLE "+appUser+"; "+sql); err != nil {
 		t.Fatalf("on the primary: %s: %v", sql, err)
@@ -117,22 +117,22 @@ func TestPgxCachedPlanAfterAlterTable(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	table := "review5_alter"
-	review5Primary(t, c, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id int PRIMARY KEY, v text); INSERT INTO %[1]s VALUES (1, 'one')", table))
+	featurePrimary(t, c, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (id int PRIMARY KEY, v text); INSERT INTO %[1]s VALUES (1, 'one')", table))
 	catchUp(t, c)
 	sql := fmt.Sprintf("/*pgowl:primary*/ SELECT * FROM %s WHERE id = $1", table)
 	ctx := timeoutCtx(t, time.Minute)
 
 	// Baseline, straight against the primary.
-	direct := review5Direct(t, c.Nodes[0], 0)
+	direct := featureDirect(t, c.Nodes[0], 0)
 	if errs, _, ok := selectStarUntilOK(ctx, direct, sql, 1); !ok {
 		t.Fatalf("direct: first query failed: %v", errs)
 	}
-	a := review5Conn(t, o.endpoint, nil, 0)
+	a := featureConn(t, o.endpoint, nil, 0)
 	if errs, cols, ok := selectStarUntilOK(ctx, a, sql, 1); !ok || cols != 2 {
 		t.Fatalf("through pgowl: first query: ok=%v cols=%d errors %v", ok, cols, errs)
 	}
 
-	review5Primary(t, c, fmt.Sprintf("ALTER TABLE %s ADD COLUMN w text DEFAULT 'w'", table))
+	featurePrimary(t, c, fmt.Sprintf("ALTER TABLE %s ADD COLUMN w text DEFAULT 'w'", table))
 	catchUp(t, c)
 
 	errs, cols, ok := selectStarUntilOK(ctx, direct, sql, 3)
@@ -148,7 +148,7 @@ func TestPgxCachedPlanAfterAlterTable(t *testing.T) {
 	// once (README "Limits"), after which pgx prepares again and succeeds.
 	// Before the fix every try failed, for every session, until the backend
 	// was closed.
-	b := review5Conn(t, o.endpoint, nil, 0)
+	b := featureConn(t, o.endpoint, nil, 0)
 	errs, cols, ok = selectStarUntilOK(ctx, b, sql, 2)
 	if !ok || cols != 3 || len(errs) > 1 {
 		t.Errorf("a NEW session's first queries after ALTER TABLE: ok=%v columns=%d errors %v; want 3 columns by the second try", ok, cols, errs)
@@ -178,12 +178,12 @@ func TestPreparedStatementsVisibleToOtherSession(t *testing.T) {
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
 	ctx := timeoutCtx(t, time.Minute)
 	secret := marker("review5-secret")
-	a := review5Conn(t, o.endpoint, nil, 0)
+	a := featureConn(t, o.endpoint, nil, 0)
 	var got string
 	if err := a.QueryRow(ctx, fmt.Sprintf("/*pgowl:primary*/ SELECT $1::text || '%s'", secret), "x").Scan(&got); err != nil {
 		t.Fatal(err)
 	}
-	b := review5Conn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
+	b := featureConn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
 	var seen []string
 	rows, err := b.Query(ctx, "/*pgowl:primary*/ SELECT name || ': ' || statement FROM pg_prepared_statements")
 	if err != nil {
@@ -221,12 +221,12 @@ func TestDeallocateByNameFromOtherSession(t *testing.T) {
 	ctx := timeoutCtx(t, time.Minute)
 	tag := marker("review5-dealloc")
 	sql := fmt.Sprintf("/*pgowl:primary*/ SELECT $1::int + 1 /* %s */", tag)
-	a := review5Conn(t, o.endpoint, nil, 0)
+	a := featureConn(t, o.endpoint, nil, 0)
 	var n int
 	if err := a.QueryRow(ctx, sql, 41).Scan(&n); err != nil || n != 42 {
 		t.Fatalf("first run: %v %d", err, n)
 	}
-	b := review5Conn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
+	b := featureConn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
 	var name string
 	err := b.QueryRow(ctx, fmt.Sprintf("/*pgowl:primary*/ SELECT name FROM pg_prepared_statements WHERE statement LIKE '%%%s%%' LIMIT 1", tag)).Scan(&name)
 	if err != nil {
@@ -249,7 +249,7 @@ func TestPortalSuspendedAcrossFlush(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	var ns []notice
-	conn := review5Conn(t, o.endpoint, &ns, 0)
+	conn := featureConn(t, o.endpoint, &ns, 0)
 	pc := conn.PgConn()
 	fe := pc.Frontend()
 	tag := marker("review5-portal")
@@ -331,7 +331,7 @@ func TestSetConfigParamAllModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			ctx := timeoutCtx(t, time.Minute)
 			var ns []notice
-			conn := review5Conn(t, o.endpoint, &ns, mode)
+			conn := featureConn(t, o.endpoint, &ns, mode)
 			value := marker("v")
 			var set string
 			if err := conn.QueryRow(ctx, "SELECT set_config('review5.x', $1, false)", value).Scan(&set); err != nil {
@@ -366,7 +366,7 @@ func TestWithHoldCursorSimple(t *testing.T) {
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 2 })
 	ctx := timeoutCtx(t, time.Minute)
 	var ns []notice
-	a := review5Conn(t, o.endpoint, &ns, pgx.QueryExecModeSimpleProtocol)
+	a := featureConn(t, o.endpoint, &ns, pgx.QueryExecModeSimpleProtocol)
 	if _, err := a.Exec(ctx, "DECLARE review5_c CURSOR WITH HOLD FOR SELECT g FROM generate_series(1, 10) g"); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestWithHoldCursorSimple(t *testing.T) {
 	if s := strings.Join(got, ","); s != "1,2,3,4,5,6,7,8,9,10" {
 		t.Errorf("fetched %s, want 1..10", s)
 	}
-	b := review5Conn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
+	b := featureConn(t, o.endpoint, nil, pgx.QueryExecModeSimpleProtocol)
 	for i := 0; i < 3; i++ {
 		var n int
 		if err := b.QueryRow(ctx, "/*pgowl:primary*/ SELECT count(*) FROM pg_cursors").Scan(&n); err != nil {
@@ -410,8 +410,8 @@ func TestWithHoldCursorSimple(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Programs: psycopg2 and JDBC scenarios (integration/clients/python/review5_scenarios.py,
-// integration/clients/java/review5_scenarios.java), each printing one JSON object.
+// Programs: psycopg2 and JDBC scenarios (integration/clients/python/library_feature_scenarios.py,
+// integration/clients/java/library_feature_scenarios.java), each printing one JSON object.
 
 type review5Out struct {
 	Scenario string           `json:"scenario"`
@@ -422,7 +422,7 @@ type review5Out struct {
 	Steps    []map[string]any `json:"steps"`
 }
 
-func review5Run(t *testing.T, ep endpoint, tb clientTables, dir string, prog string, args ...string) review5Out {
+func featureRun(t *testing.T, ep endpoint, tb clientTables, dir string, prog string, args ...string) review5Out {
 	t.Helper()
 	env := append(ep.libpqEnv(),
 		"MATRIX_HOST="+ep.host,
@@ -497,7 +497,7 @@ func TestPsycopg2LibraryFeatures(t *testing.T) {
 	o := startOwl(t, c, nil)
 	tb := createTables(t, c, "review5py")
 	run := func(t *testing.T, scenario string, args ...string) review5Out {
-		return review5Run(t, o.endpoint, tb, dir, py, append([]string{"-u", "review5_scenarios.py", scenario}, args...)...)
+		return featureRun(t, o.endpoint, tb, dir, py, append([]string{"-u", "library_feature_scenarios.py", scenario}, args...)...)
 	}
 
 	t.Run("withhold_autocommit", func(t *testing.T) {
@@ -584,7 +584,7 @@ func TestJDBCLibraryFeatures(t *testing.T) {
 	o := startOwl(t, c, nil)
 	tb := createTables(t, c, "review5jdbc")
 	run := func(t *testing.T, scenario string, args ...string) review5Out {
-		return review5Run(t, o.endpoint, tb, dir, java, append([]string{"-cp", jdbcJar, "review5_scenarios.java", scenario}, args...)...)
+		return featureRun(t, o.endpoint, tb, dir, java, append([]string{"-cp", jdbcJar, "library_feature_scenarios.java", scenario}, args...)...)
 	}
 	t.Run("serializable_autocommit", func(t *testing.T) {
 		out := run(t, "serializable_autocommit")
@@ -676,19 +676,19 @@ func TestSharedStatementAcrossSearchPaths(t *testing.T) {
 CREATE SCHEMA review5_ta AUTHORIZATION `+appUser+`; CREATE SCHEMA review5_tb AUTHORIZATION `+appUser); err != nil {
 		t.Fatal(err)
 	}
-	review5Primary(t, c, `CREATE TABLE review5_ta.t (id int PRIMARY KEY, v text); INSERT INTO review5_ta.t VALUES (1, 'a');
+	featurePrimary(t, c, `CREATE TABLE review5_ta.t (id int PRIMARY KEY, v text); INSERT INTO review5_ta.t VALUES (1, 'a');
 CREATE TABLE review5_tb.t (id int PRIMARY KEY, v text, w text); INSERT INTO review5_tb.t VALUES (1, 'b', 'bw')`)
 	catchUp(t, c)
 	ctx := timeoutCtx(t, time.Minute)
 	sql := "/*pgowl:primary*/ SELECT * FROM t WHERE id = $1"
-	a := review5Conn(t, o.endpoint, nil, 0)
+	a := featureConn(t, o.endpoint, nil, 0)
 	if _, err := a.Exec(ctx, "SET search_path = review5_ta", pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}
 	if errs, cols, ok := selectStarUntilOK(ctx, a, sql, 1); !ok || cols != 2 {
 		t.Fatalf("tenant A: ok=%v cols=%d errors %v", ok, cols, errs)
 	}
-	b := review5Conn(t, o.endpoint, nil, 0)
+	b := featureConn(t, o.endpoint, nil, 0)
 	if _, err := b.Exec(ctx, "SET search_path = review5_tb", pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Review 5 JDBC scenarios: `java -cp postgresql.jar review5_scenarios.java SCENARIO [ARGS]`
+// JDBC scenarios the client matrix lacks: `java -cp postgresql.jar library_feature_scenarios.java SCENARIO [ARGS]`
 // prints one JSON line {scenario, error, crash, notices, result}.
 
 import java.sql.Connection;

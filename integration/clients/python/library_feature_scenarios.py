@@ -1,4 +1,4 @@
-"""Review 5 psycopg2 scenarios: `review5_scenarios.py SCENARIO [ARGS]` prints
+"""psycopg2 scenarios the client matrix lacks: `library_feature_scenarios.py SCENARIO [ARGS]` prints
 one JSON line {scenario, error, crash, notices, result}."""
 
 import io
