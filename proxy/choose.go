@@ -120,7 +120,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	f := &r.Session
 	if be := sess.held; be != nil {
 		f.Held = route.HeldNode{Node: be.node, Role: be.role}
-		f.Pins = routePins(sess.pinBits)
+		f.Pins = sess.pins.route()
 		return r
 	}
 	if d := sess.deferred; d != nil && u.carriesBegin {
@@ -351,7 +351,7 @@ func (sess *session) releaseIdle(be *backend) {
 // read through pgowl is.
 func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
 	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
-		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
+		!sess.pins.pinned() && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
 		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.settings.setsIsolation(sess.srv.opts.Classifier)
 }
 
@@ -505,7 +505,7 @@ func (sess *session) dropBackend(be *backend) {
 	sess.backends.forget(be)
 	if sess.held == be {
 		sess.held = nil
-		sess.pinBits = 0
+		sess.pins.lost()
 		// A transaction block on it is gone: rolled back.
 		sess.endPgowlTransaction(false)
 	}
@@ -522,7 +522,7 @@ func (sess *session) closeBackends() {
 				code, err := sess.runQuietly(be, "ROLLBACK")
 				reusable = err == nil && code == ""
 			}
-			if reusable && (sess.pinBits != 0 || !sess.srv.transactionPooling || be.dirty) {
+			if reusable && (sess.pins.pinned() || !sess.srv.transactionPooling || be.dirty) {
 				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
 				reusable = err == nil && code == ""

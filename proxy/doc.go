@@ -99,13 +99,14 @@
 //
 // A unit that succeeded with a pinning effect (classify.Session: LISTEN,
 // temporary objects, WITH HOLD cursors, session advisory locks, SET ROLE, SQL
-// PREPARE, a serializable session default) adds it to pinBits. Whether a
-// later statement ended that state depends on what else the session holds
-// (advisory locks nest), so after a statement that may release it
-// (classify.SessionRelease, unknown effects, a rollback while pinned)
-// pinsToCheck is set, and once the session is between transactions
-// recheckPins asks the node, with one query (pins.go), which kinds of state
-// remain; the pins for the rest end. DISCARD ALL ends every pin. Units whose
+// PREPARE, a serializable session default) adds it to the session's pins
+// (sessionPins, pins.go: a part of its own, with its state table, that does
+// no I/O). Whether a later statement ended that state depends on what else
+// the session holds (advisory locks nest), so after a statement that may
+// release it (classify.SessionRelease, unknown effects, a rollback while
+// pinned) the pins mark a recheck due, and once the session is between
+// transactions recheckPins asks the node, with one query, which kinds of
+// state remain; the pins settle on the answer and those for the rest end. DISCARD ALL ends every pin. Units whose
 // effects pgowl cannot follow statement by statement (multi-statement
 // strings, failed units, parts of a batch sent at a Flush) take every pin
 // they may have taken and release none.

@@ -62,11 +62,9 @@ type session struct {
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend
-	// pinBits are the session state that ties the session to held, if any.
-	pinBits classify.SessionEffect
-	// pinsToCheck: a statement may have ended state behind a pin; the node is
-	// asked what remains once the session is between transactions (pins.go).
-	pinsToCheck bool
+	// pins are the session state that ties the session to held, if any,
+	// and whether the node must be asked what remains (pins.go).
+	pins sessionPins
 
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
@@ -584,7 +582,7 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
-	listening := sess.held == be && sess.pinBits&classify.SessionListen != 0
+	listening := sess.held == be && sess.pins.has(classify.SessionListen)
 	sess.dropBackend(be)
 	if listening {
 		// The LISTEN is gone with the backend, and nothing would tell the
@@ -660,23 +658,21 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// the primary: the next one the session runs on there discards it.
 		sess.sequencesDiscarded = sess.srv.transactionPooling
 	}
-	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && sess.pinBits&classify.SessionPrepare == 0 {
+	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && !sess.pins.has(classify.SessionPrepare) {
 		// A DO block or a procedure pgowl cannot read may have called
 		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
 		// session; the settings count as unknown when that pin ends.)
 		sess.settingsChangedUnseen(be)
 	}
 	sess.readSettingsBackIfDue(be)
-	if sess.stateMayHaveChanged(u, status) {
-		sess.pinsToCheck = true
-	}
-	if sess.pinsToCheck {
+	sess.pins.noteUnit(u, status)
+	if sess.pins.recheckDue() {
 		sess.recheckPins(be)
 		if be.broken {
 			return
 		}
 	}
-	if sess.pinBits != 0 || be.openBatch || status != wire.TxIdle {
+	if sess.pins.pinned() || be.openBatch || status != wire.TxIdle {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -736,16 +732,14 @@ const pinningEffects = classify.SessionListen | classify.SessionTempTable | clas
 func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	eff := u.effects
 	sql := u.setSQL
-	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
-		sess.pinBits |= bits
-		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
+	if sess.pins.take(eff.Session) != 0 {
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pins.kinds)).Msg("session pinned to node")
 	}
 	switch {
 	case eff.Session&classify.SessionDiscardAll != 0:
-		if sess.pinBits != 0 {
-			sess.log.Info().Str("node", be.node).Str("released", describePin(sess.pinBits)).Msg("session pin released")
+		if released := sess.pins.releaseAll(); released != 0 {
+			sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
 		}
-		sess.pinBits = 0
 		sess.settings.discardAll()
 		sess.forgetStatements(be)
 		be.reset()
@@ -788,9 +782,8 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 // another session gets it).
 func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 	eff := u.effects
-	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
-		sess.pinBits |= bits
-		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
+	if sess.pins.take(eff.Session) != 0 {
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pins.kinds)).Msg("session pinned to node")
 	}
 	switch {
 	case eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0:

@@ -52,7 +52,7 @@ var txStateCases = []txStateCase{
 	}, state: txBatchFailed, ready: wire.TxFailed, failed: true},
 	{name: "pinned", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
-		s.pinBits = classify.SessionListen
+		s.pins.take(classify.SessionListen)
 	}, state: txPinned, ready: wire.TxIdle},
 	{name: "open batch", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
