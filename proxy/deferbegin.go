@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -28,19 +29,16 @@ type deferredBegin struct {
 	aborted bool
 }
 
-// canDeferBegin reports whether a simple Query with effects eff is a BEGIN
-// that pgowl may answer itself.
-//
-// A BEGIN the node might reject is not deferred: if BEGIN fails on the node,
-// no transaction is open and the statement sent with it would run on its
-// own, outside the transaction the client believes it is in. The one such
-// BEGIN pgowl knows is SERIALIZABLE on a standby (PostgreSQL rejects it even
-// when a later option in the list changes the level), so a BEGIN naming
-// SERIALIZABLE (classify.TransactionStatement.NamesSerializable) is sent at once.
-func (sess *session) canDeferBegin(eff classify.Effects) bool {
-	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
-		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
-		eff.Session == 0 && eff.ParseError == "" && eff.Transaction != nil && !eff.Transaction.NamesSerializable
+// planArrival asks the plan whether a simple Query with effects eff needs a
+// node now, or is a BEGIN pgowl answers itself (route.PlanArrival states the
+// rule).
+func (sess *session) planArrival(eff classify.Effects) route.Arrival {
+	f := route.SessionFacts{TransactionPooling: sess.srv.transactionPooling, BatchPending: len(sess.batch.msgs) > 0}
+	f.Deferred.Open = sess.deferred != nil
+	if be := sess.held; be != nil {
+		f.Held = route.HeldNode{Node: be.node, Role: be.role}
+	}
+	return route.PlanArrival(planStatement(eff), f)
 }
 
 // txKind is the kind of the transaction-control statement of eff, TxKindNone without one.

@@ -154,13 +154,14 @@
 // session is connected to), the monitor's snapshot, the policy and the time.
 // The proxy only gathers those facts (session.planRequest, choose.go) and
 // does the I/O around the plan in choose: it leaves a read-only batch's
-// standby, drops a held backend the plan refuses (PRIMARY_REPLACED),
-// acquires the backend, and within routing.primary_wait waits for a primary
-// or for a node that did not answer to be seen down, then plans again.
-// The login's node order is route.PlanLogin. What the proxy still decides
-// itself is whether a BEGIN may be deferred (canDeferBegin), whether a
-// batch may leave its standby (canLeaveReadOnlyBatch), and whether a unit
-// may be sent again after its backend died (safeToResend).
+// standby when the plan says so (route.Outcome.LeaveHeldBatch), drops a held
+// backend the plan refuses (PRIMARY_REPLACED), acquires the backend, and
+// within routing.primary_wait waits for a primary or for a node that did not
+// answer to be seen down, then plans again. The login's node order is
+// route.PlanLogin. Whether a simple Query is a BEGIN pgowl answers itself is
+// route.PlanArrival (session.planArrival gathers its facts), and whether a
+// unit may be sent again after its backend died is the plan's
+// route.Outcome.Resend, applied to how the backend failed (sendFailure).
 //
 // A deferred BEGIN (deferbegin.go) is answered by pgowl and sent with the
 // transaction's first statement; the plan chooses the node for both and

@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -350,7 +349,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		if sess.answerInDeferred(eff) {
 			return nil
 		}
-	} else if sess.canDeferBegin(eff) {
+	} else if sess.planArrival(eff) == route.ArriveDeferBegin {
 		sess.deferBegin(body, sql, eff)
 		return nil
 	}
@@ -409,13 +408,12 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	sess.busy.Store(true)
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
-		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
 		be, plan, err := sess.choose(ctx, u)
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
 		if errors.As(err, &abandoned) {
-			if !wasHeld && attempt < maxAttempts {
+			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) {
 				sess.log.Info().Str("node", abandoned.Node).Int("attempt", attempt).Msg("gave up a new connection to a node that stopped answering; routing the statement again")
 				continue
 			}
@@ -447,7 +445,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		u.decision = dec
 		if refusal, cerr := sess.checkCost(be, u); cerr != nil {
-			if !wasHeld && attempt < maxAttempts {
+			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) {
 				sess.srv.opts.Pool.Suspect(be.node)
 				sess.dropBackend(be)
 				continue
@@ -513,7 +511,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
-		if !u.forwarded && !wasHeld && attempt < maxAttempts && safeToResend(u, err, sent) {
+		if attempt < maxAttempts && plan.Resend.Allows(sendFailure(err, sent, u.forwarded)) {
 			sess.log.Info().Err(err).Str("node", be.node).Int("attempt", attempt).Msg("backend connection was dead before the statement ran; sending it on a fresh one")
 			// A restart or a crash closes all the node's connections at
 			// once: the pool checks its other idle ones before handing them out.
@@ -525,52 +523,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		return sess.lostBackend(be, u, dec, err)
 	}
-}
-
-// safeToResend reports whether a unit whose backend failed before any reply
-// reached the client may be sent again on a fresh connection. A pooled
-// connection the node had already closed (a restart, idle_session_timeout,
-// pg_terminate_backend of an idle backend) fails at once, and sending again
-// is what the client expects. But the node may also have run the unit and
-// gone before its reply left (a crash right after a COMMIT, or while the
-// COMMIT waited for a synchronous standby; a host that vanished): sending a
-// write again would run it twice. So a unit that may write is sent again
-// only when it cannot have run: its request never left pgowl, or the node
-// said it was terminating the connection (FATAL 57P01 or 57P05: a statement
-// it was running is rolled back; one it had completed would have sent its
-// reply first). A crash restart's WARNING 57P02 does not say that: it also
-// reaches a backend whose COMMIT is written and waits for a synchronous
-// standby. The pool's check of idle connections (a node's crash leaves its
-// WARNING on them) catches most of those before anything is sent on them.
-// A timeout (TCP keepalive or user
-// timeout, or the unreachable host it reports when the host's address
-// stopped answering too) means the node was reached and went silent: nothing
-// is sent again, and the client learns at once that the node is lost.
-func safeToResend(u *unit, err error, sent bool) bool {
-	var taken *nodeUnresponsive
-	if errors.As(err, &taken) {
-		// Taken off a node that stopped answering: the unit may go
-		// elsewhere when it cannot have had an effect there.
-		return !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0)
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return false
-	}
-	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
-		return false // what a timeout reports when the host's address stopped answering too
-	}
-	if !sent || ((u.prepareOnly || u.effects.Access == classify.Read) && u.effects.Session&pinningEffects == 0) {
-		return true
-	}
-	var closing *backendClosing
-	if errors.As(err, &closing) {
-		switch closing.code {
-		case "57P01", "57P05":
-			return true
-		}
-	}
-	return false
 }
 
 // clientFatal marks an error after which the client connection cannot continue.
