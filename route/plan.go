@@ -154,20 +154,20 @@ type HeldNode struct {
 	RepliesPending bool
 }
 
-// DeferredBegin is a BEGIN the proxy answered itself and sends ahead of the
-// unit being planned: the node is chosen for the transaction as well as for
-// the statement.
+// DeferredBegin is a BEGIN the proxy answered itself (PlanArrival) and
+// sends ahead of the transaction's first unit: the node is chosen for the
+// transaction as well as for the statement (Outcome.CarriesBegin).
 type DeferredBegin struct {
-	// Carried is true when the unit carries a deferred BEGIN; the other
-	// fields are then meaningful.
-	Carried bool
+	// Open: the session has a deferred BEGIN; the other fields are then
+	// meaningful.
+	Open bool
+	// Aborted: the transaction's first statement could not be routed (or
+	// was refused): the transaction is failed, on no node.
+	Aborted bool
 	// ReadOnly is true for BEGIN READ ONLY (or START TRANSACTION READ ONLY).
 	ReadOnly bool
 	// Begin is the BEGIN statement's own classification.
 	Begin Statement
-	// Open: the session has a deferred BEGIN, whether this unit carries
-	// it or not.
-	Open bool
 }
 
 // PrimaryOnly is a set of session settings that make every statement of the
@@ -214,7 +214,7 @@ type SessionFacts struct {
 	LeftReadOnlyBatch bool
 	// Pins are the pinning state the session holds on Held.Node.
 	Pins Pins
-	// Deferred is the session's deferred BEGIN, when the unit carries it.
+	// Deferred is the session's deferred BEGIN, if it has one.
 	Deferred DeferredBegin
 	// PrimaryOnly lists settings that send every statement to the primary.
 	PrimaryOnly PrimaryOnly
@@ -265,8 +265,12 @@ type Outcome struct {
 	// Request is what was decided (after session facts), when not OnHeld:
 	// the proxy waits for a primary only for a write.
 	Request Request
+	// CarriesBegin: the session's deferred BEGIN is sent ahead of the unit,
+	// on the node planned for both. It is set before any refusal: a unit
+	// that carries it and finds no node aborts the deferred transaction.
+	CarriesBegin bool
 	// Begin is the deferred BEGIN's decision as its notice and log tell it,
-	// when Session.Deferred.Carried.
+	// with CarriesBegin.
 	Begin Decision
 	// BeginFollowsStatement: a READ ONLY transaction went where its first
 	// statement had to run (the primary), not where BEGIN READ ONLY alone
@@ -300,8 +304,8 @@ func Plan(r PlanRequest) (Outcome, error) {
 		return planHeld(r.Statement, s, snap, r.Policy, r.Now)
 	}
 	st := r.Statement
-	out := Outcome{Resend: resendRule(st, s)}
-	if d := &s.Deferred; d.Carried {
+	out := Outcome{Resend: resendRule(st, s), CarriesBegin: carriesBegin(st, &s.Deferred)}
+	if d := &s.Deferred; out.CarriesBegin {
 		begin := d.Begin
 		switch {
 		case d.ReadOnly && st.Access == AccessWrite:
@@ -358,7 +362,7 @@ func Plan(r PlanRequest) (Outcome, error) {
 		// (READ_YOUR_WRITES after the wait).
 		return out, busyError(snap, r.Now, &s.Guard, dec)
 	}
-	if s.Deferred.Carried {
+	if out.CarriesBegin {
 		out.Begin = dec
 		switch {
 		case out.BeginFollowsStatement:

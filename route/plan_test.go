@@ -48,9 +48,11 @@ type caseSession struct {
 	// HeldOpenReadOnlyBatch and HeldRepliesPending describe the held backend.
 	HeldOpenReadOnlyBatch bool `json:"held_open_read_only_batch,omitempty"`
 	HeldRepliesPending    bool `json:"held_replies_pending,omitempty"`
-	// DeferredOpen: the session has a deferred BEGIN the unit does not carry
-	// (with deferred_begin the unit carries it, and it is open too).
-	DeferredOpen       bool       `json:"deferred_open,omitempty"`
+	// DeferredOpen: the session has a deferred BEGIN whose statement the
+	// case does not give (deferred_begin gives it, and opens it too).
+	DeferredOpen bool `json:"deferred_open,omitempty"`
+	// DeferredAborted: the deferred transaction failed (with deferred_open or deferred_begin).
+	DeferredAborted    bool       `json:"deferred_aborted,omitempty"`
 	TransactionPooling bool       `json:"transaction_pooling,omitempty"`
 	BatchPending       bool       `json:"batch_pending,omitempty"`
 	SetsIsolation      bool       `json:"sets_isolation,omitempty"`
@@ -95,6 +97,7 @@ type planExpected struct {
 	FallbackRule          string        `json:"fallback_rule,omitempty"`
 	OnHeld                bool          `json:"on_held,omitempty"`
 	LeaveHeldBatch        bool          `json:"leave_held_batch,omitempty"`
+	CarriesBegin          bool          `json:"carries_begin,omitempty"`
 	Resend                string        `json:"resend,omitempty"`
 	Arrival               string        `json:"arrival,omitempty"`
 	Begin                 *caseDecision `json:"begin,omitempty"`
@@ -176,11 +179,12 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 	}
 	s.TransactionPooling, s.BatchPending = c.Session.TransactionPooling, c.Session.BatchPending
 	s.SetsIsolation, s.LeftReadOnlyBatch = c.Session.SetsIsolation, c.Session.LeftReadOnlyBatch
-	s.Deferred.Open = c.Session.DeferredOpen
 	s.Pins = c.Session.Pins
 	if b := c.Session.DeferredBegin; b != nil {
-		s.Deferred = route.DeferredBegin{Carried: true, ReadOnly: b.ReadOnly, Begin: b.Statement.statement(t), Open: true}
+		s.Deferred = route.DeferredBegin{Open: true, ReadOnly: b.ReadOnly, Begin: b.Statement.statement(t)}
 	}
+	s.Deferred.Open = s.Deferred.Open || c.Session.DeferredOpen
+	s.Deferred.Aborted = c.Session.DeferredAborted
 	for _, name := range c.Session.PrimaryOnly {
 		p, ok := primaryOnlyNames[name]
 		if !ok {
@@ -242,6 +246,7 @@ func planOutcome(out route.Outcome, err error) planExpected {
 		FallbackRule:          d.FallbackRule,
 		OnHeld:                out.OnHeld,
 		LeaveHeldBatch:        out.LeaveHeldBatch,
+		CarriesBegin:          out.CarriesBegin,
 		Resend:                out.Resend.String(),
 		BeginFollowsStatement: out.BeginFollowsStatement,
 	}
@@ -362,6 +367,12 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		if c.Expected.LeaveHeldBatch {
 			outputs["leave held batch"] = true
 		}
+		if c.Expected.CarriesBegin {
+			outputs["carries begin"] = true
+		}
+		if c.Session.DeferredBegin != nil && !c.Expected.CarriesBegin && c.Expected.ErrorCode == "" {
+			outputs["deferred begin not carried"] = true
+		}
 		if c.Expected.Resend != "" {
 			outputs["resend "+c.Expected.Resend] = true
 		}
@@ -371,6 +382,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 			"left read-only batch": c.Session.LeftReadOnlyBatch, "held open read-only batch": c.Session.HeldOpenReadOnlyBatch,
 			"held replies pending": c.Session.HeldRepliesPending, "names serializable": c.Statement.NamesSerializable,
 			"session effects": c.Statement.SessionEffects, "unparsed": c.Statement.Unparsed,
+			"deferred aborted":   c.Session.DeferredAborted,
 			"several statements": c.Statement.Statements > 1, "tx " + c.Statement.Tx.String(): c.Statement.Tx != route.TxNone,
 		} {
 			if set {
@@ -409,12 +421,13 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard", "read after",
 		"transaction pooling", "batch pending", "deferred open", "sets isolation", "left read-only batch",
 		"held open read-only batch", "held replies pending", "names serializable", "session effects", "unparsed",
-		"several statements", "tx begin", "tx begin_read_only"} {
+		"several statements", "tx begin", "tx begin_read_only", "tx commit", "tx rollback", "deferred aborted"} {
 		if !facts[f] {
 			t.Errorf("no case with %s", f)
 		}
 	}
-	for _, o := range []string{"arrival defer_begin", "arrival route", "leave held batch",
+	for _, o := range []string{"arrival defer_begin", "arrival route", "arrival commit_deferred", "arrival rollback_deferred",
+		"arrival refuse_aborted", "leave held batch", "carries begin", "deferred begin not carried",
 		"resend never", "resend if_not_run", "resend prepare_only", "resend read"} {
 		if !outputs[o] {
 			t.Errorf("no case whose outcome is %s", o)

@@ -1,7 +1,9 @@
 package route
 
 // This file holds the plan's rules about the session rather than the node:
-// whether a BEGIN needs a node yet (PlanArrival), whether a read-only batch
+// whether a simple Query needs a node yet (PlanArrival: a BEGIN deferred, a
+// deferred transaction ended or refused), whether a unit carries the
+// deferred BEGIN (Outcome.CarriesBegin), whether a read-only batch
 // may leave its standby (Plan's Outcome.LeaveHeldBatch), and whether a unit
 // whose backend failed may be sent again (Outcome.Resend). Each is decided
 // from typed facts alone; the proxy does the I/O each one asks for.
@@ -16,11 +18,15 @@ const (
 	TxBegin
 	// TxBeginReadOnly: BEGIN or START TRANSACTION READ ONLY.
 	TxBeginReadOnly
+	// TxCommit: COMMIT or END (not AND CHAIN).
+	TxCommit
+	// TxRollback: ROLLBACK or ABORT (not AND CHAIN, not TO SAVEPOINT).
+	TxRollback
 )
 
-var txControlNames = [...]string{TxNone: "none", TxBegin: "begin", TxBeginReadOnly: "begin_read_only"}
+var txControlNames = [...]string{TxNone: "none", TxBegin: "begin", TxBeginReadOnly: "begin_read_only", TxCommit: "commit", TxRollback: "rollback"}
 
-// String returns "none", "begin" or "begin_read_only".
+// String returns "none", "begin", "begin_read_only", "commit" or "rollback".
 func (t TxControl) String() string {
 	return enumName(txControlNames[:], uint8(t), "transaction control")
 }
@@ -46,11 +52,25 @@ const (
 	// sends later, in one write with the transaction's first statement, to
 	// the node planned for that statement (SessionFacts.Deferred).
 	ArriveDeferBegin
+	// ArriveCommitDeferred: a lone COMMIT of a deferred transaction that ran
+	// nothing: the proxy answers COMMIT and the transaction ends, no node used.
+	ArriveCommitDeferred
+	// ArriveRollbackDeferred: a lone ROLLBACK of a deferred transaction that
+	// ran nothing, or a COMMIT of one that failed (PostgreSQL answers the
+	// end of a failed transaction with ROLLBACK): the proxy answers
+	// ROLLBACK, no node used.
+	ArriveRollbackDeferred
+	// ArriveRefuseAborted: a statement in a deferred transaction whose first
+	// statement could not be routed: refused with 25P02, as a node refuses
+	// statements in a failed transaction.
+	ArriveRefuseAborted
 )
 
-var arrivalNames = [...]string{ArriveRoute: "route", ArriveDeferBegin: "defer_begin"}
+var arrivalNames = [...]string{ArriveRoute: "route", ArriveDeferBegin: "defer_begin",
+	ArriveCommitDeferred: "commit_deferred", ArriveRollbackDeferred: "rollback_deferred", ArriveRefuseAborted: "refuse_aborted"}
 
-// String returns "route" or "defer_begin".
+// String returns "route", "defer_begin", "commit_deferred",
+// "rollback_deferred" or "refuse_aborted".
 func (a Arrival) String() string { return enumName(arrivalNames[:], uint8(a), "arrival") }
 
 // MarshalText encodes the arrival as its String form.
@@ -63,7 +83,10 @@ func (a *Arrival) UnmarshalText(text []byte) error {
 	return enumUnmarshal(arrivalNames[:], (*uint8)(a), text, "arrival")
 }
 
-// PlanArrival says whether a simple Query needs a node now. A BEGIN is
+// PlanArrival says whether a simple Query (or a fastpath function call)
+// needs a node now. In a deferred transaction (SessionFacts.Deferred.Open)
+// that ran nothing, a lone COMMIT or ROLLBACK is answered without a node;
+// once the transaction is aborted, every other statement is refused. A BEGIN is
 // deferred (ArriveDeferBegin) only in transaction pooling, when nothing
 // holds the session on a node, no BEGIN is deferred already, no extended
 // message waits to be sent ahead of it, and it is one parsed BEGIN or START
@@ -74,12 +97,42 @@ func (a *Arrival) UnmarshalText(text []byte) error {
 // it even when a later option changes the level), so a BEGIN naming
 // SERIALIZABLE (Statement.NamesSerializable) is sent at once.
 func PlanArrival(st Statement, s SessionFacts) Arrival {
+	if d := &s.Deferred; d.Open {
+		switch {
+		case st.Statements == 1 && st.Tx == TxCommit && !d.Aborted:
+			return ArriveCommitDeferred
+		case st.Statements == 1 && (st.Tx == TxCommit || st.Tx == TxRollback):
+			return ArriveRollbackDeferred
+		case d.Aborted:
+			return ArriveRefuseAborted
+		}
+		return ArriveRoute
+	}
 	if s.TransactionPooling && s.Held.Node == "" && !s.Deferred.Open && !s.BatchPending &&
 		(st.Tx == TxBegin || st.Tx == TxBeginReadOnly) && st.Statements == 1 &&
 		!st.SessionEffects && !st.Unparsed && !st.NamesSerializable {
 		return ArriveDeferBegin
 	}
 	return ArriveRoute
+}
+
+// carriesBegin reports whether the unit st is sent with the session's
+// deferred BEGIN: every unit of a deferred transaction that is not aborted,
+// except a synced batch that only prepares (ShapePrepareOnly), which runs
+// outside it, on any node.
+func carriesBegin(st Statement, d *DeferredBegin) bool {
+	return d.Open && !d.Aborted && st.Shape != ShapePrepareOnly
+}
+
+// MayReadOnStandby reports whether the plan for r may send it to a standby:
+// it reads (or only prepares, or opens a READ ONLY transaction), pins
+// nothing, and nothing holds the session on a node or the primary. The
+// proxy asks it before gathering the facts only such a read needs (pool
+// room, the write position to read after).
+func (r *PlanRequest) MayReadOnStandby() bool {
+	f, st := &r.Session, &r.Statement
+	mayRead := st.Access == AccessRead || st.Shape == ShapePrepareOnly || (carriesBegin(*st, &f.Deferred) && f.Deferred.ReadOnly)
+	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
 }
 
 // leavesHeldBatch reports whether a unit that needs the primary may leave
