@@ -68,11 +68,15 @@ func planStatement(eff classify.Effects) route.Statement {
 		st.Access = route.AccessRead
 	}
 	if t := eff.Transaction; t != nil {
-		switch eff.Tx {
-		case classify.TxBegin:
+		switch {
+		case eff.Tx == classify.TxBegin:
 			st.Tx = route.TxBegin
-		case classify.TxBeginReadOnly:
+		case eff.Tx == classify.TxBeginReadOnly:
 			st.Tx = route.TxBeginReadOnly
+		case t.Kind == classify.TxKindCommit:
+			st.Tx = route.TxCommit
+		case t.Kind == classify.TxKindRollback:
+			st.Tx = route.TxRollback
 		}
 		st.NamesSerializable = t.NamesSerializable
 	}
@@ -130,7 +134,9 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 	r := route.PlanRequest{Statement: unitStatement(u), Snapshot: snap, Policy: sess.srv.live().policy}
 	f := &r.Session
 	f.TransactionPooling = sess.srv.transactionPooling
-	f.Deferred.Open = sess.deferred != nil
+	if d := sess.deferred; d != nil {
+		f.Deferred = route.DeferredBegin{Open: true, Aborted: d.aborted, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
+	}
 	if be := sess.held; be != nil {
 		f.Held = route.HeldNode{Node: be.node, Role: be.role,
 			OpenReadOnlyBatch: heldTxState(be) == txOpenReadOnlyBatch, RepliesPending: be.expect.len() > 0}
@@ -141,9 +147,6 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 			f.SetsIsolation = sess.settings.setsIsolation(sess.srv.opts.Classifier)
 		}
 		return r
-	}
-	if d := sess.deferred; d != nil && u.carriesBegin {
-		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects), Open: true}
 	}
 	f.PrimaryOnly = sess.settings.primaryOnly
 	f.MaxLag = sess.maxLag
@@ -159,7 +162,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
 	f := &r.Session
 	f.Connected, f.Avoid = 0, 0
-	if !mayReadOnStandby(r) {
+	if !r.MayReadOnStandby() {
 		return
 	}
 	for i := range snap.Nodes {
@@ -197,15 +200,6 @@ func sendFailure(err error, sent, answered bool) route.Failure {
 	return f
 }
 
-// mayReadOnStandby reports whether the plan for r may send it to a standby:
-// it reads (or only prepares, or opens a READ ONLY transaction), pins
-// nothing, and nothing holds the session on a node or the primary.
-func mayReadOnStandby(r *route.PlanRequest) bool {
-	f, st := &r.Session, &r.Statement
-	mayRead := st.Access == route.AccessRead || st.Shape == route.ShapePrepareOnly || (f.Deferred.Carried && f.Deferred.ReadOnly)
-	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
-}
-
 // choose finds the node for a unit with route.Plan and returns the session's
 // backend there. It does the I/O the plan asks for: it leaves a read-only
 // batch's standby (Outcome.LeaveHeldBatch), drops a held backend the plan
@@ -233,7 +227,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	r.Session.LeftReadOnlyBatch = left
 	sess.turn++
 	r.Session.Turn = sess.turn
-	if mayReadOnStandby(&r) && sess.mayNeedWritePosition(&r) {
+	if r.MayReadOnStandby() && sess.mayNeedWritePosition(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
 		if !sess.ryw.settleCanWait(snap) {
 			sess.settleWritePosition(ctx, snap)

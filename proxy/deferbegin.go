@@ -29,12 +29,15 @@ type deferredBegin struct {
 	aborted bool
 }
 
-// planArrival asks the plan whether a simple Query with effects eff needs a
-// node now, or is a BEGIN pgowl answers itself (route.PlanArrival states the
-// rule).
+// planArrival asks the plan whether a simple Query (or a function call)
+// with effects eff needs a node now, or is a BEGIN pgowl answers itself, or
+// ends or is refused by a deferred transaction (route.PlanArrival states
+// the rules).
 func (sess *session) planArrival(eff classify.Effects) route.Arrival {
 	f := route.SessionFacts{TransactionPooling: sess.srv.transactionPooling, BatchPending: len(sess.batch.msgs) > 0}
-	f.Deferred.Open = sess.deferred != nil
+	if d := sess.deferred; d != nil {
+		f.Deferred.Open, f.Deferred.Aborted = true, d.aborted
+	}
 	if be := sess.held; be != nil {
 		f.Held = route.HeldNode{Node: be.node, Role: be.role}
 	}
@@ -56,21 +59,13 @@ func (sess *session) deferBegin(body []byte, sql string, eff classify.Effects) {
 	sess.sendReady()
 }
 
-// endsEmptyTransaction reports whether eff is a lone COMMIT or ROLLBACK
-// (END, ABORT), which ends a deferred transaction that never ran anything.
-func endsEmptyTransaction(eff classify.Effects) bool {
-	kind := txKind(eff)
-	return eff.Statements == 1 && (kind == classify.TxKindCommit || kind == classify.TxKindRollback)
-}
-
-// answerInDeferred answers a simple Query of a deferred transaction that
-// needs no node: COMMIT or ROLLBACK of a transaction that ran nothing, and
-// any statement of a failed one. It reports whether it answered.
-func (sess *session) answerInDeferred(eff classify.Effects) bool {
-	d := sess.deferred
-	switch {
-	case endsEmptyTransaction(eff):
-		commit := txKind(eff) == classify.TxKindCommit && !d.aborted // PostgreSQL answers COMMIT of a failed transaction with ROLLBACK
+// answerInDeferred answers a unit of a deferred transaction that the plan
+// says needs no node (route.PlanArrival): COMMIT or ROLLBACK of a
+// transaction that ran nothing, and any statement of a failed one.
+func (sess *session) answerInDeferred(arrival route.Arrival) {
+	switch arrival {
+	case route.ArriveCommitDeferred, route.ArriveRollbackDeferred:
+		commit := arrival == route.ArriveCommitDeferred
 		tag := "ROLLBACK"
 		if commit {
 			tag = "COMMIT"
@@ -80,13 +75,10 @@ func (sess *session) answerInDeferred(eff classify.Effects) bool {
 		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 		sess.sendReady()
 		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")
-		return true
-	case d.aborted:
+	case route.ArriveRefuseAborted:
 		sess.send(toErrorResponse(abortedTransaction()))
 		sess.sendReady()
-		return true
 	}
-	return false
 }
 
 // abortedTransaction is PostgreSQL's error for a statement in a failed transaction.

@@ -345,12 +345,13 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
-	if sess.deferred != nil {
-		if sess.answerInDeferred(eff) {
-			return nil
-		}
-	} else if sess.planArrival(eff) == route.ArriveDeferBegin {
+	switch arrival := sess.planArrival(eff); arrival {
+	case route.ArriveRoute:
+	case route.ArriveDeferBegin:
 		sess.deferBegin(body, sql, eff)
+		return nil
+	default:
+		sess.answerInDeferred(arrival)
 		return nil
 	}
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
@@ -368,13 +369,12 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 
 // functionCall forwards a fastpath FunctionCall; its effect cannot be known.
 func (sess *session) functionCall(ctx context.Context, body []byte) error {
-	if d := sess.deferred; d != nil && d.aborted {
-		sess.send(toErrorResponse(abortedTransaction()))
-		sess.sendReady()
-		return nil
-	}
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
+	if arrival := sess.planArrival(u.effects); arrival != route.ArriveRoute {
+		sess.answerInDeferred(arrival) // a failed deferred transaction refuses it
+		return nil
+	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], wire.MsgFunctionCall, body))
 		be.expect.push(expectation{typ: wire.MsgFunctionCall})
@@ -391,10 +391,6 @@ const maxAttempts = 3
 // reply reached the client is replaced and the unit sent again, unless the
 // session was inside a transaction there: then the client is told.
 func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backend)) error {
-	// A synced batch that only prepares runs outside the deferred transaction
-	// (on any node, without waiting: see runBatch); relay reports the
-	// transaction's status for it.
-	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
@@ -410,6 +406,9 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	for attempt := 1; ; attempt++ {
 		sent := false // the unit's request reached the kernel: the node may have run it
 		be, plan, err := sess.choose(ctx, u)
+		// Whether the deferred BEGIN goes with the unit is the plan's word
+		// (a synced batch that only prepares runs outside it).
+		u.carriesBegin = plan.CarriesBegin
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
 		if errors.As(err, &abandoned) {
