@@ -164,7 +164,8 @@
 // route.Outcome.Resend, applied to how the backend failed (sendFailure).
 //
 // A deferred BEGIN (deferbegin.go) is answered by pgowl and sent with the
-// transaction's first statement; the plan chooses the node for both and
+// transaction's first statement (the plan says which units carry it,
+// route.Outcome.CarriesBegin); the plan chooses the node for both and
 // returns BEGIN's own decision (route.Outcome.Begin) for its NOTICE and log
 // line, while the statement runs IN_TRANSACTION. Only in transaction pooling,
 // only a lone BEGIN or START TRANSACTION of a simple Query with no session
