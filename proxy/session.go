@@ -412,6 +412,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
 		if errors.As(err, &abandoned) {
+			// Nothing of the unit was sent (the zero Failure): the plan's rule says whether it may go again.
 			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) {
 				sess.log.Info().Str("node", abandoned.Node).Int("attempt", attempt).Msg("gave up a new connection to a node that stopped answering; routing the statement again")
 				continue
@@ -444,7 +445,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		u.decision = dec
 		if refusal, cerr := sess.checkCost(be, u); cerr != nil {
-			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) {
+			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) { // the unit was not sent
 				sess.srv.opts.Pool.Suspect(be.node)
 				sess.dropBackend(be)
 				continue
