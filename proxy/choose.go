@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
+	"net"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/pool"
@@ -61,9 +62,23 @@ func (u *unit) failed() bool { return u.errCode != "" }
 
 // planStatement maps a classification to the router's statement.
 func planStatement(eff classify.Effects) route.Statement {
-	st := route.Statement{Access: route.AccessWrite, Subject: eff.Subject, Pins: routePins(eff.Session)}
+	st := route.Statement{Access: route.AccessWrite, Subject: eff.Subject, Pins: routePins(eff.Session),
+		Statements: eff.Statements, SessionEffects: eff.Session != 0, Unparsed: eff.ParseError != ""}
 	if eff.Access == classify.Read {
 		st.Access = route.AccessRead
+	}
+	if t := eff.Transaction; t != nil {
+		switch {
+		case eff.Tx == classify.TxBegin:
+			st.Tx = route.TxBegin
+		case eff.Tx == classify.TxBeginReadOnly:
+			st.Tx = route.TxBeginReadOnly
+		case t.Kind == classify.TxKindCommit:
+			st.Tx = route.TxCommit
+		case t.Kind == classify.TxKindRollback:
+			st.Tx = route.TxRollback
+		}
+		st.NamesSerializable = t.NamesSerializable
 	}
 	reason, ok := routeReason(eff.Reason)
 	if !ok {
@@ -118,13 +133,20 @@ func describePin(e classify.SessionEffect) string { return routePins(e).String()
 func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanRequest {
 	r := route.PlanRequest{Statement: unitStatement(u), Snapshot: snap, Policy: sess.srv.live().policy}
 	f := &r.Session
-	if be := sess.held; be != nil {
-		f.Held = route.HeldNode{Node: be.node, Role: be.role}
-		f.Pins = routePins(sess.pinBits)
-		return r
+	f.TransactionPooling = sess.srv.transactionPooling
+	if d := sess.deferred; d != nil {
+		f.Deferred = route.DeferredBegin{Open: true, Aborted: d.aborted, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
 	}
-	if d := sess.deferred; d != nil && u.carriesBegin {
-		f.Deferred = route.DeferredBegin{Carried: true, ReadOnly: d.effects.Tx == classify.TxBeginReadOnly, Begin: planStatement(d.effects)}
+	if be := sess.held; be != nil {
+		f.Held = route.HeldNode{Node: be.node, Role: be.role,
+			OpenReadOnlyBatch: heldTxState(be) == txOpenReadOnlyBatch, RepliesPending: be.expect.len() > 0}
+		f.Pins = sess.pins.route()
+		if f.Held.OpenReadOnlyBatch {
+			// Read only for a batch that may leave its standby: the
+			// settings are classified again to answer it.
+			f.SetsIsolation = sess.settings.setsIsolation(sess.srv.opts.Classifier)
+		}
+		return r
 	}
 	f.PrimaryOnly = sess.settings.primaryOnly
 	f.MaxLag = sess.maxLag
@@ -140,7 +162,7 @@ func (sess *session) planRequest(u *unit, snap *route.Snapshot) route.PlanReques
 func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
 	f := &r.Session
 	f.Connected, f.Avoid = 0, 0
-	if !mayReadOnStandby(r) {
+	if !r.MayReadOnStandby() {
 		return
 	}
 	for i := range snap.Nodes {
@@ -157,39 +179,55 @@ func (sess *session) notePoolRoom(r *route.PlanRequest, snap *route.Snapshot) {
 	}
 }
 
-// mayReadOnStandby reports whether the plan for r may send it to a standby:
-// it reads (or only prepares, or opens a READ ONLY transaction), pins
-// nothing, and nothing holds the session on a node or the primary.
-func mayReadOnStandby(r *route.PlanRequest) bool {
-	f, st := &r.Session, &r.Statement
-	mayRead := st.Access == route.AccessRead || st.Shape == route.ShapePrepareOnly || (f.Deferred.Carried && f.Deferred.ReadOnly)
-	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
+// sendFailure describes how a unit's backend failed, for the plan's resend
+// rule (route.Resend.Allows): sent says the unit's request reached the
+// kernel, answered that some reply of it reached the client's buffer.
+func sendFailure(err error, sent, answered bool) route.Failure {
+	f := route.Failure{Sent: sent, Answered: answered}
+	var taken *nodeUnresponsive
+	var netErr net.Error
+	var closing *backendClosing
+	switch {
+	case errors.As(err, &taken):
+		f.Kind = route.FailureUnresponsive
+	case errors.As(err, &netErr) && netErr.Timeout(),
+		// What a timeout reports when the host's address stopped answering too.
+		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		f.Kind = route.FailureSilent
+	case errors.As(err, &closing) && (closing.code == "57P01" || closing.code == "57P05"):
+		f.Kind = route.FailureTerminated
+	}
+	return f
 }
 
 // choose finds the node for a unit with route.Plan and returns the session's
-// backend there. It does the I/O the plan needs: it leaves a read-only
-// batch's standby, drops a held backend the plan refuses, acquires the
-// backend, waits (up to routing.primary_wait) for a primary or for a node
-// that did not answer to be seen down, and plans again.
+// backend there. It does the I/O the plan asks for: it leaves a read-only
+// batch's standby (Outcome.LeaveHeldBatch), drops a held backend the plan
+// refuses, acquires the backend, waits (up to routing.primary_wait) for a
+// primary or for a node that did not answer to be seen down, and plans again.
 func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outcome, error) {
 	snap := sess.srv.opts.Nodes.Snapshot()
-	if be := sess.held; be != nil && sess.canLeaveReadOnlyBatch(be, u) {
-		sess.leaveReadOnlyBatch(be)
-	}
 	r := sess.planRequest(u, snap)
+	left := false
 	if be := sess.held; be != nil {
 		r.Now = time.Now()
 		out, err := route.Plan(r)
-		if err != nil {
+		switch {
+		case err != nil:
 			sess.dropBackend(be)
 			return nil, out, err
+		case out.LeaveHeldBatch:
+			sess.leaveReadOnlyBatch(be)
+			r, left = sess.planRequest(u, snap), true
+		default:
+			u.decideTime = time.Since(u.start)
+			return be, out, nil
 		}
-		u.decideTime = time.Since(u.start)
-		return be, out, nil
 	}
+	r.Session.LeftReadOnlyBatch = left
 	sess.turn++
 	r.Session.Turn = sess.turn
-	if mayReadOnStandby(&r) && sess.mayNeedWritePosition(&r) {
+	if r.MayReadOnStandby() && sess.mayNeedWritePosition(&r) {
 		// Read your writes: the position the read must see (readyourwrites.go).
 		if !sess.ryw.settleCanWait(snap) {
 			sess.settleWritePosition(ctx, snap)
@@ -341,23 +379,10 @@ func (sess *session) releaseIdle(be *backend) {
 	sess.backends.keepSpare(be)
 }
 
-// canLeaveReadOnlyBatch reports whether the next part of a batch, which
-// needs the primary, may leave the standby that ran the batch's first,
-// unsynced part: that part only read, outside a transaction block, without
-// an error (after one the node skips up to Sync, and so must the rest), and
-// nothing else holds the session there. At PostgreSQL's default READ
-// COMMITTED each statement of an implicit transaction takes its own snapshot,
-// so the reads having run on a standby (within the lag limit) is what any
-// read through pgowl is.
-func (sess *session) canLeaveReadOnlyBatch(be *backend, u *unit) bool {
-	return be.openBatch && be.openReadOnly && !be.skipping && be.role == route.RoleStandby &&
-		sess.pinBits == 0 && sess.deferred == nil && be.conn.TxStatus == wire.TxIdle && be.expect.len() == 0 &&
-		planStatement(u.effects).Request().Access == route.AccessWrite && !sess.settings.setsIsolation(sess.srv.opts.Classifier)
-}
-
 // leaveReadOnlyBatch ends the batch's implicit read-only transaction on be with
 // a Sync whose reply the client does not see, and hands be back, so that the
-// rest of the batch is routed on its own. A backend that fails here is dropped.
+// rest of the batch is routed on its own (the plan's Outcome.LeaveHeldBatch
+// says when). A backend that fails here is dropped.
 func (sess *session) leaveReadOnlyBatch(be *backend) {
 	sess.held = nil
 	c := be.conn
@@ -505,7 +530,7 @@ func (sess *session) dropBackend(be *backend) {
 	sess.backends.forget(be)
 	if sess.held == be {
 		sess.held = nil
-		sess.pinBits = 0
+		sess.pins.lost()
 		// A transaction block on it is gone: rolled back.
 		sess.endPgowlTransaction(false)
 	}
@@ -522,7 +547,7 @@ func (sess *session) closeBackends() {
 				code, err := sess.runQuietly(be, "ROLLBACK")
 				reusable = err == nil && code == ""
 			}
-			if reusable && (sess.pinBits != 0 || !sess.srv.transactionPooling || be.dirty) {
+			if reusable && (sess.pins.pinned() || !sess.srv.transactionPooling || be.dirty) {
 				// State that cannot be tracked may be left: start afresh.
 				code, err := sess.runQuietly(be, "DISCARD ALL")
 				reusable = err == nil && code == ""

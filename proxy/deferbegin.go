@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -28,19 +29,19 @@ type deferredBegin struct {
 	aborted bool
 }
 
-// canDeferBegin reports whether a simple Query with effects eff is a BEGIN
-// that pgowl may answer itself.
-//
-// A BEGIN the node might reject is not deferred: if BEGIN fails on the node,
-// no transaction is open and the statement sent with it would run on its
-// own, outside the transaction the client believes it is in. The one such
-// BEGIN pgowl knows is SERIALIZABLE on a standby (PostgreSQL rejects it even
-// when a later option in the list changes the level), so a BEGIN naming
-// SERIALIZABLE (classify.TransactionStatement.NamesSerializable) is sent at once.
-func (sess *session) canDeferBegin(eff classify.Effects) bool {
-	return sess.srv.transactionPooling && sess.held == nil && len(sess.batch.msgs) == 0 &&
-		eff.Statements == 1 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) &&
-		eff.Session == 0 && eff.ParseError == "" && eff.Transaction != nil && !eff.Transaction.NamesSerializable
+// planArrival asks the plan whether a simple Query (or a function call)
+// with effects eff needs a node now, or is a BEGIN pgowl answers itself, or
+// ends or is refused by a deferred transaction (route.PlanArrival states
+// the rules).
+func (sess *session) planArrival(eff classify.Effects) route.Arrival {
+	f := route.SessionFacts{TransactionPooling: sess.srv.transactionPooling, BatchPending: len(sess.batch.msgs) > 0}
+	if d := sess.deferred; d != nil {
+		f.Deferred.Open, f.Deferred.Aborted = true, d.aborted
+	}
+	if be := sess.held; be != nil {
+		f.Held = route.HeldNode{Node: be.node, Role: be.role}
+	}
+	return route.PlanArrival(planStatement(eff), f)
 }
 
 // txKind is the kind of the transaction-control statement of eff, TxKindNone without one.
@@ -58,21 +59,13 @@ func (sess *session) deferBegin(body []byte, sql string, eff classify.Effects) {
 	sess.sendReady()
 }
 
-// endsEmptyTransaction reports whether eff is a lone COMMIT or ROLLBACK
-// (END, ABORT), which ends a deferred transaction that never ran anything.
-func endsEmptyTransaction(eff classify.Effects) bool {
-	kind := txKind(eff)
-	return eff.Statements == 1 && (kind == classify.TxKindCommit || kind == classify.TxKindRollback)
-}
-
-// answerInDeferred answers a simple Query of a deferred transaction that
-// needs no node: COMMIT or ROLLBACK of a transaction that ran nothing, and
-// any statement of a failed one. It reports whether it answered.
-func (sess *session) answerInDeferred(eff classify.Effects) bool {
-	d := sess.deferred
-	switch {
-	case endsEmptyTransaction(eff):
-		commit := txKind(eff) == classify.TxKindCommit && !d.aborted // PostgreSQL answers COMMIT of a failed transaction with ROLLBACK
+// answerInDeferred answers a unit of a deferred transaction that the plan
+// says needs no node (route.PlanArrival): COMMIT or ROLLBACK of a
+// transaction that ran nothing, and any statement of a failed one.
+func (sess *session) answerInDeferred(arrival route.Arrival) {
+	switch arrival {
+	case route.ArriveCommitDeferred, route.ArriveRollbackDeferred:
+		commit := arrival == route.ArriveCommitDeferred
 		tag := "ROLLBACK"
 		if commit {
 			tag = "COMMIT"
@@ -82,13 +75,10 @@ func (sess *session) answerInDeferred(eff classify.Effects) bool {
 		sess.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 		sess.sendReady()
 		sess.log.Debug().Str("statement", tag).Msg("transaction ended before any statement ran; no node was used")
-		return true
-	case d.aborted:
+	case route.ArriveRefuseAborted:
 		sess.send(toErrorResponse(abortedTransaction()))
 		sess.sendReady()
-		return true
 	}
-	return false
 }
 
 // abortedTransaction is PostgreSQL's error for a statement in a failed transaction.

@@ -99,13 +99,14 @@
 //
 // A unit that succeeded with a pinning effect (classify.Session: LISTEN,
 // temporary objects, WITH HOLD cursors, session advisory locks, SET ROLE, SQL
-// PREPARE, a serializable session default) adds it to pinBits. Whether a
-// later statement ended that state depends on what else the session holds
-// (advisory locks nest), so after a statement that may release it
-// (classify.SessionRelease, unknown effects, a rollback while pinned)
-// pinsToCheck is set, and once the session is between transactions
-// recheckPins asks the node, with one query (pins.go), which kinds of state
-// remain; the pins for the rest end. DISCARD ALL ends every pin. Units whose
+// PREPARE, a serializable session default) adds it to the session's pins
+// (sessionPins, pins.go: a part of its own, with its state table, that does
+// no I/O). Whether a later statement ended that state depends on what else
+// the session holds (advisory locks nest), so after a statement that may
+// release it (classify.SessionRelease, unknown effects, a rollback while
+// pinned) the pins mark a recheck due, and once the session is between
+// transactions recheckPins asks the node, with one query, which kinds of
+// state remain; the pins settle on the answer and those for the rest end. DISCARD ALL ends every pin. Units whose
 // effects pgowl cannot follow statement by statement (multi-statement
 // strings, failed units, parts of a batch sent at a Flush) take every pin
 // they may have taken and release none.
@@ -153,16 +154,18 @@
 // session is connected to), the monitor's snapshot, the policy and the time.
 // The proxy only gathers those facts (session.planRequest, choose.go) and
 // does the I/O around the plan in choose: it leaves a read-only batch's
-// standby, drops a held backend the plan refuses (PRIMARY_REPLACED),
-// acquires the backend, and within routing.primary_wait waits for a primary
-// or for a node that did not answer to be seen down, then plans again.
-// The login's node order is route.PlanLogin. What the proxy still decides
-// itself is whether a BEGIN may be deferred (canDeferBegin), whether a
-// batch may leave its standby (canLeaveReadOnlyBatch), and whether a unit
-// may be sent again after its backend died (safeToResend).
+// standby when the plan says so (route.Outcome.LeaveHeldBatch), drops a held
+// backend the plan refuses (PRIMARY_REPLACED), acquires the backend, and
+// within routing.primary_wait waits for a primary or for a node that did not
+// answer to be seen down, then plans again. The login's node order is
+// route.PlanLogin. Whether a simple Query is a BEGIN pgowl answers itself is
+// route.PlanArrival (session.planArrival gathers its facts), and whether a
+// unit may be sent again after its backend died is the plan's
+// route.Outcome.Resend, applied to how the backend failed (sendFailure).
 //
 // A deferred BEGIN (deferbegin.go) is answered by pgowl and sent with the
-// transaction's first statement; the plan chooses the node for both and
+// transaction's first statement (the plan says which units carry it,
+// route.Outcome.CarriesBegin); the plan chooses the node for both and
 // returns BEGIN's own decision (route.Outcome.Begin) for its NOTICE and log
 // line, while the statement runs IN_TRANSACTION. Only in transaction pooling,
 // only a lone BEGIN or START TRANSACTION of a simple Query with no session

@@ -44,7 +44,7 @@ func (sess *session) startIdleRelay() *idleRelay {
 	be := sess.held
 	// Notifications already read into the connection's buffer (behind the
 	// last reply, or behind a query pgowl ran itself) are relayed first.
-	if be == nil || sess.pinBits&classify.SessionListen == 0 || be.conn.TxStatus != wire.TxIdle ||
+	if be == nil || !sess.pins.has(classify.SessionListen) || be.conn.TxStatus != wire.TxIdle ||
 		be.expect.len() > 0 || be.openBatch || sess.w.Buffered() > 0 {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -62,11 +61,9 @@ type session struct {
 	// held is the backend the session must stay on: an open transaction, an
 	// extended batch not yet ended by Sync, or a pin.
 	held *backend
-	// pinBits are the session state that ties the session to held, if any.
-	pinBits classify.SessionEffect
-	// pinsToCheck: a statement may have ended state behind a pin; the node is
-	// asked what remains once the session is between transactions (pins.go).
-	pinsToCheck bool
+	// pins are the session state that ties the session to held, if any,
+	// and whether the node must be asked what remains (pins.go).
+	pins sessionPins
 
 	stmts   map[string]*preparedStmt
 	unnamed *preparedStmt
@@ -348,12 +345,13 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
-	if sess.deferred != nil {
-		if sess.answerInDeferred(eff) {
-			return nil
-		}
-	} else if sess.canDeferBegin(eff) {
+	switch arrival := sess.planArrival(eff); arrival {
+	case route.ArriveRoute:
+	case route.ArriveDeferBegin:
 		sess.deferBegin(body, sql, eff)
+		return nil
+	default:
+		sess.answerInDeferred(arrival)
 		return nil
 	}
 	u := unit{start: time.Now(), effects: eff, sql: sql, expectsReady: true}
@@ -371,13 +369,12 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 
 // functionCall forwards a fastpath FunctionCall; its effect cannot be known.
 func (sess *session) functionCall(ctx context.Context, body []byte) error {
-	if d := sess.deferred; d != nil && d.aborted {
-		sess.send(toErrorResponse(abortedTransaction()))
-		sess.sendReady()
-		return nil
-	}
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
+	if arrival := sess.planArrival(u.effects); arrival != route.ArriveRoute {
+		sess.answerInDeferred(arrival) // a failed deferred transaction refuses it
+		return nil
+	}
 	return sess.routeAndRun(ctx, &u, func(be *backend) {
 		be.conn.Writer.Write(wire.AppendFrame(sess.scratch[:0], wire.MsgFunctionCall, body))
 		be.expect.push(expectation{typ: wire.MsgFunctionCall})
@@ -394,10 +391,6 @@ const maxAttempts = 3
 // reply reached the client is replaced and the unit sent again, unless the
 // session was inside a transaction there: then the client is told.
 func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backend)) error {
-	// A synced batch that only prepares runs outside the deferred transaction
-	// (on any node, without waiting: see runBatch); relay reports the
-	// transaction's status for it.
-	u.carriesBegin = sess.deferred != nil && !sess.deferred.aborted && !(u.runsNothing && u.expectsReady)
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
@@ -411,13 +404,16 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	sess.busy.Store(true)
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
-		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
 		be, plan, err := sess.choose(ctx, u)
+		// Whether the deferred BEGIN goes with the unit is the plan's word
+		// (a synced batch that only prepares runs outside it).
+		u.carriesBegin = plan.CarriesBegin
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
 		if errors.As(err, &abandoned) {
-			if !wasHeld && attempt < maxAttempts {
+			// Nothing of the unit was sent (the zero Failure): the plan's rule says whether it may go again.
+			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) {
 				sess.log.Info().Str("node", abandoned.Node).Int("attempt", attempt).Msg("gave up a new connection to a node that stopped answering; routing the statement again")
 				continue
 			}
@@ -449,7 +445,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		u.decision = dec
 		if refusal, cerr := sess.checkCost(be, u); cerr != nil {
-			if !wasHeld && attempt < maxAttempts {
+			if attempt < maxAttempts && plan.Resend.Allows(route.Failure{}) { // the unit was not sent
 				sess.srv.opts.Pool.Suspect(be.node)
 				sess.dropBackend(be)
 				continue
@@ -515,7 +511,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
-		if !u.forwarded && !wasHeld && attempt < maxAttempts && safeToResend(u, err, sent) {
+		if attempt < maxAttempts && plan.Resend.Allows(sendFailure(err, sent, u.forwarded)) {
 			sess.log.Info().Err(err).Str("node", be.node).Int("attempt", attempt).Msg("backend connection was dead before the statement ran; sending it on a fresh one")
 			// A restart or a crash closes all the node's connections at
 			// once: the pool checks its other idle ones before handing them out.
@@ -529,52 +525,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	}
 }
 
-// safeToResend reports whether a unit whose backend failed before any reply
-// reached the client may be sent again on a fresh connection. A pooled
-// connection the node had already closed (a restart, idle_session_timeout,
-// pg_terminate_backend of an idle backend) fails at once, and sending again
-// is what the client expects. But the node may also have run the unit and
-// gone before its reply left (a crash right after a COMMIT, or while the
-// COMMIT waited for a synchronous standby; a host that vanished): sending a
-// write again would run it twice. So a unit that may write is sent again
-// only when it cannot have run: its request never left pgowl, or the node
-// said it was terminating the connection (FATAL 57P01 or 57P05: a statement
-// it was running is rolled back; one it had completed would have sent its
-// reply first). A crash restart's WARNING 57P02 does not say that: it also
-// reaches a backend whose COMMIT is written and waits for a synchronous
-// standby. The pool's check of idle connections (a node's crash leaves its
-// WARNING on them) catches most of those before anything is sent on them.
-// A timeout (TCP keepalive or user
-// timeout, or the unreachable host it reports when the host's address
-// stopped answering too) means the node was reached and went silent: nothing
-// is sent again, and the client learns at once that the node is lost.
-func safeToResend(u *unit, err error, sent bool) bool {
-	var taken *nodeUnresponsive
-	if errors.As(err, &taken) {
-		// Taken off a node that stopped answering: the unit may go
-		// elsewhere when it cannot have had an effect there.
-		return !sent || (u.effects.Access == classify.Read && u.effects.Session&pinningEffects == 0)
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return false
-	}
-	if errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
-		return false // what a timeout reports when the host's address stopped answering too
-	}
-	if !sent || ((u.prepareOnly || u.effects.Access == classify.Read) && u.effects.Session&pinningEffects == 0) {
-		return true
-	}
-	var closing *backendClosing
-	if errors.As(err, &closing) {
-		switch closing.code {
-		case "57P01", "57P05":
-			return true
-		}
-	}
-	return false
-}
-
 // clientFatal marks an error after which the client connection cannot continue.
 type clientFatal struct{ err error }
 
@@ -584,7 +534,7 @@ func (e *clientFatal) Unwrap() error { return e.err }
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
-	listening := sess.held == be && sess.pinBits&classify.SessionListen != 0
+	listening := sess.held == be && sess.pins.has(classify.SessionListen)
 	sess.dropBackend(be)
 	if listening {
 		// The LISTEN is gone with the backend, and nothing would tell the
@@ -660,23 +610,21 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// the primary: the next one the session runs on there discards it.
 		sess.sequencesDiscarded = sess.srv.transactionPooling
 	}
-	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && sess.pinBits&classify.SessionPrepare == 0 {
+	if u.effects.Session&classify.SessionUnknown != 0 && !u.runsNothing && !sess.pins.has(classify.SessionPrepare) {
 		// A DO block or a procedure pgowl cannot read may have called
 		// set_config unseen. (EXECUTE runs only where its PREPARE pinned the
 		// session; the settings count as unknown when that pin ends.)
 		sess.settingsChangedUnseen(be)
 	}
 	sess.readSettingsBackIfDue(be)
-	if sess.stateMayHaveChanged(u, status) {
-		sess.pinsToCheck = true
-	}
-	if sess.pinsToCheck {
+	sess.pins.noteUnit(u, status)
+	if sess.pins.recheckDue() {
 		sess.recheckPins(be)
 		if be.broken {
 			return
 		}
 	}
-	if sess.pinBits != 0 || be.openBatch || status != wire.TxIdle {
+	if sess.pins.pinned() || be.openBatch || status != wire.TxIdle {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -736,16 +684,14 @@ const pinningEffects = classify.SessionListen | classify.SessionTempTable | clas
 func (sess *session) trackSessionEffects(be *backend, u *unit) {
 	eff := u.effects
 	sql := u.setSQL
-	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
-		sess.pinBits |= bits
-		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
+	if sess.pins.take(eff.Session) != 0 {
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pins.kinds)).Msg("session pinned to node")
 	}
 	switch {
 	case eff.Session&classify.SessionDiscardAll != 0:
-		if sess.pinBits != 0 {
-			sess.log.Info().Str("node", be.node).Str("released", describePin(sess.pinBits)).Msg("session pin released")
+		if released := sess.pins.releaseAll(); released != 0 {
+			sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
 		}
-		sess.pinBits = 0
 		sess.settings.discardAll()
 		sess.forgetStatements(be)
 		be.reset()
@@ -788,9 +734,8 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 // another session gets it).
 func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 	eff := u.effects
-	if bits := eff.Session & pinningEffects; bits&^sess.pinBits != 0 {
-		sess.pinBits |= bits
-		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pinBits)).Msg("session pinned to node")
+	if sess.pins.take(eff.Session) != 0 {
+		sess.log.Info().Str("node", be.node).Str("pinned_by", describePin(sess.pins.kinds)).Msg("session pinned to node")
 	}
 	switch {
 	case eff.Session&classify.SessionSet != 0 && eff.Session&classify.SessionDiscard == 0:

@@ -15,7 +15,7 @@ import "github.com/pgowl/pgowl/wire"
 //
 // Transitions (the event, then the state it leads to):
 //
-//	idle          a BEGIN pgowl may defer (canDeferBegin)            deferred
+//	idle          a BEGIN pgowl may defer (route.PlanArrival)        deferred
 //	idle          a unit the node answers T (BEGIN, or a statement    in block
 //	              inside a block sent with it)
 //	idle          a unit that pins (LISTEN, a temporary table, ...)   pinned
@@ -33,7 +33,7 @@ import "github.com/pgowl/pgowl/wire"
 //	open batch    Sync (or a Query) answered I                        idle (or pinned)
 //	open batch    an error before Sync                                batch failed
 //	batch failed  Sync, answered I                                    idle (or pinned)
-//	open read-    a part that writes (canLeaveReadOnlyBatch):         idle, then the part
+//	open read-    a part that writes (Outcome.LeaveHeldBatch):        idle, then the part
 //	only batch    pgowl syncs it away from the client                 is planned afresh
 //	pinned        the node says the pinned state is gone, DISCARD ALL idle
 //	any held      the backend is lost                                 idle (the client is told)
@@ -72,7 +72,7 @@ const (
 	txOpenBatch
 	// txOpenReadOnlyBatch: as txOpenBatch, and everything sent since the last
 	// Sync only read, outside a block: a later part that writes may leave the
-	// standby (canLeaveReadOnlyBatch).
+	// standby (route.Outcome.LeaveHeldBatch).
 	txOpenReadOnlyBatch
 )
 

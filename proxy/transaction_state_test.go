@@ -52,7 +52,7 @@ var txStateCases = []txStateCase{
 	}, state: txBatchFailed, ready: wire.TxFailed, failed: true},
 	{name: "pinned", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
-		s.pinBits = classify.SessionListen
+		s.pins.take(classify.SessionListen)
 	}, state: txPinned, ready: wire.TxIdle},
 	{name: "open batch", setup: func(s *session) {
 		s.held = heldBackend(wire.TxIdle)
@@ -151,25 +151,25 @@ var txTransitionCases = []txTransitionCase{
 	{name: "deferred, COMMIT with nothing run: idle",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			s.answerInDeferred(transactionStatement(classify.TxEnd, classify.TxKindCommit))
+			s.answerInDeferred(s.planArrival(transactionStatement(classify.TxEnd, classify.TxKindCommit)))
 		},
 		ready: wire.TxIdle},
 	{name: "deferred-aborted, COMMIT: idle (answered ROLLBACK)",
 		before: func(s *session) { s.deferred = &deferredBegin{aborted: true} },
 		event: func(s *session) {
-			s.answerInDeferred(transactionStatement(classify.TxEnd, classify.TxKindCommit))
+			s.answerInDeferred(s.planArrival(transactionStatement(classify.TxEnd, classify.TxKindCommit)))
 		},
 		ready: wire.TxIdle},
 	{name: "deferred-aborted, a statement: stays deferred-aborted (25P02)",
 		before: func(s *session) { s.deferred = &deferredBegin{aborted: true} },
 		event: func(s *session) {
-			s.answerInDeferred(classify.Effects{Statements: 1, Access: classify.Read})
+			s.answerInDeferred(s.planArrival(classify.Effects{Statements: 1, Access: classify.Read}))
 		},
 		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a statement: left to the node, nothing answered",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			s.answerInDeferred(classify.Effects{Statements: 1, Access: classify.Read})
+			s.answerInDeferred(s.planArrival(classify.Effects{Statements: 1, Access: classify.Read}))
 		},
 		after: txDeferred},
 	{name: "deferred, a prepare-only batch failed outside it: deferred-aborted",

@@ -59,7 +59,10 @@
 //     the node in recovery, Plan refuses with PRIMARY_REPLACED (08006).
 //   - A statement that takes pinning state (Statement.Pins) is a
 //     SESSION_PINNED write: the node must run whatever the session does next.
-//   - A deferred BEGIN the unit carries (SessionFacts.Deferred): a
+//   - A deferred BEGIN (SessionFacts.Deferred) goes with every unit of its
+//     transaction until one runs, unless the transaction is aborted or the
+//     unit is a synced batch that only prepares, which runs outside it
+//     (Outcome.CarriesBegin). When carried: a
 //     read-write BEGIN takes a first read to the primary; a READ ONLY one
 //     goes where BEGIN READ ONLY would go, unless its first statement needs
 //     the primary, which it then follows (Outcome.BeginFollowsStatement).
@@ -98,6 +101,26 @@
 //     refuses or sends to the primary is left as it is. A position from a
 //     timeline older than the primary's is capped at the primary's sampled
 //     position: past the fork point it is lost on every node.
+//   - A held backend whose open batch (sent at a Flush) only read on a
+//     standby, outside a block, without an error and with no reply
+//     pending, is left when the next part needs the primary, unless a pin,
+//     a deferred BEGIN or a default isolation level the session set keeps
+//     it (Outcome.LeaveHeldBatch): the proxy ends the batch there and plans
+//     again with SessionFacts.LeftReadOnlyBatch.
+//   - Outcome.Resend says when a unit whose backend failed before any reply
+//     reached the client may be sent again (Resend.Allows, given how the
+//     backend failed): never from a held node; a read that pins nothing
+//     even when it ran, unless the node went silent; a prepare-only unit
+//     likewise, except after being taken off an unresponsive node; anything
+//     else only when it cannot have run.
+//
+// PlanArrival says whether a simple Query needs a node at all: in
+// transaction pooling a lone BEGIN (not naming SERIALIZABLE, with nothing
+// holding the session) is answered by the proxy and sent later with the
+// transaction's first statement (ArriveDeferBegin); a lone COMMIT or
+// ROLLBACK of a deferred transaction that ran nothing is answered without a
+// node (COMMIT of an aborted one as ROLLBACK), and any other statement of an
+// aborted one is refused with 25P02.
 //
 // PlanLogin orders the nodes a new session logs in to: up primaries first.
 // The golden tests in testdata/plan_cases.json cover every reason, every

@@ -112,6 +112,18 @@ type Statement struct {
 	Pins Pins
 	// Shape marks units that execute nothing or end no transaction.
 	Shape Shape
+	// Tx says whether the unit is a BEGIN (PlanArrival).
+	Tx TxControl
+	// NamesSerializable: with Tx, an isolation option of the BEGIN names
+	// SERIALIZABLE, or a level that may be it.
+	NamesSerializable bool
+	// Statements is how many statements the unit has.
+	Statements int
+	// SessionEffects: the unit changes session state of any kind (a
+	// setting, a pin, a DISCARD, ...), not only pinning state.
+	SessionEffects bool
+	// Unparsed: the classifier could not parse the unit.
+	Unparsed bool
 }
 
 // Request is the statement's request to Decide on its own, without session
@@ -134,15 +146,24 @@ type HeldNode struct {
 	Node string
 	// Role is the role the node had when the backend was taken.
 	Role Role
+	// OpenReadOnlyBatch: the session is on the node for an extended batch
+	// sent at a Flush whose every part since the last Sync only read,
+	// outside a transaction block, without an error.
+	OpenReadOnlyBatch bool
+	// RepliesPending: replies of units already sent are still to be read.
+	RepliesPending bool
 }
 
-// DeferredBegin is a BEGIN the proxy answered itself and sends ahead of the
-// unit being planned: the node is chosen for the transaction as well as for
-// the statement.
+// DeferredBegin is a BEGIN the proxy answered itself (PlanArrival) and
+// sends ahead of the transaction's first unit: the node is chosen for the
+// transaction as well as for the statement (Outcome.CarriesBegin).
 type DeferredBegin struct {
-	// Carried is true when the unit carries a deferred BEGIN; the other
-	// fields are then meaningful.
-	Carried bool
+	// Open: the session has a deferred BEGIN; the other fields are then
+	// meaningful.
+	Open bool
+	// Aborted: the transaction's first statement could not be routed (or
+	// was refused): the transaction is failed, on no node.
+	Aborted bool
 	// ReadOnly is true for BEGIN READ ONLY (or START TRANSACTION READ ONLY).
 	ReadOnly bool
 	// Begin is the BEGIN statement's own classification.
@@ -178,9 +199,22 @@ func (p PrimaryOnly) subject() string {
 type SessionFacts struct {
 	// Held is the backend the session must stay on; Held.Node is "" when none.
 	Held HeldNode
+	// TransactionPooling: backends go back to the pool between
+	// transactions, so a BEGIN may wait for its first statement (PlanArrival).
+	TransactionPooling bool
+	// BatchPending: extended-protocol messages wait to be sent ahead of the unit.
+	BatchPending bool
+	// SetsIsolation: the session set a default isolation level (SET
+	// default_transaction_isolation, SET SESSION CHARACTERISTICS). It is
+	// read only with Held.OpenReadOnlyBatch, and the proxy may leave it
+	// unset otherwise.
+	SetsIsolation bool
+	// LeftReadOnlyBatch: the unit arrived while the session was held on a
+	// read-only batch's standby, which it left (Outcome.LeaveHeldBatch).
+	LeftReadOnlyBatch bool
 	// Pins are the pinning state the session holds on Held.Node.
 	Pins Pins
-	// Deferred is the session's deferred BEGIN, when the unit carries it.
+	// Deferred is the session's deferred BEGIN, if it has one.
 	Deferred DeferredBegin
 	// PrimaryOnly lists settings that send every statement to the primary.
 	PrimaryOnly PrimaryOnly
@@ -231,13 +265,26 @@ type Outcome struct {
 	// Request is what was decided (after session facts), when not OnHeld:
 	// the proxy waits for a primary only for a write.
 	Request Request
+	// CarriesBegin: the session's deferred BEGIN is sent ahead of the unit,
+	// on the node planned for both. It is set before any refusal: a unit
+	// that carries it and finds no node aborts the deferred transaction.
+	CarriesBegin bool
 	// Begin is the deferred BEGIN's decision as its notice and log tell it,
-	// when Session.Deferred.Carried.
+	// with CarriesBegin.
 	Begin Decision
 	// BeginFollowsStatement: a READ ONLY transaction went where its first
 	// statement had to run (the primary), not where BEGIN READ ONLY alone
 	// would have gone; the statement keeps its own reason.
 	BeginFollowsStatement bool
+	// LeaveHeldBatch: the unit needs the primary, and the held backend's
+	// open batch only read on a standby: end the batch's implicit
+	// transaction there (a Sync whose reply the client does not see), give
+	// the backend back, and plan again without it, with
+	// Session.LeftReadOnlyBatch. Decision is unset.
+	LeaveHeldBatch bool
+	// Resend says when the unit may be sent again on a fresh connection if
+	// its backend fails before any reply reaches the client.
+	Resend Resend
 	// AwaitReplay: the read must see Session.ReadAfter and no qualifying
 	// standby is known to have replayed it. Decision is the standby to ask
 	// (pg_last_wal_replay_lsn()); plan again with its answer in
@@ -257,8 +304,8 @@ func Plan(r PlanRequest) (Outcome, error) {
 		return planHeld(r.Statement, s, snap, r.Policy, r.Now)
 	}
 	st := r.Statement
-	var out Outcome
-	if d := &s.Deferred; d.Carried {
+	out := Outcome{Resend: resendRule(st, s), CarriesBegin: carriesBegin(st, &s.Deferred)}
+	if d := &s.Deferred; out.CarriesBegin {
 		begin := d.Begin
 		switch {
 		case d.ReadOnly && st.Access == AccessWrite:
@@ -315,7 +362,7 @@ func Plan(r PlanRequest) (Outcome, error) {
 		// (READ_YOUR_WRITES after the wait).
 		return out, busyError(snap, r.Now, &s.Guard, dec)
 	}
-	if s.Deferred.Carried {
+	if out.CarriesBegin {
 		out.Begin = dec
 		switch {
 		case out.BeginFollowsStatement:
@@ -353,6 +400,9 @@ func spreadReads(req Request, snap *Snapshot, pol Policy, now time.Time, saturat
 // was taken on the primary and the node is no longer the primary.
 func planHeld(st Statement, s *SessionFacts, snap *Snapshot, pol Policy, now time.Time) (Outcome, error) {
 	held := s.Held
+	if leavesHeldBatch(st, s) {
+		return Outcome{LeaveHeldBatch: true}, nil
+	}
 	dec := Decision{Node: held.Node, Role: held.Role, Reason: ReasonInTransaction, Subject: st.Subject, NodeIndex: -1}
 	what := "the transaction"
 	if s.Pins != 0 {

@@ -17,8 +17,10 @@ const planCasesFile = "testdata/plan_cases.json"
 // planCase is one golden case of route.Plan (or, with login set, of
 // route.PlanLogin). A missing policy is defaultPlanPolicy.
 type planCase struct {
-	Comment   string        `json:"comment"`
-	Login     bool          `json:"login,omitempty"`
+	Comment string `json:"comment"`
+	Login   bool   `json:"login,omitempty"`
+	// Arrival: the case is of route.PlanArrival, not route.Plan.
+	Arrival   bool          `json:"arrival,omitempty"`
 	Policy    *casePolicy   `json:"policy,omitempty"`
 	Snapshot  caseSnapshot  `json:"snapshot"`
 	Statement caseStatement `json:"statement"`
@@ -32,19 +34,36 @@ type caseStatement struct {
 	Subject string       `json:"subject,omitempty"`
 	Pins    route.Pins   `json:"pins,omitempty"`
 	// Shape is "", "prepare_only" or "ends_no_transaction".
-	Shape string `json:"shape,omitempty"`
+	Shape             string          `json:"shape,omitempty"`
+	Tx                route.TxControl `json:"tx,omitempty"`
+	NamesSerializable bool            `json:"names_serializable,omitempty"`
+	Statements        int             `json:"statements,omitempty"`
+	SessionEffects    bool            `json:"session_effects,omitempty"`
+	Unparsed          bool            `json:"unparsed,omitempty"`
 }
 
 type caseSession struct {
-	HeldNode        string      `json:"held_node,omitempty"`
-	HeldRole        *route.Role `json:"held_role,omitempty"`
-	Pins            route.Pins  `json:"pins,omitempty"`
-	DeferredBegin   *caseBegin  `json:"deferred_begin,omitempty"`
-	PrimaryOnly     []string    `json:"primary_only,omitempty"` // "serializable_at_login", "serializable_read_back"
-	SessionMaxLagMS int64       `json:"session_max_lag_ms,omitempty"`
-	Turn            uint64      `json:"turn,omitempty"`
-	Saturated       []string    `json:"saturated,omitempty"` // node names: Avoid
-	Connected       []string    `json:"connected,omitempty"` // node names
+	HeldNode string      `json:"held_node,omitempty"`
+	HeldRole *route.Role `json:"held_role,omitempty"`
+	// HeldOpenReadOnlyBatch and HeldRepliesPending describe the held backend.
+	HeldOpenReadOnlyBatch bool `json:"held_open_read_only_batch,omitempty"`
+	HeldRepliesPending    bool `json:"held_replies_pending,omitempty"`
+	// DeferredOpen: the session has a deferred BEGIN whose statement the
+	// case does not give (deferred_begin gives it, and opens it too).
+	DeferredOpen bool `json:"deferred_open,omitempty"`
+	// DeferredAborted: the deferred transaction failed (with deferred_open or deferred_begin).
+	DeferredAborted    bool       `json:"deferred_aborted,omitempty"`
+	TransactionPooling bool       `json:"transaction_pooling,omitempty"`
+	BatchPending       bool       `json:"batch_pending,omitempty"`
+	SetsIsolation      bool       `json:"sets_isolation,omitempty"`
+	LeftReadOnlyBatch  bool       `json:"left_read_only_batch,omitempty"`
+	Pins               route.Pins `json:"pins,omitempty"`
+	DeferredBegin      *caseBegin `json:"deferred_begin,omitempty"`
+	PrimaryOnly        []string   `json:"primary_only,omitempty"` // "serializable_at_login", "serializable_read_back"
+	SessionMaxLagMS    int64      `json:"session_max_lag_ms,omitempty"`
+	Turn               uint64     `json:"turn,omitempty"`
+	Saturated          []string   `json:"saturated,omitempty"` // node names: Avoid
+	Connected          []string   `json:"connected,omitempty"` // node names
 	// ReadAfter is the session's write position (read your writes), on
 	// ReadAfterTimeline (0: a token without one).
 	ReadAfter         route.LSN            `json:"read_after,omitempty"`
@@ -77,6 +96,10 @@ type planExpected struct {
 	LagMS                 *int64        `json:"lag_ms,omitempty"`
 	FallbackRule          string        `json:"fallback_rule,omitempty"`
 	OnHeld                bool          `json:"on_held,omitempty"`
+	LeaveHeldBatch        bool          `json:"leave_held_batch,omitempty"`
+	CarriesBegin          bool          `json:"carries_begin,omitempty"`
+	Resend                string        `json:"resend,omitempty"`
+	Arrival               string        `json:"arrival,omitempty"`
 	Begin                 *caseDecision `json:"begin,omitempty"`
 	BeginFollowsStatement bool          `json:"begin_follows_statement,omitempty"`
 	ErrorCode             string        `json:"error_code,omitempty"`
@@ -113,7 +136,8 @@ func (s caseStatement) statement(t *testing.T) route.Statement {
 	if !ok {
 		t.Fatalf("unknown shape %q", s.Shape)
 	}
-	return route.Statement{Access: s.Access, Reason: s.Reason, Subject: s.Subject, Pins: s.Pins, Shape: shape}
+	return route.Statement{Access: s.Access, Reason: s.Reason, Subject: s.Subject, Pins: s.Pins, Shape: shape,
+		Tx: s.Tx, NamesSerializable: s.NamesSerializable, Statements: s.Statements, SessionEffects: s.SessionEffects, Unparsed: s.Unparsed}
 }
 
 // nodeMask turns node names into a bit set over snap's nodes.
@@ -151,11 +175,16 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 		if c.Session.HeldRole != nil {
 			s.Held.Role = *c.Session.HeldRole
 		}
+		s.Held.OpenReadOnlyBatch, s.Held.RepliesPending = c.Session.HeldOpenReadOnlyBatch, c.Session.HeldRepliesPending
 	}
+	s.TransactionPooling, s.BatchPending = c.Session.TransactionPooling, c.Session.BatchPending
+	s.SetsIsolation, s.LeftReadOnlyBatch = c.Session.SetsIsolation, c.Session.LeftReadOnlyBatch
 	s.Pins = c.Session.Pins
 	if b := c.Session.DeferredBegin; b != nil {
-		s.Deferred = route.DeferredBegin{Carried: true, ReadOnly: b.ReadOnly, Begin: b.Statement.statement(t)}
+		s.Deferred = route.DeferredBegin{Open: true, ReadOnly: b.ReadOnly, Begin: b.Statement.statement(t)}
 	}
+	s.Deferred.Open = s.Deferred.Open || c.Session.DeferredOpen
+	s.Deferred.Aborted = c.Session.DeferredAborted
 	for _, name := range c.Session.PrimaryOnly {
 		p, ok := primaryOnlyNames[name]
 		if !ok {
@@ -216,7 +245,14 @@ func planOutcome(out route.Outcome, err error) planExpected {
 		LagMS:                 &lag,
 		FallbackRule:          d.FallbackRule,
 		OnHeld:                out.OnHeld,
+		LeaveHeldBatch:        out.LeaveHeldBatch,
+		CarriesBegin:          out.CarriesBegin,
+		Resend:                out.Resend.String(),
 		BeginFollowsStatement: out.BeginFollowsStatement,
+	}
+	if out.LeaveHeldBatch {
+		// The proxy plans again once it left: no decision yet.
+		return planExpected{LeaveHeldBatch: true, Resend: out.Resend.String()}
 	}
 	if out.Begin.Node != "" {
 		b := out.Begin
@@ -259,10 +295,13 @@ func TestPlanGolden(t *testing.T) {
 	for i, c := range cases {
 		r := c.request(t)
 		var got planExpected
-		if c.Login {
+		switch {
+		case c.Login:
 			order, err := route.PlanLogin(r.Snapshot)
 			got = loginOutcome(r.Snapshot, order, err)
-		} else {
+		case c.Arrival:
+			got = planExpected{Arrival: route.PlanArrival(r.Statement, r.Session).String()}
+		default:
 			got = planOutcome(route.Plan(r))
 		}
 		actual[i] = c
@@ -297,6 +336,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	codes := map[string]bool{}
 	var heldPins, statementPins route.Pins
 	facts := map[string]bool{}
+	outputs := map[string]bool{}
 	for _, c := range cases {
 		reasons[c.Expected.Reason] = true
 		if c.Expected.Begin != nil {
@@ -320,6 +360,34 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		}
 		if c.Login {
 			facts["login"] = true
+		}
+		if c.Arrival {
+			outputs["arrival "+c.Expected.Arrival] = true
+		}
+		if c.Expected.LeaveHeldBatch {
+			outputs["leave held batch"] = true
+		}
+		if c.Expected.CarriesBegin {
+			outputs["carries begin"] = true
+		}
+		if c.Session.DeferredBegin != nil && !c.Expected.CarriesBegin && c.Expected.ErrorCode == "" {
+			outputs["deferred begin not carried"] = true
+		}
+		if c.Expected.Resend != "" {
+			outputs["resend "+c.Expected.Resend] = true
+		}
+		for name, set := range map[string]bool{
+			"transaction pooling": c.Session.TransactionPooling, "batch pending": c.Session.BatchPending,
+			"deferred open": c.Session.DeferredOpen, "sets isolation": c.Session.SetsIsolation,
+			"left read-only batch": c.Session.LeftReadOnlyBatch, "held open read-only batch": c.Session.HeldOpenReadOnlyBatch,
+			"held replies pending": c.Session.HeldRepliesPending, "names serializable": c.Statement.NamesSerializable,
+			"session effects": c.Statement.SessionEffects, "unparsed": c.Statement.Unparsed,
+			"deferred aborted":   c.Session.DeferredAborted,
+			"several statements": c.Statement.Statements > 1, "tx " + c.Statement.Tx.String(): c.Statement.Tx != route.TxNone,
+		} {
+			if set {
+				facts[name] = true
+			}
 		}
 		if c.Session.Guard != nil {
 			facts["guard"] = true
@@ -350,9 +418,19 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	if statementPins != all {
 		t.Errorf("pins taken by a statement covered: %v, want every kind", statementPins)
 	}
-	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard", "read after"} {
+	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard", "read after",
+		"transaction pooling", "batch pending", "deferred open", "sets isolation", "left read-only batch",
+		"held open read-only batch", "held replies pending", "names serializable", "session effects", "unparsed",
+		"several statements", "tx begin", "tx begin_read_only", "tx commit", "tx rollback", "deferred aborted"} {
 		if !facts[f] {
 			t.Errorf("no case with %s", f)
+		}
+	}
+	for _, o := range []string{"arrival defer_begin", "arrival route", "arrival commit_deferred", "arrival rollback_deferred",
+		"arrival refuse_aborted", "leave held batch", "carries begin", "deferred begin not carried",
+		"resend never", "resend if_not_run", "resend prepare_only", "resend read"} {
+		if !outputs[o] {
+			t.Errorf("no case whose outcome is %s", o)
 		}
 	}
 }
