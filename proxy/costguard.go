@@ -275,10 +275,7 @@ func (sess *session) batchStatement(before int, name string) *preparedStmt {
 			return m.stmt
 		}
 	}
-	if name == "" {
-		return sess.unnamed
-	}
-	return sess.stmts[name]
+	return sess.statements.lookup(name)
 }
 
 // explainable reports whether sql is one statement EXPLAIN accepts: a
