@@ -361,8 +361,7 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 				continue
 			}
 			if m.kind == wire.TargetStatement {
-				be.expect.push(expectation{typ: wire.MsgClose, unnamed: true, prevUnnamed: be.conn.Unnamed, clientPrev: sess.statements.close("")})
-				be.conn.Unnamed = 0
+				be.expect.push(expectation{typ: wire.MsgClose, unnamed: true, prevUnnamed: be.markUnnamed(0), clientPrev: sess.statements.close("")})
 			} else {
 				be.expect.push(expectation{typ: wire.MsgClose})
 			}
@@ -413,8 +412,7 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	st := m.stmt
 	c := be.conn
 	if m.name == "" {
-		be.expect.push(expectation{typ: wire.MsgParse, unnamed: true, prevUnnamed: c.Unnamed, clientOwn: true, clientPrev: sess.statements.parse(st), stmt: st})
-		c.Unnamed = st.id
+		be.expect.push(expectation{typ: wire.MsgParse, unnamed: true, prevUnnamed: be.markUnnamed(st.id), clientOwn: true, clientPrev: sess.statements.parse(st), stmt: st})
 		c.Writer.Write(st.frame)
 		return
 	}
@@ -424,7 +422,8 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 		return
 	}
 	prev := sess.statements.parse(st)
-	_, reparsed := c.Prepared[st.serverName]
+	server := be.statements()
+	reparsed := server.holds(st.serverName)
 	if reparsed {
 		// The connection holds the statement, prepared by this or another
 		// session, perhaps before a table it reads changed ("cached plan must
@@ -433,7 +432,7 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 		c.Writer.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgClose, wire.TargetStatement, st.serverName))
 		be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
 	}
-	c.Prepared[st.serverName] = struct{}{}
+	server.add(st.serverName)
 	be.expect.push(expectation{typ: wire.MsgParse, serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
 }
@@ -463,33 +462,33 @@ func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 	st := sess.statements.lookup(name)
 	if name == "" {
 		if st == nil {
-			if c.Unnamed != 0 {
+			if be.unnamedID() != 0 {
 				// The connection holds another session's unnamed statement:
 				// close it, so that this Bind or Describe fails as it would
 				// on the client's own connection instead of using it.
 				c.Writer.Write(closeUnnamedStatement)
 				be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
-				c.Unnamed = 0
+				be.markUnnamed(0)
 			}
 			return nil
 		}
-		if c.Unnamed == st.id {
+		if be.unnamedID() == st.id {
 			return st
 		}
 		c.Writer.Write(st.frame)
-		be.expect.push(expectation{typ: wire.MsgParse, swallow: true, unnamed: true, prevUnnamed: c.Unnamed})
-		c.Unnamed = st.id
+		be.expect.push(expectation{typ: wire.MsgParse, swallow: true, unnamed: true, prevUnnamed: be.markUnnamed(st.id)})
 		return st
 	}
 	if st == nil {
 		return nil
 	}
-	if _, ok := c.Prepared[st.serverName]; ok {
+	server := be.statements()
+	if server.holds(st.serverName) {
 		return st
 	}
 	c.Writer.Write(st.frame)
 	be.expect.push(expectation{typ: wire.MsgParse, swallow: true, serverName: st.serverName})
-	c.Prepared[st.serverName] = struct{}{}
+	server.add(st.serverName)
 	return st
 }
 

@@ -381,7 +381,7 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 		be.conn.Writer.Write(out)
 	}
 	// Either way the node's unnamed statement is gone: the client's is parsed again where it runs next.
-	be.conn.Unnamed = 0
+	be.markUnnamed(0)
 	var planJSON []byte
 	bound := sess.boundCostCheck(be)
 	code, message, err := sess.readUntilReady(be, func(body []byte) {

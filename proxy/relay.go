@@ -29,7 +29,7 @@ type expectation struct {
 	// statement is still there. Failed, the Close ran: nothing is.
 	reparsed    bool
 	unnamed     bool
-	prevUnnamed uint64
+	prevUnnamed unnamedMark
 	stmt        *preparedStmt
 	clientOwn   bool
 	clientPrev  *preparedStmt
@@ -347,7 +347,7 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 		// A skipped Close closed nothing.
 		switch {
 		case e.unnamed:
-			be.conn.Unnamed = e.prevUnnamed
+			be.restoreUnnamed(e.prevUnnamed)
 			sess.statements.restore(e.clientPrev)
 		case e.stmt != nil:
 			sess.statements.restore(e.stmt)
@@ -359,13 +359,13 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 	}
 	switch {
 	case e.unnamed && failed:
-		be.conn.Unnamed = 0
+		be.markUnnamed(0)
 	case e.unnamed:
-		be.conn.Unnamed = e.prevUnnamed
+		be.restoreUnnamed(e.prevUnnamed)
 	case e.serverName != "" && e.reparsed && !failed:
 		// The Close before it was skipped too: the old statement stays.
 	case e.serverName != "":
-		delete(be.conn.Prepared, e.serverName)
+		be.statements().drop(e.serverName)
 	}
 	if e.clientOwn && e.stmt != nil {
 		sess.statements.undoParse(e.stmt, e.clientPrev, failed)

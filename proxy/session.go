@@ -139,21 +139,6 @@ type backend struct {
 	dirty bool
 }
 
-// reset follows a DISCARD ALL that ran on be's connection: nothing pgowl
-// left there remains, neither prepared statements nor settings, and the
-// connection's record says so for the next session that gets it.
-func (be *backend) reset() {
-	be.forgetPrepared()
-	be.conn.Settings = pool.Settings{}
-}
-
-// forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
-// connection: it holds no prepared statement, named or unnamed.
-func (be *backend) forgetPrepared() {
-	clear(be.conn.Prepared)
-	be.conn.Unnamed = 0
-}
-
 func (sess *session) send(msg pgproto3.BackendMessage) error {
 	buf, err := msg.Encode(sess.scratch[:0])
 	if err != nil {
