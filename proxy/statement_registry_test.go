@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
 )
 
 // parsed builds the statement of a client's Parse of query under name, as
@@ -254,4 +255,62 @@ func TestManagedNamesGenerations(t *testing.T) {
 		t.Errorf("a second retire gave %q again", third.serverName)
 	}
 	names.retire(parsed(t, &names, "", "SELECT 1")) // an unnamed statement has no generations
+}
+
+// TestDuplicateParseIsSentForTheNodeToRefuse: a client's Parse of a name it
+// holds goes to the node under the held statement's managed name, with the
+// new text, so that the node refuses it with 42P05 after checking the text
+// as PostgreSQL would; the relay is told the client's name. A backend that
+// lacks the held statement gets it first (its reply swallowed). The client
+// keeps its statement. After a Close, the same Parse is the client's new
+// statement.
+func TestDuplicateParseIsSentForTheNodeToRefuse(t *testing.T) {
+	for _, backendHolds := range []bool{true, false} {
+		var out, sent bytes.Buffer
+		sess := relaySession(&out)
+		names := &sess.srv.statementNames
+		held := parsed(t, names, "ps", "SELECT 1")
+		sess.statements.parse(held)
+		be := scriptedBackend(nil, &sent)
+		if backendHolds {
+			be.statements().add(held.serverName)
+		}
+		dup := parsed(t, names, "ps", "SELECT 2")
+		sess.writeClientParse(be, &batchMsg{typ: wire.MsgParse, name: "ps", stmt: dup})
+		be.conn.Writer.Flush()
+
+		var want []byte
+		if !backendHolds {
+			want = append(want, held.frame...)
+			if e := be.expect.front(); !e.swallow || e.serverName != held.serverName {
+				t.Fatalf("backend without the statement: first expectation %+v, want the held statement's swallowed Parse", *e)
+			}
+			be.expect.pop()
+		}
+		want = wire.AppendFrame(want, wire.MsgParse, []byte(held.serverName+"\x00SELECT 2\x00\x00\x00"))
+		if !bytes.Equal(sent.Bytes(), want) {
+			t.Fatalf("backend holds it %v: sent %q, want %q", backendHolds, sent.Bytes(), want)
+		}
+		if e := be.expect.front(); be.expect.len() != 1 || e.duplicateOf != "ps" || e.clientOwn {
+			t.Fatalf("backend holds it %v: expectation %+v (of %d), want one Parse that is a duplicate of ps", backendHolds, *e, be.expect.len())
+		}
+		if sess.statements.lookup("ps") != held {
+			t.Fatal("the refused Parse replaced the client's statement")
+		}
+	}
+
+	var out, sent bytes.Buffer
+	sess := relaySession(&out)
+	held := parsed(t, &sess.srv.statementNames, "ps", "SELECT 1")
+	sess.statements.parse(held)
+	sess.statements.close("ps")
+	be := scriptedBackend(nil, &sent)
+	again := parsed(t, &sess.srv.statementNames, "ps", "SELECT 2")
+	sess.writeClientParse(be, &batchMsg{typ: wire.MsgParse, name: "ps", stmt: again})
+	if e := be.expect.front(); e.duplicateOf != "" || !e.clientOwn || e.stmt != again || e.serverName != again.serverName {
+		t.Fatalf("a Parse of a closed name: expectation %+v, want the client's new statement", *e)
+	}
+	if sess.statements.lookup("ps") != again || !be.statements().holds(again.serverName) {
+		t.Fatal("a Parse of a closed name is not the client's statement, or not recorded on the connection")
+	}
 }
