@@ -76,17 +76,23 @@ type Conn struct {
 	// TxStatus is the status byte of the last ReadyForQuery; the proxy keeps it current.
 	TxStatus byte
 
-	// What the proxy left on this connection, so that the next client that
-	// gets it knows what it holds. Prepared holds the pgowl-managed names of
-	// the statements prepared on it; Unnamed identifies the statement parsed
-	// as the unnamed statement (0: none known); Settings identifies the
-	// session settings applied on top of the startup parameters.
-	Prepared map[string]struct{}
-	Unnamed  uint64
+	// Settings identifies the session settings the proxy applied on top of
+	// the startup parameters, so that the next client that gets the
+	// connection knows what it carries.
 	Settings Settings
+	// Attached is owned by the user of the pool, for what it leaves on the
+	// connection and must know again when it next gets it (the proxy keeps
+	// its record of the statements prepared there). The pool never reads or
+	// writes it: it stays with the connection while it is pooled, and goes
+	// with it when the connection is closed.
+	Attached any
 
 	Reader *wire.Reader
 	Writer *bufio.Writer
+
+	// queriesSent counts the simple Query messages written on the
+	// connection (see QueriesSent).
+	queriesSent uint64
 
 	netConn  net.Conn
 	loginKey string
@@ -130,14 +136,13 @@ func KnownSettings(key string) Settings { return Settings{Key: key} }
 func (s Settings) Carries(key string) bool { return s.State == SettingsKnown && s.Key == key }
 
 // WriteQuery buffers a simple Query message with the given query text on c,
-// and forgets c's unnamed statement: PostgreSQL drops it at every simple
-// Query, whoever sends it.
+// and counts it (QueriesSent).
 func (c *Conn) WriteQuery(sql string) {
 	var header [wire.HeaderSize]byte
 	c.Writer.Write(wire.AppendHeader(header[:0], wire.MsgQuery, len(sql)+1))
 	c.Writer.WriteString(sql)
 	c.Writer.WriteByte(0)
-	c.Unnamed = 0
+	c.queriesSent++
 }
 
 // WriteQueryBody is WriteQuery for a Query message body as a client sent it
@@ -146,8 +151,16 @@ func (c *Conn) WriteQueryBody(body []byte) {
 	var header [wire.HeaderSize]byte
 	c.Writer.Write(wire.AppendHeader(header[:0], wire.MsgQuery, len(body)))
 	c.Writer.Write(body)
-	c.Unnamed = 0
+	c.queriesSent++
 }
+
+// QueriesSent is the number of simple Query messages written on c with
+// WriteQuery and WriteQueryBody, by the pool (its health check) or its
+// user. PostgreSQL drops the unnamed prepared statement at every simple
+// Query, whoever sends it: a user that records which unnamed statement the
+// connection holds records this count with it, and trusts the record only
+// while the count is the same.
+func (c *Conn) QueriesSent() uint64 { return c.queriesSent }
 
 // NetConn exposes the socket, for deadlines.
 func (c *Conn) NetConn() net.Conn { return c.netConn }
@@ -224,7 +237,6 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 		ParameterStatus:  h.ParameterStatuses,
 		DefaultIsolation: defaultIsolation,
 		TxStatus:         h.TxStatus,
-		Prepared:         make(map[string]struct{}),
 		// Backend frames are forwarded in pieces, so a large row needs no large
 		// buffer; the limit only guards the few frames pgowl reads whole.
 		Reader:   wire.NewReader(rw, backendReadBuffer, max(maxMessage, maxBackendMessage)),

@@ -77,7 +77,7 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 		return nil, err
 	}
 	c := &Conn{
-		Node: t.Node, Addr: t.Addr(), ParameterStatus: map[string]string{}, Prepared: map[string]struct{}{},
+		Node: t.Node, Addr: t.Addr(), ParameterStatus: map[string]string{},
 		Reader: reader, Writer: writer, netConn: netConn, loginKey: login.key(),
 	}
 	if err := scramPassthrough(reader, send, login.SCRAM); err != nil {

@@ -71,3 +71,40 @@ func (s *backendSet) empty() {
 	clear(s.list)
 	s.list = s.list[:0]
 }
+
+// reset follows a DISCARD ALL that ran on be's connection: nothing pgowl
+// left there remains, neither prepared statements nor settings, and the
+// connection's record says so for the next session that gets it.
+func (be *backend) reset() {
+	be.forgetPrepared()
+	be.conn.Settings = pool.Settings{}
+}
+
+// forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
+// connection: it holds no prepared statement, named or unnamed.
+func (be *backend) forgetPrepared() {
+	be.statements().forgetAll()
+}
+
+// statements is pgowl's record of the statements prepared on be's
+// connection, which stays with the connection in the pool (server_statements.go).
+func (be *backend) statements() *serverStatements { return statementsOn(be.conn) }
+
+// unnamedID returns the id of the statement be's connection holds as its
+// unnamed statement, 0 when none pgowl knows of.
+func (be *backend) unnamedID() uint64 {
+	return be.statements().unnamedID(be.conn.QueriesSent())
+}
+
+// markUnnamed records that the statement id (0: none) is now be's unnamed
+// statement, as pgowl just parsed or closed it there, and returns the mark
+// it replaces, for restoreUnnamed.
+func (be *backend) markUnnamed(id uint64) (replaced unnamedMark) {
+	s := be.statements()
+	replaced, s.unnamed = s.unnamed, unnamedMark{id: id, queries: be.conn.QueriesSent()}
+	return replaced
+}
+
+// restoreUnnamed puts back a mark markUnnamed replaced, because the node
+// skipped what replaced it. A simple Query sent since still counts.
+func (be *backend) restoreUnnamed(m unnamedMark) { be.statements().unnamed = m }

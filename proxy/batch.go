@@ -3,12 +3,9 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/pgowl/pgowl/wire"
@@ -156,10 +153,7 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 				}
 			}
 		}
-		if name == "" {
-			return sess.unnamed
-		}
-		return sess.stmts[name]
+		return sess.statements.lookup(name)
 	}
 	for i := range b.msgs {
 		m := &b.msgs[i]
@@ -362,18 +356,12 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 				// client's name goes. pgowl answers in the node's turn.
 				// (If an earlier error makes the node skip it, undo brings
 				// the statement back, as the node would have kept it.)
-				if st := sess.stmts[m.name]; st != nil {
-					delete(sess.stmts, m.name)
-					be.expect.push(expectation{typ: wire.MsgClose, synthetic: wire.MsgCloseComplete, stmt: st})
-				} else {
-					be.expect.push(expectation{typ: wire.MsgClose, synthetic: wire.MsgCloseComplete})
-				}
+				st := sess.statements.close(m.name)
+				be.expect.push(expectation{typ: wire.MsgClose, synthetic: wire.MsgCloseComplete, stmt: st})
 				continue
 			}
 			if m.kind == wire.TargetStatement {
-				be.expect.push(expectation{typ: wire.MsgClose, unnamed: true, prevUnnamed: be.conn.Unnamed, clientPrev: sess.unnamed})
-				be.conn.Unnamed = 0
-				sess.unnamed = nil
+				be.expect.push(expectation{typ: wire.MsgClose, unnamed: true, prevUnnamed: be.markUnnamed(0), clientPrev: sess.statements.close("")})
 			} else {
 				be.expect.push(expectation{typ: wire.MsgClose})
 			}
@@ -407,13 +395,10 @@ func (e *statementLimitError) clientError() *clientError {
 // exceed the configured count or size.
 func (sess *session) checkStatementLimits(parseBytes int) error {
 	limits := sess.srv.live().cfg.Limits
-	if len(sess.stmts)+sess.batch.newNamed+1 > limits.MaxPreparedStatements {
+	if sess.statements.count()+sess.batch.newNamed+1 > limits.MaxPreparedStatements {
 		return &statementLimitError{limit: "limits.max_prepared_statements", value: limits.MaxPreparedStatements}
 	}
-	total := sess.batch.newNamedBytes + parseBytes
-	for _, st := range sess.stmts {
-		total += len(st.frame)
-	}
+	total := sess.batch.newNamedBytes + parseBytes + sess.statements.size()
 	if total > limits.MaxPreparedStatementBytes {
 		return &statementLimitError{limit: "limits.max_prepared_statement_bytes", value: limits.MaxPreparedStatementBytes}
 	}
@@ -427,21 +412,18 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 	st := m.stmt
 	c := be.conn
 	if m.name == "" {
-		be.expect.push(expectation{typ: wire.MsgParse, unnamed: true, prevUnnamed: c.Unnamed, clientOwn: true, clientPrev: sess.unnamed, stmt: st})
-		c.Unnamed, sess.unnamed = st.id, st
+		be.expect.push(expectation{typ: wire.MsgParse, unnamed: true, prevUnnamed: be.markUnnamed(st.id), clientOwn: true, clientPrev: sess.statements.parse(st), stmt: st})
 		c.Writer.Write(st.frame)
 		return
 	}
-	if sess.stmts == nil {
-		sess.stmts = make(map[string]*preparedStmt)
-	}
-	if held := sess.ensurePrepared(be, m.name); held != nil {
+	if held := sess.statements.duplicate(m.name); held != nil {
+		sess.ensurePrepared(be, m.name)
 		sess.writeDuplicateParse(be, held, st)
 		return
 	}
-	prev := sess.stmts[m.name]
-	sess.stmts[m.name] = st
-	_, reparsed := c.Prepared[st.serverName]
+	prev := sess.statements.parse(st)
+	server := be.statements()
+	reparsed := server.holds(st.serverName)
 	if reparsed {
 		// The connection holds the statement, prepared by this or another
 		// session, perhaps before a table it reads changed ("cached plan must
@@ -450,7 +432,7 @@ func (sess *session) writeClientParse(be *backend, m *batchMsg) {
 		c.Writer.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgClose, wire.TargetStatement, st.serverName))
 		be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
 	}
-	c.Prepared[st.serverName] = struct{}{}
+	server.add(st.serverName)
 	be.expect.push(expectation{typ: wire.MsgParse, serverName: st.serverName, reparsed: reparsed, clientOwn: true, clientPrev: prev, stmt: st})
 	c.Writer.Write(st.frame)
 }
@@ -477,112 +459,52 @@ func (sess *session) writeDuplicateParse(be *backend, held, st *preparedStmt) {
 // statement, or nil when the client has no statement of that name.
 func (sess *session) ensurePrepared(be *backend, name string) *preparedStmt {
 	c := be.conn
+	st := sess.statements.lookup(name)
 	if name == "" {
-		st := sess.unnamed
 		if st == nil {
-			if c.Unnamed != 0 {
+			if be.unnamedID() != 0 {
 				// The connection holds another session's unnamed statement:
 				// close it, so that this Bind or Describe fails as it would
 				// on the client's own connection instead of using it.
 				c.Writer.Write(closeUnnamedStatement)
 				be.expect.push(expectation{typ: wire.MsgClose, swallow: true})
-				c.Unnamed = 0
+				be.markUnnamed(0)
 			}
 			return nil
 		}
-		if c.Unnamed == st.id {
+		if be.unnamedID() == st.id {
 			return st
 		}
 		c.Writer.Write(st.frame)
-		be.expect.push(expectation{typ: wire.MsgParse, swallow: true, unnamed: true, prevUnnamed: c.Unnamed})
-		c.Unnamed = st.id
+		be.expect.push(expectation{typ: wire.MsgParse, swallow: true, unnamed: true, prevUnnamed: be.markUnnamed(st.id)})
 		return st
 	}
-	st := sess.stmts[name]
 	if st == nil {
 		return nil
 	}
-	if _, ok := c.Prepared[st.serverName]; ok {
+	server := be.statements()
+	if server.holds(st.serverName) {
 		return st
 	}
 	c.Writer.Write(st.frame)
 	be.expect.push(expectation{typ: wire.MsgParse, swallow: true, serverName: st.serverName})
-	c.Prepared[st.serverName] = struct{}{}
+	server.add(st.serverName)
 	return st
 }
 
 // closeUnnamedStatement is a Close message for the unnamed prepared statement.
 var closeUnnamedStatement = []byte{wire.MsgClose, 0, 0, 0, 6, wire.TargetStatement, 0}
 
-// newStatement records a client's Parse. A named statement gets a
-// pgowl-managed name derived from its text and parameter types, so that any
-// backend connection, whichever client prepared it there, can run it.
+// newStatement records a client's Parse: it is classified, and named for
+// backend connections (see managedNames) in the session's current scope.
 func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
-	// The id Add returns is this statement's alone; a Load after it could
-	// see another session's increment and share its id.
-	st := &preparedStmt{id: sess.srv.stmtSeq.Add(1), name: pm.name, sql: pm.query, paramTypes: pm.paramTypes}
-	st.effects = sess.classify(pm.query, pm.paramTypes)
-	if pm.name == "" {
-		st.frame = appendFrame(make([]byte, 0, len(body)+wire.HeaderSize), wire.MsgParse, body)
-		return st
-	}
-	st.serverName, st.generationKey = sess.serverStatementName(pm)
-	rest := body[len(pm.name)+1:] // query, parameter count and types, as the client sent them
-	n := len(st.serverName) + 1 + len(rest)
-	st.frame = wire.AppendHeader(make([]byte, 0, n+wire.HeaderSize), wire.MsgParse, n)
-	st.frame = append(append(append(st.frame, st.serverName...), 0), rest...)
-	return st
-}
-
-// serverStatementName names a client's named statement on backend connections,
-// where it stays for every session that prepares the same statement. The same
-// text means the same statement only under the same search_path (a table name
-// may resolve to another table), so the session's search_path is part of the
-// name; a session whose search_path is unknown shares with no one. After a node
-// refused the statement (0A000, "cached plan must not change result type", when
-// a table changed under it) the name moves on to a new generation, so that the
-// client's re-prepare gets a fresh statement on every backend.
-func (sess *session) serverStatementName(pm parseMessage) (name, generationKey string) {
-	h := sha256.New()
-	h.Write([]byte(pm.query))
-	var oid [4]byte
-	for _, t := range pm.paramTypes {
-		binary.BigEndian.PutUint32(oid[:], t)
-		h.Write(oid[:])
-	}
-	h.Write([]byte{0})
+	// Classified first: that may bring the session's search_path up to date.
+	effects := sess.classify(pm.query, pm.paramTypes)
 	ctx := &sess.cls.ctx
-	if ctx.SearchPathUnknown {
-		var id [8]byte
-		binary.BigEndian.PutUint64(id[:], sess.id)
-		h.Write([]byte("\x00session"))
-		h.Write(id[:])
-	} else {
-		for _, schema := range ctx.SearchPath {
-			h.Write([]byte(schema))
-			h.Write([]byte{0})
-		}
-	}
-	base := hex.EncodeToString(h.Sum(nil)[:16])
-	if gen, ok := sess.srv.statementGenerations.Load(base); ok {
-		return "pgowl_" + base[:24] + "_" + strconv.FormatUint(uint64(gen.(uint32)), 10), base
-	}
-	return "pgowl_" + base, base
-}
-
-// retireStatementName makes later prepares of st's statement use a new name
-// (see serverStatementName).
-func (sess *session) retireStatementName(st *preparedStmt) {
-	if st.generationKey == "" {
-		return
-	}
-	gens := &sess.srv.statementGenerations
-	for {
-		cur, loaded := gens.LoadOrStore(st.generationKey, uint32(1))
-		if !loaded || gens.CompareAndSwap(st.generationKey, cur, cur.(uint32)+1) {
-			return
-		}
-	}
+	scope := statementScope{searchPath: ctx.SearchPath, searchPathUnknown: ctx.SearchPathUnknown, session: sess.id}
+	st := sess.srv.statementNames.newStatement(pm, body, scope)
+	st.effects = effects
+	return st
 }
 
 // writeFrameParts writes a frame whose body is two C strings and a tail.

@@ -364,7 +364,7 @@ func (sess *session) releaseIdle(be *backend) {
 		}
 		be.reset()
 	}
-	if len(be.conn.Prepared) > maxPreparedPerConn {
+	if be.statements().count() > maxPreparedPerConn {
 		// Bound what a long-lived connection accumulates.
 		if _, err := sess.runQuietly(be, "DEALLOCATE ALL"); err != nil {
 			sess.srv.opts.Pool.Release(be.conn, false)

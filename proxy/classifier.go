@@ -113,7 +113,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	if read == nil {
 		return
 	}
-	be.conn.Writer.Write(read.Messages(be.conn.Prepared))
+	be.conn.Writer.Write(read.Messages(be.statements().prepared))
 	be.expect.push(expectation{typ: wire.MsgSync, catalogueRead: read})
 	st.read = read
 }
@@ -148,7 +148,7 @@ func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) 
 			if read.Err() != nil {
 				// Prepared afresh next time (one of them may be what failed).
 				for _, name := range read.StatementNames() {
-					delete(be.conn.Prepared, name)
+					be.statements().drop(name)
 				}
 			}
 			return nil

@@ -275,10 +275,7 @@ func (sess *session) batchStatement(before int, name string) *preparedStmt {
 			return m.stmt
 		}
 	}
-	if name == "" {
-		return sess.unnamed
-	}
-	return sess.stmts[name]
+	return sess.statements.lookup(name)
 }
 
 // explainable reports whether sql is one statement EXPLAIN accepts: a
@@ -384,7 +381,7 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 		be.conn.Writer.Write(out)
 	}
 	// Either way the node's unnamed statement is gone: the client's is parsed again where it runs next.
-	be.conn.Unnamed = 0
+	be.markUnnamed(0)
 	var planJSON []byte
 	bound := sess.boundCostCheck(be)
 	code, message, err := sess.readUntilReady(be, func(body []byte) {

@@ -23,7 +23,7 @@ func deallocatedName(eff classify.Effects) (string, bool) {
 // (In a failed transaction the session sends the statement on: the node
 // refuses it as PostgreSQL would.)
 func (sess *session) deallocateClientStatement(name string) {
-	delete(sess.stmts, name)
+	sess.statements.close(name)
 	sess.send(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
 	sess.sendReady()
 	sess.log.Debug().Str("statement", name).Msg("DEALLOCATE of a protocol-level prepared statement answered by pgowl")

@@ -208,8 +208,12 @@
 //
 // A client prepares a statement once and executes it many times, and pgowl may
 // run those executions on different nodes. The session keeps every prepared
-// statement the client made (name, SQL, parameter types, effects) and each
-// backend connection records which of them it holds. When a Bind or Describe
+// statement the client made (name, SQL, parameter types, effects) in its
+// statementRegistry, and each backend connection records which of them it
+// holds (serverStatements, kept in the connection's pool.Conn.Attached slot,
+// so that the next session that gets it from the pool knows; the unnamed
+// statement's mark lapses at every simple Query the connection sends, which
+// drops it on the node). When a Bind or Describe
 // reaches a backend that lacks the statement, the session injects a Parse
 // before it and swallows that Parse's reply. A session keeps at most
 // limits.max_prepared_statements named statements of at most

@@ -293,32 +293,19 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 		return true, nil
 	}
 	portals := map[string]*preparedStmt{}
-	lookup := func(name string) *preparedStmt {
-		if name == "" {
-			return sess.unnamed
-		}
-		return sess.stmts[name]
-	}
 	for i := range sess.batch.msgs {
 		m := &sess.batch.msgs[i]
 		switch m.typ {
 		case wire.MsgParse:
-			if m.name == "" {
-				sess.unnamed = m.stmt
-			} else {
-				if sess.stmts == nil {
-					sess.stmts = make(map[string]*preparedStmt)
-				}
-				sess.stmts[m.name] = m.stmt
-			}
+			sess.statements.parse(m.stmt)
 			sess.send(&pgproto3.ParseComplete{})
 		case wire.MsgBind:
-			portals[m.portal] = lookup(m.name)
+			portals[m.portal] = sess.statements.lookup(m.name)
 			sess.send(&pgproto3.BindComplete{})
 		case wire.MsgDescribe:
 			st := portals[m.name]
 			if m.kind == wire.TargetStatement {
-				st = lookup(m.name)
+				st = sess.statements.lookup(m.name)
 				sess.send(&pgproto3.ParameterDescription{})
 			}
 			if st != nil && st.effects.Pgowl != nil && st.effects.Pgowl.Kind == classify.PgowlShow {

@@ -29,7 +29,7 @@ type expectation struct {
 	// statement is still there. Failed, the Close ran: nothing is.
 	reparsed    bool
 	unnamed     bool
-	prevUnnamed uint64
+	prevUnnamed unnamedMark
 	stmt        *preparedStmt
 	clientOwn   bool
 	clientPrev  *preparedStmt
@@ -347,14 +347,10 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 		// A skipped Close closed nothing.
 		switch {
 		case e.unnamed:
-			be.conn.Unnamed = e.prevUnnamed
-			if sess.unnamed == nil {
-				sess.unnamed = e.clientPrev
-			}
+			be.restoreUnnamed(e.prevUnnamed)
+			sess.statements.restore(e.clientPrev)
 		case e.stmt != nil:
-			if sess.stmts[e.stmt.name] == nil {
-				sess.stmts[e.stmt.name] = e.stmt
-			}
+			sess.statements.restore(e.stmt)
 		}
 		return
 	}
@@ -363,30 +359,16 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 	}
 	switch {
 	case e.unnamed && failed:
-		be.conn.Unnamed = 0
-		if e.clientOwn && sess.unnamed == e.stmt {
-			sess.unnamed = nil
-		}
+		be.markUnnamed(0)
 	case e.unnamed:
-		be.conn.Unnamed = e.prevUnnamed
-		if e.clientOwn && sess.unnamed == e.stmt {
-			sess.unnamed = e.clientPrev
-		}
+		be.restoreUnnamed(e.prevUnnamed)
 	case e.serverName != "" && e.reparsed && !failed:
 		// The Close before it was skipped too: the old statement stays.
 	case e.serverName != "":
-		delete(be.conn.Prepared, e.serverName)
+		be.statements().drop(e.serverName)
 	}
-	if e.clientOwn && !e.unnamed && e.stmt != nil && sess.stmts[e.stmt.name] == e.stmt {
-		setOrDelete(sess.stmts, e.stmt.name, e.clientPrev)
-	}
-}
-
-func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
-	if s == nil {
-		delete(m, name)
-	} else {
-		m[name] = s
+	if e.clientOwn && e.stmt != nil {
+		sess.statements.undoParse(e.stmt, e.clientPrev, failed)
 	}
 }
 

@@ -34,7 +34,7 @@ func TestRelayForwardsFramesUntouched(t *testing.T) {
 	stream := resultStream(1000)
 	var out bytes.Buffer
 	sess := relaySession(&out)
-	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 32<<10, 1<<20), Prepared: map[string]struct{}{}}}
+	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 32<<10, 1<<20)}}
 	be.expect.push(expectation{typ: 'Q'})
 	u := unit{}
 	if err := sess.relay(be, &u); err != nil {
@@ -57,7 +57,7 @@ func TestRelaySwallowsInjectedParseAndAnswersClose(t *testing.T) {
 	stream = wireReady(stream, 'I')
 	var out bytes.Buffer
 	sess := relaySession(&out)
-	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20), Prepared: map[string]struct{}{}}}
+	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20)}}
 	be.expect.push(expectation{typ: 'P', swallow: true, serverName: "pgowl_x"})
 	be.expect.push(expectation{typ: 'B'})
 	be.expect.push(expectation{typ: 'E'})
@@ -83,7 +83,7 @@ func TestRelayErrorDropsTheRestOfTheBatch(t *testing.T) {
 	stream = wireReady(stream, 'I')
 	var out bytes.Buffer
 	sess := relaySession(&out)
-	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20), Prepared: map[string]struct{}{"pgowl_a": {}}}}
+	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20), Attached: &serverStatements{prepared: map[string]struct{}{"pgowl_a": {}}}}}
 	be.expect.push(expectation{typ: 'P', serverName: "pgowl_a"}) // fails: the node never prepared it
 	be.expect.push(expectation{typ: 'B'})
 	be.expect.push(expectation{typ: 'E'})
@@ -95,7 +95,7 @@ func TestRelayErrorDropsTheRestOfTheBatch(t *testing.T) {
 	if u.errCode != "22012" {
 		t.Fatalf("unit error code %q, want 22012", u.errCode)
 	}
-	if _, ok := be.conn.Prepared["pgowl_a"]; ok {
+	if be.statements().holds("pgowl_a") {
 		t.Fatal("a Parse that failed is still recorded as prepared on the connection")
 	}
 }
@@ -106,7 +106,7 @@ func BenchmarkRelayDataRows(b *testing.B) {
 	stream := resultStream(1000)
 	src := bytes.NewReader(stream)
 	sess := relaySession(io.Discard)
-	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(src, 32<<10, 1<<20), Prepared: map[string]struct{}{}}}
+	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(src, 32<<10, 1<<20)}}
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -71,10 +71,8 @@ type Server struct {
 	clients  atomic.Int64
 	logins   *loginGate
 	loginLog *loginLog
-	stmtSeq  atomic.Uint64
-	// statementGenerations counts, per statement (generationKey), how often a node refused
-	// its managed prepared statement (0A000): the server-side name changes each time.
-	statementGenerations sync.Map
+	// statementNames names client statements on backend connections (statement_registry.go).
+	statementNames managedNames
 	// transactionPooling gives backends back to the pool after every unit
 	// that leaves nothing on them (pool.mode: transaction). A reload cannot change it.
 	transactionPooling bool

@@ -65,8 +65,8 @@ type session struct {
 	// and whether the node must be asked what remains (pins.go).
 	pins sessionPins
 
-	stmts   map[string]*preparedStmt
-	unnamed *preparedStmt
+	// statements are the client's prepared statements (statement_registry.go).
+	statements statementRegistry
 
 	// idleTransactionDeadline: the client connection has a read deadline,
 	// limits.idle_transaction_timeout, because the session is idle inside a
@@ -134,35 +134,6 @@ type backend struct {
 	// multi-statement string). The connection is reset with DISCARD ALL or
 	// closed before another session gets it.
 	dirty bool
-}
-
-// reset follows a DISCARD ALL that ran on be's connection: nothing pgowl
-// left there remains, neither prepared statements nor settings, and the
-// connection's record says so for the next session that gets it.
-func (be *backend) reset() {
-	be.forgetPrepared()
-	be.conn.Settings = pool.Settings{}
-}
-
-// forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
-// connection: it holds no prepared statement, named or unnamed.
-func (be *backend) forgetPrepared() {
-	clear(be.conn.Prepared)
-	be.conn.Unnamed = 0
-}
-
-// preparedStmt is a statement the client prepared with Parse.
-type preparedStmt struct {
-	id         uint64 // unique in the process
-	name       string // the client's name
-	serverName string // the name on backend connections (named statements only)
-	// generationKey identifies the statement (text, parameter types, search_path) across
-	// generations of serverName (see serverStatementName).
-	generationKey string
-	sql           string
-	paramTypes    []uint32
-	frame         []byte // the Parse frame sent to a backend, to prepare it anywhere
-	effects       classify.Effects
 }
 
 func (sess *session) send(msg pgproto3.BackendMessage) error {
@@ -341,7 +312,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.sendReady()
 		return nil
 	}
-	if name, ok := deallocatedName(eff); ok && sess.stmts[name] != nil && !sess.txState().failed() {
+	if name, ok := deallocatedName(eff); ok && sess.statements.lookup(name) != nil && !sess.txState().failed() {
 		sess.deallocateClientStatement(name)
 		return nil
 	}
@@ -363,7 +334,7 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		be.conn.WriteQueryBody(body)
 		be.expect.push(expectation{typ: wire.MsgQuery})
 		// A simple Query replaces the unnamed statement, for the client too.
-		sess.unnamed = nil
+		sess.statements.forgetUnnamed()
 	})
 }
 
@@ -569,7 +540,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// it again get a fresh one (the client's current one fails on, as
 		// it would on its own connection, until the client prepares again).
 		for _, st := range u.stmts {
-			sess.retireStatementName(st)
+			sess.srv.statementNames.retire(st)
 		}
 	}
 	if u.effects.CatalogueChange && !u.runsNothing {
@@ -767,8 +738,7 @@ func (sess *session) applySets(be *backend, sets []string) {
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement
 // survives, neither the client's nor the connection's.
 func (sess *session) forgetStatements(be *backend) {
-	clear(sess.stmts)
-	sess.unnamed = nil
+	sess.statements.forgetAll()
 	be.forgetPrepared()
 }
 

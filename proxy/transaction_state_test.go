@@ -11,7 +11,7 @@ import (
 
 // heldBackend is a backend the session holds, whose node last reported status.
 func heldBackend(status byte) *backend {
-	return &backend{conn: &pool.Conn{TxStatus: status, Prepared: map[string]struct{}{}}, node: "n1"}
+	return &backend{conn: &pool.Conn{TxStatus: status}, node: "n1"}
 }
 
 // txStateCase is one state of a session between units: the fields that hold
