@@ -112,7 +112,7 @@ func selectStarUntilOK(ctx context.Context, conn *pgx.Conn, sql string, tries in
 // again. The stale statement is never replaced: every later execution, by
 // this client and by every other client that sends the same text to that
 // backend, fails with 0A000 until the backend is closed (pool.max_lifetime).
-// Nothing removes a statement from conn.Prepared after 0A000.
+// Nothing removes a statement from the connection's record of prepared names (proxy/server_statements.go) after 0A000.
 func TestPgxCachedPlanAfterAlterTable(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Pool.MaxPerNode = 1 })
@@ -171,7 +171,7 @@ func TestPgxCachedPlanAfterAlterTable(t *testing.T) {
 // survive B deallocating it: TestDeallocateByNameFromOtherSession
 // passes). Suspected cause: managed statements are left on the pooled
 // backend and shared by text hash (proxy/batch.go writeClientParse,
-// releaseIdle keeps conn.Prepared). Another session must see nothing of A's (README: session state
+// releaseIdle keeps the connection's record of prepared names). Another session must see nothing of A's (README: session state
 // "never reaches another client"). By design, for now (README "Limits"): the test reports it.
 func TestPreparedStatementsVisibleToOtherSession(t *testing.T) {
 	c := sharedClusterFor(t)

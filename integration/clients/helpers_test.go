@@ -269,6 +269,9 @@ func startOwlProcess(t *testing.T, c *cluster.Cluster) *owlProcess {
 			"PGOWL_NODES="+string(nodesJSON),
 			"PGOWL_USERS="+string(usersJSON),
 			"PGOWL_MONITOR_INTERVAL=100ms",
+			// No admin listener: its default port (6480) would collide
+			// with any other pgowl running on this machine.
+			"PGOWL_ADMIN_LISTEN=",
 		)
 		cmd.Stdout, cmd.Stderr = logs, logs
 		if err := cmd.Start(); err != nil {
