@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -40,48 +41,17 @@ func TestNewRoleReadBeforeStandbyReplays(t *testing.T) {
 	})
 
 	standbys := c.Nodes[1:]
-	resumed := false
-	resume := func() {
-		if resumed {
-			return
-		}
-		resumed = true
-		for _, n := range standbys {
-			if err := n.ResumeReplay(context.Background()); err != nil {
-				t.Errorf("resume replay on %s: %v", n.Name, err)
-			}
-		}
-	}
+	resume := pauseStandbyReplay(t, ctx, standbys)
 	t.Cleanup(func() {
 		resume()
 		if err := primary.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
 			t.Logf("drop %s: %v", role, err)
 		}
 	})
-	for _, n := range standbys {
-		if err := n.PauseReplay(ctx); err != nil {
-			t.Fatalf("pause replay on %s: %v", n.Name, err)
-		}
-	}
 	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until pgowl's monitor has sampled the primary past the standbys
-	// (the role is in WAL they have not replayed), with both still qualifying.
-	o.waitSnapshot(t, 30*time.Second, "the primary ahead of both standbys, which stay within the lag limit", func(s *route.Snapshot) bool {
-		var primaryAt route.LSN
-		for _, n := range s.Nodes {
-			if n.Role == route.RolePrimary {
-				primaryAt = n.WALPosition
-			}
-		}
-		for _, n := range s.Nodes {
-			if n.Role == route.RoleStandby && (!n.Up || !n.LagKnown || n.WALPosition == 0 || n.WALPosition >= primaryAt) {
-				return false
-			}
-		}
-		return primaryAt != 0
-	})
+	waitPrimaryAheadOfStandbys(t, o)
 
 	notices := &noticeLog{}
 	conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, role, password, notices))
@@ -142,6 +112,113 @@ func TestNewRoleReadBeforeStandbyReplays(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestNewDatabaseReadBeforeStandbyReplays is the same for a database just
+// created on the primary: the standbys refuse the backend login with 3D000
+// (database does not exist), and the read falls back to the primary instead
+// of ending the session.
+func TestNewDatabaseReadBeforeStandbyReplays(t *testing.T) {
+	c := sharedClusterFor(t)
+	ctx := timeoutCtx(t, 3*time.Minute)
+	primary := c.Nodes[0]
+	const database = "owl_fresh_db"
+
+	if err := primary.Exec(ctx, "DROP DATABASE IF EXISTS "+database+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, c)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Routing.MaxReplicaLag = 2 * time.Minute
+		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
+	})
+	standbys := c.Nodes[1:]
+	resume := pauseStandbyReplay(t, ctx, standbys)
+	var conn *pgx.Conn
+	t.Cleanup(func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+		resume()
+		if err := primary.Exec(context.Background(), "DROP DATABASE IF EXISTS "+database+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", database, err)
+		}
+	})
+	if err := primary.Exec(ctx, "CREATE DATABASE "+database); err != nil {
+		t.Fatal(err)
+	}
+	waitPrimaryAheadOfStandbys(t, o)
+
+	notices := &noticeLog{}
+	cfg, err := pgx.ParseConfig(o.dsn(appUser, appPassword, database, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = notices.add
+	if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		t.Fatalf("login through pgowl to the new database: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		var db string
+		if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+			t.Fatalf("read %d in the new database before the standbys replayed it: %v", i+1, err)
+		}
+		if db != database {
+			t.Fatalf("read %d: current_database() = %q, want %q", i+1, db, database)
+		}
+		if detail := routingDetail(notices); !strings.Contains(detail, "reason=FALLBACK_PRIMARY") || !strings.Contains(detail, "login_refused=") {
+			t.Errorf("read %d: routing NOTICE detail %q, want FALLBACK_PRIMARY with login_refused", i+1, detail)
+		}
+	}
+	if !strings.Contains(o.logs.String(), `"sqlstate":"3D000"`) {
+		t.Error("pgowl's log does not show a standby refusing the login with 3D000")
+	}
+}
+
+// pauseStandbyReplay pauses WAL replay on standbys and returns the function
+// that resumes it (once; also called when t ends).
+func pauseStandbyReplay(t *testing.T, ctx context.Context, standbys []*cluster.Node) func() {
+	t.Helper()
+	resumed := false
+	resume := func() {
+		if resumed {
+			return
+		}
+		resumed = true
+		for _, n := range standbys {
+			if err := n.ResumeReplay(context.Background()); err != nil {
+				t.Errorf("resume replay on %s: %v", n.Name, err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	for _, n := range standbys {
+		if err := n.PauseReplay(ctx); err != nil {
+			t.Fatalf("pause replay on %s: %v", n.Name, err)
+		}
+	}
+	return resume
+}
+
+// waitPrimaryAheadOfStandbys waits until o's monitor has sampled the
+// primary past every standby (what was just created is in WAL they have not
+// replayed), with the standbys still up and their lag known.
+func waitPrimaryAheadOfStandbys(t *testing.T, o *owl) {
+	t.Helper()
+	o.waitSnapshot(t, 30*time.Second, "the primary ahead of every standby, which stay within the lag limit", func(s *route.Snapshot) bool {
+		var primaryAt route.LSN
+		for _, n := range s.Nodes {
+			if n.Role == route.RolePrimary {
+				primaryAt = n.WALPosition
+			}
+		}
+		for _, n := range s.Nodes {
+			if n.Role == route.RoleStandby && (!n.Up || !n.LagKnown || n.WALPosition == 0 || n.WALPosition >= primaryAt) {
+				return false
+			}
+		}
+		return primaryAt != 0
+	})
 }
 
 // routingDetail returns the DETAIL of the last routing NOTICE received
