@@ -334,9 +334,15 @@ func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, 
 		r.until = now.Add(sess.srv.live().policy.MaxReplicaLag)
 		// The role was created before the client logged in, so before
 		// the primary's position now; the snapshot's is the newest known.
+		// A sample older than the creation may show the standby there
+		// already: then it must at least replay something more.
 		for i := range snap.Nodes {
-			if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Up && n.WALPosition > r.replayPast {
+			n := &snap.Nodes[i]
+			switch {
+			case n.Role == route.RolePrimary && n.Up && n.WALPosition > r.replayPast:
 				r.replayPast = n.WALPosition
+			case i == dec.NodeIndex && n.WALPosition != 0 && n.WALPosition+1 > r.replayPast:
+				r.replayPast = n.WALPosition + 1
 			}
 		}
 	}
