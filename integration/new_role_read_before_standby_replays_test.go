@@ -114,6 +114,55 @@ func TestNewRoleReadBeforeStandbyReplays(t *testing.T) {
 	}
 }
 
+// TestNewRoleReadBeforeStandbyReplaysUnderReject is the same under
+// routing.when_no_standby: reject: the read is refused with
+// NO_READABLE_REPLICA naming the standbys that refused the login, an ERROR
+// and not the standby's FATAL, and the session stays usable.
+func TestNewRoleReadBeforeStandbyReplaysUnderReject(t *testing.T) {
+	c := sharedClusterFor(t)
+	ctx := timeoutCtx(t, 3*time.Minute)
+	primary := c.Nodes[0]
+	const role, password = "owl_fresh_role_rejected", "fresh-role-pass"
+
+	if err := primary.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, c)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Auth.QueryEnabled = true
+		cfg.Auth.CacheTTL = time.Second
+		cfg.Routing.MaxReplicaLag = 2 * time.Minute
+		cfg.Routing.WhenNoStandby = config.WhenNoStandbyReject
+	})
+	resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
+	t.Cleanup(func() {
+		resume()
+		if err := primary.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Logf("drop %s: %v", role, err)
+		}
+	})
+	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
+		t.Fatal(err)
+	}
+	waitPrimaryAheadOfStandbys(t, o)
+
+	conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, role, password, &noticeLog{}))
+	if err != nil {
+		t.Fatalf("login through pgowl as the new role: %v", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "SELECT 1")
+	if pgErr := wantSQLState(t, "a read while every standby refuses the login, under reject", err, "57P03"); pgErr != nil {
+		if pgErr.Severity != "ERROR" || !strings.Contains(pgErr.Message, "NO_READABLE_REPLICA") || !strings.Contains(pgErr.Message, "refused it") {
+			t.Errorf("refusal %s %q, want an ERROR NO_READABLE_REPLICA saying the standbys refused the login", pgErr.Severity, pgErr.Message)
+		}
+	}
+	var who string
+	if err := conn.QueryRow(ctx, "/*pgowl:primary*/ SELECT current_user").Scan(&who); err != nil || who != role {
+		t.Fatalf("the session is not usable after the refusal: %q, %v", who, err)
+	}
+}
+
 // TestNewDatabaseReadBeforeStandbyReplays is the same for a database just
 // created on the primary: the standbys refuse the backend login with 3D000
 // (database does not exist), and the read falls back to the primary instead
