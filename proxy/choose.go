@@ -244,6 +244,10 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	r.Now = time.Now()
 	deadline := r.Now.Add(wait)
+	if r.MayReadOnStandby() {
+		// Standbys that refused this login a moment ago (node_login_refusals.go).
+		r.Session.LoginRefused = sess.srv.nodeLoginRefusals.refusedMask(snap, sess.login.User, sess.login.Database, r.Now)
+	}
 	for {
 		out, err := route.Plan(r)
 		if u.decideTime == 0 {
@@ -270,16 +274,34 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		}
 		dec := out.Decision
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
-		if err == nil || !connectFailure(err) || !time.Now().Before(deadline) {
+		if err == nil {
+			return be, out, nil
+		}
+		refusal := nodeRefusalOfLogin(err)
+		if refusal != nodeLoginAccepted && dec.Role == route.RoleStandby && dec.NodeIndex >= 0 && dec.NodeIndex < 64 &&
+			!skippedNode(r.Session.LoginRefused, dec.NodeIndex) {
+			// The standby cannot serve this login now (the role or database
+			// is not replayed there yet, or it does not accept connections):
+			// not the client's error. Plan again without it.
+			sess.noteLoginRefused(r.Snapshot, dec, err, refusal)
+			r.Session.LoginRefused |= 1 << uint(dec.NodeIndex)
+			r.Now = time.Now()
+			continue
+		}
+		primaryNotAccepting := refusal == nodeLoginNotAccepting && dec.Role == route.RolePrimary
+		if !(connectFailure(err) || primaryNotAccepting) || !time.Now().Before(deadline) {
 			return be, out, err
 		}
-		// The chosen node did not answer although the monitor last saw it up:
-		// it may be dying. Wait for the monitor to see it down, or to choose
-		// another node, then plan again (bounded by routing.primary_wait).
-		pr, failed := r, dec.Node
+		// The chosen node did not answer although the monitor last saw it up,
+		// or the primary does not accept connections now (starting up,
+		// shutting down: a switchover may be under way). Wait for the monitor
+		// to see it down, or to choose another node, or, for a primary not
+		// accepting connections, for the monitor's next answer from it; then
+		// plan again (bounded by routing.primary_wait).
+		pr, failed, failedAt := r, dec.Node, time.Now()
 		snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
 			for _, n := range s.Nodes {
-				if n.Name == failed && !n.Up {
+				if n.Name == failed && (!n.Up || primaryNotAccepting && n.SampledAt.After(failedAt)) {
 					return true
 				}
 			}
@@ -293,6 +315,44 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		r.Snapshot, r.Now = snap, time.Now()
 		sess.notePoolRoom(&r, snap)
 	}
+}
+
+// skippedNode reports whether bit i of mask is set.
+func skippedNode(mask uint64, i int) bool { return i >= 0 && i < 64 && mask&(1<<uint(i)) != 0 }
+
+// noteLoginRefused logs a standby's refusal of the session's backend login
+// and remembers it for the login (node, user, database), so that the
+// session's next reads, and other sessions of the same login, do not try
+// the standby again until it can have replayed what it lacked
+// (node_login_refusals.go).
+func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, err error, refusal nodeLoginRefusal) {
+	now := time.Now()
+	r := nodeLoginRefused{until: now.Add(notAcceptingMemory)}
+	why := "the node is not accepting connections"
+	if refusal == nodeLoginNotReplayed {
+		why = "the role or database is not replayed there yet"
+		r.until = now.Add(sess.srv.live().policy.MaxReplicaLag)
+		// The role was created before the client logged in, so before
+		// the primary's position now; the snapshot's is the newest known.
+		// A sample older than the creation may show the standby there
+		// already: then it must at least replay something more.
+		for i := range snap.Nodes {
+			n := &snap.Nodes[i]
+			switch {
+			case n.Role == route.RolePrimary && n.Up && n.WALPosition > r.replayPast:
+				r.replayPast = n.WALPosition
+			case i == dec.NodeIndex && n.WALPosition != 0 && n.WALPosition+1 > r.replayPast:
+				r.replayPast = n.WALPosition + 1
+			}
+		}
+	}
+	sess.srv.nodeLoginRefusals.remember(nodeLoginKey{dec.Node, sess.login.User, sess.login.Database}, r, now)
+	code := ""
+	if pgErr := pool.PgError(err); pgErr != nil {
+		code = pgErr.Code
+	}
+	sess.log.Info().Str("node", dec.Node).Str("sqlstate", code).Str("why", why).Time("remembered_until", r.until).
+		Stringer("until_replayed", r.replayPast).Msg("a standby refused the session's backend login; the read is planned again without it")
 }
 
 // awaitSnapshot waits until deadline for a node snapshot that satisfies
@@ -342,6 +402,7 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		}
 		return nil, err
 	}
+	sess.srv.nodeLoginRefusals.forget(nodeLoginKey{node, sess.login.User, sess.login.Database})
 	return sess.backends.add(c, node, role), nil
 }
 

@@ -157,7 +157,13 @@
 // standby when the plan says so (route.Outcome.LeaveHeldBatch), drops a held
 // backend the plan refuses (PRIMARY_REPLACED), acquires the backend, and
 // within routing.primary_wait waits for a primary or for a node that did not
-// answer to be seen down, then plans again. The login's node order is
+// answer to be seen down (or for a primary that refused the login with
+// 57P03 to answer the monitor again), then plans again. A standby that
+// refuses the session's backend login (28P01, 28000, 3D000: the role or
+// database is not replayed there yet; 57P03) is not the client's error:
+// choose plans again with it in route.SessionFacts.LoginRefused, and
+// node_login_refusals.go remembers the refusal per (node, user, database)
+// for a short, bounded while. The login's node order is
 // route.PlanLogin. Whether a simple Query is a BEGIN pgowl answers itself is
 // route.PlanArrival (session.planArrival gathers its facts), and whether a
 // unit may be sent again after its backend died is the plan's

@@ -51,6 +51,10 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	if dec.FallbackRule != "" {
 		ev = ev.Str("fallback_rule", dec.FallbackRule)
 	}
+	if dec.LoginRefused != "" {
+		// The standbys that refused the session's login (FALLBACK_PRIMARY).
+		ev = ev.Str("login_refused", dec.LoginRefused)
+	}
 	if g := &u.guard; g.cfg != nil {
 		ev = ev.Str("guard", g.cfg.Name)
 		if v := g.verdict; v != nil {
@@ -105,6 +109,9 @@ func (l *lastUnit) explain() string {
 		if dec.Behind != "" {
 			text += " behind=" + dec.Behind
 		}
+	}
+	if dec.LoginRefused != "" {
+		text += " login_refused=" + dec.LoginRefused
 	}
 	if chain := eff.ChainString(); chain != "" {
 		text += "\nchain: " + chain

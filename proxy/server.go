@@ -94,6 +94,8 @@ type Server struct {
 	// userWrites are the write positions shared per user and database
 	// (routing.read_your_writes: user).
 	userWrites userWritePositions
+	// nodeLoginRefusals are the standbys that refused a login a moment ago.
+	nodeLoginRefusals nodeLoginRefusals
 
 	mu       sync.Mutex
 	sessions map[cancelKey]*session

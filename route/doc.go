@@ -101,6 +101,13 @@
 //     refuses or sends to the primary is left as it is. A position from a
 //     timeline older than the primary's is capped at the primary's sampled
 //     position: past the fork point it is lost on every node.
+//   - Standbys that refused the session's backend login just now
+//     (SessionFacts.LoginRefused: a role or database not replayed there
+//     yet, or a node not accepting connections) never get the read
+//     (Request.Exclude). When they were the only qualifying standbys the
+//     read follows Policy.WhenNoStandby: FALLBACK_PRIMARY with FallbackRule
+//     NO_READABLE_REPLICA and Decision.LoginRefused naming them, or the
+//     refusal NO_READABLE_REPLICA saying so. A write is not affected.
 //   - A held backend whose open batch (sent at a Flush) only read on a
 //     standby, outside a block, without an error and with no reply
 //     pending, is left when the next part needs the primary, unless a pin,

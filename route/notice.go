@@ -55,10 +55,13 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 		b.WriteString(d.Node)
 	case ReasonFallbackPrimary:
 		b.WriteString("it only reads, but ")
-		switch d.FallbackRule {
-		case codeNames[NoReadableReplica]:
+		switch {
+		case d.LoginRefused != "":
+			writeNodeList(&b, d.LoginRefused)
+			b.WriteString(" refused this session's login: the role or database is not replayed there yet, or it is not accepting connections")
+		case d.FallbackRule == codeNames[NoReadableReplica]:
 			b.WriteString("no standby is up")
-		case codeNames[ReplicaLagExceeded]:
+		case d.FallbackRule == codeNames[ReplicaLagExceeded]:
 			b.WriteString("no standby's lag is within ")
 			if maxLag > 0 {
 				b.writeDuration(maxLag)
@@ -132,6 +135,17 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 	return b
 }
 
+// writeNodeList writes a comma-joined list of node names ("pg2,pg3") as
+// words ("pg2, pg3").
+func writeNodeList(b *noticeText, names string) {
+	for i := 0; i < len(names); i++ {
+		*b = append(*b, names[i])
+		if names[i] == ',' {
+			*b = append(*b, ' ')
+		}
+	}
+}
+
 // writeLag adds a standby's lag, as in the READ_ONLY wording.
 func writeLag(b *noticeText, d Decision, maxLag time.Duration) {
 	if d.Role != RoleStandby || !d.LagKnown {
@@ -159,7 +173,8 @@ func writeSubject(b *noticeText, subject string) {
 // NoticeDetail renders the decision for tools. It begins exactly
 // "node=<name> role=<role> reason=<CODE> lag_ms=<n>", where lag_ms is the
 // chosen node's effective lag (0 for a primary, -1 if unknown), and may append
-// " fallback=<CODE>" and " subject=<subject>"; a subject containing spaces,
+// " fallback=<CODE>", " login_refused=<node>[,<node>...]" (FALLBACK_PRIMARY
+// because those standbys refused the session's login) and " subject=<subject>"; a subject containing spaces,
 // quotes, '=' or non-printing characters is quoted Go-style. A read that had
 // to see the session's last write ends with " wait_lsn=<X/Y>" and, when the
 // chosen standby's (or for READ_YOUR_WRITES the lacking standby's) replay
@@ -189,6 +204,10 @@ func (d Decision) AppendNoticeDetail(dst []byte) []byte {
 	if d.FallbackRule != "" {
 		b.WriteString(" fallback=")
 		b.WriteString(d.FallbackRule)
+	}
+	if d.LoginRefused != "" {
+		b.WriteString(" login_refused=")
+		b.WriteString(d.LoginRefused)
 	}
 	if d.Subject != "" {
 		b.WriteString(" subject=")

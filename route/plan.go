@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -244,6 +245,13 @@ type SessionFacts struct {
 	// standby seen to replay ReadAfter; the read goes to the primary
 	// (READ_YOUR_WRITES) or is refused (Policy.ReadYourWritesReject).
 	ReadAfterWaitOver bool
+	// LoginRefused marks standbys that refused the session's login just now
+	// (bit i is Snapshot.Nodes[i]): the role or database is not replayed
+	// there yet (28P01, 28000, 3D000), or the node does not accept
+	// connections (57P03). A read never goes there; when they were the only
+	// qualifying standbys, the read follows Policy.WhenNoStandby, and the
+	// decision or the refusal names them.
+	LoginRefused uint64
 }
 
 // PlanRequest is everything a routing plan depends on.
@@ -322,6 +330,9 @@ func Plan(r PlanRequest) (Outcome, error) {
 	}
 	req.SessionMaxLag = s.MaxLag
 	req.Turn = s.Turn
+	if req.Access == AccessRead {
+		req.Exclude |= s.LoginRefused
+	}
 	out.Request = req
 	pol := r.Policy
 	if st.Shape != ShapeExecutes {
@@ -330,6 +341,12 @@ func Plan(r PlanRequest) (Outcome, error) {
 		pol.WhenNoStandby = UsePrimary
 	}
 	dec, err := Decide(req, snap, pol, r.Now)
+	if req.Access == AccessRead && req.Exclude != 0 {
+		// The standbys that refused the login may be why none qualified.
+		if dec, err = blameRefusedLogins(req, snap, pol, r.Now, dec, err); err != nil {
+			return out, err
+		}
+	}
 	if err != nil {
 		return out, err
 	}
@@ -378,6 +395,46 @@ func Plan(r PlanRequest) (Outcome, error) {
 	}
 	out.Decision = dec
 	return out, nil
+}
+
+// blameRefusedLogins names the standbys in req.Exclude that refused the
+// session's login when, without them, no standby qualified for the read
+// (Decide fell back to the primary or refused it) although one of them
+// would have: the fallback's notice says so, and a refusal is
+// NO_READABLE_REPLICA saying so. Otherwise dec and err stand.
+func blameRefusedLogins(req Request, snap *Snapshot, pol Policy, now time.Time, dec Decision, err error) (Decision, error) {
+	if err == nil && dec.Reason != ReasonFallbackPrimary {
+		return dec, nil
+	}
+	var rerr *Error
+	if err != nil && (!errors.As(err, &rerr) || (rerr.Code != NoReadableReplica && rerr.Code != ReplicaLagExceeded)) {
+		return dec, err
+	}
+	maxLag := EffectiveMaxLag(pol, req)
+	var refused []string
+	for i := range snap.Nodes {
+		if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok && skipped(req.Exclude, i) {
+			refused = append(refused, snap.Nodes[i].Name)
+		}
+	}
+	if len(refused) == 0 {
+		return dec, err
+	}
+	names := strings.Join(refused, ",")
+	if err == nil {
+		dec.FallbackRule, dec.LoginRefused = codeNames[NoReadableReplica], names
+		return dec, nil
+	}
+	what := "no standby can take this session's login now (" + strings.Join(refused, ", ") + " refused it: the role or database may not be replayed there yet, or the node is not accepting connections)"
+	if pol.WhenNoStandby == UsePrimary {
+		what += ", and no primary is available to fall back to"
+	}
+	return Decision{}, NewError(NoReadableReplica, what, nodeDetail(snap, now, func(i int, n *NodeState) string {
+		if skipped(req.Exclude, i) && n.Role == RoleStandby {
+			return "refused the session's login"
+		}
+		return ""
+	}))
 }
 
 // spreadReads moves a read off a standby whose pool is exhausted to another

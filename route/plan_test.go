@@ -71,6 +71,8 @@ type caseSession struct {
 	Replayed          map[string]route.LSN `json:"replayed,omitempty"` // learned replay positions by node
 	ReadAfterWaitOver bool                 `json:"read_after_wait_over,omitempty"`
 	Guard             *caseGuard           `json:"guard,omitempty"`
+	// LoginRefused names the standbys that refused the session's login.
+	LoginRefused []string `json:"login_refused,omitempty"`
 }
 
 // caseGuard is a guarded statement's traffic class: its busy limits and its
@@ -110,8 +112,13 @@ type planExpected struct {
 	WaitLSN               string        `json:"wait_lsn,omitempty"`
 	NodeLSN               string        `json:"node_lsn,omitempty"`
 	Behind                string        `json:"behind,omitempty"`
-	// NoticeDetail is the NOTICE's DETAIL, checked for read-your-writes cases.
+	// LoginRefused is Decision.LoginRefused.
+	LoginRefused string `json:"login_refused,omitempty"`
+	// NoticeDetail is the NOTICE's DETAIL, checked for read-your-writes
+	// and login-refused cases.
 	NoticeDetail string `json:"notice_detail,omitempty"`
+	// Notice is the NOTICE's message, checked for login-refused cases.
+	Notice string `json:"notice,omitempty"`
 }
 
 type caseDecision struct {
@@ -214,6 +221,7 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 		}
 	}
 	s.ReadAfterWaitOver = c.Session.ReadAfterWaitOver
+	s.LoginRefused = nodeMask(t, snap, c.Session.LoginRefused)
 	return r
 }
 
@@ -266,6 +274,11 @@ func planOutcome(out route.Outcome, err error) planExpected {
 		}
 		got.Behind = d.Behind
 		got.NoticeDetail = d.NoticeDetail()
+	}
+	if d.LoginRefused != "" {
+		got.LoginRefused = d.LoginRefused
+		got.NoticeDetail = d.NoticeDetail()
+		got.Notice = d.NoticeMessage(0)
 	}
 	return got
 }
@@ -395,6 +408,19 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		if c.Session.ReadAfter != 0 {
 			facts["read after"] = true
 		}
+		if len(c.Session.LoginRefused) > 0 {
+			facts["login refused"] = true
+			switch {
+			case c.Expected.LoginRefused != "":
+				outputs["login refused: fallback to the primary"] = true
+			case c.Expected.ErrorCode == "NO_READABLE_REPLICA":
+				outputs["login refused: no readable replica"] = true
+			case c.Expected.Role == "standby":
+				outputs["login refused: another standby"] = true
+			case c.Statement.Access == route.AccessWrite && c.Expected.Role == "primary":
+				outputs["login refused: a write stays on the primary"] = true
+			}
+		}
 		if strings.Contains(strings.ToUpper(c.Statement.Subject), "LOAD") && c.Session.Pins != 0 {
 			facts["LOAD while pinned"] = true
 		}
@@ -420,7 +446,7 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	}
 	for _, f := range []string{"deferred begin", "prepare_only", "ends_no_transaction", "avoid", "primary only", "held", "login", "LOAD while pinned", "guard", "read after",
 		"transaction pooling", "batch pending", "deferred open", "sets isolation", "left read-only batch",
-		"held open read-only batch", "held replies pending", "names serializable", "session effects", "unparsed",
+		"held open read-only batch", "held replies pending", "names serializable", "session effects", "unparsed", "login refused",
 		"several statements", "tx begin", "tx begin_read_only", "tx commit", "tx rollback", "deferred aborted"} {
 		if !facts[f] {
 			t.Errorf("no case with %s", f)
@@ -428,7 +454,9 @@ func TestPlanGoldenCoverage(t *testing.T) {
 	}
 	for _, o := range []string{"arrival defer_begin", "arrival route", "arrival commit_deferred", "arrival rollback_deferred",
 		"arrival refuse_aborted", "leave held batch", "carries begin", "deferred begin not carried",
-		"resend never", "resend if_not_run", "resend prepare_only", "resend read"} {
+		"resend never", "resend if_not_run", "resend prepare_only", "resend read",
+		"login refused: fallback to the primary", "login refused: no readable replica", "login refused: another standby",
+		"login refused: a write stays on the primary"} {
 		if !outputs[o] {
 			t.Errorf("no case whose outcome is %s", o)
 		}

@@ -41,7 +41,7 @@ func planReadAfter(req *Request, s *SessionFacts, snap *Snapshot, pol Policy, no
 		// Ask the qualifying standby nearest to the position.
 		maxLag, ask := EffectiveMaxLag(pol, *req), first.NodeIndex
 		for i := range snap.Nodes {
-			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok && replayedAt(snap, i, s.Replayed) > replayedAt(snap, ask, s.Replayed) {
+			if _, ok := qualifyingLag(&snap.Nodes[i], pol, now, maxLag); ok && !skipped(s.LoginRefused, i) && replayedAt(snap, i, s.Replayed) > replayedAt(snap, ask, s.Replayed) {
 				ask = i
 			}
 		}

@@ -201,4 +201,8 @@ type Decision struct {
 	// Behind names, for READ_YOUR_WRITES, the standby that had not replayed
 	// ReadAfter within the wait.
 	Behind string
+	// LoginRefused names, for FALLBACK_PRIMARY, the standbys that qualified
+	// but refused the session's login (SessionFacts.LoginRefused), joined
+	// by commas ("pg2,pg3"); empty otherwise.
+	LoginRefused string
 }
