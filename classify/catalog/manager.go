@@ -57,7 +57,8 @@ type Options struct {
 // Per database, the state is: no catalogue (the first Catalogue call loads it); current (held, no
 // change pending: Catalogue answers at once); pending (Changed was called: Held reports it not
 // current, and Catalogue waits, at most Wait, for a read that started after the last Changed);
-// loading (one read runs; changes and lookups arriving meanwhile are read by the next one).
+// loading (one read runs, or a session's read is patched in; changes and lookups arriving
+// meanwhile are read by the next one).
 type Manager struct {
 	opts Options
 	mu   sync.RWMutex
@@ -72,7 +73,7 @@ type database struct {
 	dirty, stale atomic.Bool
 
 	mu      sync.Mutex
-	loading chan struct{} // non-nil while a read runs; closed when it ends
+	loading chan struct{} // non-nil while a read runs or a session's read is patched in; closed when it ends
 	// generation advances with every Changed and Lookup; changed is the generation of the last
 	// Changed, and applied the generation the held catalogue reflects.
 	generation, changed, applied uint64
