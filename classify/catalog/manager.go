@@ -74,6 +74,11 @@ type database struct {
 
 	mu      sync.Mutex
 	loading chan struct{} // non-nil while a read runs or a session's read is patched in; closed when it ends
+	// patching: loading is a session's read being patched in (ChangedAndRead), not a read.
+	// readWhenPatched: a committed change was told meanwhile; it is read once the patch is in.
+	// (A change only about to be made, told while the patch runs, is not: the session that
+	// makes it reads it itself, or a statement that needs it starts the read.)
+	patching, readWhenPatched bool
 	// generation advances with every Changed and Lookup; changed is the generation of the last
 	// Changed, and applied the generation the held catalogue reflects.
 	generation, changed, applied uint64
@@ -242,6 +247,8 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 			// statement; that statement waits only for what is left of the read.
 			if db.loading == nil && db.cat.Load() != nil {
 				m.startLoad(db)
+			} else if db.patching {
+				db.readWhenPatched = true
 			}
 		}()
 	}

@@ -314,6 +314,14 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	started := time.Now()
 	db := m.state(name)
 	db.mu.Lock()
+	for db.loading != nil && db.patching {
+		// The session's previous read is still being patched in (a change right behind a
+		// change): that takes well under a millisecond, a read of the Manager's own far longer.
+		done := db.loading
+		db.mu.Unlock()
+		<-done
+		db.mu.Lock()
+	}
 	old := db.cat.Load()
 	if db.loading != nil || old == nil || db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
 		db.mu.Unlock()
@@ -323,7 +331,7 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	// The change is committed and read: once patched, the catalogue reflects every generation so
 	// far. Until then the change is pending and the read slot taken.
 	done := make(chan struct{})
-	db.loading = done
+	db.loading, db.patching = done, true
 	db.generation++
 	generation := db.generation
 	db.changed = generation
@@ -356,11 +364,12 @@ func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *
 	next := false
 	if db.applied >= db.changed {
 		db.dirty.Store(false)
-	} else if !db.pending.Empty() {
-		// Changes told while the patch ran: read them now rather than when a statement asks.
+	} else if db.readWhenPatched && !db.pending.Empty() {
+		// Committed changes told while the patch ran: read them now rather than when a
+		// statement asks.
 		next = true
 	}
-	db.loading = nil
+	db.loading, db.patching, db.readWhenPatched = nil, false, false
 	if next {
 		m.startLoad(db)
 	}
