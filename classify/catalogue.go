@@ -261,10 +261,10 @@ type Catalogue struct {
 	// when f takes one argument of a row type (or of a polymorphic or record type).
 	rowFunctions map[string][]*Function
 	memo         sync.Map // memoKey -> fnResult
-	// kept are the analyses KeepAnalysesFrom kept from the catalogue this one was derived from;
-	// set before the catalogue is in use and never modified after, so read without a lock.
-	// memo, where later analyses go, is looked at first.
-	kept   map[memoKey]any // fnResult, boxed as in memo: copied without copying the result
+	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
+	// from, newest layer first; set before the catalogue is in use and never modified after, so
+	// read without a lock. memo, where later analyses go, is looked at first.
+	kept   []keptLayer
 	missMu sync.Mutex
 	misses map[string]bool // names looked up in vain since this catalogue was loaded
 	// checksum is computed on first use (only reloads compare catalogues).
@@ -319,55 +319,103 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts)
 	return c
 }
 
-// maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom copies.
-const maxKeptAnalyses = 100_000
+// maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom carries; maxKeptLayers bounds
+// the layers they are carried in before those are merged into one.
+const (
+	maxKeptAnalyses = 100_000
+	maxKeptLayers   = 8
+)
 
-// KeepAnalysesFrom copies into c the analyses memoised in old that cannot depend on what changed
-// between them, and returns how many it kept. c must be old with only the functions named
-// changedFunctions read again (DeriveCatalogue with only Functions changed), and not in use yet;
-// an analysis is kept when none of the function names its result rests on (every call resolved by
-// name, found or not, and every function whose effect it took) is one of them. A migration that
-// creates functions one by one, each calling the last, then analyses each new function alone
-// instead of the whole chain. Changes to relations or types, or to everything, keep nothing: call
-// it only for function changes. The kept analyses go into a plain map (c.kept): a migration calls
-// this after every change, and storing each into the concurrent memo costs ten times more.
+// keptLayer is analyses memoised in an older catalogue, carried into this one: each holds here
+// unless one of the function names its result rests on is in changedSince (the names changed
+// since it was memoised). A layer's maps are never modified once the catalogue is in use.
+type keptLayer struct {
+	analyses     map[memoKey]any // fnResult, boxed as in memo: carried without copying the result
+	changedSince map[string]bool
+}
+
+// holds reports whether a carried analysis still holds after the changes named changedSince.
+func (l *keptLayer) holds(value any) bool {
+	result := value.(fnResult)
+	if result.dependsOnTooMany {
+		return false
+	}
+	for _, name := range result.dependsOn {
+		if l.changedSince[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// KeepAnalysesFrom carries into c the analyses memoised in old that cannot depend on what changed
+// between them, and returns how many it carries (at most: one that a later change made stale is
+// skipped when looked up). c must be old with only the functions named changedFunctions read
+// again (DeriveCatalogue with only Functions changed), and not in use yet; an analysis holds when
+// none of the function names its result rests on (every call resolved by name, found or not, and
+// every function whose effect it took) is one of them. A migration that creates functions one by
+// one, each calling the last, then analyses each new function alone instead of the whole chain.
+// Changes to relations or types, or to everything, keep nothing: call it only for function
+// changes.
+//
+// A migration calls this after every change, so it costs what old analysed, not what all the
+// catalogues before it did: old's own analyses become a new layer, and old's layers are carried
+// as they are, each with the changed names added to those it must not rest on; past
+// maxKeptLayers, the layers are merged into one (a copy of what still holds), so a lookup checks
+// a few layers at most and a layer's maps are copied once per maxKeptLayers changes. The layers
+// are plain maps: storing each analysis into the concurrent memo would cost ten times more.
 func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedFunctions []string) int {
 	changed := make(map[string]bool, len(changedFunctions))
 	for _, name := range changedFunctions {
 		changed[name] = true
 	}
-	kept := make(map[memoKey]any, len(old.kept)+64)
-	keep := func(key memoKey, value any) bool {
-		result := value.(fnResult)
-		if result.dependsOnTooMany {
-			return true
+	newest := keptLayer{analyses: make(map[memoKey]any), changedSince: map[string]bool{}}
+	check := keptLayer{changedSince: changed}
+	old.memo.Range(func(key, value any) bool {
+		if check.holds(value) {
+			newest.analyses[key.(memoKey)] = value
 		}
-		for _, name := range result.dependsOn {
-			if changed[name] {
-				return true
+		return len(newest.analyses) < maxKeptAnalyses
+	})
+	layers := make([]keptLayer, 0, len(old.kept)+1)
+	layers = append(layers, newest)
+	carried := len(newest.analyses)
+	for _, layer := range old.kept {
+		since := make(map[string]bool, len(layer.changedSince)+len(changed))
+		for name := range layer.changedSince {
+			since[name] = true
+		}
+		for name := range changed {
+			since[name] = true
+		}
+		layers = append(layers, keptLayer{analyses: layer.analyses, changedSince: since})
+		carried += len(layer.analyses)
+	}
+	if len(layers) > maxKeptLayers || carried > maxKeptAnalyses {
+		merged := keptLayer{analyses: make(map[memoKey]any), changedSince: map[string]bool{}}
+		for i := range layers { // newest first: a newer analysis of a key wins
+			for key, value := range layers[i].analyses {
+				if _, found := merged.analyses[key]; !found && len(merged.analyses) < maxKeptAnalyses && layers[i].holds(value) {
+					merged.analyses[key] = value
+				}
 			}
 		}
-		kept[key] = value
-		return len(kept) < maxKeptAnalyses
+		layers, carried = []keptLayer{merged}, len(merged.analyses)
 	}
-	// Later analyses in old's memo replace those it kept itself.
-	for key, value := range old.kept {
-		if _, replaced := old.memo.Load(key); !replaced && !keep(key, value) {
-			break
-		}
-	}
-	old.memo.Range(func(key, value any) bool { return keep(key.(memoKey), value) })
-	c.kept = kept
-	return len(kept)
+	c.kept = layers
+	return carried
 }
 
-// memoised returns the memoised analysis of key, if any.
+// memoised returns the memoised analysis of key, if any: one made with this catalogue, else the
+// newest carried one that still holds.
 func (c *Catalogue) memoised(key memoKey) (fnResult, bool) {
 	if cached, ok := c.memo.Load(key); ok {
 		return cached.(fnResult), true
 	}
-	if kept, ok := c.kept[key]; ok {
-		return kept.(fnResult), true
+	for i := range c.kept {
+		if kept, ok := c.kept[i].analyses[key]; ok && c.kept[i].holds(kept) {
+			return kept.(fnResult), true
+		}
 	}
 	return fnResult{}, false
 }

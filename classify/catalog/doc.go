@@ -18,14 +18,16 @@
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and
-// ChangedAndRead patches the held catalogue with it, which is then current at once, when nothing
-// else was told or looked up since the read was prepared and it covers every pending change; else
-// it does what Changed does.
+// ChangedAndRead patches the held catalogue with it, when nothing else was told or looked up since
+// the read was prepared and it covers every pending change; else it does what Changed does. The
+// patch runs in a goroutine of its own holding the database's read slot (the reading state below),
+// so the session reads and parses its next statement meanwhile, and a statement whose verdict
+// depends on the catalogue waits for the patch as for any read.
 //
 // Per database the manager is in one of four states: no catalogue; current; pending (a change was
 // told: Held reports it, statements whose verdict depends on the catalogue wait for a read that
-// started after the change); reading (one read runs, changes and lookups arriving meanwhile are
-// read by the next one). Generations order them: every Changed and Lookup advances the database's
+// started after the change); reading (one read runs, or a session's read is patched in; changes
+// and lookups arriving meanwhile are read by the next one). Generations order them: every Changed and Lookup advances the database's
 // generation, a read reaches the generation it started at, and a statement waits until the held
 // catalogue reaches the generation of the last change it must see.
 //

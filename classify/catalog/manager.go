@@ -57,7 +57,8 @@ type Options struct {
 // Per database, the state is: no catalogue (the first Catalogue call loads it); current (held, no
 // change pending: Catalogue answers at once); pending (Changed was called: Held reports it not
 // current, and Catalogue waits, at most Wait, for a read that started after the last Changed);
-// loading (one read runs; changes and lookups arriving meanwhile are read by the next one).
+// loading (one read runs, or a session's read is patched in; changes and lookups arriving
+// meanwhile are read by the next one).
 type Manager struct {
 	opts Options
 	mu   sync.RWMutex
@@ -72,7 +73,12 @@ type database struct {
 	dirty, stale atomic.Bool
 
 	mu      sync.Mutex
-	loading chan struct{} // non-nil while a read runs; closed when it ends
+	loading chan struct{} // non-nil while a read runs or a session's read is patched in; closed when it ends
+	// patching: loading is a session's read being patched in (ChangedAndRead), not a read.
+	// readWhenPatched: a committed change was told meanwhile; it is read once the patch is in.
+	// (A change only about to be made, told while the patch runs, is not: the session that
+	// makes it reads it itself, or a statement that needs it starts the read.)
+	patching, readWhenPatched bool
 	// generation advances with every Changed and Lookup; changed is the generation of the last
 	// Changed, and applied the generation the held catalogue reflects.
 	generation, changed, applied uint64
@@ -241,6 +247,8 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 			// statement; that statement waits only for what is left of the read.
 			if db.loading == nil && db.cat.Load() != nil {
 				m.startLoad(db)
+			} else if db.patching {
+				db.readWhenPatched = true
 			}
 		}()
 	}

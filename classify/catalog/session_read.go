@@ -297,11 +297,15 @@ func (t *textRow) Values() ([]any, error) {
 	return nil, errors.New("catalog: a session read's rows are scanned, not converted")
 }
 
-// ChangedAndRead is Changed for a committed change whose objects read was read (a SessionRead, nil
+// ChangedAndRead is Changed for a committed change whose objects were read (a SessionRead, nil
 // for none) after the change was committed: when the read is usable and covers every change still
-// pending, no read runs, and no change was told and no lookup asked for since it was prepared, the held catalogue is patched with it and
-// is current at once (read reports true). Otherwise it does what Changed(committed) does: the
-// change is read before the next statement that depends on the catalogue is classified.
+// pending, no read runs, and no change was told and no lookup asked for since it was prepared, the
+// held catalogue is patched with it (applied reports true). The patch runs beside the caller: it
+// holds the database's read slot (db.loading) until the patched catalogue is stored, so a
+// statement whose verdict depends on the catalogue waits for it (Catalogue, Lookup), while the
+// session reads and parses its next statement meanwhile, and one whose verdict cannot depend on it
+// does not wait at all. Otherwise it does what Changed(committed) does: the change is read before
+// the next statement that depends on the catalogue is classified.
 func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges, read *SessionRead) (applied bool) {
 	if read == nil || !read.usable() {
 		m.Changed(name, changes, true)
@@ -310,15 +314,40 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	started := time.Now()
 	db := m.state(name)
 	db.mu.Lock()
+	for db.loading != nil && db.patching {
+		// The session's previous read is still being patched in (a change right behind a
+		// change): that takes well under a millisecond, a read of the Manager's own far longer.
+		done := db.loading
+		db.mu.Unlock()
+		<-done
+		db.mu.Lock()
+	}
 	old := db.cat.Load()
 	if db.loading != nil || old == nil || db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
 		db.mu.Unlock()
 		m.Changed(name, changes, true)
 		return false
 	}
+	// The change is committed and read: once patched, the catalogue reflects every generation so
+	// far. Until then the change is pending and the read slot taken.
+	done := make(chan struct{})
+	db.loading, db.patching = done, true
+	db.generation++
+	generation := db.generation
+	db.changed = generation
+	db.pending = classify.CatalogueChanges{}
+	db.dirty.Store(true)
 	for i := range read.fresh.Functions {
 		read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
 	}
+	db.mu.Unlock()
+	go m.applySessionRead(db, old, read, generation, done, started)
+	return true
+}
+
+// applySessionRead patches old with read, stores the result as reflecting generation, and frees
+// the read slot (done); changes told meanwhile are then read by the Manager.
+func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *SessionRead, generation uint64, done chan struct{}, started time.Time) {
 	data, parts := patch(old.Data(), &read.fresh, read.wanted)
 	cat := old
 	if parts != (classify.CatalogueParts{}) {
@@ -326,18 +355,29 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		if len(read.changes.Relations) == 0 && len(read.changes.Types) == 0 {
 			cat.KeepAnalysesFrom(old, read.changes.Functions)
 		}
+	}
+	db.mu.Lock()
+	if cat != old {
 		db.cat.Store(cat)
 	}
-	// The change is committed and read: the catalogue reflects every generation so far.
-	db.generation++
-	db.changed, db.applied = db.generation, db.generation
-	db.pending = classify.CatalogueChanges{}
-	db.dirty.Store(false)
+	db.applied = generation
+	next := false
+	if db.applied >= db.changed {
+		db.dirty.Store(false)
+	} else if db.readWhenPatched && !db.pending.Empty() {
+		// Committed changes told while the patch ran: read them now rather than when a
+		// statement asks.
+		next = true
+	}
+	db.loading, db.patching, db.readWhenPatched = nil, false, false
+	if next {
+		m.startLoad(db)
+	}
 	db.mu.Unlock()
-	m.opts.Logger.Debug().Str("database", name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
+	close(done)
+	m.opts.Logger.Debug().Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
 		Bool("session", true).Strs("functions", read.changes.Functions).Strs("relations", read.changes.Relations).
 		Strs("types", read.changes.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
-	return true
 }
 
 // coveredBy reports whether every name pending names is one read names (and pending is not a change
