@@ -28,8 +28,9 @@ type unit struct {
 	// expectsReady says the unit ends with ReadyForQuery (Query or Sync).
 	expectsReady bool
 
-	errCode   string // SQLSTATE of the first error the node returned
-	committed bool   // a COMMIT in the unit ended the transaction (and no ROLLBACK after it)
+	// outcome is what the unit's exchange with its node did: the relay's
+	// result, recorded by applyOutcome before the session's parts apply it.
+	outcome exchangeOutcome
 
 	decision      route.Decision
 	routeErr      error // why no node could run the unit
@@ -57,7 +58,7 @@ type unit struct {
 	guard unitGuard
 }
 
-func (u *unit) failed() bool { return u.errCode != "" }
+func (u *unit) failed() bool { return u.outcome.failed() }
 
 // planStatement maps a classification to the router's statement.
 func planStatement(eff classify.Effects) route.Statement {

@@ -108,7 +108,7 @@ func (sess *session) writeDeferredBegin(be *backend) {
 // relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
 // its ReadyForQuery. The client had its BEGIN reply already; it gets BEGIN's
 // NOTICE now, naming the node, and any error or warning the BEGIN raised.
-func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error {
+func (sess *session) relayDeferredBegin(be *backend, u *unit, out *exchangeOutcome, quiet bool) error {
 	r := be.conn.Reader
 	for {
 		typ, body, err := r.ReadFrame()
@@ -149,9 +149,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			}
 			return nil
 		case wire.MsgErrorResponse:
-			if u.errCode == "" {
-				u.errCode = code
-			}
+			out.noteError(code)
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
 				return err
@@ -179,13 +177,13 @@ func (sess *session) logBegin(u *unit) {
 // node answered with status: the node's, except for a unit that ran outside
 // the session's deferred transaction (a synced batch that only prepares).
 // The client is inside that transaction, and an error fails it, as it would
-// have on a node.
-func (sess *session) clientTxStatus(u *unit, status byte) byte {
+// have on a node. failed says the unit's exchange failed so far.
+func (sess *session) clientTxStatus(u *unit, failed bool, status byte) byte {
 	d := sess.deferred
 	if d == nil || u.carriesBegin || u.replaysFailure {
 		return status
 	}
-	if u.failed() {
+	if failed {
 		d.aborted = true
 	}
 	if d.aborted {

@@ -64,7 +64,7 @@ func (sess *session) stateMayHaveChanged(u *unit, status byte) bool {
 		return true
 	case u.failed() && eff.Session&pinningEffects != 0:
 		return true
-	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.committed && sess.pinBits&checkablePins != 0:
+	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.outcome.committed && sess.pinBits&checkablePins != 0:
 		return true
 	}
 	return false

@@ -324,7 +324,7 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 			r.inTransaction = true
 		}
 	}
-	if u.committed {
+	if u.outcome.committed {
 		r.unsettled = r.unsettled || r.inTransaction
 		r.inTransaction = false
 	}

@@ -37,7 +37,7 @@ func TestRelayForwardsFramesUntouched(t *testing.T) {
 	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 32<<10, 1<<20), Prepared: map[string]struct{}{}}}
 	be.expect.push(expectation{typ: 'Q'})
 	u := unit{}
-	if err := sess.relay(be, &u); err != nil {
+	if _, err := sess.relay(be, &u); err != nil {
 		t.Fatal(err)
 	}
 	sess.w.Flush()
@@ -63,7 +63,7 @@ func TestRelaySwallowsInjectedParseAndAnswersClose(t *testing.T) {
 	be.expect.push(expectation{typ: 'E'})
 	be.expect.push(expectation{typ: 'C', synthetic: '3'}) // a client Close pgowl answers in turn
 	be.expect.push(expectation{typ: 'S'})
-	if err := sess.relay(be, &unit{}); err != nil {
+	if _, err := sess.relay(be, &unit{}); err != nil {
 		t.Fatal(err)
 	}
 	sess.w.Flush()
@@ -88,12 +88,12 @@ func TestRelayErrorDropsTheRestOfTheBatch(t *testing.T) {
 	be.expect.push(expectation{typ: 'B'})
 	be.expect.push(expectation{typ: 'E'})
 	be.expect.push(expectation{typ: 'S'})
-	u := unit{}
-	if err := sess.relay(be, &u); err != nil {
+	outcome, err := sess.relay(be, &unit{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if u.errCode != "22012" {
-		t.Fatalf("unit error code %q, want 22012", u.errCode)
+	if outcome.errCode != "22012" {
+		t.Fatalf("unit error code %q, want 22012", outcome.errCode)
 	}
 	if _, ok := be.conn.Prepared["pgowl_a"]; ok {
 		t.Fatal("a Parse that failed is still recorded as prepared on the connection")
@@ -113,7 +113,7 @@ func BenchmarkRelayDataRows(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		src.Reset(stream)
 		be.expect.push(expectation{typ: 'Q'})
-		if err := sess.relay(be, &unit{}); err != nil {
+		if _, err := sess.relay(be, &unit{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -413,6 +413,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
 		sent := false // the unit's request reached the kernel: the node may have run it
+		var out exchangeOutcome
 		be, plan, err := sess.choose(ctx, u)
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
@@ -481,7 +482,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			if err == nil {
 				sent = true
 				timeout := sess.armQueryTimeout(be)
-				err = sess.relay(be, u)
+				out, err = sess.relay(be, u)
 				if timeout != nil {
 					timeout.Stop()
 				}
@@ -493,21 +494,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
 		}
 		if err == nil {
-			if u.carriesBegin || u.replaysFailure {
-				sess.deferred = nil
-			}
-			if sess.sequencesDiscarded && dec.Role == route.RolePrimary && u.errCode == "" && !u.runsNothing {
-				// What currval and lastval answer on this backend now, the session's own unit did.
-				sess.sequencesDiscarded = false
-			}
-			sess.afterUnit(be, u)
-			sess.noteWritePosition(be, u, dec)
-			sess.releaseIdle(be)
-			outcome := "ok"
-			if u.errCode != "" {
-				outcome = u.errCode
-			}
-			sess.logUnit(u, dec, outcome)
+			sess.applyOutcome(be, u, dec, out)
 			return nil
 		}
 		var cf *clientFatal
@@ -521,7 +508,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			// once: the pool checks its other idle ones before handing them out.
 			sess.srv.opts.Pool.Suspect(be.node)
 			sess.dropBackend(be)
-			u.errCode = ""
 			errors.As(err, &takenOff)
 			continue
 		}
@@ -611,10 +597,33 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 	return nil
 }
 
-// afterUnit updates the session from what the unit did.
+// applyOutcome applies what a unit's exchange with be did (out) to the
+// session's parts, once the relay has returned: the unit records its
+// outcome, then the deferred BEGIN ends (it went with the unit), the
+// sequences discard is settled, the statements, settings, pins and held
+// backend follow (afterUnit), the write position is noted, an idle backend
+// goes back to the pool, and the routing log is written.
+func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out exchangeOutcome) {
+	u.outcome = out
+	if u.carriesBegin || u.replaysFailure {
+		sess.deferred = nil
+	}
+	if sess.sequencesDiscarded && dec.Role == route.RolePrimary && !out.failed() && !u.runsNothing {
+		// What currval and lastval answer on this backend now, the session's own unit did.
+		sess.sequencesDiscarded = false
+	}
+	sess.afterUnit(be, u)
+	sess.noteWritePosition(be, u, dec)
+	sess.releaseIdle(be)
+	sess.logUnit(u, dec, u.outcome.logOutcome())
+}
+
+// afterUnit applies the unit's outcome (u.outcome) to the session's
+// statements, settings, pins and held backend, in that order.
 func (sess *session) afterUnit(be *backend, u *unit) {
-	status := be.conn.TxStatus
-	if u.errCode == sqlstateCachedPlanChanged {
+	out := &u.outcome
+	status := out.txStatus
+	if out.errCode == sqlstateCachedPlanChanged {
 		// A table changed under a managed statement: sessions that prepare
 		// it again get a fresh one (the client's current one fails on, as
 		// it would on its own connection, until the client prepares again).
@@ -627,29 +636,18 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	}
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
-	sess.settlePendingSets(be, u, status)
+	sess.settlePendingSets(be, u)
 	if status == wire.TxIdle {
-		sess.endPgowlTransaction(u.committed)
+		sess.endPgowlTransaction(out.committed)
 	}
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
 	}
-	if u.effects.Session != 0 && !u.runsNothing {
-		// A unit that only prepared and described ran nothing: the effects
-		// are those of statements that may run later, and count then.
-		switch {
-		case u.failed() && u.effects.Statements == 1:
-			// A statement that failed changed nothing.
-		case u.failed() || u.effects.Statements != 1 || u.setSQL == "" || be.openBatch:
-			// Part of a multi-statement string may have taken effect (it
-			// may COMMIT before a later statement fails), and pgowl follows
-			// settings and releases only for single statements. A part of
-			// an extended batch sent at a Flush is not settled either: an
-			// error before Sync undoes it with the implicit transaction.
-			sess.trackUncertainEffects(be, u)
-		default:
-			sess.trackSessionEffects(be, u)
-		}
+	switch sessionEffectsTracking(u, out, be.openBatch) {
+	case trackUncertain:
+		sess.trackUncertainEffects(be, u)
+	case trackExact:
+		sess.trackSessionEffects(be, u)
 	}
 	if load, ok := loadStatement(u); ok {
 		sess.noteLoad(be, load)
@@ -676,7 +674,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			return
 		}
 	}
-	if sess.pinBits != 0 || be.openBatch || status != wire.TxIdle {
+	if holdsBackend(sess.pinBits != 0, be.openBatch, status) {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -684,43 +682,30 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 }
 
 // settlePendingSets decides the fate of SETs made inside a transaction once
-// the unit that ends it (or chains it, or rolls back to a savepoint) has run:
-// they join the session's settings when the transaction committed, and are
-// dropped when it rolled back. When pgowl cannot tell which of them survived,
-// the backend's settings count as unknown (RESET ALL before its next unit)
-// and the SETs are dropped.
-func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
+// the unit that ends it (or chains it, or rolls back to a savepoint) has run
+// (settleFate): they join the session's settings when the transaction
+// committed, and are dropped when it rolled back. When pgowl cannot tell
+// which of them survived, the backend's settings count as unknown (RESET
+// ALL before its next unit) and the SETs are dropped.
+func (sess *session) settlePendingSets(be *backend, u *unit) {
 	if len(sess.settings.pending) == 0 {
 		sess.settings.pendingUncertain = false
 		return
 	}
-	if status != wire.TxIdle {
-		if u.failed() {
-			return // the transaction is failed: its end decides
-		}
-		if u.effects.Statements != 1 {
-			if u.effects.Tx != classify.TxNone {
-				sess.settings.pendingUncertain = true
-			}
-			return
-		}
-		switch txKind(u.effects) {
-		case classify.TxKindRollbackToSavepoint:
-			sess.settings.pendingUncertain = true
-			return
-		case classify.TxKindCommitAndChain:
-			// Committed; the chained transaction starts without pending SETs.
-		case classify.TxKindRollbackAndChain:
-			u.committed = false
-		default:
-			return
-		}
+	fate, committed := settleFate(u.effects, &u.outcome)
+	switch fate {
+	case pendingKept:
+		return
+	case pendingKeptUncertain:
+		sess.settings.pendingUncertain = true
+		return
 	}
+	u.outcome.committed = committed
 	switch {
 	case sess.settings.pendingUncertain:
 		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
-	case u.committed:
+	case committed:
 		sess.applySets(be, sess.settings.pending)
 	}
 	sess.settings.pending = sess.settings.pending[:0]

@@ -175,15 +175,14 @@ var txTransitionCases = []txTransitionCase{
 	{name: "deferred, a prepare-only batch failed outside it: deferred-aborted",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			u := unit{errCode: "42601"}
-			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
+			// The batch's exchange failed (42601) so far.
+			s.w.Write(wireReady(nil, s.clientTxStatus(&unit{}, true, wire.TxIdle)))
 		},
 		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a prepare-only batch ran outside it: stays deferred",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			u := unit{}
-			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
+			s.w.Write(wireReady(nil, s.clientTxStatus(&unit{}, false, wire.TxIdle)))
 		},
 		ready: wire.TxInBlock, after: txDeferred},
 }
