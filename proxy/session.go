@@ -412,8 +412,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
 		wasHeld := sess.held != nil
-		sent := false // the unit's request reached the kernel: the node may have run it
-		var out exchangeOutcome
 		be, plan, err := sess.choose(ctx, u)
 		dec := plan.Decision
 		var abandoned *pool.AbandonedError
@@ -460,39 +458,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.refuseForCost(be, u, dec, refusal)
 			return nil
 		}
-		// The NOTICE says where a statement ran: a unit that runs nothing
-		// (prepare and describe only) gets none.
-		u.noticePending = sess.notice && !u.runsNothing
-		sess.awaitFirstReply(be)
-		err = sess.prepareBackend(be)
-		if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
-			err = sess.discardSequencesOn(be)
-		}
-		if err == nil {
-			if u.carriesBegin {
-				sess.writeDeferredBegin(be)
-			} else if u.replaysFailure {
-				sess.writeFailedTransaction(be)
-			}
-			sess.guardStarted(u, be)
-			write(be)
-			sess.sendCatalogueRead(be, u, dec.Role)
-			sess.running.Store(&be.running)
-			err = be.conn.Writer.Flush()
-			if err == nil {
-				sent = true
-				timeout := sess.armQueryTimeout(be)
-				out, err = sess.relay(be, u)
-				if timeout != nil {
-					timeout.Stop()
-				}
-			}
-			sess.running.Store(nil)
-			sess.guardEnded(u)
-		}
-		if sess.endAwait(err, be) && err != nil {
-			err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
-		}
+		out, sent, err := sess.exchangeOn(be, u, dec, write)
 		if err == nil {
 			sess.applyOutcome(be, u, dec, out)
 			return nil
@@ -513,6 +479,49 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 		return sess.lostBackend(be, u, dec, err)
 	}
+}
+
+// exchangeOn runs the unit on be, the backend chosen for it by dec: it
+// prepares the connection, writes the unit with write (behind a deferred
+// BEGIN or a failed transaction's replay, and ahead of a catalogue read),
+// and relays the replies. sent says the unit's request reached the kernel:
+// the node may have run it. The outcome is for the session's parts to apply
+// (applyOutcome); on an error it is partial and not applied.
+func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write func(*backend)) (out exchangeOutcome, sent bool, err error) {
+	// The NOTICE says where a statement ran: a unit that runs nothing
+	// (prepare and describe only) gets none.
+	u.noticePending = sess.notice && !u.runsNothing
+	sess.awaitFirstReply(be)
+	err = sess.prepareBackend(be)
+	if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
+		err = sess.discardSequencesOn(be)
+	}
+	if err == nil {
+		if u.carriesBegin {
+			sess.writeDeferredBegin(be)
+		} else if u.replaysFailure {
+			sess.writeFailedTransaction(be)
+		}
+		sess.guardStarted(u, be)
+		write(be)
+		sess.sendCatalogueRead(be, u, dec.Role)
+		sess.running.Store(&be.running)
+		err = be.conn.Writer.Flush()
+		if err == nil {
+			sent = true
+			timeout := sess.armQueryTimeout(be)
+			out, err = sess.relay(be, u)
+			if timeout != nil {
+				timeout.Stop()
+			}
+		}
+		sess.running.Store(nil)
+		sess.guardEnded(u)
+	}
+	if sess.endAwait(err, be) && err != nil {
+		err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
+	}
+	return out, sent, err
 }
 
 // safeToResend reports whether a unit whose backend failed before any reply
