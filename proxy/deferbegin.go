@@ -177,19 +177,26 @@ func (sess *session) logBegin(u *unit) {
 // node answered with status: the node's, except for a unit that ran outside
 // the session's deferred transaction (a synced batch that only prepares).
 // The client is inside that transaction, and an error fails it, as it would
-// have on a node. failed says the unit's exchange failed so far.
+// have on a node (abortDeferredAfter records it once the exchange is
+// over). failed says the unit's exchange failed so far.
 func (sess *session) clientTxStatus(u *unit, failed bool, status byte) byte {
 	d := sess.deferred
 	if d == nil || u.carriesBegin || u.replaysFailure {
 		return status
 	}
-	if failed {
-		d.aborted = true
-	}
-	if d.aborted {
+	if failed || d.aborted {
 		return wire.TxFailed
 	}
 	return wire.TxInBlock
+}
+
+// abortDeferredAfter applies a unit's outcome to the deferred BEGIN: a unit
+// that ran outside it (a synced batch that only prepares) and failed fails
+// the transaction, as it told the client (clientTxStatus).
+func (sess *session) abortDeferredAfter(u *unit, out *exchangeOutcome) {
+	if d := sess.deferred; d != nil && !u.carriesBegin && !u.replaysFailure && out.failed() {
+		d.aborted = true
+	}
 }
 
 // failedTransactionQuery opens a transaction and fails it, without effect.

@@ -608,12 +608,14 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 
 // applyOutcome applies what a unit's exchange with be did (out) to the
 // session's parts, once the relay has returned: the unit records its
-// outcome, then the deferred BEGIN ends (it went with the unit), the
+// outcome, then the deferred BEGIN ends (it went with the unit) or fails (a
+// batch outside it failed), the
 // sequences discard is settled, the statements, settings, pins and held
 // backend follow (afterUnit), the write position is noted, an idle backend
 // goes back to the pool, and the routing log is written.
 func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out exchangeOutcome) {
 	u.outcome = out
+	sess.abortDeferredAfter(u, &out)
 	if u.carriesBegin || u.replaysFailure {
 		sess.deferred = nil
 	}

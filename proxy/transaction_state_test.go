@@ -175,14 +175,18 @@ var txTransitionCases = []txTransitionCase{
 	{name: "deferred, a prepare-only batch failed outside it: deferred-aborted",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			// The batch's exchange failed (42601) so far.
-			s.w.Write(wireReady(nil, s.clientTxStatus(&unit{}, true, wire.TxIdle)))
+			// The batch's exchange failed (42601): the client is told, then the outcome applied.
+			u, out := unit{}, exchangeOutcome{errCode: "42601", txStatus: wire.TxIdle}
+			s.w.Write(wireReady(nil, s.clientTxStatus(&u, out.failed(), wire.TxIdle)))
+			s.abortDeferredAfter(&u, &out)
 		},
 		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a prepare-only batch ran outside it: stays deferred",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			s.w.Write(wireReady(nil, s.clientTxStatus(&unit{}, false, wire.TxIdle)))
+			u, out := unit{}, exchangeOutcome{txStatus: wire.TxIdle}
+			s.w.Write(wireReady(nil, s.clientTxStatus(&u, out.failed(), wire.TxIdle)))
+			s.abortDeferredAfter(&u, &out)
 		},
 		ready: wire.TxInBlock, after: txDeferred},
 }
