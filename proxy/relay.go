@@ -84,8 +84,9 @@ func completes(e *expectation, typ byte) bool {
 // exchange is one relay of a unit's replies from a backend: what the relay
 // loop carries from frame to frame, and the outcome it builds.
 type exchange struct {
-	be *backend
-	u  *unit
+	sess *session
+	be   *backend
+	u    *unit
 	// copying: the client is in COPY FROM STDIN mode, sending data.
 	copying bool
 	// replied: the node's first reply came (see firstReplyCame).
@@ -99,18 +100,18 @@ type exchange struct {
 // through untouched; only ReadyForQuery, ErrorResponse and a few completions
 // are looked at. The outcome is partial when relay returns an error.
 func (sess *session) relay(be *backend, u *unit) (exchangeOutcome, error) {
-	x := exchange{be: be, u: u, out: exchangeOutcome{node: be.node}}
-	err := sess.relayReplies(&x)
+	x := exchange{sess: sess, be: be, u: u, out: exchangeOutcome{node: be.node}}
+	err := x.relayReplies()
 	x.out.txStatus = be.conn.TxStatus
 	return x.out, err
 }
 
 // relayReplies is relay's loop, over the expected replies.
-func (sess *session) relayReplies(x *exchange) error {
-	be, u := x.be, x.u
+func (x *exchange) relayReplies() error {
+	sess, be, u := x.sess, x.be, x.u
 	r := be.conn.Reader
 	for be.expect.len() > 0 {
-		if answered, err := sess.relayPgowlTurn(x); err != nil {
+		if answered, err := x.relayPgowlTurn(); err != nil {
 			return err
 		} else if answered {
 			continue
@@ -151,7 +152,7 @@ func (sess *session) relayReplies(x *exchange) error {
 			}
 			continue
 		}
-		if err := sess.relayReply(x, typ); err != nil {
+		if err := x.relayReply(typ); err != nil {
 			return err
 		}
 	}
@@ -162,8 +163,8 @@ func (sess *session) relayReplies(x *exchange) error {
 // is not the node's to give the client: a reply pgowl sends itself, its own
 // catalogue read, or a deferred BEGIN sent ahead of the unit. It reports
 // whether it did.
-func (sess *session) relayPgowlTurn(x *exchange) (bool, error) {
-	be := x.be
+func (x *exchange) relayPgowlTurn() (bool, error) {
+	sess, be := x.sess, x.be
 	head := be.expect.front()
 	switch {
 	case head.synthetic != 0:
@@ -186,17 +187,17 @@ func (sess *session) relayPgowlTurn(x *exchange) (bool, error) {
 
 // relayReply relays one reply of type typ, other than a DataRow, and
 // follows what it completes.
-func (sess *session) relayReply(x *exchange, typ byte) error {
-	be, u := x.be, x.u
+func (x *exchange) relayReply(typ byte) error {
+	sess, be, u := x.sess, x.be, x.u
 	r := be.conn.Reader
 	head := be.expect.front()
 	switch typ {
 	case wire.MsgReadyForQuery:
-		return sess.relayReady(x, head)
+		return x.relayReady(head)
 	case wire.MsgErrorResponse:
-		return sess.relayError(x, head)
+		return x.relayError(head)
 	case wire.MsgCommandComplete:
-		return sess.relayCommandComplete(x, head)
+		return x.relayCommandComplete(head)
 	case wire.MsgNoticeResponse:
 		if !u.forwarded {
 			if frame, err := r.PeekFrame(); err == nil {
@@ -229,8 +230,8 @@ func (sess *session) relayReply(x *exchange, typ byte) error {
 
 // relayReady relays a ReadyForQuery, which ends the reply to a Sync, Query or
 // FunctionCall (head), with the status the client gets.
-func (sess *session) relayReady(x *exchange, head *expectation) error {
-	be := x.be
+func (x *exchange) relayReady(head *expectation) error {
+	sess, be := x.sess, x.be
 	_, body, err := be.conn.Reader.ReadFrame()
 	if err != nil {
 		return err
@@ -255,8 +256,8 @@ func (sess *session) relayReady(x *exchange, head *expectation) error {
 
 // relayError relays an ErrorResponse to the expected message head, and
 // drops the replies the node will now skip.
-func (sess *session) relayError(x *exchange, head *expectation) error {
-	be, u := x.be, x.u
+func (x *exchange) relayError(head *expectation) error {
+	sess, be, u := x.sess, x.be, x.u
 	_, body, err := be.conn.Reader.ReadFrame()
 	if err != nil {
 		return err
@@ -299,8 +300,8 @@ func (sess *session) relayError(x *exchange, head *expectation) error {
 
 // relayCommandComplete relays a CommandComplete, reading its tag when the
 // outcome needs it (readsCommandTags).
-func (sess *session) relayCommandComplete(x *exchange, head *expectation) error {
-	be, u := x.be, x.u
+func (x *exchange) relayCommandComplete(head *expectation) error {
+	sess, be, u := x.sess, x.be, x.u
 	r := be.conn.Reader
 	sess.startReply(u)
 	if readsCommandTags(u.effects, len(sess.settings.pending)) {
