@@ -83,10 +83,13 @@ func completes(e *expectation, typ byte) bool {
 
 // exchange is one relay of a unit's replies from a backend: what the relay
 // loop carries from frame to frame, and the outcome it builds.
+//
+// The unit is not kept in it but passed along: the backend escapes to the
+// heap (copyIn's watcher), and a unit stored beside it would too, one
+// allocation per unit on the hot path.
 type exchange struct {
 	sess *session
 	be   *backend
-	u    *unit
 	// copying: the client is in COPY FROM STDIN mode, sending data.
 	copying bool
 	// replied: the node's first reply came (see firstReplyCame).
@@ -100,18 +103,18 @@ type exchange struct {
 // through untouched; only ReadyForQuery, ErrorResponse and a few completions
 // are looked at. The outcome is partial when relay returns an error.
 func (sess *session) relay(be *backend, u *unit) (exchangeOutcome, error) {
-	x := exchange{sess: sess, be: be, u: u, out: exchangeOutcome{node: be.node}}
-	err := x.relayReplies()
+	x := exchange{sess: sess, be: be, out: exchangeOutcome{node: be.node}}
+	err := x.relayReplies(u)
 	x.out.txStatus = be.conn.TxStatus
 	return x.out, err
 }
 
 // relayReplies is relay's loop, over the expected replies.
-func (x *exchange) relayReplies() error {
-	sess, be, u := x.sess, x.be, x.u
+func (x *exchange) relayReplies(u *unit) error {
+	sess, be := x.sess, x.be
 	r := be.conn.Reader
 	for be.expect.len() > 0 {
-		if answered, err := x.relayPgowlTurn(); err != nil {
+		if answered, err := x.relayPgowlTurn(u); err != nil {
 			return err
 		} else if answered {
 			continue
@@ -152,7 +155,7 @@ func (x *exchange) relayReplies() error {
 			}
 			continue
 		}
-		if err := x.relayReply(typ); err != nil {
+		if err := x.relayReply(u, typ); err != nil {
 			return err
 		}
 	}
@@ -163,13 +166,13 @@ func (x *exchange) relayReplies() error {
 // is not the node's to give the client: a reply pgowl sends itself, its own
 // catalogue read, or a deferred BEGIN sent ahead of the unit. It reports
 // whether it did.
-func (x *exchange) relayPgowlTurn() (bool, error) {
+func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 	sess, be := x.sess, x.be
 	head := be.expect.front()
 	switch {
 	case head.synthetic != 0:
 		// Every earlier message is answered: this one's turn.
-		sess.startReply(x.u)
+		sess.startReply(u)
 		sess.forwardFrame(append(sess.scratch[:0], head.synthetic, 0, 0, 0, 4))
 		be.expect.pop()
 		return true, nil
@@ -180,24 +183,24 @@ func (x *exchange) relayPgowlTurn() (bool, error) {
 		be.expect.pop()
 		return true, nil
 	case head.swallow && head.typ == wire.MsgQuery:
-		return true, sess.relayDeferredBegin(be, x.u, &x.out, head.quiet)
+		return true, sess.relayDeferredBegin(be, u, &x.out, head.quiet)
 	}
 	return false, nil
 }
 
 // relayReply relays one reply of type typ, other than a DataRow, and
 // follows what it completes.
-func (x *exchange) relayReply(typ byte) error {
-	sess, be, u := x.sess, x.be, x.u
+func (x *exchange) relayReply(u *unit, typ byte) error {
+	sess, be := x.sess, x.be
 	r := be.conn.Reader
 	head := be.expect.front()
 	switch typ {
 	case wire.MsgReadyForQuery:
-		return x.relayReady(head)
+		return x.relayReady(u, head)
 	case wire.MsgErrorResponse:
-		return x.relayError(head)
+		return x.relayError(u, head)
 	case wire.MsgCommandComplete:
-		return x.relayCommandComplete(head)
+		return x.relayCommandComplete(u, head)
 	case wire.MsgNoticeResponse:
 		if !u.forwarded {
 			if frame, err := r.PeekFrame(); err == nil {
@@ -230,7 +233,7 @@ func (x *exchange) relayReply(typ byte) error {
 
 // relayReady relays a ReadyForQuery, which ends the reply to a Sync, Query or
 // FunctionCall (head), with the status the client gets.
-func (x *exchange) relayReady(head *expectation) error {
+func (x *exchange) relayReady(u *unit, head *expectation) error {
 	sess, be := x.sess, x.be
 	_, body, err := be.conn.Reader.ReadFrame()
 	if err != nil {
@@ -250,14 +253,14 @@ func (x *exchange) relayReady(head *expectation) error {
 	if head.typ == wire.MsgSync {
 		be.skipping = false
 	}
-	sess.startReply(x.u)
-	return sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(x.u, x.out.failed(), body[0])))
+	sess.startReply(u)
+	return sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(u, x.out.failed(), body[0])))
 }
 
 // relayError relays an ErrorResponse to the expected message head, and
 // drops the replies the node will now skip.
-func (x *exchange) relayError(head *expectation) error {
-	sess, be, u := x.sess, x.be, x.u
+func (x *exchange) relayError(u *unit, head *expectation) error {
+	sess, be := x.sess, x.be
 	_, body, err := be.conn.Reader.ReadFrame()
 	if err != nil {
 		return err
@@ -300,8 +303,8 @@ func (x *exchange) relayError(head *expectation) error {
 
 // relayCommandComplete relays a CommandComplete, reading its tag when the
 // outcome needs it (readsCommandTags).
-func (x *exchange) relayCommandComplete(head *expectation) error {
-	sess, be, u := x.sess, x.be, x.u
+func (x *exchange) relayCommandComplete(u *unit, head *expectation) error {
+	sess, be := x.sess, x.be
 	r := be.conn.Reader
 	sess.startReply(u)
 	if readsCommandTags(u.effects, len(sess.settings.pending)) {
