@@ -126,7 +126,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) error {
 	if sess.w.Buffered() > 0 {
 		if err := sess.w.Flush(); err != nil {
-			return &clientFatal{err}
+			return &clientSideError{err}
 		}
 	}
 	for {

@@ -130,7 +130,7 @@ func (x *exchange) relayReplies(u *unit) error {
 		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
 			if err := sess.w.Flush(); err != nil {
-				return &clientFatal{err}
+				return &clientSideError{err}
 			}
 		}
 		typ, _, err := r.PeekHeader()
@@ -151,7 +151,7 @@ func (x *exchange) relayReplies(u *unit) error {
 				_, _, err = r.CopyFrame(sess.w)
 			}
 			if err != nil {
-				return &clientFatal{err}
+				return &clientSideError{err}
 			}
 			continue
 		}
@@ -226,7 +226,7 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 	}
 	sess.startReply(u)
 	if _, _, err := r.CopyFrame(sess.w); err != nil {
-		return &clientFatal{err}
+		return &clientSideError{err}
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func (x *exchange) relayCommandComplete(u *unit, head *expectation) error {
 			return err
 		}
 	} else if _, _, err := r.CopyFrame(sess.w); err != nil {
-		return &clientFatal{err}
+		return &clientSideError{err}
 	}
 	x.out.completions++
 	if completes(head, wire.MsgCommandComplete) {
@@ -378,7 +378,7 @@ func (sess *session) startReply(u *unit) {
 // forwardFrame writes a whole frame to the client.
 func (sess *session) forwardFrame(frame []byte) error {
 	if _, err := sess.w.Write(frame); err != nil {
-		return &clientFatal{err}
+		return &clientSideError{err}
 	}
 	return nil
 }
@@ -445,7 +445,7 @@ func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
 // watcher is done with the node's reader.
 func (sess *session) copyIn(be *backend) (ended bool, err error) {
 	if err := sess.w.Flush(); err != nil {
-		return false, &clientFatal{err}
+		return false, &clientSideError{err}
 	}
 	if be.conn.Reader.Buffered() > 0 {
 		return false, nil // the node has spoken already
@@ -468,7 +468,7 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 			// The client is gone: abort the COPY so the node does not wait.
 			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("client connection lost\x00")))
 			w.Flush()
-			return true, &clientFatal{err}
+			return true, &clientSideError{err}
 		}
 		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
 			return true, err
@@ -478,7 +478,7 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 			return true, w.Flush()
 		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync:
 		default:
-			return true, &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
+			return true, &clientSideError{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
 		}
 	}
 }

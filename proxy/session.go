@@ -463,7 +463,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.applyOutcome(be, u, dec, out)
 			return nil
 		}
-		var cf *clientFatal
+		var cf *clientSideError
 		if errors.As(err, &cf) {
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
@@ -570,11 +570,13 @@ func safeToResend(u *unit, err error, sent bool) bool {
 	return false
 }
 
-// clientFatal marks an error after which the client connection cannot continue.
-type clientFatal struct{ err error }
+// clientSideError marks an error on the client's side of the session (reading
+// from or writing to the client): the client connection cannot continue, and
+// no backend is to blame.
+type clientSideError struct{ err error }
 
-func (e *clientFatal) Error() string { return e.err.Error() }
-func (e *clientFatal) Unwrap() error { return e.err }
+func (e *clientSideError) Error() string { return e.err.Error() }
+func (e *clientSideError) Unwrap() error { return e.err }
 
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
