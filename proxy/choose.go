@@ -481,7 +481,7 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 				onRow(body)
 			}
 		case wire.MsgNotificationResponse:
-			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
+			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgErrorResponse:
 			code, _ := errorFields(body)
 			if sqlstate == "" {

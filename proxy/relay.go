@@ -127,9 +127,9 @@ func (x *exchange) relayReplies(u *unit) error {
 			}
 			x.copying = !ended
 		}
-		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
+		if r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
-			if err := sess.w.Flush(); err != nil {
+			if err := sess.client.w.Flush(); err != nil {
 				return &clientSideError{err}
 			}
 		}
@@ -146,9 +146,9 @@ func (x *exchange) relayReplies(u *unit) error {
 			if !u.forwarded {
 				sess.startReply(u)
 			}
-			n, err := r.CopyRun(sess.w, wire.MsgDataRow)
+			n, err := r.CopyRun(sess.client.w, wire.MsgDataRow)
 			if err == nil && n == 0 {
-				_, _, err = r.CopyFrame(sess.w)
+				_, _, err = r.CopyFrame(sess.client.w)
 			}
 			if err != nil {
 				return &clientSideError{err}
@@ -225,7 +225,7 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 		}
 	}
 	sess.startReply(u)
-	if _, _, err := r.CopyFrame(sess.w); err != nil {
+	if _, _, err := r.CopyFrame(sess.client.w); err != nil {
 		return &clientSideError{err}
 	}
 	return nil
@@ -316,7 +316,7 @@ func (x *exchange) relayCommandComplete(u *unit, head *expectation) error {
 		if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgCommandComplete, body)); err != nil {
 			return err
 		}
-	} else if _, _, err := r.CopyFrame(sess.w); err != nil {
+	} else if _, _, err := r.CopyFrame(sess.client.w); err != nil {
 		return &clientSideError{err}
 	}
 	x.out.completions++
@@ -377,7 +377,7 @@ func (sess *session) startReply(u *unit) {
 
 // forwardFrame writes a whole frame to the client.
 func (sess *session) forwardFrame(frame []byte) error {
-	if _, err := sess.w.Write(frame); err != nil {
+	if _, err := sess.client.w.Write(frame); err != nil {
 		return &clientSideError{err}
 	}
 	return nil
@@ -444,7 +444,7 @@ func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
 // copyIn looks at it between client messages and returns only once the
 // watcher is done with the node's reader.
 func (sess *session) copyIn(be *backend) (ended bool, err error) {
-	if err := sess.w.Flush(); err != nil {
+	if err := sess.client.w.Flush(); err != nil {
 		return false, &clientSideError{err}
 	}
 	if be.conn.Reader.Buffered() > 0 {
@@ -463,7 +463,7 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 		if nodeSpoke.Load() {
 			return false, w.Flush()
 		}
-		typ, body, err := sess.r.ReadFrame()
+		typ, body, err := sess.client.r.ReadFrame()
 		if err != nil {
 			// The client is gone: abort the COPY so the node does not wait.
 			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("client connection lost\x00")))

@@ -27,7 +27,7 @@ func resultStream(rows int) []byte {
 func relaySession(out io.Writer) *session {
 	srv := &Server{}
 	srv.settings.Store(&liveSettings{})
-	return &session{srv: srv, w: bufio.NewWriterSize(out, clientWriteBuffer), log: zerolog.Nop()}
+	return &session{srv: srv, client: clientConn{w: bufio.NewWriterSize(out, clientWriteBuffer)}, log: zerolog.Nop()}
 }
 
 func TestRelayForwardsFramesUntouched(t *testing.T) {
@@ -40,7 +40,7 @@ func TestRelayForwardsFramesUntouched(t *testing.T) {
 	if _, err := sess.relay(be, &u); err != nil {
 		t.Fatal(err)
 	}
-	sess.w.Flush()
+	sess.client.w.Flush()
 	if !bytes.Equal(out.Bytes(), stream) {
 		t.Fatalf("relayed %d bytes differ from the %d the node sent", out.Len(), len(stream))
 	}
@@ -66,7 +66,7 @@ func TestRelaySwallowsInjectedParseAndAnswersClose(t *testing.T) {
 	if _, err := sess.relay(be, &unit{}); err != nil {
 		t.Fatal(err)
 	}
-	sess.w.Flush()
+	sess.client.w.Flush()
 	var want []byte
 	want = wire.AppendFrame(want, '2', nil)
 	want = wire.AppendFrame(want, 'C', []byte("SELECT 0\x00"))

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -24,17 +23,11 @@ import (
 
 // session is one client connection after startup.
 type session struct {
-	srv  *Server
-	id   uint64
-	conn net.Conn
-	r    *wire.Reader
-	w    *bufio.Writer
-	log  zerolog.Logger
-	tls  bool
-	// certName is the common name of the client's verified TLS certificate, "" without one.
-	certName string
-	// clientKey is the SCRAM ClientKey the client's proof revealed, for SCRAM passthrough to the nodes.
-	clientKey []byte
+	srv *Server
+	id  uint64
+	// client is the client connection (client_conn.go).
+	client clientConn
+	log    zerolog.Logger
 
 	user, database, appName string
 	login                   pool.Login
@@ -174,14 +167,14 @@ func (sess *session) send(msg pgproto3.BackendMessage) error {
 		return err
 	}
 	sess.scratch = buf[:0]
-	_, err = sess.w.Write(buf)
+	_, err = sess.client.w.Write(buf)
 	return err
 }
 
 // fail sends err to the client as an ErrorResponse and flushes.
 func (sess *session) fail(err error) {
 	sess.send(toErrorResponse(err))
-	sess.w.Flush()
+	sess.client.w.Flush()
 }
 
 // sendReady ends a unit pgowl answered itself, with the status of the session's transaction state.
@@ -193,8 +186,8 @@ func (sess *session) sendReady() {
 func (sess *session) run(ctx context.Context) {
 	defer sess.closeBackends()
 	for {
-		if sess.r.Buffered() == 0 && sess.w.Buffered() > 0 {
-			if err := sess.w.Flush(); err != nil {
+		if sess.client.r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
+			if err := sess.client.w.Flush(); err != nil {
 				return
 			}
 		}
@@ -208,7 +201,7 @@ func (sess *session) run(ctx context.Context) {
 		}
 		idle := sess.startIdleRelay()
 		sess.armIdleTransactionTimeout()
-		typ, body, err := sess.r.ReadFrame()
+		typ, body, err := sess.client.r.ReadFrame()
 		sess.idleOutsideTransaction.Store(false)
 		if idle != nil {
 			idle.stop()
@@ -218,7 +211,7 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 			// Woken while a transaction was starting: it may finish.
-			sess.conn.SetReadDeadline(time.Time{})
+			sess.client.conn.SetReadDeadline(time.Time{})
 			continue
 		}
 		if err != nil {
@@ -235,7 +228,7 @@ func (sess *session) run(ctx context.Context) {
 		}
 		if sess.idleTransactionDeadline {
 			// Not idle any more: what the unit reads from the client (COPY data) is not bound.
-			sess.conn.SetReadDeadline(time.Time{})
+			sess.client.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
 		if sess.skip != skipNone && typ != wire.MsgSync && typ != wire.MsgTerminate {
@@ -570,14 +563,6 @@ func safeToResend(u *unit, err error, sent bool) bool {
 	return false
 }
 
-// clientSideError marks an error on the client's side of the session (reading
-// from or writing to the client): the client connection cannot continue, and
-// no backend is to blame.
-type clientSideError struct{ err error }
-
-func (e *clientSideError) Error() string { return e.err.Error() }
-func (e *clientSideError) Unwrap() error { return e.err }
-
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
@@ -841,7 +826,7 @@ func (sess *session) writeNotice(dec route.Decision, guard *unitGuard) {
 	buf = append(buf, 0, 0)
 	binary.BigEndian.PutUint32(buf[1:5], uint32(len(buf)-1))
 	sess.scratch = buf[:0]
-	sess.w.Write(buf)
+	sess.client.w.Write(buf)
 }
 
 // noticeFieldsHead is the start of a routing NOTICE's fields, up to the
