@@ -125,8 +125,8 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 // sent again elsewhere): the client has its answer already and must not get another.
 func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) error {
 	if sess.client.w.Buffered() > 0 {
-		if err := sess.client.w.Flush(); err != nil {
-			return &clientSideError{err}
+		if err := sess.client.flush(); err != nil {
+			return err
 		}
 	}
 	for {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"net"
 
 	"github.com/pgowl/pgowl/wire"
@@ -29,3 +30,36 @@ type clientSideError struct{ err error }
 
 func (e *clientSideError) Error() string { return e.err.Error() }
 func (e *clientSideError) Unwrap() error { return e.err }
+
+// clientSide reports whether err happened on the client's side of the
+// session (see clientSideError).
+func clientSide(err error) bool {
+	var cs *clientSideError
+	return errors.As(err, &cs)
+}
+
+// write appends frame to what the client is sent; an error is the client's side.
+func (c *clientConn) write(frame []byte) error {
+	if _, err := c.w.Write(frame); err != nil {
+		return &clientSideError{err}
+	}
+	return nil
+}
+
+// flush sends the client what is buffered for it; an error is the client's side.
+func (c *clientConn) flush() error {
+	if err := c.w.Flush(); err != nil {
+		return &clientSideError{err}
+	}
+	return nil
+}
+
+// readFrame reads the client's next message; an error is the client's side.
+// The body is valid until the next read.
+func (c *clientConn) readFrame() (typ byte, body []byte, err error) {
+	typ, body, err = c.r.ReadFrame()
+	if err != nil {
+		return typ, nil, &clientSideError{err}
+	}
+	return typ, body, nil
+}

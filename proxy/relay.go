@@ -129,8 +129,8 @@ func (x *exchange) relayReplies(u *unit) error {
 		}
 		if r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
-			if err := sess.client.w.Flush(); err != nil {
-				return &clientSideError{err}
+			if err := sess.client.flush(); err != nil {
+				return err
 			}
 		}
 		typ, _, err := r.PeekHeader()
@@ -377,10 +377,7 @@ func (sess *session) startReply(u *unit) {
 
 // forwardFrame writes a whole frame to the client.
 func (sess *session) forwardFrame(frame []byte) error {
-	if _, err := sess.client.w.Write(frame); err != nil {
-		return &clientSideError{err}
-	}
-	return nil
+	return sess.client.write(frame)
 }
 
 // undo reverts what an expected message would have changed, because the node
@@ -444,8 +441,8 @@ func setOrDelete(m map[string]*preparedStmt, name string, s *preparedStmt) {
 // copyIn looks at it between client messages and returns only once the
 // watcher is done with the node's reader.
 func (sess *session) copyIn(be *backend) (ended bool, err error) {
-	if err := sess.client.w.Flush(); err != nil {
-		return false, &clientSideError{err}
+	if err := sess.client.flush(); err != nil {
+		return false, err
 	}
 	if be.conn.Reader.Buffered() > 0 {
 		return false, nil // the node has spoken already
@@ -463,12 +460,12 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 		if nodeSpoke.Load() {
 			return false, w.Flush()
 		}
-		typ, body, err := sess.client.r.ReadFrame()
+		typ, body, err := sess.client.readFrame()
 		if err != nil {
 			// The client is gone: abort the COPY so the node does not wait.
 			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("client connection lost\x00")))
 			w.Flush()
-			return true, &clientSideError{err}
+			return true, err
 		}
 		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
 			return true, err

@@ -167,8 +167,7 @@ func (sess *session) send(msg pgproto3.BackendMessage) error {
 		return err
 	}
 	sess.scratch = buf[:0]
-	_, err = sess.client.w.Write(buf)
-	return err
+	return sess.client.write(buf)
 }
 
 // fail sends err to the client as an ErrorResponse and flushes.
@@ -456,8 +455,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.applyOutcome(be, u, dec, out)
 			return nil
 		}
-		var cf *clientSideError
-		if errors.As(err, &cf) {
+		if clientSide(err) {
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
