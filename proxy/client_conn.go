@@ -23,6 +23,16 @@ type clientConn struct {
 	clientKey []byte
 }
 
+// reset makes conn the client connection, with a fresh reader (bounded by
+// loginMessageLimit until the login is over) and writer: at accept, and
+// again when TLS replaces the plain socket.
+func (c *clientConn) reset(conn net.Conn) {
+	c.conn = conn
+	rw := wire.Direct(conn)
+	c.r = wire.NewReader(rw, clientReadBuffer, loginMessageLimit)
+	c.w = bufio.NewWriterSize(rw, clientWriteBuffer)
+}
+
 // clientSideError marks an error on the client's side of the session (reading
 // from or writing to the client): the client connection cannot continue, and
 // no backend is to blame.

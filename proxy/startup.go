@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -75,11 +74,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	sess := &session{
 		srv:    s,
 		id:     connID,
-		client: clientConn{conn: conn},
 		log:    log,
 		notice: s.live().cfg.Routing.Notice,
 	}
-	sess.resetIO(conn)
+	sess.client.reset(conn)
 
 	deadline := time.Now().Add(s.live().cfg.Limits.StartupTimeout)
 	conn.SetDeadline(deadline)
@@ -162,13 +160,6 @@ func writeErrorNow(conn net.Conn, err error) {
 	}
 }
 
-func (sess *session) resetIO(conn net.Conn) {
-	sess.client.conn = conn
-	rw := wire.Direct(conn)
-	sess.client.r = wire.NewReader(rw, clientReadBuffer, loginMessageLimit)
-	sess.client.w = bufio.NewWriterSize(rw, clientWriteBuffer)
-}
-
 // startup negotiates encryption, reads the startup packet, authenticates the
 // client and logs in to a first node. It returns false when the connection
 // should be closed; the client has then been told why.
@@ -208,7 +199,7 @@ func (sess *session) startup(ctx context.Context) bool {
 				sess.log.Info().Err(err).Msg("TLS handshake failed")
 				return false
 			}
-			sess.resetIO(tlsConn)
+			sess.client.reset(tlsConn)
 			sess.client.tls = true
 			if state := tlsConn.ConnectionState(); len(state.VerifiedChains) > 0 {
 				sess.client.certName = state.PeerCertificates[0].Subject.CommonName
