@@ -49,6 +49,10 @@
 //     position), then writes one routing-log line, and hands the same record
 //     to the Options.Observer (package admin: metrics and the routing history).
 //
+// The client connection is a part of its own (clientConn): its reads and
+// writes return clientSideError, so that a lost client is told from a lost
+// backend by type (clientSide), not by where the error came from.
+//
 // A client that asks for the database pgowl (config.AdminDatabase) gets the
 // admin console (Options.Console) instead of a node session, once it has
 // authenticated as one of admin.users; anyone else gets 28P01, as an
