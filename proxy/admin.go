@@ -83,9 +83,9 @@ func (s *Server) Clients() []admin.Client {
 			User:        sess.user,
 			Database:    sess.database,
 			Application: sess.appName,
-			Addr:        sess.conn.RemoteAddr().String(),
+			Addr:        sess.client.conn.RemoteAddr().String(),
 			Active:      sess.running.Load() != nil,
-			TLS:         sess.tls,
+			TLS:         sess.client.tls,
 		})
 	}
 	return out
@@ -106,8 +106,8 @@ func (sess *session) serveConsole() bool {
 		sess.fail(err)
 		return false
 	}
-	sess.conn.SetDeadline(time.Time{})
-	stop := context.AfterFunc(srv.serveCtx, func() { sess.conn.Close() })
+	sess.client.conn.SetDeadline(time.Time{})
+	stop := context.AfterFunc(srv.serveCtx, func() { sess.client.conn.Close() })
 	defer stop()
 	sess.log.Info().Msg("admin console session")
 	if err := srv.opts.Console.ServeConsole(consoleConn{sess}, sess.user); err != nil {
@@ -119,11 +119,11 @@ func (sess *session) serveConsole() bool {
 // consoleConn adapts a session's client connection to admin.ConsoleConn.
 type consoleConn struct{ sess *session }
 
-func (c consoleConn) ReadMessage() (byte, []byte, error) { return c.sess.r.ReadFrame() }
+func (c consoleConn) ReadMessage() (byte, []byte, error) { return c.sess.client.r.ReadFrame() }
 func (c consoleConn) Send(msg pgproto3.BackendMessage) error {
 	return c.sess.send(msg)
 }
-func (c consoleConn) Flush() error { return c.sess.w.Flush() }
+func (c consoleConn) Flush() error { return c.sess.client.w.Flush() }
 
 // consoleAuthStore returns the credentials of the admin users only.
 func consoleAuthStore(cfg config.Config, all []*auth.Credentials) *auth.Store {

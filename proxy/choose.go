@@ -29,8 +29,9 @@ type unit struct {
 	// expectsReady says the unit ends with ReadyForQuery (Query or Sync).
 	expectsReady bool
 
-	errCode   string // SQLSTATE of the first error the node returned
-	committed bool   // a COMMIT in the unit ended the transaction (and no ROLLBACK after it)
+	// outcome is what the unit's exchange with its node did: the relay's
+	// result, recorded by applyOutcome before the session's parts apply it.
+	outcome exchangeOutcome
 
 	decision      route.Decision
 	routeErr      error // why no node could run the unit
@@ -58,7 +59,7 @@ type unit struct {
 	guard unitGuard
 }
 
-func (u *unit) failed() bool { return u.errCode != "" }
+func (u *unit) failed() bool { return u.outcome.failed() }
 
 // planStatement maps a classification to the router's statement.
 func planStatement(eff classify.Effects) route.Statement {
@@ -566,7 +567,7 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 				onRow(body)
 			}
 		case wire.MsgNotificationResponse:
-			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
+			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgErrorResponse:
 			code, _ := errorFields(body)
 			if sqlstate == "" {

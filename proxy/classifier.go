@@ -124,9 +124,9 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 // closed, so that the session's next unit meets a dead connection before anything runs (and is
 // sent again elsewhere): the client has its answer already and must not get another.
 func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) error {
-	if sess.w.Buffered() > 0 {
-		if err := sess.w.Flush(); err != nil {
-			return &clientFatal{err}
+	if sess.client.w.Buffered() > 0 {
+		if err := sess.client.flush(); err != nil {
+			return err
 		}
 	}
 	for {
@@ -138,7 +138,7 @@ func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) 
 		}
 		switch typ {
 		case wire.MsgNotificationResponse:
-			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
+			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgReadyForQuery:
 			if len(body) == 1 {
 				be.conn.TxStatus = body[0]

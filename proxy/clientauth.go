@@ -19,26 +19,26 @@ func (sess *session) authenticate() error {
 	mode := sess.srv.live().cfg.TLS.ClientMode
 	switch mode {
 	case config.ClientTLSRequire, config.ClientTLSVerifyCA, config.ClientTLSVerifyFull:
-		if !sess.tls {
+		if !sess.client.tls {
 			return &clientError{Severity: "FATAL", SQLState: sqlstateInvalidAuthSpec,
 				Message: fmt.Sprintf("pgowl: TLS is required (tls.client_mode = %s): connect with sslmode=require or stronger", mode)}
 		}
 	}
-	if mode == config.ClientTLSVerifyFull && sess.certName != sess.user {
+	if mode == config.ClientTLSVerifyFull && sess.client.certName != sess.user {
 		return &clientError{Severity: "FATAL", SQLState: sqlstateInvalidAuthSpec,
 			Message: fmt.Sprintf("pgowl: the client certificate's common name does not match user %q (tls.client_mode = verify-full)", sess.user)}
 	}
-	login := access.Login{Addr: remoteAddr(sess.conn), TLS: sess.tls, Database: sess.database, User: sess.user}
+	login := access.Login{Addr: remoteAddr(sess.client.conn), TLS: sess.client.tls, Database: sess.database, User: sess.user}
 	decision := sess.srv.live().access.Decide(login)
-	request := auth.Request{User: sess.user, CertificateName: sess.certName, Rand: rand.Reader}
-	if sess.tls {
+	request := auth.Request{User: sess.user, CertificateName: sess.client.certName, Rand: rand.Reader}
+	if sess.client.tls {
 		request.ChannelBinding = sess.srv.live().channelBinding
 	}
 	switch decision.Method {
 	case access.MethodUser:
 	case access.MethodReject:
 		encryption := "no encryption"
-		if sess.tls {
+		if sess.client.tls {
 			encryption = "TLS"
 		}
 		what := "no access rule admits"
@@ -56,7 +56,7 @@ func (sess *session) authenticate() error {
 	if err != nil {
 		return err
 	}
-	sess.clientKey = result.ClientKey
+	sess.client.clientKey = result.ClientKey
 	sess.log.Debug().Int("rule", decision.Rule).Str("method", result.Method.String()).
 		Bool("channel_binding", result.ChannelBound).Msg("client authenticated")
 	return nil
@@ -93,7 +93,7 @@ func remoteAddr(conn net.Conn) netip.Addr {
 // and who logged in without SCRAM (trust or cert) gets no secret: the nodes must trust it.
 func (sess *session) nodeLogin(params map[string]string) pool.Login {
 	login := pool.Login{User: sess.user, Password: sess.srv.credentialsFor(sess.user), Database: sess.database, Params: params}
-	if login.Password != "" || len(sess.clientKey) != sha256.Size {
+	if login.Password != "" || len(sess.client.clientKey) != sha256.Size {
 		return login
 	}
 	creds, ok := sess.srv.live().auth.Lookup(sess.user)
@@ -101,7 +101,7 @@ func (sess *session) nodeLogin(params map[string]string) pool.Login {
 		return login
 	}
 	keys := &pool.SCRAMKeys{ServerKey: creds.ServerKey()}
-	copy(keys.ClientKey[:], sess.clientKey)
+	copy(keys.ClientKey[:], sess.client.clientKey)
 	login.SCRAM = keys
 	return login
 }

@@ -442,7 +442,7 @@ func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (sqlst
 		case wire.MsgDataRow:
 			onRow(body)
 		case wire.MsgNotificationResponse:
-			sess.w.Write(appendFrame(sess.scratch[:0], typ, body))
+			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgErrorResponse:
 			if code, msg := errorFields(body); sqlstate == "" {
 				sqlstate, message = code, msg

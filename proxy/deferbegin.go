@@ -98,7 +98,7 @@ func (sess *session) writeDeferredBegin(be *backend) {
 // relayDeferredBegin consumes the node's replies to a deferred BEGIN, up to
 // its ReadyForQuery. The client had its BEGIN reply already; it gets BEGIN's
 // NOTICE now, naming the node, and any error or warning the BEGIN raised.
-func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error {
+func (sess *session) relayDeferredBegin(be *backend, u *unit, out *exchangeOutcome, quiet bool) error {
 	r := be.conn.Reader
 	for {
 		typ, body, err := r.ReadFrame()
@@ -139,9 +139,7 @@ func (sess *session) relayDeferredBegin(be *backend, u *unit, quiet bool) error 
 			}
 			return nil
 		case wire.MsgErrorResponse:
-			if u.errCode == "" {
-				u.errCode = code
-			}
+			out.noteError(code)
 			sess.startReply(u) // the statement's own NOTICE goes first, as for any reply of the unit
 			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
 				return err
@@ -169,19 +167,26 @@ func (sess *session) logBegin(u *unit) {
 // node answered with status: the node's, except for a unit that ran outside
 // the session's deferred transaction (a synced batch that only prepares).
 // The client is inside that transaction, and an error fails it, as it would
-// have on a node.
-func (sess *session) clientTxStatus(u *unit, status byte) byte {
+// have on a node (abortDeferredAfter records it once the exchange is
+// over). failed says the unit's exchange failed so far.
+func (sess *session) clientTxStatus(u *unit, failed bool, status byte) byte {
 	d := sess.deferred
 	if d == nil || u.carriesBegin || u.replaysFailure {
 		return status
 	}
-	if u.failed() {
-		d.aborted = true
-	}
-	if d.aborted {
+	if failed || d.aborted {
 		return wire.TxFailed
 	}
 	return wire.TxInBlock
+}
+
+// abortDeferredAfter applies a unit's outcome to the deferred BEGIN: a unit
+// that ran outside it (a synced batch that only prepares) and failed fails
+// the transaction, as it told the client (clientTxStatus).
+func (sess *session) abortDeferredAfter(u *unit, out *exchangeOutcome) {
+	if d := sess.deferred; d != nil && !u.carriesBegin && !u.replaysFailure && out.failed() {
+		d.aborted = true
+	}
 }
 
 // failedTransactionQuery opens a transaction and fails it, without effect.

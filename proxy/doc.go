@@ -37,9 +37,21 @@
 //  3. takes the session's backend connection to that node (package pool),
 //  4. writes a NOTICE naming the node and the reason, forwards the unit, and
 //     streams the replies back as raw frames until every message of the unit
-//     is answered,
-//  5. writes one routing-log line, and hands the same record to the
-//     Options.Observer (package admin: metrics and the routing history).
+//     is answered (session.exchangeOn and relay). The relay changes the
+//     backend's protocol state (its expected replies, status, open batch,
+//     skipping) and what must change in a reply's turn (the statement
+//     records of messages the node skipped, backend.undo; the deferred
+//     BEGIN's NOTICE and log line), and returns an exchangeOutcome: the
+//     first SQLSTATE, whether a COMMIT ended a transaction, the final
+//     status, the completions,
+//  5. applies that outcome to the session's parts (applyOutcome: deferred
+//     BEGIN, statements, settings, pins, the held backend, the write
+//     position), then writes one routing-log line, and hands the same record
+//     to the Options.Observer (package admin: metrics and the routing history).
+//
+// The client connection is a part of its own (clientConn): its reads and
+// writes return clientSideError, so that a lost client is told from a lost
+// backend by type (clientSide), not by where the error came from.
 //
 // A client that asks for the database pgowl (config.AdminDatabase) gets the
 // admin console (Options.Console) instead of a node session, once it has
@@ -84,7 +96,7 @@
 // the refused segment's start is on the held node (skipToNodeSync), goes
 // there.
 //
-// Transitions: a unit's outcome sets them in afterUnit. ReadyForQuery I with
+// Transitions: a unit's outcome sets them in applyOutcome (afterUnit). ReadyForQuery I with
 // no pin and no open batch returns to idle and lets the backend go (held =
 // nil); T or E keeps it held. A BEGIN answered by pgowl enters deferred; the
 // first statement leaves it for in block (or for deferred-aborted when it

@@ -45,7 +45,7 @@ func (sess *session) startIdleRelay() *idleRelay {
 	// Notifications already read into the connection's buffer (behind the
 	// last reply, or behind a query pgowl ran itself) are relayed first.
 	if be == nil || !sess.pins.has(classify.SessionListen) || be.conn.TxStatus != wire.TxIdle ||
-		be.expect.len() > 0 || be.openBatch || sess.w.Buffered() > 0 {
+		be.expect.len() > 0 || be.openBatch || sess.client.w.Buffered() > 0 {
 		return nil
 	}
 	ir := &idleRelay{be: be, done: make(chan struct{}), watchDone: make(chan struct{})}
@@ -99,12 +99,12 @@ func (ir *idleRelay) run(sess *session) {
 			ir.err = err
 			return
 		}
-		if _, err := sess.w.Write(frame); err != nil {
+		if _, err := sess.client.w.Write(frame); err != nil {
 			ir.err = err
 			return
 		}
 		r.Discard(len(frame))
-		if err := sess.w.Flush(); err != nil {
+		if err := sess.client.w.Flush(); err != nil {
 			ir.err = err
 			return
 		}
@@ -129,8 +129,8 @@ func (ir *idleRelay) endSession(sess *session, cause error) {
 func (sess *session) terminateListening(message string) {
 	sess.send(toErrorResponse(&clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: message,
 		Hint: "Connect again and LISTEN again: the session will run on the current primary."}))
-	sess.w.Flush()
-	sess.conn.Close()
+	sess.client.w.Flush()
+	sess.client.conn.Close()
 }
 
 // errListeningSessionLost ends a session whose LISTEN backend was lost

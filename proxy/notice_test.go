@@ -30,7 +30,7 @@ func TestWriteNoticeFrame(t *testing.T) {
 		sess.notice = true
 		sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 		sess.writeNotice(dec, nil)
-		if err := sess.w.Flush(); err != nil {
+		if err := sess.client.w.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		frame := out.Bytes()
@@ -58,7 +58,7 @@ func TestWriteNoticeOff(t *testing.T) {
 	var out bytes.Buffer
 	sess := relaySession(&out)
 	sess.writeNotice(noticeDecisions[0], nil)
-	sess.w.Flush()
+	sess.client.w.Flush()
 	if out.Len() != 0 {
 		t.Fatalf("wrote %q with notices off", out.Bytes())
 	}

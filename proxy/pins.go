@@ -128,7 +128,7 @@ func (p *sessionPins) mayHaveChanged(u *unit, status byte) bool {
 		return true
 	case u.failed() && eff.Session&pinningEffects != 0:
 		return true
-	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.committed && p.kinds&checkablePins != 0:
+	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.outcome.committed && p.kinds&checkablePins != 0:
 		return true
 	}
 	return false

@@ -66,11 +66,11 @@ func TestPinsRecheckWhenStateMayHaveChanged(t *testing.T) {
 		{name: "a release while pinned only by what cannot be checked", pinned: classify.SessionSerializableDefault,
 			unit: unit{effects: classify.Effects{Session: classify.SessionRelease}}, status: wire.TxIdle},
 		{name: "a pinning unit that failed (a lock survives the error)",
-			unit: unit{errCode: "42P01", effects: classify.Effects{Session: classify.SessionAdvisoryLock}}, status: wire.TxIdle, want: true},
+			unit: unit{outcome: exchangeOutcome{errCode: "42P01"}, effects: classify.Effects{Session: classify.SessionAdvisoryLock}}, status: wire.TxIdle, want: true},
 		{name: "a rollback while pinned", pinned: classify.SessionTempTable,
 			unit: unit{effects: classify.Effects{Tx: classify.TxEnd}}, status: wire.TxIdle, want: true},
 		{name: "a commit while pinned", pinned: classify.SessionTempTable,
-			unit: unit{committed: true, effects: classify.Effects{Tx: classify.TxEnd}}, status: wire.TxIdle},
+			unit: unit{outcome: exchangeOutcome{committed: true}, effects: classify.Effects{Tx: classify.TxEnd}}, status: wire.TxIdle},
 		{name: "a BEGIN while pinned: still in the block", pinned: classify.SessionTempTable,
 			unit: unit{effects: classify.Effects{Tx: classify.TxBegin}}, status: wire.TxInBlock},
 	}

@@ -324,7 +324,7 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 			r.inTransaction = true
 		}
 	}
-	if u.committed {
+	if u.outcome.committed {
 		r.unsettled = r.unsettled || r.inTransaction
 		r.inTransaction = false
 	}
@@ -346,7 +346,7 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	sess.srv.userWrites.begin(key)
 	var pos, flush route.WritePosition
 	defer func() { sess.srv.userWrites.end(key, pos, flush) }()
-	if err := sess.w.Flush(); err != nil {
+	if err := sess.client.w.Flush(); err != nil {
 		return
 	}
 	pos, flush = sess.readWritePosition(be)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
 	"sync/atomic"
 
@@ -82,55 +81,64 @@ func completes(e *expectation, typ byte) bool {
 	return false
 }
 
-// relay streams a backend's replies to the client until every expected reply
-// has arrived. Frames pass through untouched; only ReadyForQuery,
-// ErrorResponse and a few completions are looked at.
-func (sess *session) relay(be *backend, u *unit) error {
-	r := be.conn.Reader
+// exchange is one relay of a unit's replies from a backend: what the relay
+// loop carries from frame to frame, and the outcome it builds.
+//
+// The unit is not kept in it but passed along: the backend escapes to the
+// heap (copyIn's watcher), and a unit stored beside it would too, one
+// allocation per unit on the hot path.
+type exchange struct {
+	sess *session
+	be   *backend
 	// copying: the client is in COPY FROM STDIN mode, sending data.
-	copying := false
-	replied := false
+	copying bool
+	// replied: the node's first reply came (see firstReplyCame).
+	replied bool
+	out     exchangeOutcome
+}
+
+// relay streams a backend's replies to the client until every expected reply
+// has arrived, and returns what the exchange did; the session's state is
+// left to the caller, which applies the outcome (applyOutcome). Frames pass
+// through untouched; only ReadyForQuery, ErrorResponse and a few completions
+// are looked at. The outcome is partial when relay returns an error.
+func (sess *session) relay(be *backend, u *unit) (exchangeOutcome, error) {
+	x := exchange{sess: sess, be: be, out: exchangeOutcome{node: be.node}}
+	err := x.relayReplies(u)
+	x.out.txStatus = be.conn.TxStatus
+	return x.out, err
+}
+
+// relayReplies is relay's loop, over the expected replies.
+func (x *exchange) relayReplies(u *unit) error {
+	sess, be := x.sess, x.be
+	r := be.conn.Reader
 	for be.expect.len() > 0 {
-		if head := be.expect.front(); head.synthetic != 0 {
-			// Every earlier message is answered: this one's turn.
-			sess.startReply(u)
-			sess.forwardFrame(append(sess.scratch[:0], head.synthetic, 0, 0, 0, 4))
-			be.expect.pop()
+		if answered, err := x.relayPgowlTurn(u); err != nil {
+			return err
+		} else if answered {
 			continue
 		}
-		if head := be.expect.front(); head.catalogueRead != nil {
-			if err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
-				return err
-			}
-			be.expect.pop()
-			continue
-		}
-		if head := be.expect.front(); head.swallow && head.typ == wire.MsgQuery {
-			if err := sess.relayDeferredBegin(be, u, head.quiet); err != nil {
-				return err
-			}
-			continue
-		}
-		if copying {
+		if x.copying {
 			// The client is sending COPY data: forward it until the node speaks.
 			ended, err := sess.copyIn(be)
 			if err != nil {
 				return err
 			}
-			copying = !ended
+			x.copying = !ended
 		}
-		if r.Buffered() == 0 && sess.w.Buffered() > 0 {
+		if r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
-			if err := sess.w.Flush(); err != nil {
-				return &clientFatal{err}
+			if err := sess.client.flush(); err != nil {
+				return err
 			}
 		}
 		typ, _, err := r.PeekHeader()
 		if err != nil {
 			return err
 		}
-		if !replied {
-			replied = true
+		if !x.replied {
+			x.replied = true
 			sess.firstReplyCame()
 		}
 		if typ == wire.MsgDataRow {
@@ -138,145 +146,182 @@ func (sess *session) relay(be *backend, u *unit) error {
 			if !u.forwarded {
 				sess.startReply(u)
 			}
-			n, err := r.CopyRun(sess.w, wire.MsgDataRow)
+			n, err := r.CopyRun(sess.client.w, wire.MsgDataRow)
 			if err == nil && n == 0 {
-				_, _, err = r.CopyFrame(sess.w)
+				_, _, err = r.CopyFrame(sess.client.w)
 			}
 			if err != nil {
-				return &clientFatal{err}
+				return &clientSideError{err}
 			}
 			continue
 		}
-		head := be.expect.front()
-		switch typ {
-		case wire.MsgReadyForQuery:
-			_, body, err := r.ReadFrame()
-			if err != nil {
-				return err
-			}
-			if len(body) != 1 {
-				return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
-			}
-			be.conn.TxStatus = body[0]
-			if head.typ != wire.MsgSync && head.typ != wire.MsgQuery && head.typ != wire.MsgFunctionCall {
-				return fmt.Errorf("protocol out of step with %s: ReadyForQuery while a %q reply was due", be.node, head.typ)
-			}
-			be.expect.pop()
-			// Any ReadyForQuery ends an unsynced batch: a simple Query after
-			// it runs in the batch's implicit transaction and ends it.
-			be.openBatch = false
-			if head.typ == wire.MsgSync {
-				be.skipping = false
-			}
-			sess.startReply(u)
-			if err := sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(u, body[0]))); err != nil {
-				return err
-			}
-		case wire.MsgErrorResponse:
-			_, body, err := r.ReadFrame()
-			if err != nil {
-				return err
-			}
-			severity, code, message := errorSeverityFields(body)
-			if closing := deadConnectionReply(be, u, wire.MsgErrorResponse, severity, code, message); closing != nil {
-				// The node is closing this connection. The client's own
-				// connection must survive it: the session reports a lost
-				// backend (08006) instead of passing the FATAL on.
-				return closing
-			}
-			if u.errCode == "" {
-				u.errCode = code
-			}
-			// A COPY that failed ends for the node, which drops the data the
-			// client still sends (so does the session, outside a COPY).
-			copying = false
-			if head.duplicateOf != "" && code == sqlstateDuplicatePreparedStatement {
-				body = duplicateStatementError(body, head.duplicateOf)
-			}
-			if head.typ != wire.MsgQuery && head.typ != wire.MsgSync && head.typ != wire.MsgFunctionCall {
-				// An extended message failed: the node skips the rest of
-				// the batch up to Sync, so those replies never come.
-				be.undo(sess, head, true)
-				be.expect.pop()
-				for be.expect.len() > 0 && be.expect.front().typ != wire.MsgSync {
-					be.undo(sess, be.expect.front(), false)
-					be.expect.pop()
+		if err := x.relayReply(u, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relayPgowlTurn handles the expected reply at the head of the queue when it
+// is not the node's to give the client: a reply pgowl sends itself, its own
+// catalogue read, or a deferred BEGIN sent ahead of the unit. It reports
+// whether it did.
+func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
+	sess, be := x.sess, x.be
+	head := be.expect.front()
+	switch {
+	case head.synthetic != 0:
+		// Every earlier message is answered: this one's turn.
+		sess.startReply(u)
+		sess.forwardFrame(append(sess.scratch[:0], head.synthetic, 0, 0, 0, 4))
+		be.expect.pop()
+		return true, nil
+	case head.catalogueRead != nil:
+		if err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
+			return true, err
+		}
+		be.expect.pop()
+		return true, nil
+	case head.swallow && head.typ == wire.MsgQuery:
+		return true, sess.relayDeferredBegin(be, u, &x.out, head.quiet)
+	}
+	return false, nil
+}
+
+// relayReply relays one reply of type typ, other than a DataRow, and
+// follows what it completes.
+func (x *exchange) relayReply(u *unit, typ byte) error {
+	sess, be := x.sess, x.be
+	r := be.conn.Reader
+	head := be.expect.front()
+	switch typ {
+	case wire.MsgReadyForQuery:
+		return x.relayReady(u, head)
+	case wire.MsgErrorResponse:
+		return x.relayError(u, head)
+	case wire.MsgCommandComplete:
+		return x.relayCommandComplete(u, head)
+	case wire.MsgNoticeResponse:
+		if !u.forwarded {
+			if frame, err := r.PeekFrame(); err == nil {
+				severity, code, message := errorSeverityFields(frame[wire.HeaderSize:])
+				if closing := deadConnectionReply(be, u, wire.MsgNoticeResponse, severity, code, message); closing != nil {
+					return closing
 				}
-				if be.expect.len() == 0 {
-					be.skipping = true
-				}
-			}
-			sess.startReply(u)
-			if code == sqlstateQueryCanceled && sess.queryTimedOut.Load() {
-				// The cancel was pgowl's (limits.query_timeout): say so, as
-				// PostgreSQL's statement_timeout does.
-				if err := sess.forwardFrame(sess.queryTimeoutError(be, body)); err != nil {
-					return err
-				}
-				break
-			}
-			if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body)); err != nil {
-				return err
-			}
-		case wire.MsgCommandComplete:
-			sess.startReply(u)
-			if len(sess.settings.pending) > 0 || u.effects.Tx != 0 {
-				_, body, err := r.ReadFrame()
-				if err != nil {
-					return err
-				}
-				// The transaction's settings took effect if a COMMIT ended it,
-				// even one followed by more statements in the same string.
-				switch tag := commandTag(body); {
-				case bytes.Equal(tag, []byte("COMMIT")):
-					u.committed = true
-				case bytes.Equal(tag, []byte("ROLLBACK")):
-					u.committed = false
-				}
-				if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgCommandComplete, body)); err != nil {
-					return err
-				}
-			} else if _, _, err := r.CopyFrame(sess.w); err != nil {
-				return &clientFatal{err}
-			}
-			if completes(head, wire.MsgCommandComplete) {
-				be.expect.pop()
-			}
-		case wire.MsgNoticeResponse:
-			if !u.forwarded {
-				if frame, err := r.PeekFrame(); err == nil {
-					severity, code, message := errorSeverityFields(frame[wire.HeaderSize:])
-					if closing := deadConnectionReply(be, u, wire.MsgNoticeResponse, severity, code, message); closing != nil {
-						return closing
-					}
-				}
-			}
-			sess.startReply(u)
-			if _, _, err := r.CopyFrame(sess.w); err != nil {
-				return &clientFatal{err}
-			}
-		case wire.MsgCopyInResponse:
-			sess.startReply(u)
-			if _, _, err := r.CopyFrame(sess.w); err != nil {
-				return &clientFatal{err}
-			}
-			copying = true
-		default:
-			if completes(head, typ) {
-				if head.swallow {
-					if _, _, err := r.ReadFrame(); err != nil {
-						return err
-					}
-					be.expect.pop()
-					continue
-				}
-				be.expect.pop()
-			}
-			sess.startReply(u)
-			if _, _, err := r.CopyFrame(sess.w); err != nil {
-				return &clientFatal{err}
 			}
 		}
+	case wire.MsgCopyInResponse:
+		x.copying = true
+	default:
+		if completes(head, typ) {
+			if head.swallow {
+				if _, _, err := r.ReadFrame(); err != nil {
+					return err
+				}
+				be.expect.pop()
+				return nil
+			}
+			be.expect.pop()
+		}
+	}
+	sess.startReply(u)
+	if _, _, err := r.CopyFrame(sess.client.w); err != nil {
+		return &clientSideError{err}
+	}
+	return nil
+}
+
+// relayReady relays a ReadyForQuery, which ends the reply to a Sync, Query or
+// FunctionCall (head), with the status the client gets.
+func (x *exchange) relayReady(u *unit, head *expectation) error {
+	sess, be := x.sess, x.be
+	_, body, err := be.conn.Reader.ReadFrame()
+	if err != nil {
+		return err
+	}
+	if len(body) != 1 {
+		return fmt.Errorf("malformed ReadyForQuery from %s", be.node)
+	}
+	be.conn.TxStatus = body[0]
+	if head.typ != wire.MsgSync && head.typ != wire.MsgQuery && head.typ != wire.MsgFunctionCall {
+		return fmt.Errorf("protocol out of step with %s: ReadyForQuery while a %q reply was due", be.node, head.typ)
+	}
+	be.expect.pop()
+	// Any ReadyForQuery ends an unsynced batch: a simple Query after
+	// it runs in the batch's implicit transaction and ends it.
+	be.openBatch = false
+	if head.typ == wire.MsgSync {
+		be.skipping = false
+	}
+	sess.startReply(u)
+	return sess.forwardFrame(wireReady(sess.scratch[:0], sess.clientTxStatus(u, x.out.failed(), body[0])))
+}
+
+// relayError relays an ErrorResponse to the expected message head, and
+// drops the replies the node will now skip.
+func (x *exchange) relayError(u *unit, head *expectation) error {
+	sess, be := x.sess, x.be
+	_, body, err := be.conn.Reader.ReadFrame()
+	if err != nil {
+		return err
+	}
+	severity, code, message := errorSeverityFields(body)
+	if closing := deadConnectionReply(be, u, wire.MsgErrorResponse, severity, code, message); closing != nil {
+		// The node is closing this connection. The client's own
+		// connection must survive it: the session reports a lost
+		// backend (08006) instead of passing the FATAL on.
+		return closing
+	}
+	x.out.noteError(code)
+	// A COPY that failed ends for the node, which drops the data the
+	// client still sends (so does the session, outside a COPY).
+	x.copying = false
+	if head.duplicateOf != "" && code == sqlstateDuplicatePreparedStatement {
+		body = duplicateStatementError(body, head.duplicateOf)
+	}
+	if head.typ != wire.MsgQuery && head.typ != wire.MsgSync && head.typ != wire.MsgFunctionCall {
+		// An extended message failed: the node skips the rest of
+		// the batch up to Sync, so those replies never come.
+		be.undo(sess, head, true)
+		be.expect.pop()
+		for be.expect.len() > 0 && be.expect.front().typ != wire.MsgSync {
+			be.undo(sess, be.expect.front(), false)
+			be.expect.pop()
+		}
+		if be.expect.len() == 0 {
+			be.skipping = true
+		}
+	}
+	sess.startReply(u)
+	if code == sqlstateQueryCanceled && sess.queryTimedOut.Load() {
+		// The cancel was pgowl's (limits.query_timeout): say so, as
+		// PostgreSQL's statement_timeout does.
+		return sess.forwardFrame(sess.queryTimeoutError(be, body))
+	}
+	return sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgErrorResponse, body))
+}
+
+// relayCommandComplete relays a CommandComplete, reading its tag when the
+// outcome needs it (readsCommandTags).
+func (x *exchange) relayCommandComplete(u *unit, head *expectation) error {
+	sess, be := x.sess, x.be
+	r := be.conn.Reader
+	sess.startReply(u)
+	if readsCommandTags(u.effects, len(sess.settings.pending)) {
+		_, body, err := r.ReadFrame()
+		if err != nil {
+			return err
+		}
+		x.out.noteCommandTag(commandTag(body))
+		if err := sess.forwardFrame(appendFrame(sess.scratch[:0], wire.MsgCommandComplete, body)); err != nil {
+			return err
+		}
+	} else if _, _, err := r.CopyFrame(sess.client.w); err != nil {
+		return &clientSideError{err}
+	}
+	x.out.completions++
+	if completes(head, wire.MsgCommandComplete) {
+		be.expect.pop()
 	}
 	return nil
 }
@@ -332,10 +377,7 @@ func (sess *session) startReply(u *unit) {
 
 // forwardFrame writes a whole frame to the client.
 func (sess *session) forwardFrame(frame []byte) error {
-	if _, err := sess.w.Write(frame); err != nil {
-		return &clientFatal{err}
-	}
-	return nil
+	return sess.client.write(frame)
 }
 
 // undo reverts what an expected message would have changed, because the node
@@ -381,8 +423,8 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 // copyIn looks at it between client messages and returns only once the
 // watcher is done with the node's reader.
 func (sess *session) copyIn(be *backend) (ended bool, err error) {
-	if err := sess.w.Flush(); err != nil {
-		return false, &clientFatal{err}
+	if err := sess.client.flush(); err != nil {
+		return false, err
 	}
 	if be.conn.Reader.Buffered() > 0 {
 		return false, nil // the node has spoken already
@@ -400,12 +442,12 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 		if nodeSpoke.Load() {
 			return false, w.Flush()
 		}
-		typ, body, err := sess.r.ReadFrame()
+		typ, body, err := sess.client.readFrame()
 		if err != nil {
 			// The client is gone: abort the COPY so the node does not wait.
 			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("client connection lost\x00")))
 			w.Flush()
-			return true, &clientFatal{err}
+			return true, err
 		}
 		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
 			return true, err
@@ -415,7 +457,7 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 			return true, w.Flush()
 		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync:
 		default:
-			return true, &clientFatal{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
+			return true, &clientSideError{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
 		}
 	}
 }

@@ -27,7 +27,7 @@ func resultStream(rows int) []byte {
 func relaySession(out io.Writer) *session {
 	srv := &Server{}
 	srv.settings.Store(&liveSettings{})
-	return &session{srv: srv, w: bufio.NewWriterSize(out, clientWriteBuffer), log: zerolog.Nop()}
+	return &session{srv: srv, client: clientConn{w: bufio.NewWriterSize(out, clientWriteBuffer)}, log: zerolog.Nop()}
 }
 
 func TestRelayForwardsFramesUntouched(t *testing.T) {
@@ -37,10 +37,10 @@ func TestRelayForwardsFramesUntouched(t *testing.T) {
 	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 32<<10, 1<<20)}}
 	be.expect.push(expectation{typ: 'Q'})
 	u := unit{}
-	if err := sess.relay(be, &u); err != nil {
+	if _, err := sess.relay(be, &u); err != nil {
 		t.Fatal(err)
 	}
-	sess.w.Flush()
+	sess.client.w.Flush()
 	if !bytes.Equal(out.Bytes(), stream) {
 		t.Fatalf("relayed %d bytes differ from the %d the node sent", out.Len(), len(stream))
 	}
@@ -63,10 +63,10 @@ func TestRelaySwallowsInjectedParseAndAnswersClose(t *testing.T) {
 	be.expect.push(expectation{typ: 'E'})
 	be.expect.push(expectation{typ: 'C', synthetic: '3'}) // a client Close pgowl answers in turn
 	be.expect.push(expectation{typ: 'S'})
-	if err := sess.relay(be, &unit{}); err != nil {
+	if _, err := sess.relay(be, &unit{}); err != nil {
 		t.Fatal(err)
 	}
-	sess.w.Flush()
+	sess.client.w.Flush()
 	var want []byte
 	want = wire.AppendFrame(want, '2', nil)
 	want = wire.AppendFrame(want, 'C', []byte("SELECT 0\x00"))
@@ -88,12 +88,12 @@ func TestRelayErrorDropsTheRestOfTheBatch(t *testing.T) {
 	be.expect.push(expectation{typ: 'B'})
 	be.expect.push(expectation{typ: 'E'})
 	be.expect.push(expectation{typ: 'S'})
-	u := unit{}
-	if err := sess.relay(be, &u); err != nil {
+	outcome, err := sess.relay(be, &unit{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if u.errCode != "22012" {
-		t.Fatalf("unit error code %q, want 22012", u.errCode)
+	if outcome.errCode != "22012" {
+		t.Fatalf("unit error code %q, want 22012", outcome.errCode)
 	}
 	if be.statements().holds("pgowl_a") {
 		t.Fatal("a Parse that failed is still recorded as prepared on the connection")
@@ -113,7 +113,7 @@ func BenchmarkRelayDataRows(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		src.Reset(stream)
 		be.expect.push(expectation{typ: 'Q'})
-		if err := sess.relay(be, &unit{}); err != nil {
+		if _, err := sess.relay(be, &unit{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -135,11 +135,12 @@ func TestRefusedUnnamedParseLeavesNoUnnamedStatement(t *testing.T) {
 		clientPrev: sess.statements.parse(bad), stmt: bad})
 	be.expect.push(expectation{typ: wire.MsgSync})
 	u := unit{}
-	if err := sess.relay(be, &u); err != nil {
+	outcome, err := sess.relay(be, &u)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if u.errCode != "42601" {
-		t.Fatalf("unit error %q, want 42601", u.errCode)
+	if outcome.errCode != "42601" {
+		t.Fatalf("unit error %q, want 42601", outcome.errCode)
 	}
 	if id := be.unnamedID(); id != 0 {
 		t.Errorf("the connection records statement %d as its unnamed statement after a refused unnamed Parse", id)

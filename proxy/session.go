@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -23,17 +22,11 @@ import (
 
 // session is one client connection after startup.
 type session struct {
-	srv  *Server
-	id   uint64
-	conn net.Conn
-	r    *wire.Reader
-	w    *bufio.Writer
-	log  zerolog.Logger
-	tls  bool
-	// certName is the common name of the client's verified TLS certificate, "" without one.
-	certName string
-	// clientKey is the SCRAM ClientKey the client's proof revealed, for SCRAM passthrough to the nodes.
-	clientKey []byte
+	srv *Server
+	id  uint64
+	// client is the client connection (client_conn.go).
+	client clientConn
+	log    zerolog.Logger
 
 	user, database, appName string
 	login                   pool.Login
@@ -142,14 +135,13 @@ func (sess *session) send(msg pgproto3.BackendMessage) error {
 		return err
 	}
 	sess.scratch = buf[:0]
-	_, err = sess.w.Write(buf)
-	return err
+	return sess.client.write(buf)
 }
 
 // fail sends err to the client as an ErrorResponse and flushes.
 func (sess *session) fail(err error) {
 	sess.send(toErrorResponse(err))
-	sess.w.Flush()
+	sess.client.w.Flush()
 }
 
 // sendReady ends a unit pgowl answered itself, with the status of the session's transaction state.
@@ -161,8 +153,8 @@ func (sess *session) sendReady() {
 func (sess *session) run(ctx context.Context) {
 	defer sess.closeBackends()
 	for {
-		if sess.r.Buffered() == 0 && sess.w.Buffered() > 0 {
-			if err := sess.w.Flush(); err != nil {
+		if sess.client.r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
+			if err := sess.client.w.Flush(); err != nil {
 				return
 			}
 		}
@@ -176,7 +168,7 @@ func (sess *session) run(ctx context.Context) {
 		}
 		idle := sess.startIdleRelay()
 		sess.armIdleTransactionTimeout()
-		typ, body, err := sess.r.ReadFrame()
+		typ, body, err := sess.client.r.ReadFrame()
 		sess.idleOutsideTransaction.Store(false)
 		if idle != nil {
 			idle.stop()
@@ -186,7 +178,7 @@ func (sess *session) run(ctx context.Context) {
 				return
 			}
 			// Woken while a transaction was starting: it may finish.
-			sess.conn.SetReadDeadline(time.Time{})
+			sess.client.conn.SetReadDeadline(time.Time{})
 			continue
 		}
 		if err != nil {
@@ -203,7 +195,7 @@ func (sess *session) run(ctx context.Context) {
 		}
 		if sess.idleTransactionDeadline {
 			// Not idle any more: what the unit reads from the client (COPY data) is not bound.
-			sess.conn.SetReadDeadline(time.Time{})
+			sess.client.conn.SetReadDeadline(time.Time{})
 			sess.idleTransactionDeadline = false
 		}
 		if sess.skip != skipNone && typ != wire.MsgSync && typ != wire.MsgTerminate {
@@ -375,7 +367,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	sess.busy.Store(true)
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
-		sent := false // the unit's request reached the kernel: the node may have run it
 		be, plan, err := sess.choose(ctx, u)
 		// Whether the deferred BEGIN goes with the unit is the plan's word
 		// (a synced batch that only prepares runs outside it).
@@ -426,59 +417,12 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			sess.refuseForCost(be, u, dec, refusal)
 			return nil
 		}
-		// The NOTICE says where a statement ran: a unit that runs nothing
-		// (prepare and describe only) gets none.
-		u.noticePending = sess.notice && !u.runsNothing
-		sess.awaitFirstReply(be)
-		err = sess.prepareBackend(be)
-		if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
-			err = sess.discardSequencesOn(be)
-		}
+		out, sent, err := sess.exchangeOn(be, u, dec, write)
 		if err == nil {
-			if u.carriesBegin {
-				sess.writeDeferredBegin(be)
-			} else if u.replaysFailure {
-				sess.writeFailedTransaction(be)
-			}
-			sess.guardStarted(u, be)
-			write(be)
-			sess.sendCatalogueRead(be, u, dec.Role)
-			sess.running.Store(&be.running)
-			err = be.conn.Writer.Flush()
-			if err == nil {
-				sent = true
-				timeout := sess.armQueryTimeout(be)
-				err = sess.relay(be, u)
-				if timeout != nil {
-					timeout.Stop()
-				}
-			}
-			sess.running.Store(nil)
-			sess.guardEnded(u)
-		}
-		if sess.endAwait(err, be) && err != nil {
-			err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
-		}
-		if err == nil {
-			if u.carriesBegin || u.replaysFailure {
-				sess.deferred = nil
-			}
-			if sess.sequencesDiscarded && dec.Role == route.RolePrimary && u.errCode == "" && !u.runsNothing {
-				// What currval and lastval answer on this backend now, the session's own unit did.
-				sess.sequencesDiscarded = false
-			}
-			sess.afterUnit(be, u)
-			sess.noteWritePosition(be, u, dec)
-			sess.releaseIdle(be)
-			outcome := "ok"
-			if u.errCode != "" {
-				outcome = u.errCode
-			}
-			sess.logUnit(u, dec, outcome)
+			sess.applyOutcome(be, u, dec, out)
 			return nil
 		}
-		var cf *clientFatal
-		if errors.As(err, &cf) {
+		if clientSide(err) {
 			sess.logUnit(u, dec, sqlstateConnectionFailure)
 			return err
 		}
@@ -488,7 +432,6 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			// once: the pool checks its other idle ones before handing them out.
 			sess.srv.opts.Pool.Suspect(be.node)
 			sess.dropBackend(be)
-			u.errCode = ""
 			errors.As(err, &takenOff)
 			continue
 		}
@@ -496,11 +439,48 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	}
 }
 
-// clientFatal marks an error after which the client connection cannot continue.
-type clientFatal struct{ err error }
-
-func (e *clientFatal) Error() string { return e.err.Error() }
-func (e *clientFatal) Unwrap() error { return e.err }
+// exchangeOn runs the unit on be, the backend chosen for it by dec: it
+// prepares the connection, writes the unit with write (behind a deferred
+// BEGIN or a failed transaction's replay, and ahead of a catalogue read),
+// and relays the replies. sent says the unit's request reached the kernel:
+// the node may have run it. The outcome is for the session's parts to apply
+// (applyOutcome); on an error it is partial and not applied.
+func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write func(*backend)) (out exchangeOutcome, sent bool, err error) {
+	// The NOTICE says where a statement ran: a unit that runs nothing
+	// (prepare and describe only) gets none.
+	u.noticePending = sess.notice && !u.runsNothing
+	sess.awaitFirstReply(be)
+	err = sess.prepareBackend(be)
+	if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
+		err = sess.discardSequencesOn(be)
+	}
+	if err == nil {
+		if u.carriesBegin {
+			sess.writeDeferredBegin(be)
+		} else if u.replaysFailure {
+			sess.writeFailedTransaction(be)
+		}
+		sess.guardStarted(u, be)
+		write(be)
+		sess.sendCatalogueRead(be, u, dec.Role)
+		sess.running.Store(&be.running)
+		err = be.conn.Writer.Flush()
+		if err == nil {
+			sent = true
+			timeout := sess.armQueryTimeout(be)
+			out, err = sess.relay(be, u)
+			if timeout != nil {
+				timeout.Stop()
+			}
+		}
+		sess.running.Store(nil)
+		sess.guardEnded(u)
+	}
+	if sess.endAwait(err, be) && err != nil {
+		err = &nodeUnresponsive{node: be.node, limit: sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
+	}
+	return out, sent, err
+}
 
 // lostBackend reports a backend that failed while running a unit. The client
 // gets an error and can go on with its next statement on the current roles.
@@ -532,10 +512,35 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 	return nil
 }
 
-// afterUnit updates the session from what the unit did.
+// applyOutcome applies what a unit's exchange with be did (out) to the
+// session's parts, once the relay has returned: the unit records its
+// outcome, then the deferred BEGIN ends (it went with the unit) or fails (a
+// batch outside it failed), the
+// sequences discard is settled, the statements, settings, pins and held
+// backend follow (afterUnit), the write position is noted, an idle backend
+// goes back to the pool, and the routing log is written.
+func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out exchangeOutcome) {
+	u.outcome = out
+	sess.abortDeferredAfter(u, &out)
+	if u.carriesBegin || u.replaysFailure {
+		sess.deferred = nil
+	}
+	if sess.sequencesDiscarded && dec.Role == route.RolePrimary && !out.failed() && !u.runsNothing {
+		// What currval and lastval answer on this backend now, the session's own unit did.
+		sess.sequencesDiscarded = false
+	}
+	sess.afterUnit(be, u)
+	sess.noteWritePosition(be, u, dec)
+	sess.releaseIdle(be)
+	sess.logUnit(u, dec, u.outcome.logOutcome())
+}
+
+// afterUnit applies the unit's outcome (u.outcome) to the session's
+// statements, settings, pins and held backend, in that order.
 func (sess *session) afterUnit(be *backend, u *unit) {
-	status := be.conn.TxStatus
-	if u.errCode == sqlstateCachedPlanChanged {
+	out := &u.outcome
+	status := out.txStatus
+	if out.errCode == sqlstateCachedPlanChanged {
 		// A table changed under a managed statement: sessions that prepare
 		// it again get a fresh one (the client's current one fails on, as
 		// it would on its own connection, until the client prepares again).
@@ -548,29 +553,18 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	}
 	// Settings of a transaction that committed first: the unit's own
 	// effects may then mark the connection's settings unknown.
-	sess.settlePendingSets(be, u, status)
+	sess.settlePendingSets(be, u)
 	if status == wire.TxIdle {
-		sess.endPgowlTransaction(u.committed)
+		sess.endPgowlTransaction(out.committed)
 	}
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
 	}
-	if u.effects.Session != 0 && !u.runsNothing {
-		// A unit that only prepared and described ran nothing: the effects
-		// are those of statements that may run later, and count then.
-		switch {
-		case u.failed() && u.effects.Statements == 1:
-			// A statement that failed changed nothing.
-		case u.failed() || u.effects.Statements != 1 || u.setSQL == "" || be.openBatch:
-			// Part of a multi-statement string may have taken effect (it
-			// may COMMIT before a later statement fails), and pgowl follows
-			// settings and releases only for single statements. A part of
-			// an extended batch sent at a Flush is not settled either: an
-			// error before Sync undoes it with the implicit transaction.
-			sess.trackUncertainEffects(be, u)
-		default:
-			sess.trackSessionEffects(be, u)
-		}
+	switch sessionEffectsTracking(u, out, be.openBatch) {
+	case trackUncertain:
+		sess.trackUncertainEffects(be, u)
+	case trackExact:
+		sess.trackSessionEffects(be, u)
 	}
 	if load, ok := loadStatement(u); ok {
 		sess.noteLoad(be, load)
@@ -595,7 +589,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			return
 		}
 	}
-	if sess.pins.pinned() || be.openBatch || status != wire.TxIdle {
+	if holdsBackend(sess.pins.pinned(), be.openBatch, status) {
 		sess.held = be
 	} else {
 		sess.held = nil
@@ -603,43 +597,30 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 }
 
 // settlePendingSets decides the fate of SETs made inside a transaction once
-// the unit that ends it (or chains it, or rolls back to a savepoint) has run:
-// they join the session's settings when the transaction committed, and are
-// dropped when it rolled back. When pgowl cannot tell which of them survived,
-// the backend's settings count as unknown (RESET ALL before its next unit)
-// and the SETs are dropped.
-func (sess *session) settlePendingSets(be *backend, u *unit, status byte) {
+// the unit that ends it (or chains it, or rolls back to a savepoint) has run
+// (settleFate): they join the session's settings when the transaction
+// committed, and are dropped when it rolled back. When pgowl cannot tell
+// which of them survived, the backend's settings count as unknown (RESET
+// ALL before its next unit) and the SETs are dropped.
+func (sess *session) settlePendingSets(be *backend, u *unit) {
 	if len(sess.settings.pending) == 0 {
 		sess.settings.pendingUncertain = false
 		return
 	}
-	if status != wire.TxIdle {
-		if u.failed() {
-			return // the transaction is failed: its end decides
-		}
-		if u.effects.Statements != 1 {
-			if u.effects.Tx != classify.TxNone {
-				sess.settings.pendingUncertain = true
-			}
-			return
-		}
-		switch txKind(u.effects) {
-		case classify.TxKindRollbackToSavepoint:
-			sess.settings.pendingUncertain = true
-			return
-		case classify.TxKindCommitAndChain:
-			// Committed; the chained transaction starts without pending SETs.
-		case classify.TxKindRollbackAndChain:
-			u.committed = false
-		default:
-			return
-		}
+	fate, committed := settleFate(u.effects, &u.outcome)
+	switch fate {
+	case pendingKept:
+		return
+	case pendingKeptUncertain:
+		sess.settings.pendingUncertain = true
+		return
 	}
+	u.outcome.committed = committed
 	switch {
 	case sess.settings.pendingUncertain:
 		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
-	case u.committed:
+	case committed:
 		sess.applySets(be, sess.settings.pending)
 	}
 	sess.settings.pending = sess.settings.pending[:0]
@@ -758,7 +739,7 @@ func (sess *session) writeNotice(dec route.Decision, guard *unitGuard) {
 	buf = append(buf, 0, 0)
 	binary.BigEndian.PutUint32(buf[1:5], uint32(len(buf)-1))
 	sess.scratch = buf[:0]
-	sess.w.Write(buf)
+	sess.client.w.Write(buf)
 }
 
 // noticeFieldsHead is the start of a routing NOTICE's fields, up to the

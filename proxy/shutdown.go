@@ -77,7 +77,7 @@ func (s *Server) drain(grace time.Duration) {
 	s.mu.Lock()
 	var running []cancelKey
 	for k, sess := range s.sessions {
-		sess.conn.SetReadDeadline(time.Now())
+		sess.client.conn.SetReadDeadline(time.Now())
 		if sess.running.Load() != nil {
 			running = append(running, k)
 		}
@@ -94,7 +94,7 @@ func (s *Server) drain(grace time.Duration) {
 	s.mu.Lock()
 	for _, sess := range s.sessions {
 		s.shutdown.closed.Add(1)
-		sess.conn.Close()
+		sess.client.conn.Close()
 	}
 	s.mu.Unlock()
 	<-done
@@ -107,7 +107,7 @@ func (s *Server) wakeIdleSessions() {
 	defer s.mu.Unlock()
 	for _, sess := range s.sessions {
 		if sess.idleOutsideTransaction.Load() {
-			sess.conn.SetReadDeadline(time.Now())
+			sess.client.conn.SetReadDeadline(time.Now())
 		}
 	}
 }
@@ -135,7 +135,7 @@ func (sess *session) endForShutdown() bool {
 		st.rolledBack.Add(1)
 		message = shutdownRolledBackMessage
 	}
-	sess.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	sess.client.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	sess.fail(&clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: message})
 	return true
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -75,11 +74,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	sess := &session{
 		srv:    s,
 		id:     connID,
-		conn:   conn,
 		log:    log,
 		notice: s.live().cfg.Routing.Notice,
 	}
-	sess.resetIO(conn)
+	sess.client.reset(conn)
 
 	deadline := time.Now().Add(s.live().cfg.Limits.StartupTimeout)
 	conn.SetDeadline(deadline)
@@ -104,7 +102,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	}
 	defer s.clients.Add(-1)
 	// The login is over: from now on a message may be as long as the configured limit.
-	sess.r.SetMaxBody(s.live().cfg.Limits.MaxMessageSize)
+	sess.client.r.SetMaxBody(s.live().cfg.Limits.MaxMessageSize)
 	conn.SetDeadline(time.Time{})
 	key, err := s.register(sess)
 	if err != nil {
@@ -162,13 +160,6 @@ func writeErrorNow(conn net.Conn, err error) {
 	}
 }
 
-func (sess *session) resetIO(conn net.Conn) {
-	sess.conn = conn
-	rw := wire.Direct(conn)
-	sess.r = wire.NewReader(rw, clientReadBuffer, loginMessageLimit)
-	sess.w = bufio.NewWriterSize(rw, clientWriteBuffer)
-}
-
 // startup negotiates encryption, reads the startup packet, authenticates the
 // client and logs in to a first node. It returns false when the connection
 // should be closed; the client has then been told why.
@@ -179,7 +170,7 @@ func (sess *session) resetIO(conn net.Conn) {
 func (sess *session) startup(ctx context.Context) bool {
 	var sslDone, gssDone bool
 	for {
-		body, err := sess.r.ReadUntyped()
+		body, err := sess.client.r.ReadUntyped()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				var fe *wire.FrameError
@@ -193,34 +184,34 @@ func (sess *session) startup(ctx context.Context) bool {
 		code := binary.BigEndian.Uint32(body)
 		switch {
 		case code == codeSSLRequest && !sslDone:
-			if sess.r.Buffered() > 0 {
+			if sess.client.r.Buffered() > 0 {
 				sess.fail(protocolViolation("received unencrypted data after SSL request"))
 				return false
 			}
 			sslDone = true
 			if sess.srv.live().tls == nil {
-				sess.conn.Write([]byte{wire.SSLRefused})
+				sess.client.conn.Write([]byte{wire.SSLRefused})
 				continue
 			}
-			sess.conn.Write([]byte{wire.SSLAccepted})
-			tlsConn := tls.Server(sess.conn, sess.srv.live().tls)
+			sess.client.conn.Write([]byte{wire.SSLAccepted})
+			tlsConn := tls.Server(sess.client.conn, sess.srv.live().tls)
 			if err := tlsConn.HandshakeContext(ctx); err != nil {
 				sess.log.Info().Err(err).Msg("TLS handshake failed")
 				return false
 			}
-			sess.resetIO(tlsConn)
-			sess.tls = true
+			sess.client.reset(tlsConn)
+			sess.client.tls = true
 			if state := tlsConn.ConnectionState(); len(state.VerifiedChains) > 0 {
-				sess.certName = state.PeerCertificates[0].Subject.CommonName
+				sess.client.certName = state.PeerCertificates[0].Subject.CommonName
 			}
 			gssDone = true // no GSSAPI encryption inside TLS
 		case code == codeGSSENCRequest && !gssDone:
-			if sess.r.Buffered() > 0 {
+			if sess.client.r.Buffered() > 0 {
 				sess.fail(protocolViolation("received unencrypted data after GSSAPI encryption request"))
 				return false
 			}
 			gssDone = true
-			sess.conn.Write([]byte{wire.SSLRefused})
+			sess.client.conn.Write([]byte{wire.SSLRefused})
 		case code == codeCancelRequest:
 			// PostgreSQL ignores a cancel request of the wrong length.
 			if len(body) == 12 {
@@ -267,7 +258,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	}
 	if version != protocolV3 || len(unsupported) > 0 {
 		msg := &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unsupported}
-		if err := sess.send(msg); err != nil || sess.w.Flush() != nil {
+		if err := sess.send(msg); err != nil || sess.client.w.Flush() != nil {
 			return false
 		}
 	}
@@ -366,10 +357,10 @@ func (sess *session) finishStartup(key cancelKey) bool {
 	binary.BigEndian.PutUint32(secret, key.secret)
 	sess.send(&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: secret})
 	sess.send(&pgproto3.ReadyForQuery{TxStatus: wire.TxIdle})
-	if err := sess.w.Flush(); err != nil {
+	if err := sess.client.w.Flush(); err != nil {
 		return false
 	}
-	sess.log.Info().Bool("tls", sess.tls).Msg("client connected")
+	sess.log.Info().Bool("tls", sess.client.tls).Msg("client connected")
 	return true
 }
 
@@ -380,14 +371,14 @@ func (c clientAuthConn) Send(msg pgproto3.BackendMessage) error {
 	if err := c.sess.send(msg); err != nil {
 		return err
 	}
-	return c.sess.w.Flush()
+	return c.sess.client.w.Flush()
 }
 
 // ReceivePassword reads the client's next authentication message under
 // loginMessageLimit; a malformed or oversized frame is a FATAL 08P01, told
 // from its header alone.
 func (c clientAuthConn) ReceivePassword() ([]byte, error) {
-	typ, body, err := c.sess.r.ReadFrame()
+	typ, body, err := c.sess.client.r.ReadFrame()
 	if err != nil {
 		var fe *wire.FrameError
 		switch {

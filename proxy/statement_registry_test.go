@@ -94,7 +94,7 @@ func TestRegistryDeallocatedNameCanBeParsedAgain(t *testing.T) {
 					t.Fatalf("DEALLOCATE ps deallocates %q, %v", name, ok)
 				}
 				sess.deallocateClientStatement(name)
-				sess.w.Flush()
+				sess.client.w.Flush()
 				if !bytes.Contains(out.Bytes(), []byte("DEALLOCATE\x00")) {
 					t.Fatalf("the client got %q, want CommandComplete DEALLOCATE", out.Bytes())
 				}

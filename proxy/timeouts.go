@@ -46,9 +46,9 @@ func (sess *session) armIdleTransactionTimeout() {
 	}
 	// Only a wait for a new unit counts: the middle of an extended batch or
 	// of a message is not idle.
-	idle := sess.txState().inTransaction() && sess.r.Buffered() == 0 && len(sess.batch.msgs) == 0 && sess.skip == skipNone
+	idle := sess.txState().inTransaction() && sess.client.r.Buffered() == 0 && len(sess.batch.msgs) == 0 && sess.skip == skipNone
 	if idle {
-		sess.conn.SetReadDeadline(time.Now().Add(limit))
+		sess.client.conn.SetReadDeadline(time.Now().Add(limit))
 		sess.idleTransactionDeadline = true
 	}
 }
@@ -59,7 +59,7 @@ func (sess *session) armIdleTransactionTimeout() {
 func (sess *session) endIdleTransaction() {
 	sess.log.Info().Dur("limit", sess.srv.live().cfg.Limits.IdleTransactionTimeout).
 		Msg("session idle in a transaction past limits.idle_transaction_timeout; closing it")
-	sess.conn.SetDeadline(time.Now().Add(time.Second))
+	sess.client.conn.SetDeadline(time.Now().Add(time.Second))
 	sess.fail(&clientError{Severity: "FATAL", SQLState: sqlstateIdleInTransactionTimeout,
 		Message: "pgowl: terminating connection due to idle-in-transaction timeout (limits.idle_transaction_timeout)"})
 }

@@ -112,7 +112,7 @@ func TestTransactionStateReportsStatusAndPredicates(t *testing.T) {
 // clientReplies splits what the session wrote to its client into frames.
 func clientReplies(t *testing.T, sess *session, out *bytes.Buffer) (types []byte, last []byte) {
 	t.Helper()
-	sess.w.Flush()
+	sess.client.w.Flush()
 	r := wire.NewReader(bytes.NewReader(out.Bytes()), 4096, 1<<20)
 	for {
 		typ, body, err := r.ReadFrame()
@@ -175,15 +175,18 @@ var txTransitionCases = []txTransitionCase{
 	{name: "deferred, a prepare-only batch failed outside it: deferred-aborted",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			u := unit{errCode: "42601"}
-			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
+			// The batch's exchange failed (42601): the client is told, then the outcome applied.
+			u, out := unit{}, exchangeOutcome{errCode: "42601", txStatus: wire.TxIdle}
+			s.client.w.Write(wireReady(nil, s.clientTxStatus(&u, out.failed(), wire.TxIdle)))
+			s.abortDeferredAfter(&u, &out)
 		},
 		ready: wire.TxFailed, after: txDeferredAborted},
 	{name: "deferred, a prepare-only batch ran outside it: stays deferred",
 		before: func(s *session) { s.deferred = &deferredBegin{} },
 		event: func(s *session) {
-			u := unit{}
-			s.w.Write(wireReady(nil, s.clientTxStatus(&u, wire.TxIdle)))
+			u, out := unit{}, exchangeOutcome{txStatus: wire.TxIdle}
+			s.client.w.Write(wireReady(nil, s.clientTxStatus(&u, out.failed(), wire.TxIdle)))
+			s.abortDeferredAfter(&u, &out)
 		},
 		ready: wire.TxInBlock, after: txDeferred},
 }
