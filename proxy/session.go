@@ -603,28 +603,20 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 // which of them survived, the backend's settings count as unknown (RESET
 // ALL before its next unit) and the SETs are dropped.
 func (sess *session) settlePendingSets(be *backend, u *unit) {
-	if len(sess.settings.pending) == 0 {
-		sess.settings.pendingUncertain = false
+	if !sess.settings.hasPending() {
 		return
 	}
 	fate, committed := settleFate(u.effects, &u.outcome)
-	switch fate {
-	case pendingKept:
-		return
-	case pendingKeptUncertain:
-		sess.settings.pendingUncertain = true
-		return
+	if fate == pendingSettled {
+		u.outcome.committed = committed
 	}
-	u.outcome.committed = committed
-	switch {
-	case sess.settings.pendingUncertain:
+	switch committedSets, unknown := sess.settings.settlePending(fate, committed); {
+	case unknown:
 		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
-	case committed:
-		sess.applySets(be, sess.settings.pending)
+	case len(committedSets) > 0:
+		sess.applySets(be, committedSets)
 	}
-	sess.settings.pending = sess.settings.pending[:0]
-	sess.settings.pendingUncertain = false
 }
 
 // pinningEffects are the session effects whose state cannot move between nodes.
@@ -672,7 +664,7 @@ func (sess *session) trackSessionEffects(be *backend, u *unit) {
 		case be.conn.TxStatus == wire.TxIdle:
 			sess.applySets(be, []string{replay})
 		default:
-			sess.settings.pending = append(sess.settings.pending, replay)
+			sess.settings.addPending(replay)
 		}
 	}
 }

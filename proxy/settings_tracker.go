@@ -159,6 +159,43 @@ func (t *settingsTracker) addLoad(load string) (added, full bool) {
 	return true, false
 }
 
+// hasPending reports whether changes wait for the end of their transaction
+// block; without any, the uncertain mark is dropped too (nothing is left
+// for it to be about).
+func (t *settingsTracker) hasPending() bool {
+	if len(t.pending) == 0 {
+		t.pendingUncertain = false
+		return false
+	}
+	return true
+}
+
+// addPending records a change made inside the open transaction block; it
+// counts only if the block commits.
+func (t *settingsTracker) addPending(replay string) { t.pending = append(t.pending, replay) }
+
+// settlePending applies a unit's fate to the pending changes (the type's
+// states). When the block ended, it returns the changes that now count
+// (the block committed and pgowl could follow it), valid until the next
+// addPending, or unknown when pgowl could not tell which of them survived:
+// the backend's settings then count as unknown.
+func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (committedSets []string, unknown bool) {
+	switch fate {
+	case pendingKept:
+		return nil, false
+	case pendingKeptUncertain:
+		t.pendingUncertain = true
+		return nil, false
+	}
+	unknown = t.pendingUncertain
+	if committed && !unknown {
+		committedSets = t.pending
+	}
+	t.pending = t.pending[:0]
+	t.pendingUncertain = false
+	return committedSets, unknown
+}
+
 // replay is what brings a connection's settings in line with the session's,
 // after RESET ALL: the LOADs, then the settings.
 func (t *settingsTracker) replay() []string { return slices.Concat(t.loads, t.sets) }
