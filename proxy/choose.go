@@ -229,18 +229,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	sess.turn++
 	r.Session.Turn = sess.turn
 	if r.MayReadOnStandby() && sess.mayNeedWritePosition(&r) {
-		// Read your writes: the position the read must see (readyourwrites.go).
-		if !sess.ryw.settleCanWait(snap) {
-			sess.settleWritePosition(ctx, snap)
-		}
-		var unflushed bool
-		r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
-		if r.Session.ReadAfter.LSN != 0 {
-			r.Session.Replayed = sess.ryw.fresh(snap)
-		}
-		// Not flushed on the primary: no standby can have it yet, so none
-		// is asked; the plan takes one already seen past it, or the primary.
-		r.Session.ReadAfterWaitOver = unflushed
+		sess.noteReadAfter(ctx, &r, snap)
 	}
 	wait := sess.srv.live().cfg.Routing.PrimaryWait
 	r.Now = time.Now()
@@ -293,23 +282,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		if !(connectFailure(err) || primaryNotAccepting) || !time.Now().Before(deadline) {
 			return be, out, err
 		}
-		// The chosen node did not answer although the monitor last saw it up,
-		// or the primary does not accept connections now (starting up,
-		// shutting down: a switchover may be under way). Wait for the monitor
-		// to see it down, or to choose another node, or, for a primary not
-		// accepting connections, for the monitor's next answer from it; then
-		// plan again (bounded by routing.primary_wait).
-		pr, failed, failedAt := r, dec.Node, time.Now()
-		snap = sess.awaitSnapshot(ctx, deadline, snap, func(s *route.Snapshot) bool {
-			for _, n := range s.Nodes {
-				if n.Name == failed && (!n.Up || primaryNotAccepting && n.SampledAt.After(failedAt)) {
-					return true
-				}
-			}
-			pr.Snapshot, pr.Now = s, time.Now()
-			next, err := route.Plan(pr)
-			return err != nil || next.Decision.Node != failed
-		})
+		snap = sess.awaitNodeChange(ctx, deadline, r, dec.Node, primaryNotAccepting)
 		if ctx.Err() != nil {
 			return nil, out, ctx.Err()
 		}
@@ -354,6 +327,45 @@ func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, 
 	}
 	sess.log.Info().Str("node", dec.Node).Str("sqlstate", code).Str("why", why).Time("remembered_until", r.until).
 		Stringer("until_replayed", r.replayPast).Msg("a standby refused the session's backend login; the read is planned again without it")
+}
+
+// noteReadAfter puts in r the write position a read must see, for read
+// your writes (readyourwrites.go): the session's last write position, made
+// known first where a standby could have it, and what the standbys are
+// known to have replayed.
+func (sess *session) noteReadAfter(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot) {
+	if !sess.ryw.settleCanWait(snap) {
+		sess.settleWritePosition(ctx, snap)
+	}
+	var unflushed bool
+	r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
+	if r.Session.ReadAfter.LSN != 0 {
+		r.Session.Replayed = sess.ryw.fresh(snap)
+	}
+	// Not flushed on the primary: no standby can have it yet, so none
+	// is asked; the plan takes one already seen past it, or the primary.
+	r.Session.ReadAfterWaitOver = unflushed
+}
+
+// awaitNodeChange is choose's wait after the chosen node failed: it did not
+// answer although the monitor last saw it up, or, primaryNotAccepting, the
+// primary does not accept connections now (starting up, shutting down: a
+// switchover may be under way). It waits until deadline for the monitor to
+// see the node down, or for the plan r to choose another node, or, for a
+// primary not accepting connections, for the monitor's next answer from
+// it, and returns the last snapshot seen.
+func (sess *session) awaitNodeChange(ctx context.Context, deadline time.Time, r route.PlanRequest, failed string, primaryNotAccepting bool) *route.Snapshot {
+	failedAt := time.Now()
+	return sess.awaitSnapshot(ctx, deadline, r.Snapshot, func(s *route.Snapshot) bool {
+		for _, n := range s.Nodes {
+			if n.Name == failed && (!n.Up || primaryNotAccepting && n.SampledAt.After(failedAt)) {
+				return true
+			}
+		}
+		r.Snapshot, r.Now = s, time.Now()
+		next, err := route.Plan(r)
+		return err != nil || next.Decision.Node != failed
+	})
 }
 
 // awaitSnapshot waits until deadline for a node snapshot that satisfies
