@@ -80,7 +80,7 @@ func TestSwitchoverWithPause(t *testing.T) {
 			t.Logf("switchover took %s (stop pg1, promote pg2, pgowl sees pg2 as primary)", time.Since(started).Round(time.Millisecond))
 			done.Wait()
 			failed := pgbenchFailed.FindStringSubmatch(bench.stdout)
-			aborted := len(pgbenchAbort.FindAllString(bench.stderr, -1))
+			aborted := abortedClients(bench.stderr)
 			committed := pgbenchCommitted.FindStringSubmatch(bench.stdout)
 			t.Logf("pgbench: exit %d, committed %v, failed %v, clients aborted %d of 8", bench.exitCode, committed, failed, aborted)
 			if withPause {
