@@ -76,13 +76,10 @@ type Conn struct {
 	// TxStatus is the status byte of the last ReadyForQuery; the proxy keeps it current.
 	TxStatus byte
 
-	// Settings identifies the session settings the proxy applied on top of
-	// the startup parameters, so that the next client that gets the
-	// connection knows what it carries.
-	Settings Settings
 	// Attached is owned by the user of the pool, for what it leaves on the
 	// connection and must know again when it next gets it (the proxy keeps
-	// its record of the statements prepared there). The pool never reads or
+	// its record of the statements prepared there and the settings the
+	// connection carries). The pool never reads or
 	// writes it: it stays with the connection while it is pooled, and goes
 	// with it when the connection is closed.
 	Attached any
@@ -101,39 +98,6 @@ type Conn struct {
 	lastUsed time.Time
 	pool     *Pool
 }
-
-// Settings says which session settings a connection carries on top of its
-// startup parameters, so that the next session that gets it knows whether
-// to reset them first. The zero value is a connection that carries none.
-type Settings struct {
-	// Key identifies the settings a session applied there ("" with none); it
-	// counts only in SettingsKnown.
-	Key string
-	// State says whether Key can be trusted.
-	State SettingsState
-}
-
-// SettingsState says how far a connection's Settings.Key can be trusted.
-type SettingsState uint8
-
-const (
-	// SettingsKnown: the connection carries exactly what Key names.
-	SettingsKnown SettingsState = iota
-	// SettingsUnknown: a statement changed settings the proxy cannot name.
-	// The connection carries no session's key: it is reset before its next
-	// use, and stays unknown until then (a later change does not make it known).
-	SettingsUnknown
-	// SettingsReplayFailed: replaying a session's settings failed part way;
-	// the next use resets them and replays them again.
-	SettingsReplayFailed
-)
-
-// KnownSettings is the mark of a connection that carries exactly the settings key names.
-func KnownSettings(key string) Settings { return Settings{Key: key} }
-
-// Carries reports whether the connection carries exactly the settings key
-// names ("" : the startup parameters alone).
-func (s Settings) Carries(key string) bool { return s.State == SettingsKnown && s.Key == key }
 
 // WriteQuery buffers a simple Query message with the given query text on c,
 // and counts it (QueriesSent).

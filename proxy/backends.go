@@ -77,7 +77,7 @@ func (s *backendSet) empty() {
 // connection's record says so for the next session that gets it.
 func (be *backend) reset() {
 	be.forgetPrepared()
-	be.conn.Settings = pool.Settings{}
+	*be.settings() = connSettings{}
 }
 
 // forgetPrepared follows a DEALLOCATE ALL (or DISCARD ALL) that ran on be's
@@ -85,6 +85,10 @@ func (be *backend) reset() {
 func (be *backend) forgetPrepared() {
 	be.statements().forgetAll()
 }
+
+// settings is pgowl's record of the settings be's connection carries,
+// which stays with the connection in the pool (connection_settings.go).
+func (be *backend) settings() *connSettings { return settingsOn(be.conn) }
 
 // statements is pgowl's record of the statements prepared on be's
 // connection, which stays with the connection in the pool (server_statements.go).

@@ -494,14 +494,14 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if c.Settings.Carries(sess.settings.key) || be.openBatch || c.TxStatus != wire.TxIdle {
+	if settingsOn(c).carries(sess.settings.key) || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil
 	}
 	if !sess.settings.changesLexing(sess.srv.opts.Classifier) {
 		var q strings.Builder
-		if !c.Settings.Carries("") {
+		if !settingsOn(c).carries("") {
 			q.WriteString("RESET ALL;\n")
 		}
 		for _, s := range sess.settings.loads {
@@ -515,7 +515,7 @@ func (sess *session) prepareBackend(be *backend) error {
 		code, err := sess.runQuietly(be, q.String())
 		if err != nil || code == "" {
 			if err == nil {
-				c.Settings = pool.KnownSettings(sess.settings.key)
+				*settingsOn(c) = knownSettings(sess.settings.key)
 			}
 			return err
 		}
@@ -532,7 +532,7 @@ func (sess *session) prepareBackend(be *backend) error {
 		}
 		return err
 	}
-	c.Settings = pool.Settings{}
+	*settingsOn(c) = connSettings{}
 	failed := false
 	for _, s := range sess.settings.replay() {
 		code, err := sess.runQuietly(be, s)
@@ -543,10 +543,10 @@ func (sess *session) prepareBackend(be *backend) error {
 	}
 	if failed {
 		// Make the next use try again.
-		c.Settings = pool.Settings{State: pool.SettingsReplayFailed}
+		*settingsOn(c) = connSettings{state: settingsReplayFailed}
 		return nil
 	}
-	c.Settings = pool.KnownSettings(sess.settings.key)
+	*settingsOn(c) = knownSettings(sess.settings.key)
 	return nil
 }
 

@@ -272,7 +272,7 @@
 // cannot be replayed as sent (set_config inside a function, a computed
 // value) is read back from the node once the backend is idle (settings.go).
 //
-// Each backend connection is marked with what it carries (pool.Settings):
+// Each backend connection is marked with what it carries (connSettings, in its connRecord):
 // known, with the key of the settings a session applied there ("" for
 // none); unknown, after a change pgowl cannot name (reset before its next
 // use, whoever gets it); or replay failed (reset and replayed again at its

@@ -1,8 +1,6 @@
 package proxy
 
-import (
-	"github.com/pgowl/pgowl/pool"
-)
+import ()
 
 // loadStatement returns the statement that loads again what a unit that ran
 // without error loaded: it is one LOAD 'library'.
@@ -19,12 +17,12 @@ func loadStatement(u *unit) (string, bool) {
 // use on any of its backends: like a setting, the LOAD is replayed on the
 // session's other backends before their next use, ahead of the settings.
 func (sess *session) noteLoad(be *backend, load string) {
-	current := be.conn.Settings.Carries(sess.settings.key)
+	current := be.settings().carries(sess.settings.key)
 	added, full := sess.settings.addLoad(load)
 	if full {
 		sess.log.Warn().Str("statement", load).Msg("too many LOADs to replay: this one holds on its backend only")
 	}
 	if added && current {
-		be.conn.Settings = pool.KnownSettings(sess.settings.key)
+		*be.settings() = knownSettings(sess.settings.key)
 	}
 }

@@ -83,7 +83,7 @@ func TestRelayErrorDropsTheRestOfTheBatch(t *testing.T) {
 	stream = wireReady(stream, 'I')
 	var out bytes.Buffer
 	sess := relaySession(&out)
-	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20), Attached: &serverStatements{prepared: map[string]struct{}{"pgowl_a": {}}}}}
+	be := &backend{conn: &pool.Conn{Reader: wire.NewReader(bytes.NewReader(stream), 4096, 1<<20), Attached: &connRecord{statements: serverStatements{prepared: map[string]struct{}{"pgowl_a": {}}}}}}
 	be.expect.push(expectation{typ: 'P', serverName: "pgowl_a"}) // fails: the node never prepared it
 	be.expect.push(expectation{typ: 'B'})
 	be.expect.push(expectation{typ: 'E'})

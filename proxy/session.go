@@ -612,7 +612,7 @@ func (sess *session) settlePendingSets(be *backend, u *unit) {
 	}
 	switch committedSets, unknown := sess.settings.settlePending(fate, committed); {
 	case unknown:
-		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
+		*be.settings() = connSettings{state: settingsUnknown}
 		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
 	case len(committedSets) > 0:
 		sess.applySets(be, committedSets)
@@ -686,7 +686,7 @@ func (sess *session) trackUncertainEffects(be *backend, u *unit) {
 		sess.settingsChangedUnseen(be)
 	case eff.Session&classify.SessionDiscard != 0:
 		sess.log.Warn().Msg("a DISCARD ran inside a multi-statement string or a failed unit; the connection's settings are reset before its next use")
-		be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
+		*be.settings() = connSettings{state: settingsUnknown}
 	}
 	if eff.Session&(classify.SessionDiscard|classify.SessionDeallocate) != 0 {
 		be.dirty = true
@@ -701,10 +701,10 @@ const sqlstateCachedPlanChanged = "0A000"
 // settingsTracker.apply), and marks be as carrying the session's settings.
 func (sess *session) applySets(be *backend, sets []string) {
 	sess.settings.apply(sess.srv.opts.Classifier, sets)
-	if be.conn.Settings.State != pool.SettingsUnknown {
+	if be.settings().state != settingsUnknown {
 		// (A connection that holds what pgowl cannot name stays unknown:
 		// it is reset before its next use.)
-		be.conn.Settings = pool.KnownSettings(sess.settings.key)
+		*be.settings() = knownSettings(sess.settings.key)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -53,7 +52,7 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 // session's settings are read back once the backend is idle.
 func (sess *session) settingsChangedUnseen(be *backend) {
 	sess.settings.readBackDue = true
-	be.conn.Settings = pool.Settings{State: pool.SettingsUnknown}
+	*be.settings() = connSettings{state: settingsUnknown}
 }
 
 // readSettingsBackIfDue reads the values the session's settings have on be,

@@ -14,7 +14,7 @@ import (
 // their transaction, the LOADs, the names a read-back asks for, and the
 // settings that make the session need the primary. It does no I/O and
 // knows no backend: the session runs the statements, tells the tracker what
-// took effect, and marks its connections (pool.Settings) with the tracker's
+// took effect, and marks its connections (connSettings) with the tracker's
 // key.
 //
 // Settings changed inside a transaction block move through these states:

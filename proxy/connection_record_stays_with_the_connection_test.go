@@ -101,14 +101,14 @@ func TestStatementRecordStaysWithTheConnection(t *testing.T) {
 		t.Fatalf("the next session's backend does not know what the connection holds: prepared %v, unnamed %d",
 			b.statements().prepared, b.unnamedID())
 	}
-	if _, ok := c.Attached.(*serverStatements); !ok {
+	if _, ok := c.Attached.(*connRecord); !ok {
 		t.Fatalf("the record is not kept with the connection (Attached is %T)", c.Attached)
 	}
-	c.Settings = pool.KnownSettings("k")
+	*settingsOn(c) = knownSettings("k")
 	b.reset()
-	if b.statements().count() != 0 || b.unnamedID() != 0 || c.Settings != (pool.Settings{}) {
+	if b.statements().count() != 0 || b.unnamedID() != 0 || *settingsOn(c) != (connSettings{}) {
 		t.Fatalf("after reset the connection still records prepared %v, unnamed %d, settings %+v",
-			b.statements().prepared, b.unnamedID(), c.Settings)
+			b.statements().prepared, b.unnamedID(), *settingsOn(c))
 	}
 	if fresh := (&backend{conn: &pool.Conn{}}); fresh.statements().count() != 0 || fresh.unnamedID() != 0 {
 		t.Fatal("a new connection records statements it never had")

@@ -5,9 +5,9 @@ import "github.com/pgowl/pgowl/pool"
 // serverStatements is what pgowl left prepared on one backend connection:
 // the managed names of the named statements prepared there (by any session,
 // see managedNames, and pgowl's own catalogue reads), and which statement is
-// its unnamed statement. It lives in the connection's pool.Conn.Attached
-// slot, so it goes back to the pool with the connection and the next
-// session that gets it knows what it holds. It does no I/O; a backend
+// its unnamed statement. It is part of the connection's record (connRecord),
+// so it goes back to the pool with the connection and the next session that
+// gets it knows what it holds. It does no I/O; a backend
 // (backends.go) reads and writes it for the session that has the
 // connection now.
 type serverStatements struct {
@@ -26,16 +26,32 @@ type unnamedMark struct {
 	queries uint64
 }
 
-// statementsOn returns pgowl's record of the statements on c, attaching an
-// empty one to a connection that has none yet (a new connection).
-func statementsOn(c *pool.Conn) *serverStatements {
-	if s, ok := c.Attached.(*serverStatements); ok {
-		return s
-	}
-	s := &serverStatements{prepared: make(map[string]struct{})}
-	c.Attached = s
-	return s
+// connRecord is what pgowl left on one backend connection: the statements
+// prepared there and the settings it carries. It lives in the connection's
+// pool.Conn.Attached slot, which the pool never reads: it goes back to the
+// pool with the connection, and goes with it when the connection is closed.
+type connRecord struct {
+	statements serverStatements
+	settings   connSettings
 }
+
+// recordOf returns pgowl's record of c, attaching an empty one to a
+// connection that has none yet (a new connection: no statements, no
+// settings on top of its startup parameters).
+func recordOf(c *pool.Conn) *connRecord {
+	if r, ok := c.Attached.(*connRecord); ok {
+		return r
+	}
+	r := &connRecord{statements: serverStatements{prepared: make(map[string]struct{})}}
+	c.Attached = r
+	return r
+}
+
+// statementsOn returns pgowl's record of the statements on c.
+func statementsOn(c *pool.Conn) *serverStatements { return &recordOf(c).statements }
+
+// settingsOn returns pgowl's record of the settings c carries.
+func settingsOn(c *pool.Conn) *connSettings { return &recordOf(c).settings }
 
 // holds reports whether the named statement serverName is prepared on the connection.
 func (s *serverStatements) holds(serverName string) bool {
