@@ -146,7 +146,7 @@ func TestPinsPrepareOnlyDiscardAllLeaksLock(t *testing.T) {
 // TestPinsPrepareOnlyDiscardAllLeaksSettings: the same without a pin.
 // A's SET search_path is applied to the backend before the prepare-only unit;
 // the unit's DISCARD ALL effect then records the backend as having no
-// settings (be.conn.Settings = ""), so B, whose settings key is empty too,
+// settings (its connSettings key ""), so B, whose settings key is empty too,
 // gets it without RESET ALL and runs with A's search_path.
 func TestPinsPrepareOnlyDiscardAllLeaksSettings(t *testing.T) {
 	o := rvStartOneBackend(t, nil)

@@ -288,7 +288,7 @@ func TestSessionFunctionInRolledBackTransaction(t *testing.T) {
 // The cause, since fixed: committing the pending SET overwrote the
 // backend's "settings unknown" mark that the read-back left inside the
 // transaction (today proxy/settings_tracker.go and the typed
-// pool.Settings state keep the mark).
+// connSettings state in proxy keep the mark).
 func TestSessionSetThenFunctionInTransactionLeaks(t *testing.T) {
 	o := rvStartOneBackend(t, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)

@@ -77,7 +77,7 @@ func r4sWorkMemDefault(t *testing.T) string {
 // prepareBackend sends "RESET ALL; <sets>" as one string: the failure rolls
 // back the RESET ALL too, and the unit then runs on a backend that still
 // carries another session's settings (marking the replay failed, then a
-// sentinel string in pool.Conn.Settings, now pool.SettingsReplayFailed,
+// sentinel string in pool.Conn.Settings, now proxy's settingsReplayFailed,
 // only makes the next unit retry). So session B sees session A's work_mem, and loses
 // its own r4s.b.
 // Should: a SET with parameters is never replayed as text (treat it as
