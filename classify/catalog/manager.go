@@ -358,7 +358,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			if old == nil || !whole {
 				event = m.opts.Logger.Debug()
 			}
-			event.Str("database", db.name).Int("functions", cat.FunctionCount()).Uint64("version", cat.Version()).
+			event.Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
 				Bool("whole", whole).Strs("functions", pending.Functions).Strs("relations", pending.Relations).Strs("types", pending.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
 			for _, warning := range cat.Warnings() {
 				if old == nil || !slices.Contains(old.Warnings(), warning) {
