@@ -44,16 +44,17 @@ func TestBackendWaitsForCancelInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancel request never reached the node")
 	}
-	// The statement ends while the node has not yet taken the request.
-	sess.running.Store(nil)
+	// The statement ends while the node has not yet taken the request: the
+	// session's next statement on the backend, and the backend's release,
+	// both wait in statementStopped.
 	released := make(chan struct{})
 	go func() {
-		sess.waitForCancel()
+		sess.statementStopped()
 		close(released)
 	}()
 	select {
 	case <-released:
-		t.Fatal("the backend could be handed on while the cancel request was still being passed on")
+		t.Fatal("the backend could run the next statement while the cancel request was still being passed on")
 	case <-time.After(200 * time.Millisecond):
 	}
 	// The node takes the request and closes the connection, as PostgreSQL does.

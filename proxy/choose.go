@@ -477,6 +477,17 @@ func (sess *session) leaveReadOnlyBatch(be *backend) {
 	sess.dropBackend(be)
 }
 
+// statementStopped marks that nothing of the session runs any more, and
+// returns once a cancel request for what ran is no longer being passed on.
+// PostgreSQL signals a backend twice for one cancel request (the process and
+// its process group), and a session whose statement was cancelled by the first
+// signal could otherwise send its next statement (a COMMIT, say) on the same
+// backend in time for the second: the next statement would be cancelled too.
+func (sess *session) statementStopped() {
+	sess.running.Store(nil)
+	sess.waitForCancel()
+}
+
 // waitForCancel returns once no cancel request of the session is being passed
 // on. PostgreSQL ignores a cancel that reaches a backend between statements,
 // so a backend the node has already been told to cancel is safe to hand on.

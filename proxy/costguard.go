@@ -495,8 +495,7 @@ func (b *costCheckBound) end(err error) (timedOut bool, _ error) {
 	if b.timer != nil {
 		b.timer.Stop()
 	}
-	b.sess.running.Store(nil)
-	b.sess.waitForCancel()
+	b.sess.statementStopped()
 	if b.sess.endAwait(err, b.be) && err != nil {
 		err = &nodeUnresponsive{node: b.be.node, limit: b.sess.srv.live().cfg.Limits.FirstReplyTimeout, cause: err}
 	}

@@ -473,7 +473,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 				timeout.Stop()
 			}
 		}
-		sess.running.Store(nil)
+		sess.statementStopped()
 		sess.guardEnded(u)
 	}
 	if sess.endAwait(err, be) && err != nil {
