@@ -71,6 +71,9 @@ type Server struct {
 	clients  atomic.Int64
 	logins   *loginGate
 	loginLog *loginLog
+	// courteousRefusals counts the refused connections read for their startup
+	// packet before their refusal (see refuseLogin).
+	courteousRefusals atomic.Int64
 	// statementNames names client statements on backend connections (statement_registry.go).
 	statementNames managedNames
 	// transactionPooling gives backends back to the pool after every unit
@@ -208,10 +211,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}()
 			continue
 		}
+		addr := clientAddr(conn)
+		if refusal := s.admit(addr); refusal != admitted {
+			s.refuseLogin(conn, addr, refusal)
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(sessionCtx, conn)
+			s.handle(sessionCtx, conn, addr)
 		}()
 	}
 }

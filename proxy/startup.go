@@ -42,8 +42,22 @@ const (
 // this per connection. After the login, limits.max_message_size applies.
 const loginMessageLimit = auth.MaxPasswordMessageLen
 
-// handle runs one client connection from its first byte to its close.
-func (s *Server) handle(ctx context.Context, conn net.Conn) {
+// admit lets a connection from addr start its login (it then holds a place in the
+// login gate, which handle gives back), or says which limit refuses it. It runs in
+// the accept loop, before the connection costs a goroutine.
+func (s *Server) admit(addr netip.Addr) loginRefusal {
+	refusal := s.logins.enter(addr)
+	if refusal == admitted && s.clients.Load() >= int64(s.live().cfg.Limits.MaxClientConnections) {
+		// The login could only be refused at its end: refuse it before it costs anything.
+		s.logins.leave(addr)
+		refusal = tooManyClients
+	}
+	return refusal
+}
+
+// handle runs one client connection that admit let in (from addr), from its
+// first byte to its close.
+func (s *Server) handle(ctx context.Context, conn net.Conn, addr netip.Addr) {
 	defer conn.Close()
 	connID := s.nextConnID.Add(1)
 	log := s.log.With().Uint64("conn_id", connID).Str("client_addr", conn.RemoteAddr().String()).Logger()
@@ -51,17 +65,6 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		log.Warn().Err(err).Msg("could not set TCP keepalive or user timeout on the client connection")
 	}
 
-	addr := clientAddr(conn)
-	refusal := s.logins.enter(addr)
-	if refusal == admitted && s.clients.Load() >= int64(s.live().cfg.Limits.MaxClientConnections) {
-		// The login could only be refused at its end: refuse it before it costs anything.
-		s.logins.leave(addr)
-		refusal = tooManyClients
-	}
-	if refusal != admitted {
-		s.refuseLogin(conn, addr, refusal)
-		return
-	}
 	inGate := true
 	leaveGate := func() {
 		if inGate {
@@ -122,16 +125,40 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 // startup packet, so that the client is able to read the refusal.
 const refusedLoginWait = time.Second
 
-// refuseLogin answers a connection that a limit refuses before its login,
-// after reading its startup packet (briefly), and logs the refusal.
+// maxCourteousRefusals bounds the refused connections that wait for their
+// startup packet at once, each in a goroutine of its own. Past it, a refused
+// connection gets its 53300 at once and is closed, from the accept loop: a
+// flood of sockets then costs no goroutine and no timer each, and does not
+// queue thousands of runnable goroutines ahead of the sessions and the node
+// monitor (whose samples would age past down_after, and every statement be
+// refused, while the flood is being accepted).
+const maxCourteousRefusals = 256
+
+// refuseLogin answers a connection that a limit refuses before its login and
+// logs the refusal. While fewer than maxCourteousRefusals are being answered, it
+// reads the connection's startup packet first (briefly, in a goroutine), so
+// that the client reads the refusal rather than a reset; past that, it writes
+// the refusal and closes the connection at once.
 func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusal) {
 	s.loginLog.note(loginRefused, addr, refusal.String())
-	conn.SetDeadline(time.Now().Add(refusedLoginWait))
-	r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
-	if _, err := r.ReadUntyped(); err != nil {
-		return // silent or broken: nothing it could read
+	refusalErr := tooManyClientsError(refusal, s.live().cfg.Limits)
+	if s.courteousRefusals.Add(1) > maxCourteousRefusals {
+		s.courteousRefusals.Add(-1)
+		conn.SetWriteDeadline(time.Now().Add(refusedLoginWait))
+		writeErrorNow(conn, refusalErr)
+		conn.Close()
+		return
 	}
-	writeErrorNow(conn, tooManyClientsError(refusal, s.live().cfg.Limits))
+	go func() {
+		defer s.courteousRefusals.Add(-1)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(refusedLoginWait))
+		r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
+		if _, err := r.ReadUntyped(); err != nil {
+			return // silent or broken: nothing it could read
+		}
+		writeErrorNow(conn, refusalErr)
+	}()
 }
 
 // tooManyClientsError is the 53300 a client gets when a connection limit refuses it.
