@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,35 +25,10 @@ import (
 // reads do not try the standbys again. Once replay resumes, reads go back to
 // the standbys.
 func TestNewRoleReadBeforeStandbyReplays(t *testing.T) {
-	c := sharedClusterFor(t)
-	ctx := timeoutCtx(t, 3*time.Minute)
-	primary := c.Nodes[0]
 	const role, password = "owl_fresh_role", "fresh-role-pass"
-
-	if err := primary.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
-		t.Fatal(err)
-	}
-	catchUp(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Auth.QueryEnabled = true
-		cfg.Auth.CacheTTL = time.Second
-		// The standbys stay within the limit while their replay is paused.
-		cfg.Routing.MaxReplicaLag = 2 * time.Minute
-		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
-	})
-
-	standbys := c.Nodes[1:]
-	resume := pauseStandbyReplay(t, ctx, standbys)
-	t.Cleanup(func() {
-		resume()
-		if err := primary.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
-			t.Logf("drop %s: %v", role, err)
-		}
-	})
-	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
-		t.Fatal(err)
-	}
-	waitPrimaryAheadOfStandbys(t, o)
+	ctx := timeoutCtx(t, 3*time.Minute)
+	f := newRoleBeforeReplay(t, ctx, role, password, config.WhenNoStandbyPrimary)
+	c, o, primary, standbys, resume := f.cluster, f.owl, f.cluster.Nodes[0], f.cluster.Nodes[1:], f.resume
 
 	notices := &noticeLog{}
 	conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, role, password, notices))
@@ -119,32 +96,9 @@ func TestNewRoleReadBeforeStandbyReplays(t *testing.T) {
 // NO_READABLE_REPLICA naming the standbys that refused the login, an ERROR
 // and not the standby's FATAL, and the session stays usable.
 func TestNewRoleReadBeforeStandbyReplaysUnderReject(t *testing.T) {
-	c := sharedClusterFor(t)
-	ctx := timeoutCtx(t, 3*time.Minute)
-	primary := c.Nodes[0]
 	const role, password = "owl_fresh_role_rejected", "fresh-role-pass"
-
-	if err := primary.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
-		t.Fatal(err)
-	}
-	catchUp(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Auth.QueryEnabled = true
-		cfg.Auth.CacheTTL = time.Second
-		cfg.Routing.MaxReplicaLag = 2 * time.Minute
-		cfg.Routing.WhenNoStandby = config.WhenNoStandbyReject
-	})
-	resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
-	t.Cleanup(func() {
-		resume()
-		if err := primary.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
-			t.Logf("drop %s: %v", role, err)
-		}
-	})
-	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
-		t.Fatal(err)
-	}
-	waitPrimaryAheadOfStandbys(t, o)
+	ctx := timeoutCtx(t, 3*time.Minute)
+	o := newRoleBeforeReplay(t, ctx, role, password, config.WhenNoStandbyReject).owl
 
 	conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, role, password, &noticeLog{}))
 	if err != nil {
@@ -222,6 +176,139 @@ func TestNewDatabaseReadBeforeStandbyReplays(t *testing.T) {
 	if !strings.Contains(o.logs.String(), `"sqlstate":"3D000"`) {
 		t.Error("pgowl's log does not show a standby refusing the login with 3D000")
 	}
+}
+
+// TestReadAfterWriteAroundStandbysRefusingTheLogin: a role that both
+// standbys' pg_hba.conf rejects writes, then reads. Read your writes asks a
+// standby whether it has replayed the write, and the standby refuses the
+// backend login that asking needs. That refusal is the same as the read's
+// own: the standby is planned around and remembered, and the read falls back
+// to the primary naming the standbys that refused (not READ_YOUR_WRITES, as
+// if the standbys were merely behind), and the next reads do not try the
+// standbys' logins again.
+func TestReadAfterWriteAroundStandbysRefusingTheLogin(t *testing.T) {
+	const role, password, table = "owl_primary_only_writer", "writer-pass", "owl_primary_only_writes"
+	c := ownCluster(t, 2)
+	ctx := timeoutCtx(t, 3*time.Minute)
+	primary := c.Nodes[0]
+	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'; CREATE TABLE "+table+" (v int); GRANT SELECT, INSERT ON "+table+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, c)
+	for _, n := range c.Nodes[1:] {
+		rejectRoleOnNode(t, ctx, n, role)
+	}
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Auth.QueryEnabled = true
+		cfg.Routing.WhenNoStandby = config.WhenNoStandbyPrimary
+		// The standbys stay within the limit while their replay is paused.
+		cfg.Routing.MaxReplicaLag = 2 * time.Minute
+	})
+	// With replay paused no standby is seen past the write: the read asks one.
+	pauseStandbyReplay(t, ctx, c.Nodes[1:])
+
+	notices := &noticeLog{}
+	conn, err := pgx.ConnectConfig(ctx, o.connConfig(t, role, password, notices))
+	if err != nil {
+		t.Fatalf("login through pgowl as %s: %v", role, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); err != nil {
+		t.Fatalf("write as %s: %v", role, err)
+	}
+	// Until the primary is seen to have flushed the write, no standby could
+	// have it and none is asked (synchronous_commit = off in the test clusters).
+	var inserted string
+	if err := primary.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&inserted); err != nil {
+		t.Fatal(err)
+	}
+	written, err := route.ParseLSN(inserted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.waitSnapshot(t, 10*time.Second, "the primary seen to have flushed the write", func(s *route.Snapshot) bool {
+		for _, n := range s.Nodes {
+			if n.Role == route.RolePrimary && n.FlushPosition >= written {
+				return true
+			}
+		}
+		return false
+	})
+	for i := 0; i < 3; i++ {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			t.Fatalf("read %d after the write: %v", i+1, err)
+		}
+		if n != 1 {
+			t.Errorf("read %d after the write sees %d rows, want 1 (its own write)", i+1, n)
+		}
+		detail := routingDetail(notices)
+		if !strings.Contains(detail, "role=primary reason=FALLBACK_PRIMARY") || !strings.Contains(detail, "login_refused=") {
+			t.Errorf("read %d after the write: routing NOTICE detail %q, want the primary with FALLBACK_PRIMARY and login_refused", i+1, detail)
+		}
+	}
+	if got := strings.Count(o.logs.String(), "a standby refused the session's backend login"); got != len(c.Nodes)-1 {
+		t.Errorf("the standbys' refusals were met %d times over three reads, want %d (once per standby, then remembered)", got, len(c.Nodes)-1)
+	}
+}
+
+// rejectRoleOnNode makes node's pg_hba.conf reject role's TCP logins (28000)
+// and reloads it.
+func rejectRoleOnNode(t *testing.T, ctx context.Context, node *cluster.Node, role string) {
+	t.Helper()
+	hbaPath := filepath.Join(node.DataDir, "pg_hba.conf")
+	hba, err := os.ReadFile(hbaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hbaPath, append([]byte("host all "+role+" 127.0.0.1/32 reject\n"), hba...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRoleFixture is a login role created on the primary while the standbys'
+// replay is paused, and a pgowl that finds it with its auth query.
+type newRoleFixture struct {
+	cluster *cluster.Cluster
+	owl     *owl
+	// resume resumes the standbys' replay (once; also when the test ends).
+	resume func()
+}
+
+// newRoleBeforeReplay drops role, lets the standbys catch up, starts pgowl
+// with the auth query, a lag limit the paused standbys stay within and
+// when_no_standby, pauses replay on the standbys, creates role on the
+// primary, and waits until the monitor sees the primary ahead of the standbys.
+func newRoleBeforeReplay(t *testing.T, ctx context.Context, role, password, whenNoStandby string) newRoleFixture {
+	t.Helper()
+	c := sharedClusterFor(t)
+	primary := c.Nodes[0]
+	if err := primary.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, c)
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Auth.QueryEnabled = true
+		cfg.Auth.CacheTTL = time.Second
+		// The standbys stay within the limit while their replay is paused.
+		cfg.Routing.MaxReplicaLag = 2 * time.Minute
+		cfg.Routing.WhenNoStandby = whenNoStandby
+	})
+	resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
+	t.Cleanup(func() {
+		resume()
+		if err := primary.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Logf("drop %s: %v", role, err)
+		}
+	})
+	if err := primary.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
+		t.Fatal(err)
+	}
+	waitPrimaryAheadOfStandbys(t, o)
+	return newRoleFixture{cluster: c, owl: o, resume: resume}
 }
 
 // pauseStandbyReplay pauses WAL replay on standbys and returns the function

@@ -499,21 +499,33 @@ func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out 
 		}
 	}()
 	for out.AwaitReplay {
-		node := out.Decision.Node
-		had := sess.backendOn(node) != nil
-		be, err := sess.backendFor(ctx, node, route.RoleStandby)
+		dec := out.Decision
+		had := sess.backendOn(dec.Node) != nil
+		be, err := sess.backendFor(ctx, dec.Node, route.RoleStandby)
 		var lsn route.LSN
+		answered := false
 		if err == nil {
 			if !had {
 				asked = append(asked, be)
 			}
 			lsn, err = sess.askReplay(be)
+			answered = err == nil
+		} else if refusal := nodeRefusalOfLogin(err); refusal != nodeLoginAccepted && dec.NodeIndex >= 0 && dec.NodeIndex < 64 &&
+			!skippedNode(r.Session.LoginRefused, dec.NodeIndex) {
+			// The standby cannot serve this login now (its role or database
+			// is not replayed there yet, say): plan again without it, as
+			// choose does when the read itself meets the refusal, so that
+			// another standby is asked.
+			sess.noteLoginRefused(r.Snapshot, dec, err, refusal)
+			r.Session.LoginRefused |= 1 << uint(dec.NodeIndex)
+			err = nil
 		}
-		if err != nil {
-			sess.log.Debug().Err(err).Str("node", node).Msg("read your writes: the standby could not say what it replayed")
+		switch {
+		case err != nil:
+			sess.log.Debug().Err(err).Str("node", dec.Node).Msg("read your writes: the standby could not say what it replayed")
 			r.Session.ReadAfterWaitOver = true
-		} else {
-			sess.ryw.learn(node, lsn, time.Now())
+		case answered:
+			sess.ryw.learn(dec.Node, lsn, time.Now())
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
