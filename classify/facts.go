@@ -172,6 +172,8 @@ type TransactionStatement struct {
 	ReadOnly bool `json:"read_only,omitempty"`
 	// Deferrable is set when the statement asks for DEFERRABLE (the last one wins).
 	Deferrable bool `json:"deferrable,omitempty"`
+	// Savepoint names the savepoint SAVEPOINT sets, RELEASE releases or ROLLBACK TO returns to.
+	Savepoint string `json:"savepoint,omitempty"`
 }
 
 // transactionOptions fills isolation, access mode and deferrability from the option list of

@@ -502,11 +502,17 @@ func transaction(stmt *pg_query.TransactionStmt) verdict {
 	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK:
 		return endVerdict("ROLLBACK", stmt.GetChain())
 	case pg_query.TransactionStmtKind_TRANS_STMT_SAVEPOINT:
-		return txOther("SAVEPOINT", TxKindSavepoint)
+		v := txOther("SAVEPOINT", TxKindSavepoint)
+		v.transaction.Savepoint = stmt.GetSavepointName()
+		return v
 	case pg_query.TransactionStmtKind_TRANS_STMT_RELEASE:
-		return txOther("RELEASE SAVEPOINT", TxKindRelease)
+		v := txOther("RELEASE SAVEPOINT", TxKindRelease)
+		v.transaction.Savepoint = stmt.GetSavepointName()
+		return v
 	case pg_query.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO:
-		return txOther("ROLLBACK TO SAVEPOINT", TxKindRollbackToSavepoint)
+		v := txOther("ROLLBACK TO SAVEPOINT", TxKindRollbackToSavepoint)
+		v.transaction.Savepoint = stmt.GetSavepointName()
+		return v
 	case pg_query.TransactionStmtKind_TRANS_STMT_PREPARE:
 		// Two-phase commit writes the prepared state and detaches the transaction from the session.
 		v := write("PREPARE TRANSACTION")

@@ -61,7 +61,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		if tx == nil && sess.txState().inTransaction() {
 			// As settings are: the transaction's end keeps a SET and drops a
 			// SET LOCAL when it commits, and drops both when it rolls back.
-			now := pgowlSettings{notice: sess.notice, maxLag: sess.maxLag, maxCost: sess.maxCost}
+			now := sess.currentPgowl()
 			tx = &pgowlTransaction{atStart: now, onCommit: now}
 			sess.localPgowl = tx
 		}
@@ -138,9 +138,66 @@ type pgowlSettings struct {
 
 // pgowlTransaction is what the pgowl.* settings become when the transaction
 // block in which they changed ends: onCommit (the SETs, not the SET LOCALs)
-// when it commits, atStart when it rolls back. Savepoints are not followed.
+// when it commits, atStart when it rolls back. Savepoints are followed as
+// PostgreSQL follows them for its own settings: ROLLBACK TO a savepoint
+// undoes the SETs and SET LOCALs made since it was set, RELEASE keeps them.
 type pgowlTransaction struct {
 	atStart, onCommit pgowlSettings
+	// savepoints are the savepoints set in the block and not yet released,
+	// oldest first; a name may repeat (the newest one counts).
+	savepoints []pgowlSavepoint
+}
+
+// pgowlSavepoint is the pgowl.* settings when a savepoint was set: what
+// ROLLBACK TO it restores, in force now and on commit.
+type pgowlSavepoint struct {
+	name          string
+	now, onCommit pgowlSettings
+}
+
+// currentPgowl returns the session's pgowl.* settings in force.
+func (sess *session) currentPgowl() pgowlSettings {
+	return pgowlSettings{notice: sess.notice, maxLag: sess.maxLag, maxCost: sess.maxCost}
+}
+
+// followSavepoint applies a SAVEPOINT, RELEASE or ROLLBACK TO that ran
+// alone and succeeded inside the session's transaction block to the pgowl.*
+// settings (see pgowlTransaction). A name not found is left alone:
+// PostgreSQL refused the statement then.
+func (sess *session) followSavepoint(st *classify.TransactionStatement) {
+	if st == nil || st.Savepoint == "" {
+		return
+	}
+	tx := sess.localPgowl
+	if st.Kind == classify.TxKindSavepoint {
+		if tx == nil {
+			now := sess.currentPgowl()
+			tx = &pgowlTransaction{atStart: now, onCommit: now}
+			sess.localPgowl = tx
+		}
+		tx.savepoints = append(tx.savepoints, pgowlSavepoint{name: st.Savepoint, now: sess.currentPgowl(), onCommit: tx.onCommit})
+		return
+	}
+	if tx == nil {
+		return
+	}
+	i := len(tx.savepoints) - 1
+	for i >= 0 && tx.savepoints[i].name != st.Savepoint {
+		i--
+	}
+	if i < 0 {
+		return
+	}
+	switch st.Kind {
+	case classify.TxKindRelease:
+		tx.savepoints = tx.savepoints[:i]
+	case classify.TxKindRollbackToSavepoint:
+		// The savepoint stays: a second ROLLBACK TO it undoes again.
+		sp := tx.savepoints[i]
+		tx.savepoints = tx.savepoints[:i+1]
+		sess.notice, sess.maxLag, sess.maxCost = sp.now.notice, sp.now.maxLag, sp.now.maxCost
+		tx.onCommit = sp.onCommit
+	}
 }
 
 // endPgowlTransaction settles the pgowl.* settings when the transaction

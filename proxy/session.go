@@ -556,6 +556,8 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	sess.settlePendingSets(be, u)
 	if status == wire.TxIdle {
 		sess.endPgowlTransaction(out.committed)
+	} else if u.effects.Statements == 1 && !u.runsNothing && !out.failed() {
+		sess.followSavepoint(u.effects.Transaction)
 	}
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
