@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // Review 4: session settings and session state across pooled backends.
@@ -264,38 +263,51 @@ func TestSessionFlushedSetRolledBack(t *testing.T) {
 	}
 }
 
-// TestSessionSetBeforeSavepointRollback: BEGIN; SET work_mem;
-// SAVEPOINT s; ROLLBACK TO SAVEPOINT s; COMMIT (a known limit, which the
-// test reports while it is there). The SET was made before the
-// savepoint, so the rollback to it keeps the SET and COMMIT makes it the
-// session's. pgowl marks every pending SET uncertain at ROLLBACK TO
-// SAVEPOINT and drops them at COMMIT (settlePendingSets), so the session's
-// other nodes run with the old work_mem.
-// Should: SETs before the savepoint survive (track the pending SETs per
-// savepoint level); at worst, not silently lose a committed setting.
-// Suspected cause: proxy/session.go settlePendingSets ("ROLLBACK TO
-// SAVEPOINT" -> pendingUncertain). Listed in README "Limits".
-func TestSessionSetBeforeSavepointRollback(t *testing.T) {
+// TestSessionSetsFollowSavepoints: SETs made in a transaction block follow
+// its savepoints as PostgreSQL's settings do, and what survives the COMMIT
+// is the session's on every backend it moves to (a nextval between the SHOWs
+// makes the session use the primary and a standby in turn): a SET made
+// before a savepoint survives ROLLBACK TO it; one made after it does not;
+// RELEASE keeps it; ROLLBACK TO a name set twice returns to the newer one.
+// Before, every pending SET was dropped at COMMIT after any ROLLBACK TO
+// SAVEPOINT, and the session's other backends ran with the old value.
+func TestSessionSetsFollowSavepoints(t *testing.T) {
 	r4sSetup(t)
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
+	def := r4sWorkMemDefault(t)
+	cases := []struct {
+		what  string
+		steps []string
+		want  string
+	}{
+		{"SET before the savepoint", []string{"BEGIN", "SET work_mem = '2468kB'", "SAVEPOINT s", "SELECT 1", "ROLLBACK TO SAVEPOINT s", "COMMIT"}, "2468kB"},
+		{"SET after the savepoint", []string{"BEGIN", "SAVEPOINT s", "SET work_mem = '1357kB'", "ROLLBACK TO SAVEPOINT s", "COMMIT"}, def},
+		{"SET after the savepoint, RELEASE", []string{"BEGIN", "SAVEPOINT s", "SET work_mem = '1358kB'", "RELEASE s", "COMMIT"}, "1358kB"},
+		{"ROLLBACK TO a name set twice", []string{"BEGIN", "SAVEPOINT s", "SET work_mem = '1359kB'", "SAVEPOINT s", "SET work_mem = '1360kB'", "ROLLBACK TO s", "COMMIT"}, "1359kB"},
+		{"ROLLBACK TO in a failed block", []string{"BEGIN", "SET work_mem = '1361kB'", "SAVEPOINT s", "SET work_mem = '1362kB'", "SELECT 1/0", "ROLLBACK TO s", "COMMIT"}, "1361kB"},
+	}
 	for _, target := range rtTargets(t, c, o) {
-		conn := target.conn(t)
-		rtExec(t, conn, "BEGIN", "SET work_mem = '2468kB'", "SAVEPOINT s", "SELECT 1", "ROLLBACK TO SAVEPOINT s", "COMMIT")
-		var got []string
-		bad := false
-		for i := 0; i < 6; i++ {
-			v := rtShow(t, conn, "work_mem")
-			got = append(got, v)
-			bad = bad || v != "2468kB"
-			rtExec(t, conn, "SELECT nextval('public.r4s_seq')")
-		}
-		if target.name == "pgowl" {
-			owltest.KnownGap(t, bad, fmt.Sprintf(`README "Limits": after ROLLBACK TO SAVEPOINT pgowl cannot tell which pending SETs survived; they are dropped when the transaction ends, so SHOW work_mem gave %v where a direct connection gives 2468kB every time`, got))
-			continue
-		}
-		if bad {
-			t.Errorf("%s: SHOW work_mem gave %v, want 2468kB every time", target.name, got)
+		for _, tc := range cases {
+			conn := target.conn(t)
+			for _, step := range tc.steps {
+				if step == "SELECT 1/0" {
+					conn.Exec(timeoutCtx(t, statementTimeout), step)
+					continue
+				}
+				rtExec(t, conn, step)
+			}
+			var got []string
+			bad := false
+			for i := 0; i < 6; i++ {
+				v := rtShow(t, conn, "work_mem")
+				got = append(got, v)
+				bad = bad || v != tc.want
+				rtExec(t, conn, "SELECT nextval('public.r4s_seq')")
+			}
+			if bad {
+				t.Errorf("%s: %s: SHOW work_mem gave %v, want %s every time", target.name, tc.what, got, tc.want)
+			}
 		}
 	}
 }

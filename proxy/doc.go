@@ -266,9 +266,13 @@
 // the proxy does not parse SQL. The session's settingsTracker
 // (settings_tracker.go) holds this state, and does no I/O itself. SETs
 // inside a transaction wait in its pending list until it commits (COMMIT
-// AND CHAIN commits them, ROLLBACK AND CHAIN drops them); after a ROLLBACK
-// TO SAVEPOINT pgowl cannot tell which survived, so the backend's settings
-// count as unknown and it is reset before its next use. A change that
+// AND CHAIN commits them, ROLLBACK AND CHAIN drops them); a SAVEPOINT
+// marks the list, and ROLLBACK TO it cuts the list back to the mark (RELEASE
+// drops the mark), as PostgreSQL undoes its settings. Only after a ROLLBACK
+// TO a savepoint pgowl did not see set (one set inside a multi-statement
+// string) can pgowl not tell which survived: the backend's settings then
+// count as unknown and it is reset before its next use. The pgowl.*
+// settings follow savepoints the same way (pgowl.go). A change that
 // cannot be replayed as sent (set_config inside a function, a computed
 // value) is read back from the node once the backend is idle (settings.go).
 //

@@ -132,8 +132,10 @@ const (
 
 // settleFate decides pendingSetsFate for a unit from its outcome, and
 // whether the transaction that held the SETs committed. A ROLLBACK AND
-// CHAIN did not commit, whatever the tags said.
-func settleFate(eff classify.Effects, out *exchangeOutcome) (fate pendingSetsFate, committed bool) {
+// CHAIN did not commit, whatever the tags said. savepointFollowed says the
+// settings tracker followed the unit's ROLLBACK TO (its savepoint was seen
+// set): what survived is then known.
+func settleFate(eff classify.Effects, out *exchangeOutcome, savepointFollowed bool) (fate pendingSetsFate, committed bool) {
 	if out.txStatus == wire.TxIdle {
 		return pendingSettled, out.committed
 	}
@@ -148,6 +150,9 @@ func settleFate(eff classify.Effects, out *exchangeOutcome) (fate pendingSetsFat
 	}
 	switch txKind(eff) {
 	case classify.TxKindRollbackToSavepoint:
+		if savepointFollowed {
+			return pendingKept, false
+		}
 		return pendingKeptUncertain, false
 	case classify.TxKindCommitAndChain:
 		// Committed; the chained transaction starts without pending SETs.

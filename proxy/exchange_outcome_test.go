@@ -125,6 +125,7 @@ func TestPendingSetsSettleByOutcome(t *testing.T) {
 		name          string
 		eff           classify.Effects
 		out           exchangeOutcome
+		followed      bool
 		wantFate      pendingSetsFate
 		wantCommitted bool
 	}{
@@ -136,8 +137,10 @@ func TestPendingSetsSettleByOutcome(t *testing.T) {
 			out: exchangeOutcome{txStatus: wire.TxInBlock}, wantFate: pendingKept},
 		{name: "a failed statement: the transaction's end decides", eff: single(classify.TxKindCommitAndChain, classify.TxEnd),
 			out: exchangeOutcome{txStatus: wire.TxFailed, errCode: "40001"}, wantFate: pendingKept},
-		{name: "ROLLBACK TO SAVEPOINT: which SETs survive is unknown", eff: single(classify.TxKindRollbackToSavepoint, classify.TxOther),
+		{name: "ROLLBACK TO a savepoint not seen set: which SETs survive is unknown", eff: single(classify.TxKindRollbackToSavepoint, classify.TxOther),
 			out: exchangeOutcome{txStatus: wire.TxInBlock}, wantFate: pendingKeptUncertain},
+		{name: "ROLLBACK TO a savepoint the tracker followed", eff: single(classify.TxKindRollbackToSavepoint, classify.TxOther),
+			out: exchangeOutcome{txStatus: wire.TxInBlock}, followed: true, wantFate: pendingKept},
 		{name: "COMMIT AND CHAIN committed", eff: single(classify.TxKindCommitAndChain, classify.TxEnd),
 			out: exchangeOutcome{txStatus: wire.TxInBlock, committed: true}, wantFate: pendingSettled, wantCommitted: true},
 		{name: "ROLLBACK AND CHAIN did not commit", eff: single(classify.TxKindRollbackAndChain, classify.TxEnd),
@@ -149,7 +152,7 @@ func TestPendingSetsSettleByOutcome(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fate, committed := settleFate(tc.eff, &tc.out)
+			fate, committed := settleFate(tc.eff, &tc.out, tc.followed)
 			if fate != tc.wantFate || committed != tc.wantCommitted {
 				t.Fatalf("fate %d committed %v, want %d %v", fate, committed, tc.wantFate, tc.wantCommitted)
 			}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"slices"
 	"testing"
+
+	"github.com/pgowl/pgowl/classify"
 )
 
 // TestPendingSettingsSettleWithTheirBlock walks settingsTracker's pending
@@ -48,5 +50,42 @@ func TestPendingSettingsSettleWithTheirBlock(t *testing.T) {
 	tr.pendingUncertain = true
 	if tr.hasPending() || tr.pendingUncertain {
 		t.Fatal("with nothing pending the uncertain mark stays")
+	}
+}
+
+// TestPendingSettingsFollowSavepoints: a ROLLBACK TO a savepoint the tracker
+// saw set keeps the changes made before it and drops the later ones, as
+// PostgreSQL does; RELEASE keeps them; a name set twice counts from the newer
+// savepoint; a savepoint it did not see is not followed.
+func TestPendingSettingsFollowSavepoints(t *testing.T) {
+	sp := func(kind classify.TxKind, name string) *classify.TransactionStatement {
+		return &classify.TransactionStatement{Kind: kind, Savepoint: name}
+	}
+	var tr settingsTracker
+	tr.addPending("SET a = 1")
+	tr.followSavepoint(sp(classify.TxKindSavepoint, "s"))
+	tr.addPending("SET b = 2")
+	tr.followSavepoint(sp(classify.TxKindSavepoint, "s"))
+	tr.addPending("SET c = 3")
+	if !tr.followSavepoint(sp(classify.TxKindRollbackToSavepoint, "s")) || !slices.Equal(tr.pending, []string{"SET a = 1", "SET b = 2"}) {
+		t.Fatalf("ROLLBACK TO the newer s: pending %q, want a and b", tr.pending)
+	}
+	if !tr.followSavepoint(sp(classify.TxKindRelease, "s")) || !tr.followSavepoint(sp(classify.TxKindRollbackToSavepoint, "s")) ||
+		!slices.Equal(tr.pending, []string{"SET a = 1"}) {
+		t.Fatalf("RELEASE the newer s, ROLLBACK TO the older: pending %q, want a", tr.pending)
+	}
+	if tr.followSavepoint(sp(classify.TxKindRollbackToSavepoint, "unseen")) {
+		t.Error("a ROLLBACK TO a savepoint the tracker did not see set was followed")
+	}
+	// The certainty of the savepoint's moment comes back with it.
+	tr.followSavepoint(sp(classify.TxKindSavepoint, "t"))
+	tr.pendingUncertain = true
+	tr.followSavepoint(sp(classify.TxKindRollbackToSavepoint, "t"))
+	if tr.pendingUncertain {
+		t.Error("ROLLBACK TO a savepoint set while certain left the pending changes uncertain")
+	}
+	tr.endBlock()
+	if tr.followSavepoint(sp(classify.TxKindRollbackToSavepoint, "s")) {
+		t.Error("a savepoint outlived the end of its block")
 	}
 }

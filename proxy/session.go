@@ -551,13 +551,18 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	if u.effects.CatalogueChange && !u.runsNothing {
 		sess.catalogueChangeRan(status)
 	}
-	// Settings of a transaction that committed first: the unit's own
-	// effects may then mark the connection's settings unknown.
-	sess.settlePendingSets(be, u)
+	// A savepoint statement moves the settings changed in the block back or
+	// forth; then the settings of a transaction that committed: the unit's
+	// own effects may then mark the connection's settings unknown.
+	savepointFollowed := false
+	if status != wire.TxIdle && u.effects.Statements == 1 && !u.runsNothing && !out.failed() {
+		savepointFollowed = sess.settings.followSavepoint(u.effects.Transaction)
+		sess.followSavepoint(u.effects.Transaction)
+	}
+	sess.settlePendingSets(be, u, savepointFollowed)
 	if status == wire.TxIdle {
 		sess.endPgowlTransaction(out.committed)
-	} else if u.effects.Statements == 1 && !u.runsNothing && !out.failed() {
-		sess.followSavepoint(u.effects.Transaction)
+		sess.settings.endBlock()
 	}
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
@@ -604,18 +609,18 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 // committed, and are dropped when it rolled back. When pgowl cannot tell
 // which of them survived, the backend's settings count as unknown (RESET
 // ALL before its next unit) and the SETs are dropped.
-func (sess *session) settlePendingSets(be *backend, u *unit) {
+func (sess *session) settlePendingSets(be *backend, u *unit, savepointFollowed bool) {
 	if !sess.settings.hasPending() {
 		return
 	}
-	fate, committed := settleFate(u.effects, &u.outcome)
+	fate, committed := settleFate(u.effects, &u.outcome, savepointFollowed)
 	if fate == pendingSettled {
 		u.outcome.committed = committed
 	}
 	switch committedSets, unknown := sess.settings.settlePending(fate, committed); {
 	case unknown:
 		*be.settings() = connSettings{state: settingsUnknown}
-		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO SAVEPOINT, or a multi-statement string that ended it); they are not carried to the session's other nodes")
+		sess.log.Warn().Msg("settings changed in a transaction that pgowl could not follow (ROLLBACK TO a savepoint set in a multi-statement string, or such a string that ended the transaction); they are not carried to the session's other nodes")
 	case len(committedSets) > 0:
 		sess.applySets(be, committedSets)
 	}

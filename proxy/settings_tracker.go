@@ -19,10 +19,12 @@ import (
 //
 // Settings changed inside a transaction block move through these states:
 // none pending; pending (they join sets if the block commits, and are
-// dropped if it rolls back); pending and uncertain (a ROLLBACK TO SAVEPOINT,
-// or a multi-statement string that ends or chains the block, may have undone
-// some of them: when the block ends they are dropped and the backend's
-// settings count as unknown). Independently, readBackDue is set by a change
+// dropped if it rolls back); pending and uncertain (a ROLLBACK TO a savepoint
+// pgowl did not see set, or a multi-statement string that ends or chains the
+// block, may have undone some of them: when the block ends they are dropped
+// and the backend's settings count as unknown). A ROLLBACK TO a savepoint
+// that pgowl saw set, sent alone, goes back to the pending changes (and
+// their certainty) of that moment, as PostgreSQL undoes the settings. Independently, readBackDue is set by a change
 // pgowl cannot replay as sent and cleared when the values are read back
 // from an idle backend.
 type settingsTracker struct {
@@ -33,6 +35,9 @@ type settingsTracker struct {
 	pending []string
 	// pendingUncertain: pgowl cannot tell which of pending survived (see the type's states).
 	pendingUncertain bool
+	// savepoints are the savepoints set in the open block and not released,
+	// oldest first, with the pending changes at that moment.
+	savepoints []settingsSavepoint
 	// key identifies loads and sets ("" when there are none): a connection
 	// marked with it carries them.
 	key string
@@ -195,6 +200,51 @@ func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (c
 	t.pendingUncertain = false
 	return committedSets, unknown
 }
+
+// settingsSavepoint is a savepoint set in the open block: ROLLBACK TO it
+// keeps the first pending changes and restores the certainty of that moment.
+type settingsSavepoint struct {
+	name      string
+	pending   int
+	uncertain bool
+}
+
+// followSavepoint applies a SAVEPOINT, RELEASE or ROLLBACK TO that ran
+// alone and succeeded in the open block, and reports whether it was
+// followed: a RELEASE or ROLLBACK TO of a savepoint pgowl did not see set is
+// not (the caller then counts the pending changes as uncertain).
+func (t *settingsTracker) followSavepoint(st *classify.TransactionStatement) bool {
+	if st == nil || st.Savepoint == "" {
+		return false
+	}
+	if st.Kind == classify.TxKindSavepoint {
+		t.savepoints = append(t.savepoints, settingsSavepoint{name: st.Savepoint, pending: len(t.pending), uncertain: t.pendingUncertain})
+		return true
+	}
+	i := len(t.savepoints) - 1
+	for i >= 0 && t.savepoints[i].name != st.Savepoint {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	switch st.Kind {
+	case classify.TxKindRelease:
+		t.savepoints = t.savepoints[:i]
+		return true
+	case classify.TxKindRollbackToSavepoint:
+		// The savepoint stays: a second ROLLBACK TO it undoes again.
+		sp := t.savepoints[i]
+		t.savepoints = t.savepoints[:i+1]
+		t.pending = t.pending[:sp.pending]
+		t.pendingUncertain = sp.uncertain
+		return true
+	}
+	return false
+}
+
+// endBlock forgets the block's savepoints once it has ended.
+func (t *settingsTracker) endBlock() { t.savepoints = t.savepoints[:0] }
 
 // replay is what brings a connection's settings in line with the session's,
 // after RESET ALL: the LOADs, then the settings.
