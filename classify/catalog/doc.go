@@ -13,7 +13,10 @@
 // (classify.DeriveCatalogue). A change that does not name all it changes (Everything) reads the
 // whole catalogue. A name a statement uses that the catalogue does not hold is read the same way.
 // A read that finds the same content keeps the old catalogue, so its version (part of the
-// classifier's cache keys) and its memoised function analyses survive. Holding a current catalogue
+// classifier's cache keys) and its memoised function analyses survive. A read that changes
+// functions, or only adds relations and types under names the catalogue held nothing of (none
+// unlogged, row-secured or a domain: keepsAnalyses), carries the analyses that rest on none of the
+// names read (Catalogue.KeepAnalysesFrom); any other change drops them. Holding a current catalogue
 // costs no I/O: two atomic loads per statement.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends

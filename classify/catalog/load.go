@@ -518,25 +518,30 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
-// every schema) and returns old's data with exactly those replaced, and which parts changed. It
+// every schema) and returns old's data with exactly those replaced, which parts changed, and the
+// names to carry old's analyses past (Catalogue.KeepAnalysesFrom; nil when none may be). It
 // costs one round trip: the reads are sent as one batch. When the batch fails on an object that
 // changed beside it, the parts are read one by one as readRows does.
-func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, error) {
+func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, []string, error) {
 	wanted := namedReadsFor(old, changes)
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
 		if !objectError(err) {
-			return nil, classify.CatalogueParts{}, err
+			return nil, classify.CatalogueParts{}, nil, err
 		}
 		if fresh, err = readNamesOneByOne(ctx, conn, wanted); err != nil {
-			return nil, classify.CatalogueParts{}, err
+			return nil, classify.CatalogueParts{}, nil, err
 		}
 	}
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
 	data, parts := patch(old, fresh, wanted)
-	return data, parts, nil
+	var keep []string
+	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
+		keep = wanted.names()
+	}
+	return data, parts, keep, nil
 }
 
 // namedReads says which names each part is read again for.
@@ -649,6 +654,57 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 		}
 	}
 	return data, nil
+}
+
+// keepsAnalyses reports whether the analyses memoised with old may be carried past patching it
+// with fresh for wanted (Catalogue.KeepAnalysesFrom, with wanted.names()): relations and types
+// were only added, under names old held no relation, view or type of, and none added is
+// unlogged, row-secured or a domain.
+func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
+	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
+		return true
+	}
+	names := make(map[string]bool, len(wanted.relations)+len(wanted.types))
+	for _, name := range wanted.relations {
+		names[name] = true
+	}
+	for _, name := range wanted.types {
+		names[name] = true
+	}
+	for i := range old.Relations {
+		if names[old.Relations[i].Name] {
+			return false
+		}
+	}
+	for i := range old.Views {
+		if names[old.Views[i].Name] {
+			return false
+		}
+	}
+	for i := range old.Types {
+		if names[old.Types[i].Name] {
+			return false
+		}
+	}
+	for i := range fresh.Relations {
+		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" {
+			return false
+		}
+	}
+	for i := range fresh.Types {
+		if fresh.Types[i].Kind == 'd' {
+			return false
+		}
+	}
+	return true
+}
+
+// names are every name wanted reads again.
+func (w namedReads) names() []string {
+	out := make([]string, 0, len(w.functions)+len(w.relations)+len(w.types))
+	out = append(out, w.functions...)
+	out = append(out, w.relations...)
+	return append(out, w.types...)
 }
 
 // patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.

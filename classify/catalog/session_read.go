@@ -352,8 +352,8 @@ func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *
 	cat := old
 	if parts != (classify.CatalogueParts{}) {
 		cat = classify.DeriveCatalogue(old, *data, parts)
-		if len(read.changes.Relations) == 0 && len(read.changes.Types) == 0 {
-			cat.KeepAnalysesFrom(old, read.changes.Functions)
+		if keepsAnalyses(old.Data(), &read.fresh, read.wanted) {
+			cat.KeepAnalysesFrom(old, read.wanted.names())
 		}
 	}
 	db.mu.Lock()
