@@ -23,9 +23,9 @@
 // the read on the session's own connection right behind the statement that makes the change, and
 // ChangedAndRead patches the held catalogue with it, when nothing else was told or looked up since
 // the read was prepared and it covers every pending change; else it does what Changed does. The
-// patch runs in a goroutine of its own holding the database's read slot (the reading state below),
-// so the session reads and parses its next statement meanwhile, and a statement whose verdict
-// depends on the catalogue waits for the patch as for any read.
+// patch runs in the session's goroutine before it reads its next statement, holding the
+// database's read slot (the reading state below), so that a statement of another session whose
+// verdict depends on the catalogue waits for the patch as for any read.
 //
 // Per database the manager is in one of four states: no catalogue; current; pending (a change was
 // told: Held reports it, statements whose verdict depends on the catalogue wait for a read that
