@@ -664,25 +664,19 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
 		return true
 	}
-	names := make(map[string]bool, len(wanted.relations)+len(wanted.types))
-	for _, name := range wanted.relations {
-		names[name] = true
-	}
-	for _, name := range wanted.types {
-		names[name] = true
-	}
+	names := nameSet(append(slices.Clip(wanted.relations), wanted.types...))
 	for i := range old.Relations {
-		if names[old.Relations[i].Name] {
+		if names(old.Relations[i].Name) {
 			return false
 		}
 	}
 	for i := range old.Views {
-		if names[old.Views[i].Name] {
+		if names(old.Views[i].Name) {
 			return false
 		}
 	}
 	for i := range old.Types {
-		if names[old.Types[i].Name] {
+		if names(old.Types[i].Name) {
 			return false
 		}
 	}
@@ -699,6 +693,19 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 	return true
 }
 
+// nameSet returns whether a name is one of names. A change names a few: comparing them costs
+// less than hashing, and patch asks for every object of a part.
+func nameSet(names []string) func(string) bool {
+	if len(names) <= 8 {
+		return func(name string) bool { return slices.Contains(names, name) }
+	}
+	m := make(map[string]bool, len(names))
+	for _, name := range names {
+		m[name] = true
+	}
+	return func(name string) bool { return m[name] }
+}
+
 // names are every name wanted reads again.
 func (w namedReads) names() []string {
 	out := make([]string, 0, len(w.functions)+len(w.relations)+len(w.types))
@@ -710,13 +717,7 @@ func (w namedReads) names() []string {
 // patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.
 // old is not modified; parts that did not change share old's slices.
 func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, classify.CatalogueParts) {
-	set := func(names []string) map[string]bool {
-		m := make(map[string]bool, len(names))
-		for _, name := range names {
-			m[name] = true
-		}
-		return m
-	}
+	set := nameSet
 	var parts classify.CatalogueParts
 	data := *old
 	data.LoadedAt = time.Now()
@@ -728,16 +729,16 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 	if len(wanted.functions) > 0 {
 		functions := set(wanted.functions)
 		var changed bool
-		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions[f.Name] },
+		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions(f.Name) },
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
 		relations := set(wanted.relations)
 		var views, rels bool
-		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations[v.Name] },
+		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations(v.Name) },
 			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
-		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations[r.Name] },
+		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations(r.Name) },
 			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
 		parts.Relations = views || rels
 	}
@@ -745,7 +746,7 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 		types := set(wanted.types)
 		replacedTypes := map[uint32]bool{}
 		data.Types, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
-			if types[t.Name] {
+			if types(t.Name) {
 				replacedTypes[t.OID] = true
 				return true
 			}
@@ -774,11 +775,16 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 // after every change calls it for every part the change names, so list is only copied, once, when
 // the result differs.
 func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
+	var droppedAt []int
 	var dropped []T
 	for i := range list {
 		if drop(&list[i]) {
+			droppedAt = append(droppedAt, i)
 			dropped = append(dropped, list[i])
 		}
+	}
+	if len(fresh) == 0 && len(dropped) == 0 {
+		return list, false
 	}
 	fresh = slices.Clone(fresh)
 	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
@@ -788,9 +794,14 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		return list, false
 	}
 	out := make([]T, 0, len(list)-len(dropped)+len(fresh))
-	j := 0
+	if len(dropped) == 0 && (len(list) == 0 || order(&list[len(list)-1], &fresh[0]) < 0) {
+		// Objects added after all held (new OIDs are mostly the highest): one copy.
+		return append(append(out, list...), fresh...), true
+	}
+	j, next := 0, 0
 	for i := range list {
-		if drop(&list[i]) {
+		if next < len(droppedAt) && droppedAt[next] == i {
+			next++
 			continue
 		}
 		for j < len(fresh) && order(&fresh[j], &list[i]) < 0 {
