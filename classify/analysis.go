@@ -713,10 +713,13 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 	}
 	name := parts[len(parts)-1]
 	// A type created later under this name may be the one found; its array type is named
-	// after it.
-	a.dependOn(name)
-	if base, array := strings.CutPrefix(name, "_"); array {
-		a.dependOn(base)
+	// after it. A name qualified with pg_catalog (as the parser writes int, text and the other
+	// SQL types) is not: a change adding to pg_catalog keeps no analysis.
+	if len(parts) < 2 || parts[len(parts)-2] != "pg_catalog" {
+		a.dependOn(name)
+		if base, array := strings.CutPrefix(name, "_"); array {
+			a.dependOn(base)
+		}
 	}
 	if len(tn.GetArrayBounds()) > 0 {
 		name = "_" + name
@@ -1161,7 +1164,11 @@ func flattenBody(node *pg_query.Node, out []*pg_query.Node) []*pg_query.Node {
 func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) callResult {
 	a.run.dependent = true
 	schema, name := rv.GetSchemaname(), rv.GetRelname()
-	a.dependOn(name) // found or not: a relation created under this name may be the one read next time
+	if schema != "pg_catalog" {
+		// Found or not, a relation created under this name may be the one read next time (a
+		// change adding to pg_catalog keeps no analysis).
+		a.dependOn(name)
+	}
 	if schema != "pg_catalog" && nodeLocalAnySchema(name) {
 		return nodeLocalResult(name)
 	}

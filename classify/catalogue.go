@@ -357,10 +357,10 @@ func (l *keptLayer) holds(value any) bool {
 // one, each calling the last, then analyses each new function alone instead of the whole chain.
 //
 // Functions may have changed in any way. Relations and types may only have been added under names
-// old held no relation, view or type of: those are found by name alone. A change that
-// alters or drops a relation or type, adds an unlogged or row-secured relation or a domain (whose
-// effects reach statements that do not name them), or changes everything keeps nothing: do not
-// call it then.
+// old held no relation, view or type of, outside pg_catalog: those are found by name alone (names
+// qualified with pg_catalog are not recorded). A change that alters or drops a relation or type,
+// adds an unlogged or row-secured relation or a domain (whose effects reach statements that do not
+// name them) or anything to pg_catalog, or changes everything keeps nothing: do not call it then.
 //
 // A migration calls this after every change, so it costs what old analysed, not what all the
 // catalogues before it did: old's own analyses become a new layer, and old's layers are carried

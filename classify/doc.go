@@ -67,7 +67,7 @@
 // change is pending (CatalogueSource.Held reports it), a statement whose verdict cannot depend on
 // the catalogue is classified without waiting; one that may depend on it waits for the read.
 // A catalogue derived after a change of functions, or an addition of relations and types under new
-// names (none unlogged, row-secured or a domain), carries the memoised analyses that do not rest on
+// names (none unlogged, row-secured, a domain or in pg_catalog), carries the memoised analyses that do not rest on
 // the changed names: every name an analysis resolved a call, read a relation or cast to a type by,
 // found or not (Catalogue.KeepAnalysesFrom): in layers shared with the catalogues
 // before it, each checked against the names changed since, merged every few changes, so that a

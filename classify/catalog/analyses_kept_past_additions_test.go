@@ -9,7 +9,7 @@ import (
 // Memoised analyses are carried past a read of changed names only when the relations and types it
 // reads were added under new names and reach nothing by other than their names: never past a
 // change to something held under such a name (in any schema), an unlogged or row-secured
-// relation, or a domain.
+// relation, a domain, or anything in pg_catalog (whose qualified names analyses do not record).
 func TestAnalysesAreKeptOnlyPastPlainAdditions(t *testing.T) {
 	old := &classify.CatalogueData{
 		Relations: []classify.Relation{{Schema: "app", Name: "t", Kind: 'r', OID: 10}, {Schema: "app", Name: "v", Kind: 'v', OID: 11}},
@@ -40,6 +40,8 @@ func TestAnalysesAreKeptOnlyPastPlainAdditions(t *testing.T) {
 			&classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: "u", Kind: 'r', OID: 24, Unlogged: true}}}, false},
 		{"a new row-secured table", namedReads{relations: []string{"r"}},
 			&classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: "r", Kind: 'r', OID: 25, ReadPolicy: "(true)"}}}, false},
+		{"a new type in pg_catalog", namedReads{types: []string{"fresh"}},
+			&classify.CatalogueData{Types: []classify.Type{{Schema: "pg_catalog", Name: "fresh", Kind: 'c', OID: 27}}}, false},
 		{"a new domain", namedReads{types: []string{"pos", "_pos"}},
 			&classify.CatalogueData{Types: []classify.Type{{Schema: "app", Name: "pos", Kind: 'd', Base: 23, OID: 26}}}, false},
 	}

@@ -15,7 +15,7 @@
 // A read that finds the same content keeps the old catalogue, so its version (part of the
 // classifier's cache keys) and its memoised function analyses survive. A read that changes
 // functions, or only adds relations and types under names the catalogue held nothing of (none
-// unlogged, row-secured or a domain: keepsAnalyses), carries the analyses that rest on none of the
+// unlogged, row-secured, a domain or in pg_catalog: keepsAnalyses), carries the analyses that rest on none of the
 // names read (Catalogue.KeepAnalysesFrom); any other change drops them. Holding a current catalogue
 // costs no I/O: two atomic loads per statement.
 //

@@ -659,7 +659,7 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 // keepsAnalyses reports whether the analyses memoised with old may be carried past patching it
 // with fresh for wanted (Catalogue.KeepAnalysesFrom, with wanted.names()): relations and types
 // were only added, under names old held no relation, view or type of, and none added is
-// unlogged, row-secured or a domain.
+// unlogged, row-secured, a domain or in pg_catalog.
 func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
 		return true
@@ -680,13 +680,19 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 			return false
 		}
 	}
+	// The analysis does not record names it looked up qualified with pg_catalog.
 	for i := range fresh.Relations {
-		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" {
+		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" || fresh.Relations[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	for i := range fresh.Views {
+		if fresh.Views[i].Schema == "pg_catalog" {
 			return false
 		}
 	}
 	for i := range fresh.Types {
-		if fresh.Types[i].Kind == 'd' {
+		if fresh.Types[i].Kind == 'd' || fresh.Types[i].Schema == "pg_catalog" {
 			return false
 		}
 	}
