@@ -49,7 +49,9 @@ func BenchmarkSessionReadCost(b *testing.B) {
 			return fmt.Sprintf("CREATE FUNCTION g_%d(x integer) RETURNS integer LANGUAGE plpgsql AS $$ BEGIN RETURN x + %d; END $$", n, n)
 		}},
 		{"type", func(n int) string { return fmt.Sprintf("CREATE TYPE t_%d AS (a integer, b text)", n) }},
-		{"view", func(n int) string { return fmt.Sprintf("CREATE VIEW v_%d AS SELECT g, base_1(g) AS y FROM generate_series(1, 3) AS g", n) }},
+		{"view", func(n int) string {
+			return fmt.Sprintf("CREATE VIEW v_%d AS SELECT g, base_1(g) AS y FROM generate_series(1, 3) AS g", n)
+		}},
 	}
 	object := 0
 	for _, kind := range kinds {
