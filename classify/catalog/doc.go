@@ -15,9 +15,9 @@
 // A read that finds the same content keeps the old catalogue, so its version (part of the
 // classifier's cache keys) and its memoised function analyses survive. A read that changes
 // functions, or only adds relations and types under names the catalogue held nothing of (none
-// unlogged, row-secured, a domain or in pg_catalog: keepsAnalyses), carries the analyses that rest on none of the
-// names read (Catalogue.KeepAnalysesFrom); any other change drops them. Holding a current catalogue
-// costs no I/O: two atomic loads per statement.
+// unlogged, row-secured, a domain or in pg_catalog: keepsAnalyses), carries the analyses that
+// rest on none of the names read (Catalogue.KeepAnalysesFrom); any other change drops them.
+// Holding a current catalogue costs no I/O: two atomic loads per statement.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and
