@@ -80,9 +80,10 @@ type frame struct {
 const maxDependencies = 64
 
 // dependOn records, for every function or view being analysed, that its result rests on what the
-// catalogue holds under a function name: a call resolved by that name (or found nowhere), or a
-// function whose effect was taken. A change to functions of another name cannot change the result,
-// so the next catalogue may keep it.
+// catalogue holds under a name: a call resolved by that name (or found nowhere), a function whose
+// effect was taken, a relation read or a type cast to by that name (found or not). A change to
+// functions of another name, or the addition of relations and types of another name, cannot
+// change the result, so the next catalogue may keep it.
 func (a *analysis) dependOn(name string) {
 	for i := range a.run.frames {
 		f := &a.run.frames[i]
@@ -711,6 +712,15 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 		return 0
 	}
 	name := parts[len(parts)-1]
+	// A type created later under this name may be the one found; its array type is named
+	// after it. A name qualified with pg_catalog (as the parser writes int, text and the other
+	// SQL types) is not: a change adding to pg_catalog keeps no analysis.
+	if len(parts) < 2 || parts[len(parts)-2] != "pg_catalog" {
+		a.dependOn(name)
+		if base, array := strings.CutPrefix(name, "_"); array {
+			a.dependOn(base)
+		}
+	}
 	if len(tn.GetArrayBounds()) > 0 {
 		name = "_" + name
 	}
@@ -1154,6 +1164,11 @@ func flattenBody(node *pg_query.Node, out []*pg_query.Node) []*pg_query.Node {
 func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) callResult {
 	a.run.dependent = true
 	schema, name := rv.GetSchemaname(), rv.GetRelname()
+	if schema != "pg_catalog" {
+		// Found or not, a relation created under this name may be the one read next time (a
+		// change adding to pg_catalog keeps no analysis).
+		a.dependOn(name)
+	}
 	if schema != "pg_catalog" && nodeLocalAnySchema(name) {
 		return nodeLocalResult(name)
 	}

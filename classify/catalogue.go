@@ -350,13 +350,17 @@ func (l *keptLayer) holds(value any) bool {
 
 // KeepAnalysesFrom carries into c the analyses memoised in old that cannot depend on what changed
 // between them, and returns how many it carries (at most: one that a later change made stale is
-// skipped when looked up). c must be old with only the functions named changedFunctions read
-// again (DeriveCatalogue with only Functions changed), and not in use yet; an analysis holds when
-// none of the function names its result rests on (every call resolved by name, found or not, and
-// every function whose effect it took) is one of them. A migration that creates functions one by
+// skipped when looked up). c must be old with only the objects named changedNames read again, and
+// not in use yet; an analysis holds when none of the names its result rests on (every call
+// resolved by name, found or not, every function whose effect it took, every relation read and
+// type cast to by name, found or not) is one of them. A migration that creates functions one by
 // one, each calling the last, then analyses each new function alone instead of the whole chain.
-// Changes to relations or types, or to everything, keep nothing: call it only for function
-// changes.
+//
+// Functions may have changed in any way. Relations and types may only have been added under names
+// old held no relation, view or type of, outside pg_catalog: those are found by name alone (names
+// qualified with pg_catalog are not recorded). A change that alters or drops a relation or type,
+// adds an unlogged or row-secured relation or a domain (whose effects reach statements that do not
+// name them) or anything to pg_catalog, or changes everything keeps nothing: do not call it then.
 //
 // A migration calls this after every change, so it costs what old analysed, not what all the
 // catalogues before it did: old's own analyses become a new layer, and old's layers are carried
@@ -364,9 +368,9 @@ func (l *keptLayer) holds(value any) bool {
 // maxKeptLayers, the layers are merged into one (a copy of what still holds), so a lookup checks
 // a few layers at most and a layer's maps are copied once per maxKeptLayers changes. The layers
 // are plain maps: storing each analysis into the concurrent memo would cost ten times more.
-func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedFunctions []string) int {
-	changed := make(map[string]bool, len(changedFunctions))
-	for _, name := range changedFunctions {
+func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedNames []string) int {
+	changed := make(map[string]bool, len(changedNames))
+	for _, name := range changedNames {
 		changed[name] = true
 	}
 	newest := keptLayer{analyses: make(map[memoKey]any), changedSince: map[string]bool{}}

@@ -66,8 +66,10 @@
 // the statement ran outside a transaction block; the source reads just those names again. While a
 // change is pending (CatalogueSource.Held reports it), a statement whose verdict cannot depend on
 // the catalogue is classified without waiting; one that may depend on it waits for the read.
-// A catalogue derived after a change of functions only carries the memoised analyses that do not
-// rest on the changed names (Catalogue.KeepAnalysesFrom): in layers shared with the catalogues
+// A catalogue derived after a change of functions, or an addition of relations and types under new
+// names (none unlogged, row-secured, a domain or in pg_catalog), carries the memoised analyses that do not rest on
+// the changed names: every name an analysis resolved a call, read a relation or cast to a type by,
+// found or not (Catalogue.KeepAnalysesFrom): in layers shared with the catalogues
 // before it, each checked against the names changed since, merged every few changes, so that a
 // change costs what was analysed since the last one rather than everything analysed so far.
 //

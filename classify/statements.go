@@ -127,6 +127,7 @@ func (a *analysis) dropsTrackedTable(drop *pg_query.DropStmt) bool {
 			schemas = names[len(names)-2 : len(names)-1]
 		}
 		name := names[len(names)-1]
+		a.dependOn(name)
 		for _, schema := range schemas {
 			key := qualified{schema, name}
 			if cat.readPolicies[key] != nil || cat.unlogged[key] {

@@ -13,16 +13,19 @@
 // (classify.DeriveCatalogue). A change that does not name all it changes (Everything) reads the
 // whole catalogue. A name a statement uses that the catalogue does not hold is read the same way.
 // A read that finds the same content keeps the old catalogue, so its version (part of the
-// classifier's cache keys) and its memoised function analyses survive. Holding a current catalogue
-// costs no I/O: two atomic loads per statement.
+// classifier's cache keys) and its memoised function analyses survive. A read that changes
+// functions, or only adds relations and types under names the catalogue held nothing of (none
+// unlogged, row-secured, a domain or in pg_catalog: keepsAnalyses), carries the analyses that
+// rest on none of the names read (Catalogue.KeepAnalysesFrom); any other change drops them.
+// Holding a current catalogue costs no I/O: two atomic loads per statement.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and
 // ChangedAndRead patches the held catalogue with it, when nothing else was told or looked up since
 // the read was prepared and it covers every pending change; else it does what Changed does. The
-// patch runs in a goroutine of its own holding the database's read slot (the reading state below),
-// so the session reads and parses its next statement meanwhile, and a statement whose verdict
-// depends on the catalogue waits for the patch as for any read.
+// patch runs in the session's goroutine before it reads its next statement, holding the
+// database's read slot (the reading state below), so that a statement of another session whose
+// verdict depends on the catalogue waits for the patch as for any read.
 //
 // Per database the manager is in one of four states: no catalogue; current; pending (a change was
 // told: Held reports it, statements whose verdict depends on the catalogue wait for a read that

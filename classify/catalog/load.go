@@ -518,25 +518,30 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
-// every schema) and returns old's data with exactly those replaced, and which parts changed. It
+// every schema) and returns old's data with exactly those replaced, which parts changed, and the
+// names to carry old's analyses past (Catalogue.KeepAnalysesFrom; nil when none may be). It
 // costs one round trip: the reads are sent as one batch. When the batch fails on an object that
 // changed beside it, the parts are read one by one as readRows does.
-func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, error) {
+func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, []string, error) {
 	wanted := namedReadsFor(old, changes)
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
 		if !objectError(err) {
-			return nil, classify.CatalogueParts{}, err
+			return nil, classify.CatalogueParts{}, nil, err
 		}
 		if fresh, err = readNamesOneByOne(ctx, conn, wanted); err != nil {
-			return nil, classify.CatalogueParts{}, err
+			return nil, classify.CatalogueParts{}, nil, err
 		}
 	}
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
 	data, parts := patch(old, fresh, wanted)
-	return data, parts, nil
+	var keep []string
+	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
+		keep = wanted.names()
+	}
+	return data, parts, keep, nil
 }
 
 // namedReads says which names each part is read again for.
@@ -651,16 +656,74 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 	return data, nil
 }
 
+// keepsAnalyses reports whether the analyses memoised with old may be carried past patching it
+// with fresh for wanted (Catalogue.KeepAnalysesFrom, with wanted.names()): relations and types
+// were only added, under names old held no relation, view or type of, and none added is
+// unlogged, row-secured, a domain or in pg_catalog.
+func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
+	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
+		return true
+	}
+	names := nameSet(append(slices.Clip(wanted.relations), wanted.types...))
+	for i := range old.Relations {
+		if names(old.Relations[i].Name) {
+			return false
+		}
+	}
+	for i := range old.Views {
+		if names(old.Views[i].Name) {
+			return false
+		}
+	}
+	for i := range old.Types {
+		if names(old.Types[i].Name) {
+			return false
+		}
+	}
+	// The analysis does not record names it looked up qualified with pg_catalog.
+	for i := range fresh.Relations {
+		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" || fresh.Relations[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	for i := range fresh.Views {
+		if fresh.Views[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	for i := range fresh.Types {
+		if fresh.Types[i].Kind == 'd' || fresh.Types[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	return true
+}
+
+// nameSet returns whether a name is one of names. A change names a few: comparing them costs
+// less than hashing, and patch asks for every object of a part.
+func nameSet(names []string) func(string) bool {
+	if len(names) <= 8 {
+		return func(name string) bool { return slices.Contains(names, name) }
+	}
+	m := make(map[string]bool, len(names))
+	for _, name := range names {
+		m[name] = true
+	}
+	return func(name string) bool { return m[name] }
+}
+
+// names are every name wanted reads again.
+func (w namedReads) names() []string {
+	out := make([]string, 0, len(w.functions)+len(w.relations)+len(w.types))
+	out = append(out, w.functions...)
+	out = append(out, w.relations...)
+	return append(out, w.types...)
+}
+
 // patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.
 // old is not modified; parts that did not change share old's slices.
 func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, classify.CatalogueParts) {
-	set := func(names []string) map[string]bool {
-		m := make(map[string]bool, len(names))
-		for _, name := range names {
-			m[name] = true
-		}
-		return m
-	}
+	set := nameSet
 	var parts classify.CatalogueParts
 	data := *old
 	data.LoadedAt = time.Now()
@@ -672,16 +735,16 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 	if len(wanted.functions) > 0 {
 		functions := set(wanted.functions)
 		var changed bool
-		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions[f.Name] },
+		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions(f.Name) },
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
 		relations := set(wanted.relations)
 		var views, rels bool
-		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations[v.Name] },
+		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations(v.Name) },
 			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
-		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations[r.Name] },
+		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations(r.Name) },
 			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
 		parts.Relations = views || rels
 	}
@@ -689,7 +752,7 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 		types := set(wanted.types)
 		replacedTypes := map[uint32]bool{}
 		data.Types, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
-			if types[t.Name] {
+			if types(t.Name) {
 				replacedTypes[t.OID] = true
 				return true
 			}
@@ -718,11 +781,16 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 // after every change calls it for every part the change names, so list is only copied, once, when
 // the result differs.
 func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
+	var droppedAt []int
 	var dropped []T
 	for i := range list {
 		if drop(&list[i]) {
+			droppedAt = append(droppedAt, i)
 			dropped = append(dropped, list[i])
 		}
+	}
+	if len(fresh) == 0 && len(dropped) == 0 {
+		return list, false
 	}
 	fresh = slices.Clone(fresh)
 	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
@@ -732,9 +800,14 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		return list, false
 	}
 	out := make([]T, 0, len(list)-len(dropped)+len(fresh))
-	j := 0
+	if len(dropped) == 0 && (len(list) == 0 || order(&list[len(list)-1], &fresh[0]) < 0) {
+		// Objects added after all held (new OIDs are mostly the highest): one copy.
+		return append(append(out, list...), fresh...), true
+	}
+	j, next := 0, 0
 	for i := range list {
-		if drop(&list[i]) {
+		if next < len(droppedAt) && droppedAt[next] == i {
+			next++
 			continue
 		}
 		for j < len(fresh) && order(&fresh[j], &list[i]) < 0 {

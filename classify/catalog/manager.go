@@ -435,14 +435,15 @@ func (m *Manager) refresh(conn *pgx.Conn, old *classify.Catalogue, changes *clas
 			return nil, false, err
 		}
 	}
-	data, parts, err := refreshNames(ctx, conn, old.Data(), changes, assertions)
+	data, parts, keep, err := refreshNames(ctx, conn, old.Data(), changes, assertions)
 	if err != nil || parts == (classify.CatalogueParts{}) {
 		return old, false, err
 	}
 	cat := classify.DeriveCatalogue(old, *data, parts)
-	if !changes.Everything && len(changes.Relations) == 0 && len(changes.Types) == 0 {
-		// Only functions changed, by name: what was analysed without them still holds.
-		cat.KeepAnalysesFrom(old, changes.Functions)
+	if keep != nil {
+		// Functions changed, relations and types were added, by name: what was analysed without
+		// them still holds.
+		cat.KeepAnalysesFrom(old, keep)
 	}
 	return cat, true, nil
 }

@@ -64,7 +64,7 @@ func BenchmarkRefresh(b *testing.B) {
 	}
 	b.Run("refresh names", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, _, err := refreshNames(ctx, conn, data, &classify.CatalogueChanges{Functions: []string{"f_7"}}, assertions); err != nil {
+			if _, _, _, err := refreshNames(ctx, conn, data, &classify.CatalogueChanges{Functions: []string{"f_7"}}, assertions); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -98,7 +98,7 @@ func TestSessionReadPatchIsWaitedForByTheNextStatement(t *testing.T) {
 }
 
 // receive passes the connection's reply messages up to a ReadyForQuery to read (nil: discards them).
-func receive(t *testing.T, ctx context.Context, conn interface {
+func receive(t testing.TB, ctx context.Context, conn interface {
 	ReceiveMessage(context.Context) (pgproto3.BackendMessage, error)
 }, read *SessionRead) {
 	t.Helper()

@@ -1,0 +1,53 @@
+package catalog
+
+import (
+	"testing"
+
+	"github.com/pgowl/pgowl/classify"
+)
+
+// Memoised analyses are carried past a read of changed names only when the relations and types it
+// reads were added under new names and reach nothing by other than their names: never past a
+// change to something held under such a name (in any schema), an unlogged or row-secured
+// relation, a domain, or anything in pg_catalog (whose qualified names analyses do not record).
+func TestAnalysesAreKeptOnlyPastPlainAdditions(t *testing.T) {
+	old := &classify.CatalogueData{
+		Relations: []classify.Relation{{Schema: "app", Name: "t", Kind: 'r', OID: 10}, {Schema: "app", Name: "v", Kind: 'v', OID: 11}},
+		Views:     []classify.View{{Schema: "app", Name: "v", OID: 11}},
+		Types:     []classify.Type{{Schema: "app", Name: "t", Kind: 'c', OID: 12}, {Schema: "other", Name: "mood", Kind: 'e', OID: 13}},
+	}
+	view := func(name string) *classify.CatalogueData {
+		return &classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: name, Kind: 'v', OID: 20}},
+			Views: []classify.View{{Schema: "app", Name: name, OID: 20}}}
+	}
+	tests := []struct {
+		what   string
+		wanted namedReads
+		fresh  *classify.CatalogueData
+		keep   bool
+	}{
+		{"functions only", namedReads{functions: []string{"f"}}, &classify.CatalogueData{}, true},
+		{"a new view", namedReads{relations: []string{"w"}, types: []string{"w", "_w"}}, view("w"), true},
+		{"a new composite type", namedReads{types: []string{"c", "_c"}},
+			&classify.CatalogueData{Types: []classify.Type{{Schema: "app", Name: "c", Kind: 'c', OID: 21}, {Schema: "app", Name: "_c", Kind: 'b', OID: 22}}}, true},
+		{"a view replaced", namedReads{relations: []string{"v"}, types: []string{"v", "_v"}}, view("v"), false},
+		{"a view named as a table of another schema", namedReads{relations: []string{"t"}}, view("t"), false},
+		{"a type named as a type of another schema", namedReads{types: []string{"mood"}},
+			&classify.CatalogueData{Types: []classify.Type{{Schema: "app", Name: "mood", Kind: 'e', OID: 23}}}, false},
+		{"a policy on a held table", namedReads{relations: []string{"t"}, types: []string{"t", "_t"}},
+			&classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: "t", Kind: 'r', OID: 10, ReadPolicy: "(true)"}}}, false},
+		{"a new unlogged table", namedReads{relations: []string{"u"}},
+			&classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: "u", Kind: 'r', OID: 24, Unlogged: true}}}, false},
+		{"a new row-secured table", namedReads{relations: []string{"r"}},
+			&classify.CatalogueData{Relations: []classify.Relation{{Schema: "app", Name: "r", Kind: 'r', OID: 25, ReadPolicy: "(true)"}}}, false},
+		{"a new type in pg_catalog", namedReads{types: []string{"fresh"}},
+			&classify.CatalogueData{Types: []classify.Type{{Schema: "pg_catalog", Name: "fresh", Kind: 'c', OID: 27}}}, false},
+		{"a new domain", namedReads{types: []string{"pos", "_pos"}},
+			&classify.CatalogueData{Types: []classify.Type{{Schema: "app", Name: "pos", Kind: 'd', Base: 23, OID: 26}}}, false},
+	}
+	for _, tc := range tests {
+		if got := keepsAnalyses(old, tc.fresh, tc.wanted); got != tc.keep {
+			t.Errorf("%s: keeps analyses %v, want %v", tc.what, got, tc.keep)
+		}
+	}
+}

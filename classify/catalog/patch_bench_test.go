@@ -1,0 +1,64 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/internal/cluster"
+)
+
+// BenchmarkPatchAddition measures what a session's read of an added object costs to patch in, on
+// a real server's catalogue with 200 user functions: replacing the named objects, deriving the
+// catalogue and carrying its analyses, as applySessionRead does, for a function, a composite type
+// (with its array type) and a view.
+func BenchmarkPatchAddition(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for i := 0; i < 200; i++ {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION f_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", i, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	data, _, err := loadData(ctx, conn, "postgres", Overrides{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	old := classify.NewCatalogue(*data)
+	additions := []struct {
+		name   string
+		wanted namedReads
+		fresh  classify.CatalogueData
+	}{
+		{"function", namedReads{functions: []string{"added"}}, classify.CatalogueData{Functions: []classify.Function{{OID: 900000, Schema: "public",
+			Name: "added", Language: "sql", Volatility: 'v', Kind: 'f', Source: "SELECT 1", Result: "integer"}}}},
+		{"type", namedReads{types: []string{"added", "_added"}}, classify.CatalogueData{Types: []classify.Type{
+			{OID: 900000, Schema: "public", Name: "added", Kind: 'c'}, {OID: 900001, Schema: "public", Name: "_added", Kind: 'b'}}}},
+		{"view", namedReads{relations: []string{"added"}, types: []string{"added", "_added"}}, classify.CatalogueData{
+			Views:     []classify.View{{OID: 900000, Schema: "public", Name: "added", Definition: "SELECT 1"}},
+			Relations: []classify.Relation{{OID: 900000, Schema: "public", Name: "added", Kind: 'v'}},
+			Types:     []classify.Type{{OID: 900001, Schema: "public", Name: "added", Kind: 'c'}, {OID: 900002, Schema: "public", Name: "_added", Kind: 'b'}}}},
+	}
+	for _, a := range additions {
+		b.Run(a.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				patched, parts := patch(old.Data(), &a.fresh, a.wanted)
+				cat := classify.DeriveCatalogue(old, *patched, parts)
+				if keepsAnalyses(old.Data(), &a.fresh, a.wanted) {
+					cat.KeepAnalysesFrom(old, a.wanted.names())
+				}
+			}
+		})
+	}
+}
