@@ -38,9 +38,6 @@ func (l Login) Keyed() Login {
 	return l
 }
 
-// Key identifies the logins whose connections are interchangeable.
-func (l Login) Key() string { return l.key() }
-
 // key identifies the logins whose connections are interchangeable.
 func (l Login) key() string {
 	if l.keyed != "" {

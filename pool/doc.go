@@ -55,8 +55,4 @@
 // The pool does not know the protocol state of a connection; the proxy
 // resets a connection (ROLLBACK and DISCARD ALL) before it releases it as
 // reusable, or releases it as broken so that the pool closes it.
-//
-// Warm dials one idle connection per given login to a node at once, outside
-// MinIdle: a reload that adds a node warms it for the logins its sessions use,
-// so that the node's first reads do not each wait for a login.
 package pool

@@ -11,7 +11,6 @@ import (
 	"github.com/pgowl/pgowl/admin"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
-	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 )
@@ -150,7 +149,6 @@ func (in *Instance) apply(cfg config.Config) error {
 		withOldNodes := cfg
 		withOldNodes.Nodes = old.Nodes
 		in.Server.settings.Store(newLiveSettings(withOldNodes, store, consoleAuth, tlsConfig, rules))
-		in.warmAddedNodes(cfg, added, removed)
 		started := time.Now()
 		if err := in.swapMonitor(cfg); err != nil {
 			in.Server.settings.Store(inForce)
@@ -173,23 +171,6 @@ func (in *Instance) apply(cfg config.Config) error {
 	in.log.Info().Strs("nodes_added", added).Strs("nodes_removed", removed).Int("nodes", len(cfg.Nodes)).
 		Int("users", len(cfg.Users)).Dur("monitor_first_round", firstRound).Str("changed", strings.Join(changedSections(old, cfg), ",")).Msg("configuration reloaded")
 	return nil
-}
-
-// warmAddedNodes opens, while the new monitor's first round runs, an idle
-// connection on each node the reload adds for the logins most sessions use,
-// so that the node's first reads after the swap do not each wait for a login
-// (a node whose address changed is closed in the pool after the swap, so it
-// is left alone).
-func (in *Instance) warmAddedNodes(cfg config.Config, added, removed []string) {
-	logins := in.Server.sessionLogins()
-	if len(logins) == 0 {
-		return
-	}
-	for _, n := range cfg.Nodes {
-		if slices.Contains(added, n.Name) && !slices.Contains(removed, n.Name) {
-			in.Pool.Warm(pool.Target{Node: n.Name, Host: n.Host, Port: n.Port}, logins)
-		}
-	}
 }
 
 // swapMonitor starts a monitor of cfg's nodes, waits for its first round

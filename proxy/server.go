@@ -1,16 +1,12 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
-	"maps"
 	"net"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -280,27 +276,6 @@ func (s *Server) unregister(k cancelKey) {
 	s.mu.Lock()
 	delete(s.sessions, k)
 	s.mu.Unlock()
-}
-
-// sessionLogins returns the node logins of the logged-in sessions, those
-// that most sessions use first.
-func (s *Server) sessionLogins() []pool.Login {
-	s.mu.Lock()
-	uses := make(map[string]int)
-	logins := make(map[string]pool.Login)
-	for _, sess := range s.sessions {
-		key := sess.login.Key()
-		uses[key]++
-		logins[key] = sess.login
-	}
-	s.mu.Unlock()
-	keys := slices.Collect(maps.Keys(logins))
-	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(uses[b]-uses[a], strings.Compare(a, b)) })
-	out := make([]pool.Login, len(keys))
-	for i, key := range keys {
-		out[i] = logins[key]
-	}
-	return out
 }
 
 // cancel passes a client's CancelRequest on to the backend running its statement.
