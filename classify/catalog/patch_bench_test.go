@@ -2,14 +2,10 @@ package catalog
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // BenchmarkPatchAddition measures what a session's read of an added object costs to patch in, on
@@ -19,17 +15,7 @@ import (
 func BenchmarkPatchAddition(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
-	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	for i := 0; i < 200; i++ {
-		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION f_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", i, i)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	_, conn := primaryWithFunctions(b, ctx, "f", 200)
 	data, _, err := loadData(ctx, conn, "postgres", Overrides{})
 	if err != nil {
 		b.Fatal(err)

@@ -17,17 +17,7 @@ import (
 func BenchmarkRefresh(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
-	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	for i := 0; i < 200; i++ {
-		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION f_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", i, i)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	_, conn := primaryWithFunctions(b, ctx, "f", 200)
 	data, assertions, err := loadData(ctx, conn, "postgres", Overrides{})
 	if err != nil {
 		b.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // BenchmarkSessionReadCost measures, on a real server, what a session's read adds behind the
@@ -22,17 +21,7 @@ import (
 func BenchmarkSessionReadCost(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
-	session, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer session.Close(context.Background())
-	for i := 0; i < 200; i++ {
-		if _, err := session.Exec(ctx, fmt.Sprintf("CREATE FUNCTION base_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", i, i)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	primary, session := primaryWithFunctions(b, ctx, "base", 200)
 	m := New(Options{Logger: zerolog.Nop(), Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
 		return pgx.Connect(ctx, primary.DatabaseDSN(database))
 	}})

@@ -1,0 +1,30 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/internal/cluster"
+)
+
+// primaryWithFunctions starts a throw-away primary for b and returns it with a connection to its
+// postgres database (closed when b ends) that created SQL functions named prefix_0,
+// prefix_1, ... (x int) RETURNS int: the user catalogue the benchmarks measure against.
+func primaryWithFunctions(b *testing.B, ctx context.Context, prefix string, functions int) (*cluster.Node, *pgx.Conn) {
+	b.Helper()
+	primary := cluster.StartForTest(b, cluster.Options{}).Nodes[0]
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(context.Background()) })
+	for i := 0; i < functions; i++ {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE FUNCTION %s_%d(x int) RETURNS int LANGUAGE sql AS $$ SELECT x + %d $$", prefix, i, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return primary, conn
+}
