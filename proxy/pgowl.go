@@ -144,14 +144,12 @@ type pgowlSettings struct {
 type pgowlTransaction struct {
 	atStart, onCommit pgowlSettings
 	// savepoints are the savepoints set in the block and not yet released,
-	// oldest first; a name may repeat (the newest one counts).
-	savepoints []pgowlSavepoint
+	// with what ROLLBACK TO each restores: the settings in force and on commit.
+	savepoints savepointMarks[pgowlAtSavepoint]
 }
 
-// pgowlSavepoint is the pgowl.* settings when a savepoint was set: what
-// ROLLBACK TO it restores, in force now and on commit.
-type pgowlSavepoint struct {
-	name          string
+// pgowlAtSavepoint is the pgowl.* settings when a savepoint was set.
+type pgowlAtSavepoint struct {
 	now, onCommit pgowlSettings
 }
 
@@ -169,34 +167,20 @@ func (sess *session) followSavepoint(st *classify.TransactionStatement) {
 		return
 	}
 	tx := sess.localPgowl
-	if st.Kind == classify.TxKindSavepoint {
-		if tx == nil {
-			now := sess.currentPgowl()
-			tx = &pgowlTransaction{atStart: now, onCommit: now}
-			sess.localPgowl = tx
-		}
-		tx.savepoints = append(tx.savepoints, pgowlSavepoint{name: st.Savepoint, now: sess.currentPgowl(), onCommit: tx.onCommit})
-		return
-	}
 	if tx == nil {
-		return
+		if st.Kind != classify.TxKindSavepoint {
+			return
+		}
+		now := sess.currentPgowl()
+		tx = &pgowlTransaction{atStart: now, onCommit: now}
+		sess.localPgowl = tx
 	}
-	i := len(tx.savepoints) - 1
-	for i >= 0 && tx.savepoints[i].name != st.Savepoint {
-		i--
-	}
-	if i < 0 {
-		return
-	}
-	switch st.Kind {
-	case classify.TxKindRelease:
-		tx.savepoints = tx.savepoints[:i]
-	case classify.TxKindRollbackToSavepoint:
-		// The savepoint stays: a second ROLLBACK TO it undoes again.
-		sp := tx.savepoints[i]
-		tx.savepoints = tx.savepoints[:i+1]
-		sess.notice, sess.maxLag, sess.maxCost = sp.now.notice, sp.now.maxLag, sp.now.maxCost
-		tx.onCommit = sp.onCommit
+	at, back, _ := tx.savepoints.follow(st, func() pgowlAtSavepoint {
+		return pgowlAtSavepoint{now: sess.currentPgowl(), onCommit: tx.onCommit}
+	})
+	if back {
+		sess.notice, sess.maxLag, sess.maxCost = at.now.notice, at.now.maxLag, at.now.maxCost
+		tx.onCommit = at.onCommit
 	}
 }
 

@@ -24,7 +24,8 @@ import (
 // block, may have undone some of them: when the block ends they are dropped
 // and the backend's settings count as unknown). A ROLLBACK TO a savepoint
 // that pgowl saw set, sent alone, goes back to the pending changes (and
-// their certainty) of that moment, as PostgreSQL undoes the settings. Independently, readBackDue is set by a change
+// their certainty) of that moment, as PostgreSQL undoes the settings.
+// Independently, readBackDue is set by a change
 // pgowl cannot replay as sent and cleared when the values are read back
 // from an idle backend.
 type settingsTracker struct {
@@ -37,7 +38,7 @@ type settingsTracker struct {
 	pendingUncertain bool
 	// savepoints are the savepoints set in the open block and not released,
 	// oldest first, with the pending changes at that moment.
-	savepoints []settingsSavepoint
+	savepoints savepointMarks[settingsAtSavepoint]
 	// key identifies loads and sets ("" when there are none): a connection
 	// marked with it carries them.
 	key string
@@ -201,10 +202,9 @@ func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (c
 	return committedSets, unknown
 }
 
-// settingsSavepoint is a savepoint set in the open block: ROLLBACK TO it
-// keeps the first pending changes and restores the certainty of that moment.
-type settingsSavepoint struct {
-	name      string
+// settingsAtSavepoint is what ROLLBACK TO a savepoint restores: the
+// pending changes made before it, and their certainty then.
+type settingsAtSavepoint struct {
 	pending   int
 	uncertain bool
 }
@@ -214,37 +214,17 @@ type settingsSavepoint struct {
 // followed: a RELEASE or ROLLBACK TO of a savepoint pgowl did not see set is
 // not (the caller then counts the pending changes as uncertain).
 func (t *settingsTracker) followSavepoint(st *classify.TransactionStatement) bool {
-	if st == nil || st.Savepoint == "" {
-		return false
+	at, back, followed := t.savepoints.follow(st, func() settingsAtSavepoint {
+		return settingsAtSavepoint{pending: len(t.pending), uncertain: t.pendingUncertain}
+	})
+	if back {
+		t.pending, t.pendingUncertain = t.pending[:at.pending], at.uncertain
 	}
-	if st.Kind == classify.TxKindSavepoint {
-		t.savepoints = append(t.savepoints, settingsSavepoint{name: st.Savepoint, pending: len(t.pending), uncertain: t.pendingUncertain})
-		return true
-	}
-	i := len(t.savepoints) - 1
-	for i >= 0 && t.savepoints[i].name != st.Savepoint {
-		i--
-	}
-	if i < 0 {
-		return false
-	}
-	switch st.Kind {
-	case classify.TxKindRelease:
-		t.savepoints = t.savepoints[:i]
-		return true
-	case classify.TxKindRollbackToSavepoint:
-		// The savepoint stays: a second ROLLBACK TO it undoes again.
-		sp := t.savepoints[i]
-		t.savepoints = t.savepoints[:i+1]
-		t.pending = t.pending[:sp.pending]
-		t.pendingUncertain = sp.uncertain
-		return true
-	}
-	return false
+	return followed
 }
 
 // endBlock forgets the block's savepoints once it has ended.
-func (t *settingsTracker) endBlock() { t.savepoints = t.savepoints[:0] }
+func (t *settingsTracker) endBlock() { t.savepoints.clear() }
 
 // replay is what brings a connection's settings in line with the session's,
 // after RESET ALL: the LOADs, then the settings.
