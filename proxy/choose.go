@@ -267,17 +267,11 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		if err == nil {
 			return be, out, nil
 		}
-		refusal := nodeRefusalOfLogin(err)
-		if refusal != nodeLoginAccepted && dec.Role == route.RoleStandby && dec.NodeIndex >= 0 && dec.NodeIndex < 64 &&
-			!skippedNode(r.Session.LoginRefused, dec.NodeIndex) {
-			// The standby cannot serve this login now (the role or database
-			// is not replayed there yet, or it does not accept connections):
-			// not the client's error. Plan again without it.
-			sess.noteLoginRefused(r.Snapshot, dec, err, refusal)
-			r.Session.LoginRefused |= 1 << uint(dec.NodeIndex)
+		if sess.planAroundLoginRefusal(&r, dec, err) {
 			r.Now = time.Now()
 			continue
 		}
+		refusal := nodeRefusalOfLogin(err)
 		primaryNotAccepting := refusal == nodeLoginNotAccepting && dec.Role == route.RolePrimary
 		if !(connectFailure(err) || primaryNotAccepting) || !time.Now().Before(deadline) {
 			return be, out, err
@@ -289,6 +283,22 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		r.Snapshot, r.Now = snap, time.Now()
 		sess.notePoolRoom(&r, snap)
 	}
+}
+
+// planAroundLoginRefusal reports whether err is a standby's refusal of the
+// session's backend login for dec (the role or database is not replayed
+// there yet, or it does not accept connections: not the client's error),
+// and if so notes it and excludes the standby from r, so that the plan is
+// made again without it. A standby r already excludes is not excluded again.
+func (sess *session) planAroundLoginRefusal(r *route.PlanRequest, dec route.Decision, err error) bool {
+	refusal := nodeRefusalOfLogin(err)
+	if refusal == nodeLoginAccepted || dec.Role != route.RoleStandby || dec.NodeIndex < 0 || dec.NodeIndex >= 64 ||
+		skippedNode(r.Session.LoginRefused, dec.NodeIndex) {
+		return false
+	}
+	sess.noteLoginRefused(r.Snapshot, dec, err, refusal)
+	r.Session.LoginRefused |= 1 << uint(dec.NodeIndex)
+	return true
 }
 
 // skippedNode reports whether bit i of mask is set.

@@ -510,14 +510,8 @@ func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out 
 			}
 			lsn, err = sess.askReplay(be)
 			answered = err == nil
-		} else if refusal := nodeRefusalOfLogin(err); refusal != nodeLoginAccepted && dec.NodeIndex >= 0 && dec.NodeIndex < 64 &&
-			!skippedNode(r.Session.LoginRefused, dec.NodeIndex) {
-			// The standby cannot serve this login now (its role or database
-			// is not replayed there yet, say): plan again without it, as
-			// choose does when the read itself meets the refusal, so that
-			// another standby is asked.
-			sess.noteLoginRefused(r.Snapshot, dec, err, refusal)
-			r.Session.LoginRefused |= 1 << uint(dec.NodeIndex)
+		} else if sess.planAroundLoginRefusal(r, dec, err) {
+			// As when the read itself meets the refusal: another standby is asked.
 			err = nil
 		}
 		switch {
