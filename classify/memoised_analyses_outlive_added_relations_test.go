@@ -69,3 +69,41 @@ func TestMemoisedAnalysesOutliveAddedViewsAndTypes(t *testing.T) {
 		}
 	}
 }
+
+// A view added under the name of another schema's view, earlier in the search_path, drops the
+// analyses that resolved the name to the other view: the catalogue keeps analyses past a name
+// that objects of other schemas hold unchanged (catalog's keepsAnalyses), which holds only
+// because an analysis depends on every name it resolved, found in any schema.
+func TestMemoisedAnalysesDropWhenAnAddedViewShadowsAnotherSchemas(t *testing.T) {
+	before := addedCatalogueData()
+	before.Views = append(slices.Clone(before.Views), View{OID: 304, Schema: "public", Name: "shadowed", Definition: "SELECT 1 AS n"})
+	before.Relations = append(slices.Clone(before.Relations), Relation{Schema: "public", Name: "shadowed", Kind: 'v', OID: 304})
+	before.Functions = append(slices.Clone(before.Functions), Function{OID: 412, Schema: "public", Name: "reads_shadowed", Language: "sql",
+		Volatility: 'v', Kind: 'f', Result: "bigint", Source: "SELECT count(*) FROM shadowed"})
+	ctx := &Context{Database: "test", SearchPath: []string{"app", "public"}}
+	statements := []string{"SELECT reads_shadowed()", "SELECT pure_sql(1)"}
+	cat := NewCatalogue(before)
+	for _, sql := range statements {
+		New(Options{}).ClassifyWith(sql, ctx, cat)
+	}
+	after := before
+	after.Views = append(slices.Clone(before.Views), View{OID: 305, Schema: "app", Name: "shadowed", Definition: "SELECT nextval('public.s'::regclass) AS n"})
+	after.Relations = append(slices.Clone(before.Relations), Relation{Schema: "app", Name: "shadowed", Kind: 'v', OID: 305})
+	derived := DeriveCatalogue(cat, after, CatalogueParts{Relations: true})
+	if kept := derived.KeepAnalysesFrom(cat, []string{"shadowed", "_shadowed"}); kept == 0 {
+		t.Fatal("no analysis was carried past the addition of a view")
+	}
+	for _, sql := range statements {
+		fresh := New(Options{}).ClassifyWith(sql, ctx, NewCatalogue(after))
+		got := New(Options{}).ClassifyWith(sql, ctx, derived)
+		if got.Access != fresh.Access || got.Reason != fresh.Reason {
+			t.Errorf("%s after the addition is %v/%v, a fresh catalogue says %v/%v (%s)", sql, got.Access, got.Reason, fresh.Access, fresh.Reason, got.Subject)
+		}
+	}
+	if was := New(Options{}).ClassifyWith("SELECT reads_shadowed()", ctx, cat); was.Access != Read {
+		t.Fatalf("before the addition reads_shadowed() is %v: the case no longer tells a stale analysis from a fresh one", was.Access)
+	}
+	if now := New(Options{}).ClassifyWith("SELECT reads_shadowed()", ctx, NewCatalogue(after)); now.Access != Write {
+		t.Fatalf("a fresh catalogue says reads_shadowed() is %v after the addition: the case no longer tells a stale analysis from a fresh one", now.Access)
+	}
+}

@@ -658,25 +658,26 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 
 // keepsAnalyses reports whether the analyses memoised with old may be carried past patching it
 // with fresh for wanted (Catalogue.KeepAnalysesFrom, with wanted.names()): relations and types
-// were only added, under names old held no relation, view or type of, and none added is
-// unlogged, row-secured, a domain or in pg_catalog.
+// were added or dropped, not changed. Every relation, view and type old held under a name wanted
+// reads again is in fresh unchanged (the same OID and row, and for a type the same fields that
+// casts convert) or gone, and not made again under its schema and name; none added is unlogged, row-secured, a domain or in pg_catalog. An
+// analysis that resolved one of the names, found or not, depends on it and is dropped
+// (KeepAnalysesFrom); one that reached an object of another schema by OID reaches the same row,
+// or an object PostgreSQL dropped with what depended on it. So a migration that repeats in a new
+// schema the names of another schema, or of one dropped since, keeps them.
 func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
 		return true
 	}
-	names := nameSet(append(slices.Clip(wanted.relations), wanted.types...))
-	for i := range old.Relations {
-		if names(old.Relations[i].Name) {
-			return false
-		}
-	}
-	for i := range old.Views {
-		if names(old.Views[i].Name) {
-			return false
-		}
+	// A part is read again, and replaced, for the names wanted for it only.
+	relations, types := nameSet(wanted.relations), nameSet(wanted.types)
+	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, relations) ||
+		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, relations) ||
+		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, types) {
+		return false
 	}
 	for i := range old.Types {
-		if names(old.Types[i].Name) {
+		if t := &old.Types[i]; types(t.Name) && !sameFieldCasts(old, fresh, t.OID, len(wanted.fieldCasts) > 0) {
 			return false
 		}
 	}
@@ -697,6 +698,44 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
 		}
 	}
 	return true
+}
+
+// unchangedIn reports whether every object of old whose name named selects is in fresh with the
+// same OID and the same row, or is gone (dropped) with nothing in fresh under its schema and name
+// (a drop and create in place is a change).
+func unchangedIn[T comparable](old, fresh []T, key func(*T) (schema, name string, oid uint32), named func(string) bool) bool {
+	for i := range old {
+		schema, name, oid := key(&old[i])
+		if !named(name) {
+			continue
+		}
+		for j := range fresh {
+			freshSchema, freshName, freshOID := key(&fresh[j])
+			if freshOID == oid && fresh[j] != old[i] || freshOID != oid && freshSchema == schema && freshName == name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameFieldCasts reports whether composite type oid has the same fields that casts convert in
+// fresh as in old; when fresh did not read them (read false) they are not replaced, so they are.
+func sameFieldCasts(old, fresh *classify.CatalogueData, oid uint32, read bool) bool {
+	if !read {
+		return true
+	}
+	of := func(list []classify.FieldCast) []classify.FieldCast {
+		var out []classify.FieldCast
+		for _, fc := range list {
+			if fc.Composite == oid {
+				out = append(out, fc)
+			}
+		}
+		slices.SortFunc(out, func(a, b classify.FieldCast) int { return cmp.Compare(a.Target, b.Target) })
+		return out
+	}
+	return slices.Equal(of(old.FieldCasts), of(fresh.FieldCasts))
 }
 
 // nameSet returns whether a name is one of names. A change names a few: comparing them costs
