@@ -334,6 +334,28 @@ func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effe
 	return effects, false, !a.run.uncacheable, parsed
 }
 
+// ClassifyWithoutCatalogue classifies sql as if no catalogue were held, and reports whether its
+// verdict may depend on one (dependent). When it may not, the effects are sql's, as ClassifyIn
+// gives them. When it may, they are what the statement does where nothing it calls or reads by
+// name is known (user functions and views unknown: a write), with every fact its text alone
+// gives: statements, transaction control, session effects, settings. Nothing is cached and no
+// catalogue is asked for. The proxy sends a statement on such effects while the read of its
+// session's catalogue change is still on its way, when every verdict would send it to the same
+// node, and has it classified again (ClassifyIn) once the read is in.
+func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects Effects, dependent bool) {
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			effects, dependent = failClosed(fmt.Sprintf("internal error: %v", recovered)), false
+		}
+	}()
+	if effects, fast := c.classifyFast(sql); fast {
+		return effects, false
+	}
+	a := c.newAnalysis(ctx, nil)
+	effects, _ = a.fullParsed(sql, nil, false)
+	return effects, a.run.dependent
+}
+
 // parsedStatement is what classifying a statement string needs that no catalogue changes: its
 // parse tree, and its fingerprint and normalised text (done false until finish computed them).
 // Nothing in the analysis modifies the tree, so one parse serves the attempt without a catalogue

@@ -171,6 +171,7 @@ func (b *batch) statements(sess *session) []*preparedStmt {
 					// catalogue reloads), or the session's search_path; a hit in
 					// the classifier's cache costs a few hundred nanoseconds.
 					st.effects = sess.classify(st.sql, st.paramTypes)
+					sess.cls.attachAhead(st)
 				}
 				out = append(out, st)
 			}
@@ -504,6 +505,7 @@ func (sess *session) newStatement(pm parseMessage, body []byte) *preparedStmt {
 	scope := statementScope{searchPath: ctx.SearchPath, searchPathUnknown: ctx.SearchPathUnknown, session: sess.id}
 	st := sess.srv.statementNames.newStatement(pm, body, scope)
 	st.effects = effects
+	sess.cls.attachAhead(st)
 	return st
 }
 

@@ -468,6 +468,7 @@ func (sess *session) releaseIdle(be *backend) {
 // rest of the batch is routed on its own (the plan's Outcome.LeaveHeldBatch
 // says when). A backend that fails here is dropped.
 func (sess *session) leaveReadOnlyBatch(be *backend) {
+	sess.settleCatalogueReadOn(be)
 	sess.held = nil
 	c := be.conn
 	if _, err := c.Writer.Write([]byte{wire.MsgSync, 0, 0, 0, 4}); err == nil {
@@ -583,6 +584,7 @@ func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err e
 // client; a notification that arrives meanwhile does. It returns the first
 // error's SQLSTATE ("" when none) or the I/O error that broke the connection.
 func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byte)) (sqlstate string, err error) {
+	sess.settleCatalogueReadOn(be)
 	// The client's unnamed statement stays the client's: it is parsed again
 	// where it runs next.
 	be.conn.WriteQuery(sql)
@@ -621,6 +623,9 @@ const resetTimeout = 5 * time.Second
 
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
+	if sess.cls.readOn == be {
+		sess.abandonCatalogueRead()
+	}
 	be.broken = true
 	sess.backends.forget(be)
 	if sess.held == be {
@@ -634,6 +639,7 @@ func (sess *session) dropBackend(be *backend) {
 
 // closeBackends returns the session's connections to the pool, clean.
 func (sess *session) closeBackends() {
+	sess.abandonCatalogueRead()
 	for _, be := range sess.backends.list {
 		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
 		if reusable {

@@ -38,6 +38,13 @@ type classifierState struct {
 	// read is the read of changes sent on the session's backend right behind the unit that made
 	// them (see sendCatalogueRead), told to the catalogue with them; nil when none was sent.
 	read *catalog.SessionRead
+	// readOn is the backend whose replies to read are still to be read (the read is in flight,
+	// see catalogue_read_in_flight.go), nil when none are; ahead is the statement classified
+	// without the catalogue meanwhile whose verdict may depend on it, and aheadUnit the unit sent
+	// with it before the read was read.
+	readOn    *backend
+	ahead     *aheadStatement
+	aheadUnit *unit
 }
 
 // classify returns the effects of sql as the session would run it.
@@ -50,7 +57,13 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st := &sess.cls
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
-		st.tellChanges(c)
+		if st.readOn == nil {
+			st.tellChanges(c)
+		} else if effects, ok := sess.classifyAheadOfRead(sql, paramTypes); ok {
+			return effects
+		} else {
+			sess.drainCatalogueRead(nil, false)
+		}
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
@@ -67,10 +80,11 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 // catalogueChangeRan records that a unit that changes the catalogue ran. When its transaction
 // ended with it (status 'I': committed, or rolled back) the classifier is told at once, so that the
 // catalogue is read while the client receives the answer and sends its next statement; otherwise
-// the session's first statement outside the transaction block tells it (see classify).
+// the session's first statement outside the transaction block tells it (see classify). A read of
+// the change still in flight tells it when it is read (drainCatalogueRead).
 func (sess *session) catalogueChangeRan(status byte) {
 	sess.cls.changeRan = true
-	if status == wire.TxIdle {
+	if status == wire.TxIdle && sess.cls.readOn == nil {
 		sess.cls.tellChanges(sess.srv.opts.Classifier)
 	}
 }
@@ -102,7 +116,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	st := &sess.cls
 	if !u.effects.CatalogueChange || u.runsNothing || !u.expectsReady || u.effects.Statements != 1 || u.effects.Tx != 0 ||
 		u.carriesBegin || u.replaysFailure || sess.deferred != nil || role != route.RolePrimary ||
-		be.openBatch || be.conn.TxStatus != wire.TxIdle || st.read != nil || st.ctx.Database == "" {
+		be.openBatch || be.conn.TxStatus != wire.TxIdle || st.read != nil || st.readOn != nil || st.ctx.Database == "" {
 		return
 	}
 	m, ok := sess.srv.opts.Classifier.Catalogues().(*catalog.Manager)
@@ -115,7 +129,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	}
 	be.conn.Writer.Write(read.Messages(be.statements().prepared))
 	be.expect.push(expectation{typ: wire.MsgSync, catalogueRead: read})
-	st.read = read
+	st.read, st.readOn = read, be
 }
 
 // relayCatalogueRead passes the replies of a read sendCatalogueRead sent to it, until its

@@ -427,6 +427,7 @@ func (sess *session) explainOn(be *backend, t explainTarget) (*costVerdict, erro
 // passing DataRow bodies to onRow; a notification reaches the client. It
 // returns the first error's SQLSTATE and message.
 func (sess *session) readUntilReady(be *backend, onRow func(body []byte)) (sqlstate, message string, err error) {
+	sess.settleCatalogueReadOn(be) // its replies come before what is buffered here
 	if err := be.conn.Writer.Flush(); err != nil {
 		return "", "", err
 	}

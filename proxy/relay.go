@@ -114,6 +114,11 @@ func (x *exchange) relayReplies(u *unit) error {
 	sess, be := x.sess, x.be
 	r := be.conn.Reader
 	for be.expect.len() > 0 {
+		if be.expect.front().catalogueRead != nil && sess.defersCatalogueRead(be) {
+			// The unit's replies are done: its catalogue read is read when the session
+			// needs it (catalogue_read_in_flight.go).
+			return nil
+		}
 		if answered, err := x.relayPgowlTurn(u); err != nil {
 			return err
 		} else if answered {
@@ -181,6 +186,11 @@ func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 			return true, err
 		}
 		be.expect.pop()
+		if sess.cls.readOn == be {
+			sess.cls.readOn = nil
+			sess.catalogueReadIn()
+			sess.finishAhead(u)
+		}
 		return true, nil
 	case head.swallow && head.typ == wire.MsgQuery:
 		return true, sess.relayDeferredBegin(be, u, &x.out, head.quiet)

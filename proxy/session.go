@@ -365,6 +365,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		}
 	}
 	sess.busy.Store(true)
+	sess.routeAheadOfRead(u)
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
 		be, plan, err := sess.choose(ctx, u)
@@ -418,6 +419,8 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 			return nil
 		}
 		out, sent, err := sess.exchangeOn(be, u, dec, write)
+		// A unit sent ahead of its session's catalogue read was planned again for its reason.
+		dec = u.decision
 		if err == nil {
 			sess.applyOutcome(be, u, dec, out)
 			return nil
@@ -467,6 +470,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		err = be.conn.Writer.Flush()
 		if err == nil {
 			sent = true
+			sess.sentAheadOfRead(u, be)
 			timeout := sess.armQueryTimeout(be)
 			out, err = sess.relay(be, u)
 			if timeout != nil {

@@ -1,0 +1,156 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
+)
+
+// A session's catalogue change is read on its own connection right behind it; the read's replies
+// are read when the session needs them. The session's next statement, when every verdict would
+// send it to the same primary (pgowl in front of the primary alone here), is sent before the read
+// is read, and classified again with the read while the node runs it: its NOTICE and its routing
+// log line give the final verdict, never the provisional one (UNKNOWN_EFFECT). With standbys to
+// read on, the next statement waits for the read, as before.
+
+const aheadSetupSQL = `
+CREATE SCHEMA IF NOT EXISTS sa_app AUTHORIZATION app;
+CREATE SEQUENCE IF NOT EXISTS sa_app.sa_seq;
+ALTER SEQUENCE sa_app.sa_seq OWNER TO app;
+CREATE OR REPLACE FUNCTION sa_app.sa_probe() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 1$$;
+`
+
+// aheadLogMessage is pgowl's debug line for a unit sent before its session's catalogue read was read.
+const aheadLogMessage = "statement sent before its session's catalogue read was read; classified again with the read"
+
+func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
+	c := sharedClusterFor(t)
+	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), aheadSetupSQL); err != nil {
+		t.Fatalf("set up: %v", err)
+	}
+	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+		cfg.Nodes = cfg.Nodes[:1]
+		cfg.Classify.RefreshInterval = 10 * time.Minute
+	})
+	o.waitRoles(t, map[string]route.Role{c.Nodes[0].Name: route.RolePrimary})
+	for _, mode := range []struct {
+		name string
+		mode pgx.QueryExecMode
+	}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}} {
+		t.Run(mode.name, func(t *testing.T) {
+			conn := o.connect(t, withMode(mode.mode))
+			aheadMust(t, conn, "SET search_path = sa_app, public")
+			// The catalogue is held from here: a change is read, not the whole catalogue.
+			aheadMust(t, conn, "SELECT sa_probe()")
+			conn.routes(t)
+			before := aheadLines(t, o)
+			uses := 0
+			for round := 0; round < 3; round++ {
+				writes := fmt.Sprintf("sa_w_%s_%d", mode.name, round)
+				reads := fmt.Sprintf("sa_r_%s_%d", mode.name, round)
+				view := fmt.Sprintf("sa_v_%s_%d", mode.name, round)
+				steps := []struct{ change, use, reason string }{
+					{"CREATE FUNCTION " + writes + "() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$",
+						"SELECT " + writes + "()", "WRITING_FUNCTION"},
+					{"CREATE FUNCTION " + reads + "() RETURNS bigint LANGUAGE sql STABLE AS $$SELECT 1::bigint$$",
+						"SELECT " + reads + "()", "NO_STANDBY_CONFIGURED"},
+					{"CREATE VIEW " + view + " AS SELECT " + writes + "() AS n",
+						"SELECT n FROM " + view, "WRITING_FUNCTION"},
+					// The same function made to read, in place: the verdict follows the change.
+					{"CREATE OR REPLACE FUNCTION " + writes + "() RETURNS bigint LANGUAGE sql STABLE AS $$SELECT 2::bigint$$",
+						"SELECT " + writes + "()", "NO_STANDBY_CONFIGURED"},
+				}
+				for _, step := range steps {
+					aheadMust(t, conn, step.change)
+					conn.routes(t)
+					aheadMust(t, conn, step.use)
+					uses++
+					rs := conn.routes(t)
+					if len(rs) == 0 {
+						t.Errorf("%s after %s: no routing NOTICE", step.use, step.change)
+						continue
+					}
+					got := rs[len(rs)-1]
+					if got.Role != "primary" || got.Reason != step.reason {
+						t.Errorf("%s right after %s: NOTICE %v, want the primary with %s (the verdict with the change)", step.use, step.change, got, step.reason)
+					}
+					if reason, ok := loggedReason(t, o, step.use); !ok || reason != step.reason {
+						t.Errorf("%s: the routing log says %q (found %v), want %s", step.use, reason, ok, step.reason)
+					}
+				}
+			}
+			if sent := aheadLines(t, o) - before; sent < uses {
+				t.Errorf("%d of %d statements that used a change were sent before their session's catalogue read was read; want all", sent, uses)
+			}
+		})
+	}
+	for _, e := range o.logs.Entries(t) {
+		if e["level"] == "warn" && strings.Contains(fmt.Sprint(e["message"]), "catalogue read") {
+			t.Errorf("warning: %v", e["message"])
+		}
+	}
+}
+
+// With standbys to read on, a statement's verdict decides its node: the statement after a change
+// waits for the change's read, and is not sent ahead of it.
+func TestStatementWaitsForItsCatalogueReadWhereItsVerdictPicksTheNode(t *testing.T) {
+	_, o := setupAndStart(t, "ahead of the read, with standbys", aheadSetupSQL, func(cfg *config.Config) {
+		cfg.Classify.RefreshInterval = 10 * time.Minute
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
+	})
+	conn := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	aheadMust(t, conn, "SET search_path = sa_app, public")
+	aheadMust(t, conn, "SELECT sa_probe()")
+	before := aheadLines(t, o)
+	for round := 0; round < 3; round++ {
+		writes := fmt.Sprintf("sa_ws_%d", round)
+		aheadMust(t, conn, "CREATE FUNCTION "+writes+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
+		conn.routes(t)
+		runOnPrimary(t, conn, "SELECT "+writes+"()")
+	}
+	if sent := aheadLines(t, o) - before; sent != 0 {
+		t.Errorf("%d statements were sent ahead of their catalogue read with standbys to read on; want none", sent)
+	}
+}
+
+// aheadMust runs sql through pgowl and fails the test on an error.
+func aheadMust(t *testing.T, conn *client, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// aheadLines counts pgowl's log lines for units sent ahead of their session's catalogue read.
+func aheadLines(t *testing.T, o *owl) int {
+	t.Helper()
+	n := 0
+	for _, e := range o.logs.Entries(t) {
+		if e["message"] == aheadLogMessage {
+			n++
+		}
+	}
+	return n
+}
+
+// loggedReason returns the reason of the newest routing log line that ran sql.
+func loggedReason(t *testing.T, o *owl, sql string) (string, bool) {
+	t.Helper()
+	entries := o.logs.Entries(t)
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e["message"] == "routed" && e["statement"] == sql && e["outcome"] == "ok" {
+			return fmt.Sprint(e["reason"]), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"errors"
+	"time"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/route"
+)
+
+// A catalogue read in flight.
+//
+// sendCatalogueRead writes the read of a catalogue change right behind the unit that makes it, on
+// the same backend. Its replies used to be read before the unit's exchange ended, so the session's
+// next statement waited for the read, the patch and a full classification before it was sent. Now
+// the relay leaves them unread when the unit's own replies are done and nothing holds the backend
+// (defersCatalogueRead): the backend stays the session's (the pool does not take a backend with
+// replies pending), the client has its answer, and the session reads its next message.
+//
+// The next statement is classified without the catalogue (classify.ClassifyWithoutCatalogue). A
+// verdict that cannot depend on a catalogue is final. One that may is provisional (the statement
+// is "ahead" of the read): the unit it is part of is sent on it only when every verdict would
+// send it to the same primary (sendsAlikeForAnyEffect: no standby to read on, or settings that
+// keep every statement on the primary, no guard, no transaction or batch held); the read is then
+// read, the catalogue patched and the statement classified again while the node runs it, before
+// any reply of it reaches the client: the NOTICE, the log line and what the session follows of it
+// use the final verdict. Otherwise the read is read first and the statement classified as before.
+// So no statement is routed on a catalogue that misses its session's committed change: it is
+// routed where any verdict would send it, or on the catalogue with the change.
+//
+// The read is read (drainCatalogueRead) at the latest when the next unit is routed; before pgowl
+// runs a query of its own on the backend (runOnBackend, readUntilReady); and when the backend is
+// dropped or the session ends, when it is abandoned instead and the catalogue told of the change
+// without it (the catalogue then reads the change itself).
+
+// aheadStatement is a statement classified without the catalogue while the read was in flight,
+// whose verdict may depend on it: its final effects are computed when the read is in.
+type aheadStatement struct {
+	sql        string
+	paramTypes []uint32
+	// stmt is the prepared statement of an extended batch that holds the effects, nil for a
+	// simple Query's.
+	stmt *preparedStmt
+}
+
+// errSessionLeftRead fails a catalogue read the session did not read to its end.
+var errSessionLeftRead = errors.New("the session's backend went before the read was read")
+
+// classifyAheadOfRead classifies sql while the session's catalogue read is in flight, when it
+// need not wait for the read: its verdict cannot depend on the catalogue (final effects), or the
+// session has no statement ahead of the read yet (provisional effects; the statement is now
+// ahead). A statement that changes the catalogue itself is not classified ahead: the changes
+// told with the read must be those that ran before it.
+func (sess *session) classifyAheadOfRead(sql string, paramTypes []uint32) (classify.Effects, bool) {
+	st := &sess.cls
+	ctx := st.ctx
+	ctx.ParamTypes = paramTypes
+	effects, dependent := sess.srv.opts.Classifier.ClassifyWithoutCatalogue(sql, &ctx)
+	if effects.CatalogueChange || effects.Pgowl != nil {
+		return classify.Effects{}, false
+	}
+	if !dependent {
+		return effects, true
+	}
+	if st.ahead != nil || effects.Statements != 1 || effects.Tx != classify.TxNone {
+		return classify.Effects{}, false
+	}
+	st.ahead = &aheadStatement{sql: sql, paramTypes: paramTypes}
+	return effects, true
+}
+
+// attachAhead records that the statement ahead of the read, just classified, is st's: its final
+// effects go to st.
+func (st *classifierState) attachAhead(stmt *preparedStmt) {
+	if a := st.ahead; a != nil && a.stmt == nil && a.sql == stmt.sql {
+		a.stmt = stmt
+	}
+}
+
+// aheadOf returns the statement ahead of the read that u runs, or nil.
+func (sess *session) aheadOf(u *unit) *aheadStatement {
+	ahead := sess.cls.ahead
+	if ahead == nil {
+		return nil
+	}
+	if u.stmts == nil {
+		if ahead.stmt == nil && u.sql == ahead.sql {
+			return ahead
+		}
+		return nil
+	}
+	for _, st := range u.stmts {
+		if st == ahead.stmt && st != nil {
+			return ahead
+		}
+	}
+	return nil
+}
+
+// routeAheadOfRead decides, as u is about to be routed, whether it goes before the session's
+// catalogue read is read: only a unit with a statement ahead of the read that every verdict
+// sends to the same primary (it is then finished when it has been sent, see exchangeOn). Any
+// other unit has the read read first, and a statement of it ahead of the read classified again.
+func (sess *session) routeAheadOfRead(u *unit) {
+	if sess.cls.readOn == nil {
+		return
+	}
+	if sess.aheadOf(u) != nil && sess.sendsAlikeForAnyEffect(u) {
+		sess.cls.aheadUnit = u
+		return
+	}
+	sess.drainCatalogueRead(u, true)
+}
+
+// sentAheadOfRead finishes u, sent on be before the session's catalogue read was read: the read
+// is read (first on be when it is the read's backend: its replies come before u's), and u
+// classified again, before any reply of u is relayed.
+func (sess *session) sentAheadOfRead(u *unit, be *backend) {
+	if sess.cls.aheadUnit == u && sess.cls.readOn != nil {
+		sess.drainCatalogueRead(u, sess.cls.readOn != be)
+	}
+}
+
+// sendsAlikeForAnyEffect reports whether the plan sends u to the same primary whatever its
+// statements' effects turn out to be: the session holds no backend and has no deferred BEGIN, no
+// guard is configured (a guard's verdict depends on the effects), and the plans for u as a read
+// and as a write agree on a primary, without a wait for a replay, where a read could not go to a
+// standby anyway (the snapshot has none, or the session's settings keep it on the primary).
+func (sess *session) sendsAlikeForAnyEffect(u *unit) bool {
+	if sess.held != nil || sess.deferred != nil || len(sess.srv.live().cfg.Guards) > 0 {
+		return false
+	}
+	snap := sess.srv.opts.Nodes.Snapshot()
+	standbys := false
+	for i := range snap.Nodes {
+		if snap.Nodes[i].Role == route.RoleStandby {
+			standbys = true
+		}
+	}
+	now := time.Now()
+	var first route.Decision
+	for i, access := range [...]route.Access{route.AccessRead, route.AccessWrite} {
+		r := sess.planRequest(u, snap)
+		r.Statement.Access = access
+		if access == route.AccessRead {
+			r.Statement.Reason = route.ReasonReadOnly
+		} else {
+			r.Statement.Reason = route.ReasonUnknownEffect
+		}
+		if standbys && r.MayReadOnStandby() {
+			return false
+		}
+		r.Now = now
+		out, err := route.Plan(r)
+		if err != nil || out.AwaitReplay || out.CarriesBegin || out.LeaveHeldBatch || out.Decision.Role != route.RolePrimary {
+			return false
+		}
+		if i == 0 {
+			first = out.Decision
+		} else if out.Decision.Node != first.Node {
+			return false
+		}
+	}
+	return true
+}
+
+// drainCatalogueRead reads the replies of the session's catalogue read in flight, tells the
+// catalogue (patching it with the read), and classifies the statement ahead of the read again:
+// its prepared statement's effects, and those of the unit being run with it (the unit u, or the
+// one sent ahead), with the unit's decision planned again for the reason its NOTICE and log line
+// give. With release, the backend goes back to the pool (in transaction pooling) when nothing
+// holds it: no unit of the session is on it.
+func (sess *session) drainCatalogueRead(u *unit, release bool) {
+	st := &sess.cls
+	be := st.readOn
+	if be == nil {
+		return
+	}
+	st.readOn = nil
+	if be.expect.len() > 0 && be.expect.front().catalogueRead != nil {
+		read := be.expect.front().catalogueRead
+		if err := sess.relayCatalogueRead(be, read); err != nil {
+			read.Fail(err)
+		}
+		be.expect.pop()
+	}
+	sess.catalogueReadIn()
+	if u == nil {
+		u = st.aheadUnit
+	}
+	sess.finishAhead(u)
+	if release {
+		sess.releaseIdle(be)
+	}
+}
+
+// catalogueReadIn tells the catalogue what the session changed, with the read now in, when the
+// change's transaction is over.
+func (sess *session) catalogueReadIn() {
+	if st := &sess.cls; st.changeRan && sess.idleForCatalogue() {
+		st.tellChanges(sess.srv.opts.Classifier)
+	}
+}
+
+// finishAhead classifies the statement ahead of the read again, with the catalogue now current,
+// and gives the final effects to its prepared statement and to u when u runs it.
+func (sess *session) finishAhead(u *unit) {
+	st := &sess.cls
+	ahead := st.ahead
+	st.ahead, st.aheadUnit = nil, nil
+	if ahead == nil {
+		return
+	}
+	final := sess.classify(ahead.sql, ahead.paramTypes)
+	if ahead.stmt != nil {
+		ahead.stmt.effects = final
+	}
+	if u == nil || sess.aheadOfWith(u, ahead) == nil {
+		return
+	}
+	if u.stmts != nil {
+		u.effects = batchEffects(u.stmts)
+	} else {
+		u.effects = final
+	}
+	if u.decision.Node == "" {
+		return // not routed yet
+	}
+	// The reason the NOTICE and the log line give: the plan for the final effects, which sends
+	// the unit where it went (sendsAlikeForAnyEffect).
+	r := sess.planRequest(u, sess.srv.opts.Nodes.Snapshot())
+	r.Now = time.Now()
+	if out, err := route.Plan(r); err == nil && out.Decision.Node == u.decision.Node && out.Decision.Role == u.decision.Role {
+		u.decision = out.Decision
+		sess.log.Debug().Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).
+			Msg("statement sent before its session's catalogue read was read; classified again with the read")
+	} else {
+		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
+	}
+}
+
+// aheadOfWith is aheadOf for a statement no longer the session's ahead statement.
+func (sess *session) aheadOfWith(u *unit, ahead *aheadStatement) *aheadStatement {
+	saved := sess.cls.ahead
+	sess.cls.ahead = ahead
+	defer func() { sess.cls.ahead = saved }()
+	return sess.aheadOf(u)
+}
+
+// settleCatalogueReadOn reads the session's catalogue read in flight on be before pgowl runs a
+// query of its own there.
+func (sess *session) settleCatalogueReadOn(be *backend) {
+	if sess.cls.readOn == be {
+		sess.drainCatalogueRead(nil, false)
+	}
+}
+
+// abandonCatalogueRead gives up the session's catalogue read in flight, whose backend goes (it is
+// dropped, or the session ends): the catalogue is told of the change without it, and reads it; a
+// statement ahead of the read is classified again with that catalogue (a unit sent ahead on the
+// backend that went is sent again, if at all, with its final effects).
+func (sess *session) abandonCatalogueRead() {
+	st := &sess.cls
+	if st.readOn == nil {
+		return
+	}
+	st.readOn = nil
+	if st.read != nil {
+		st.read.Fail(errSessionLeftRead)
+	}
+	sess.catalogueReadIn()
+	sess.finishAhead(st.aheadUnit)
+}
+
+// defersCatalogueRead reports whether the relay of u on be leaves the catalogue read at the head
+// of be's replies unread: the read is u's own, the last reply due, and nothing will hold the
+// backend when u is done (a pin or a transaction would keep it, and the idle relay of a listening
+// session needs its replies read).
+func (sess *session) defersCatalogueRead(be *backend) bool {
+	return sess.cls.readOn == be && be.expect.len() == 1 && sess.held == nil && !sess.pins.pinned() &&
+		sess.deferred == nil && !be.openBatch
+}
