@@ -91,6 +91,33 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 			}
 		})
 	}
+	t.Run("beside the read", func(t *testing.T) {
+		// search_path as a startup parameter (no SET): a pooled connection of the same login
+		// carries the session's settings, so the statement goes beside the read when one is idle.
+		params := withParams(map[string]string{"search_path": "sa_app, public"})
+		conn, holder := o.connect(t, params), o.connect(t, params)
+		aheadMust(t, conn, "SELECT sa_probe()")
+		// A second pooled connection of the login: one held in a transaction while the other
+		// session runs a statement, then both idle.
+		aheadMust(t, holder, "BEGIN")
+		aheadMust(t, holder, "SELECT sa_probe()")
+		aheadMust(t, conn, "SELECT sa_probe()")
+		aheadMust(t, holder, "COMMIT")
+		conn.routes(t)
+		before := asideLines(t, o)
+		for round := 0; round < 3; round++ {
+			writes := fmt.Sprintf("sa_wb_%d", round)
+			aheadMust(t, conn, "CREATE FUNCTION "+writes+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
+			conn.routes(t)
+			aheadMust(t, conn, "SELECT "+writes+"()")
+			if rs := conn.routes(t); len(rs) != 1 || rs[0].Reason != "WRITING_FUNCTION" {
+				t.Errorf("SELECT %s() right after its CREATE: NOTICEs %v, want one on the primary with WRITING_FUNCTION", writes, rs)
+			}
+		}
+		if beside := asideLines(t, o) - before; beside == 0 {
+			t.Errorf("no statement went beside its session's catalogue read, with an idle pooled connection of the login free")
+		}
+	})
 	for _, e := range o.logs.Entries(t) {
 		if e["level"] == "warn" && strings.Contains(fmt.Sprint(e["message"]), "catalogue read") {
 			t.Errorf("warning: %v", e["message"])
@@ -136,6 +163,19 @@ func aheadLines(t *testing.T, o *owl) int {
 	n := 0
 	for _, e := range o.logs.Entries(t) {
 		if e["message"] == aheadLogMessage {
+			n++
+		}
+	}
+	return n
+}
+
+// asideLines counts pgowl's log lines for units sent ahead of their session's catalogue read on
+// another connection than the read's.
+func asideLines(t *testing.T, o *owl) int {
+	t.Helper()
+	n := 0
+	for _, e := range o.logs.Entries(t) {
+		if e["message"] == aheadLogMessage && e["beside_read"] == true {
 			n++
 		}
 	}

@@ -147,6 +147,29 @@ func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error
 	return c, err
 }
 
+// AcquireIdle returns an idle connection of login to t's node when one is free now, nil when
+// none is: it neither waits nor dials for one (a dead idle connection it finds is replaced, as
+// Acquire does). The proxy runs a statement on it beside a connection of the session still busy
+// with pgowl's own read, where waiting for that connection costs less than a dial.
+func (p *Pool) AcquireIdle(ctx context.Context, t Target, login Login) (*Conn, error) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	np := p.node(t.Node)
+	if len(np.waiters) > 0 {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	c, idleFor, suspect := p.takeIdle(np, login.key())
+	p.mu.Unlock()
+	if c == nil {
+		return nil, nil
+	}
+	return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
+}
+
 func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (*Conn, error) {
 	p.mu.Lock()
 	if p.done {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -164,6 +165,29 @@ func (sess *session) sendsAlikeForAnyEffect(u *unit) bool {
 	return true
 }
 
+// besideCatalogueRead returns, for the unit sent ahead of the session's catalogue read, an idle
+// pooled backend on node beside be, the read's, so that the node runs the unit and the read at
+// once: in transaction pooling, when one is free now with the session's settings (a dial, or a
+// round trip to set them, costs more than the read it saves); nil otherwise.
+func (sess *session) besideCatalogueRead(ctx context.Context, be *backend, node string, role route.Role) *backend {
+	if be != sess.cls.readOn || sess.cls.aheadUnit == nil || !sess.srv.transactionPooling {
+		return nil
+	}
+	target, ok := sess.srv.live().targets[node]
+	if !ok {
+		return nil
+	}
+	c, err := sess.srv.opts.Pool.AcquireIdle(ctx, target, sess.login)
+	if err != nil || c == nil {
+		return nil
+	}
+	if !settingsOn(c).carries(sess.settings.key) {
+		sess.srv.opts.Pool.Release(c, true)
+		return nil
+	}
+	return sess.backends.add(c, node, role)
+}
+
 // drainCatalogueRead reads the replies of the session's catalogue read in flight, tells the
 // catalogue (patching it with the read), and classifies the statement ahead of the read again:
 // its prepared statement's effects, and those of the unit being run with it (the unit u, or the
@@ -188,7 +212,9 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 	if u == nil {
 		u = st.aheadUnit
 	}
-	sess.finishAhead(u)
+	// The unit sent ahead runs beside the read when the session's running statement is not on be.
+	running := sess.running.Load()
+	sess.finishAhead(u, running != nil && running != &be.running)
 	if release {
 		sess.releaseIdle(be)
 	}
@@ -203,8 +229,9 @@ func (sess *session) catalogueReadIn() {
 }
 
 // finishAhead classifies the statement ahead of the read again, with the catalogue now current,
-// and gives the final effects to its prepared statement and to u when u runs it.
-func (sess *session) finishAhead(u *unit) {
+// and gives the final effects to its prepared statement and to u when u runs it; beside says,
+// for the debug log, that u runs on another backend than the read's.
+func (sess *session) finishAhead(u *unit, beside bool) {
 	st := &sess.cls
 	ahead := st.ahead
 	st.ahead, st.aheadUnit = nil, nil
@@ -232,7 +259,7 @@ func (sess *session) finishAhead(u *unit) {
 	r.Now = time.Now()
 	if out, err := route.Plan(r); err == nil && out.Decision.Node == u.decision.Node && out.Decision.Role == u.decision.Role {
 		u.decision = out.Decision
-		sess.log.Debug().Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).
+		sess.log.Debug().Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).Bool("beside_read", beside).
 			Msg("statement sent before its session's catalogue read was read; classified again with the read")
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
@@ -269,7 +296,7 @@ func (sess *session) abandonCatalogueRead() {
 		st.read.Fail(errSessionLeftRead)
 	}
 	sess.catalogueReadIn()
-	sess.finishAhead(st.aheadUnit)
+	sess.finishAhead(st.aheadUnit, false)
 }
 
 // defersCatalogueRead reports whether the relay of u on be leaves the catalogue read at the head

@@ -406,6 +406,9 @@ func connectFailure(err error) bool {
 // open batch or a pin keeps it), or else one from the pool.
 func (sess *session) backendFor(ctx context.Context, node string, role route.Role) (*backend, error) {
 	if be := sess.backendOn(node); be != nil {
+		if beside := sess.besideCatalogueRead(ctx, be, node, role); beside != nil {
+			return beside, nil
+		}
 		be.role = role
 		return be, nil
 	}

@@ -194,6 +194,23 @@
 // deferred-aborted: statements get 25P02 until the client ends it, and COMMIT
 // is answered ROLLBACK, as a node answers the end of a failed transaction.
 //
+// # A catalogue read in flight
+//
+// A unit that changes functions, types or views in autocommit on the primary is followed, in the
+// same write, by a read of what it changes (sendCatalogueRead, classify/catalog.SessionRead). Its
+// replies stay unread once the unit's own are relayed (defersCatalogueRead): the backend keeps
+// them, stays the session's, and the session's readOn names it. The read is in flight until one
+// of: the next unit is routed (routeAheadOfRead reads it first); pgowl runs a query of its own on
+// that backend (settleCatalogueReadOn); a statement whose verdict depends on the catalogue is
+// classified (the read is read first); the backend is dropped or the session ends
+// (abandonCatalogueRead: the catalogue is told without the read). Reading it tells the catalogue
+// of the change (catalogueReadIn). The one exception to "the read is read before the next unit":
+// a unit whose statement was classified without the catalogue (provisional effects, the statement
+// "ahead" of the read) and that every verdict sends to the same primary (sendsAlikeForAnyEffect)
+// is sent first, beside the read on an idle pooled backend when one is free, and the read is read
+// and the statement classified again right after it is sent, before any of its replies is relayed
+// (sentAheadOfRead, finishAhead). See catalogue_read_in_flight.go.
+//
 // # Read-only batches
 //
 // An extended batch sent at a Flush (without Sync) leaves an implicit

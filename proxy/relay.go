@@ -189,7 +189,7 @@ func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 		if sess.cls.readOn == be {
 			sess.cls.readOn = nil
 			sess.catalogueReadIn()
-			sess.finishAhead(u)
+			sess.finishAhead(u, false)
 		}
 		return true, nil
 	case head.swallow && head.typ == wire.MsgQuery:
