@@ -1,6 +1,8 @@
 package classify
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -287,36 +289,304 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 	return c
 }
 
-// CatalogueParts says which parts of a catalogue's data changed (see DeriveCatalogue).
+// CatalogueParts says which parts of a catalogue's data changed (see CatalogueDelta).
 type CatalogueParts struct {
 	Functions, Relations, Types bool
 }
 
-// DeriveCatalogue indexes data, which is old's data with only the parts changed says replaced (the
-// others share old's slices), reusing old's indexes of the parts that did not change. The result is
-// a new catalogue, with a new Version and no memoised analyses (see KeepAnalysesFrom).
-func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts) *Catalogue {
+// CatalogueDelta is what patching a catalogue's data changed: which parts differ, and per part the
+// objects taken out of the old data and those put in (an object replaced is in both). DeriveCatalogue
+// updates the old catalogue's indexes with it. The slices are owned by the delta: the derived
+// catalogue's indexes point into Added*, which must not be modified afterwards.
+type CatalogueDelta struct {
+	// Parts says which parts of the data differ from the old data (Warnings count as Functions).
+	Parts CatalogueParts
+	// RemovedFunctions and AddedFunctions are the functions taken out and put in.
+	RemovedFunctions, AddedFunctions []Function
+	// RemovedViews and AddedViews are the views taken out and put in.
+	RemovedViews, AddedViews []View
+	// RemovedRelations and AddedRelations are the relations taken out and put in.
+	RemovedRelations, AddedRelations []Relation
+	// RemovedTypes and AddedTypes are the types taken out and put in.
+	RemovedTypes, AddedTypes []Type
+	// RemovedFieldCasts and AddedFieldCasts are the composite fields taken out and put in.
+	RemovedFieldCasts, AddedFieldCasts []FieldCast
+}
+
+// Changed reports whether the data differs from the old data at all.
+func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
+
+// DeriveCatalogue indexes data, which is old's data with delta's removed objects taken out and its
+// added ones put in (Operators and Casts unchanged), each part ordered by OID as the loader reads
+// it and patching keeps it (field casts by composite, then target). It answers every lookup as
+// NewCatalogue(data) would, and costs what delta holds, not what the catalogue holds: old's
+// indexes are cloned (only those the delta touches; maps.Clone copies a table far faster than
+// inserting into a new one) and the entries of the removed objects replaced by those of the added
+// ones. The result is a new catalogue, with a new Version and no memoised analyses (see
+// KeepAnalysesFrom). old is read, never modified: other sessions may be using it.
+//
+// The entries kept point where old's did: into the data of the catalogue the chain was first
+// built from (NewCatalogue) or into the Added slices of the deltas since, not into data. That is
+// safe: no catalogue's data nor a delta's slices are modified once built, and an object kept in
+// an index is one the delta did not take out, so data holds it, copied by value, with equal
+// content. It keeps those arrays alive while the chain of catalogues lives: the first data and
+// the objects added since, which the Manager's next whole read replaces; not a copy of the data
+// per patch, as pointing into data would.
+func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID = old.funcs, old.byOID
 	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
 	c.rowFunctions = old.rowFunctions
-	if changed.Functions {
-		c.indexFunctions()
-	}
-	if changed.Relations {
-		c.indexRelations()
-	}
-	if changed.Types {
-		c.indexTypes()
-		// Composite fields that casts convert are read with the types.
-		c.indexOperatorsAndCasts()
-	}
-	if changed.Functions || changed.Types {
-		c.indexRowFunctions()
-	}
+	c.deriveFunctions(delta)
+	c.deriveRelations(delta)
+	rowTypesChanged := c.deriveTypes(old, delta)
+	c.deriveFieldCasts(delta)
+	c.deriveRowFunctions(delta, rowTypesChanged)
 	return c
+}
+
+// deriveFunctions updates funcs and byOID (old's until then) with delta's functions.
+func (c *Catalogue) deriveFunctions(delta *CatalogueDelta) {
+	if len(delta.RemovedFunctions)+len(delta.AddedFunctions) == 0 {
+		return
+	}
+	c.funcs, c.byOID = maps.Clone(c.funcs), maps.Clone(c.byOID)
+	for i := range delta.RemovedFunctions {
+		f := &delta.RemovedFunctions[i]
+		key := qualified{f.Schema, f.Name}
+		if list, found := withoutFunction(c.funcs[key], f.OID); found && len(list) == 0 {
+			delete(c.funcs, key)
+		} else if found {
+			c.funcs[key] = list
+		}
+		delete(c.byOID, f.OID)
+	}
+	for i := range delta.AddedFunctions {
+		f := &delta.AddedFunctions[i]
+		key := qualified{f.Schema, f.Name}
+		c.funcs[key] = withFunction(c.funcs[key], f)
+		c.byOID[f.OID] = f
+	}
+}
+
+// deriveRelations updates views, rels, unlogged and readPolicies (old's until then) with delta's
+// views and relations.
+func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
+	if len(delta.RemovedViews)+len(delta.AddedViews) > 0 {
+		c.views = maps.Clone(c.views)
+		for i := range delta.RemovedViews {
+			delete(c.views, qualified{delta.RemovedViews[i].Schema, delta.RemovedViews[i].Name})
+		}
+		for i := range delta.AddedViews {
+			v := &delta.AddedViews[i]
+			c.views[qualified{v.Schema, v.Name}] = v
+		}
+	}
+	if len(delta.RemovedRelations)+len(delta.AddedRelations) == 0 {
+		return
+	}
+	c.rels = maps.Clone(c.rels)
+	var unlogged, policies bool // cloned
+	for i := range delta.RemovedRelations {
+		r := &delta.RemovedRelations[i]
+		key := qualified{r.Schema, r.Name}
+		delete(c.rels, key)
+		if _, ok := c.unlogged[key]; ok {
+			cloneOnce(&c.unlogged, &unlogged)
+			delete(c.unlogged, key)
+		}
+		if _, ok := c.readPolicies[key]; ok {
+			cloneOnce(&c.readPolicies, &policies)
+			delete(c.readPolicies, key)
+		}
+	}
+	for i := range delta.AddedRelations {
+		r := &delta.AddedRelations[i]
+		key := qualified{r.Schema, r.Name}
+		c.rels[key] = r.Kind
+		if r.Unlogged {
+			cloneOnce(&c.unlogged, &unlogged)
+			c.unlogged[key] = true
+		}
+		if r.ReadPolicy != "" {
+			cloneOnce(&c.readPolicies, &policies)
+			c.readPolicies[key] = r
+		}
+	}
+}
+
+// deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
+// delta's types, and returns the OIDs that are a row type in one of old and c but not the other.
+func (c *Catalogue) deriveTypes(old *Catalogue, delta *CatalogueDelta) []uint32 {
+	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
+		return nil
+	}
+	c.types = maps.Clone(c.types)
+	var rowTypes, domainBase, domainChecks bool // cloned
+	for i := range delta.RemovedTypes {
+		t := &delta.RemovedTypes[i]
+		delete(c.types, qualified{t.Schema, t.Name})
+		if _, ok := c.rowTypes[t.OID]; ok {
+			cloneOnce(&c.rowTypes, &rowTypes)
+			delete(c.rowTypes, t.OID)
+		}
+		if _, ok := c.domainBase[t.OID]; ok {
+			cloneOnce(&c.domainBase, &domainBase)
+			delete(c.domainBase, t.OID)
+		}
+		if _, ok := c.domainChecks[t.OID]; ok {
+			cloneOnce(&c.domainChecks, &domainChecks)
+			delete(c.domainChecks, t.OID)
+		}
+	}
+	for i := range delta.AddedTypes {
+		t := &delta.AddedTypes[i]
+		c.types[qualified{t.Schema, t.Name}] = t.OID
+		switch t.Kind {
+		case 'c':
+			cloneOnce(&c.rowTypes, &rowTypes)
+			c.rowTypes[t.OID] = true
+		case 'd':
+			cloneOnce(&c.domainBase, &domainBase)
+			c.domainBase[t.OID] = t.Base
+			if t.Check != "" {
+				cloneOnce(&c.domainChecks, &domainChecks)
+				c.domainChecks[t.OID] = t
+			}
+		}
+	}
+	if !rowTypes {
+		return nil
+	}
+	var changed []uint32
+	note := func(oid uint32) {
+		if old.rowTypes[oid] != c.rowTypes[oid] && !slices.Contains(changed, oid) {
+			changed = append(changed, oid)
+		}
+	}
+	for i := range delta.RemovedTypes {
+		note(delta.RemovedTypes[i].OID)
+	}
+	for i := range delta.AddedTypes {
+		note(delta.AddedTypes[i].OID)
+	}
+	return changed
+}
+
+// deriveFieldCasts updates fieldCastTargets (old's until then) with delta's field casts: the
+// lists of the composites they name are made again from data, whose field casts are few (only
+// composites with a field of a type that a cast outside pg_catalog converts to).
+func (c *Catalogue) deriveFieldCasts(delta *CatalogueDelta) {
+	if len(delta.RemovedFieldCasts)+len(delta.AddedFieldCasts) == 0 {
+		return
+	}
+	affected := make(map[uint32]bool)
+	for _, fc := range delta.RemovedFieldCasts {
+		affected[fc.Composite] = true
+	}
+	for _, fc := range delta.AddedFieldCasts {
+		affected[fc.Composite] = true
+	}
+	c.fieldCastTargets = maps.Clone(c.fieldCastTargets)
+	for composite := range affected {
+		delete(c.fieldCastTargets, composite)
+	}
+	for _, fc := range c.data.FieldCasts {
+		if affected[fc.Composite] {
+			c.fieldCastTargets[fc.Composite] = append(c.fieldCastTargets[fc.Composite], fc.Target)
+		}
+	}
+}
+
+// deriveRowFunctions updates rowFunctions (old's until then) for delta's functions and for the
+// functions whose first argument is one of rowTypesChanged (found by looking at every function's
+// first argument type, which only a change of a composite type costs).
+func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []uint32) {
+	if len(delta.RemovedFunctions)+len(delta.AddedFunctions)+len(rowTypesChanged) == 0 {
+		return
+	}
+	var cloned bool
+	set := func(oid uint32, name string, f *Function) { // f nil: oid is not callable so
+		list, found := withoutFunction(c.rowFunctions[name], oid)
+		if !found && f == nil {
+			return
+		}
+		cloneOnce(&c.rowFunctions, &cloned)
+		if f != nil {
+			list = withFunction(list, f)
+		}
+		if len(list) == 0 {
+			delete(c.rowFunctions, name)
+		} else {
+			c.rowFunctions[name] = list
+		}
+	}
+	for i := range delta.RemovedFunctions {
+		set(delta.RemovedFunctions[i].OID, delta.RemovedFunctions[i].Name, nil)
+	}
+	for i := range delta.AddedFunctions {
+		if f := &delta.AddedFunctions[i]; c.rowFunction(f) {
+			set(f.OID, f.Name, f)
+		}
+	}
+	if len(rowTypesChanged) == 0 {
+		return
+	}
+	for i := range c.data.Functions {
+		f := &c.data.Functions[i]
+		if len(f.ArgTypes) == 0 || !slices.Contains(rowTypesChanged, f.ArgTypes[0]) {
+			continue
+		}
+		// Point where funcs and byOID do, not into data (see DeriveCatalogue).
+		indexed := c.byOID[f.OID]
+		if indexed == nil { // data and funcs disagree: not when data is as documented
+			indexed = f
+		}
+		if c.rowFunction(indexed) {
+			set(f.OID, f.Name, indexed)
+		} else {
+			set(f.OID, f.Name, nil)
+		}
+	}
+}
+
+// cloneOnce replaces *m with a copy the first time it is called for cloned: a derived catalogue
+// copies an index of old's before its first change to it.
+func cloneOnce[K comparable, V any](m *map[K]V, cloned *bool) {
+	if !*cloned {
+		*m, *cloned = maps.Clone(*m), true
+		if *m == nil {
+			*m = make(map[K]V)
+		}
+	}
+}
+
+// withFunction returns list, ordered by OID, with f in it (in place of one of the same OID); list
+// is not modified.
+func withFunction(list []*Function, f *Function) []*Function {
+	at := 0
+	for at < len(list) && list[at].OID < f.OID {
+		at++
+	}
+	out := make([]*Function, 0, len(list)+1)
+	out = append(append(out, list[:at]...), f)
+	if at < len(list) && list[at].OID == f.OID {
+		at++
+	}
+	return append(out, list[at:]...)
+}
+
+// withoutFunction returns list without the function with OID oid, and whether it held it; list is
+// not modified.
+func withoutFunction(list []*Function, oid uint32) ([]*Function, bool) {
+	at := slices.IndexFunc(list, func(f *Function) bool { return f.OID == oid })
+	if at < 0 {
+		return list, false
+	}
+	out := make([]*Function, 0, len(list)-1)
+	return append(append(out, list[:at]...), list[at+1:]...), true
 }
 
 // maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom carries; maxKeptLayers bounds
@@ -509,12 +779,17 @@ func (c *Catalogue) indexOperatorsAndCasts() {
 func (c *Catalogue) indexRowFunctions() {
 	c.rowFunctions = make(map[string][]*Function)
 	for i := range c.data.Functions {
-		f := &c.data.Functions[i]
-		if f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
-			(c.rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0])) {
+		if f := &c.data.Functions[i]; c.rowFunction(f) {
 			c.rowFunctions[f.Name] = append(c.rowFunctions[f.Name], f)
 		}
 	}
+}
+
+// rowFunction reports whether attribute notation may call f: it takes one argument of a row type
+// (or of a polymorphic or record type).
+func (c *Catalogue) rowFunction(f *Function) bool {
+	return f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
+		(c.rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0]))
 }
 
 // Version identifies this catalogue; a reload that finds different data gets a new one.

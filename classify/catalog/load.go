@@ -518,30 +518,30 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
-// every schema) and returns old's data with exactly those replaced, which parts changed, and the
+// every schema) and returns old's data with exactly those replaced, what that changed, and the
 // names to carry old's analyses past (Catalogue.KeepAnalysesFrom; nil when none may be). It
 // costs one round trip: the reads are sent as one batch. When the batch fails on an object that
 // changed beside it, the parts are read one by one as readRows does.
-func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, []string, error) {
+func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, *classify.CatalogueDelta, []string, error) {
 	wanted := namedReadsFor(old, changes)
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
 		if !objectError(err) {
-			return nil, classify.CatalogueParts{}, nil, err
+			return nil, nil, nil, err
 		}
 		if fresh, err = readNamesOneByOne(ctx, conn, wanted); err != nil {
-			return nil, classify.CatalogueParts{}, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
-	data, parts := patch(old, fresh, wanted)
+	data, delta := patch(old, fresh, wanted)
 	var keep []string
 	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
 		keep = wanted.names()
 	}
-	return data, parts, keep, nil
+	return data, delta, keep, nil
 }
 
 // namedReads says which names each part is read again for.
@@ -759,11 +759,13 @@ func (w namedReads) names() []string {
 	return append(out, w.types...)
 }
 
-// patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.
-// old is not modified; parts that did not change share old's slices.
-func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, classify.CatalogueParts) {
+// patch returns old with the objects wanted names replaced by fresh's, and what that changed
+// (classify.DeriveCatalogue derives the catalogue from it). old is not modified; parts that did
+// not change share old's slices.
+func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, *classify.CatalogueDelta) {
 	set := nameSet
-	var parts classify.CatalogueParts
+	delta := &classify.CatalogueDelta{}
+	parts := &delta.Parts
 	data := *old
 	data.LoadedAt = time.Now()
 	if len(fresh.Warnings) > 0 {
@@ -774,23 +776,26 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 	if len(wanted.functions) > 0 {
 		functions := set(wanted.functions)
 		var changed bool
-		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions(f.Name) },
+		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions,
+			func(f *classify.Function) bool { return functions(f.Name) },
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
 		relations := set(wanted.relations)
 		var views, rels bool
-		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations(v.Name) },
+		data.Views, delta.RemovedViews, delta.AddedViews, views = replace(old.Views, fresh.Views,
+			func(v *classify.View) bool { return relations(v.Name) },
 			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
-		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations(r.Name) },
+		data.Relations, delta.RemovedRelations, delta.AddedRelations, rels = replace(old.Relations, fresh.Relations,
+			func(r *classify.Relation) bool { return relations(r.Name) },
 			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
 		parts.Relations = views || rels
 	}
 	if len(wanted.types) > 0 {
 		types := set(wanted.types)
 		replacedTypes := map[uint32]bool{}
-		data.Types, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
+		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
 			if types(t.Name) {
 				replacedTypes[t.OID] = true
 				return true
@@ -802,7 +807,8 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 				replacedTypes[t.OID] = true
 			}
 			var changed bool
-			data.FieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts, func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
+			data.FieldCasts, delta.RemovedFieldCasts, delta.AddedFieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts,
+				func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
 				func(a, b *classify.FieldCast) int {
 					if c := byOID(a.Composite, b.Composite); c != 0 {
 						return c
@@ -812,14 +818,15 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 			parts.Types = parts.Types || changed
 		}
 	}
-	return &data, parts
+	return &data, delta
 }
 
 // replace returns list (sorted by order) without the elements drop selects and with fresh merged
-// in, sorted by order, and whether the result differs from list (when not, list itself). A read
-// after every change calls it for every part the change names, so list is only copied, once, when
-// the result differs.
-func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
+// in, sorted by order; the elements it took out and those it put in (sorted, a copy of fresh's);
+// and whether the result differs from list (when not, list itself, and nothing taken out or put
+// in). A read after every change calls it for every part the change names, so list is only
+// copied, once, when the result differs.
+func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) (out, removed, added []T, changed bool) {
 	var droppedAt []int
 	var dropped []T
 	for i := range list {
@@ -829,19 +836,19 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		}
 	}
 	if len(fresh) == 0 && len(dropped) == 0 {
-		return list, false
+		return list, nil, nil, false
 	}
 	fresh = slices.Clone(fresh)
 	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
 	slices.SortFunc(dropped, func(a, b T) int { return order(&a, &b) })
-	changed := len(fresh) != len(dropped) || (len(fresh) > 0 && !reflect.DeepEqual(fresh, dropped))
+	changed = len(fresh) != len(dropped) || (len(fresh) > 0 && !reflect.DeepEqual(fresh, dropped))
 	if !changed {
-		return list, false
+		return list, nil, nil, false
 	}
-	out := make([]T, 0, len(list)-len(dropped)+len(fresh))
+	out = make([]T, 0, len(list)-len(dropped)+len(fresh))
 	if len(dropped) == 0 && (len(list) == 0 || order(&list[len(list)-1], &fresh[0]) < 0) {
 		// Objects added after all held (new OIDs are mostly the highest): one copy.
-		return append(append(out, list...), fresh...), true
+		return append(append(out, list...), fresh...), dropped, fresh, true
 	}
 	j, next := 0, 0
 	for i := range list {
@@ -855,5 +862,5 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		}
 		out = append(out, list[i])
 	}
-	return append(out, fresh[j:]...), true
+	return append(out, fresh[j:]...), dropped, fresh, true
 }
