@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Function is one row of pg_proc as the classifier needs it. The catalog package fills it from a
@@ -269,6 +270,9 @@ type Catalogue struct {
 	kept   []keptLayer
 	missMu sync.Mutex
 	misses map[string]bool // names looked up in vain since this catalogue was loaded
+	// rooms are the room past the end of each part's slice of data, which the Appended methods
+	// let one derivation append to in place; catalogues that share a slice share its room.
+	rooms [dataParts]*room
 	// checksum is computed on first use (only reloads compare catalogues).
 	checksumOnce sync.Once
 	checksum     string
@@ -281,6 +285,11 @@ var catalogueVersions atomic.Uint64
 // NewCatalogue indexes data. Every catalogue gets a new Version, which cache keys include.
 func NewCatalogue(data CatalogueData) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	for part := range c.rooms {
+		// Whose the room past data's ends is, is not known: the first patch copies.
+		c.rooms[part] = &room{}
+		c.rooms[part].taken.Store(true)
+	}
 	c.indexFunctions()
 	c.indexRelations()
 	c.indexTypes()
@@ -323,7 +332,9 @@ func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
 // indexes are cloned (only those the delta touches; maps.Clone copies a table far faster than
 // inserting into a new one) and the entries of the removed objects replaced by those of the added
 // ones. The result is a new catalogue, with a new Version and no memoised analyses (see
-// KeepAnalysesFrom). old is read, never modified: other sessions may be using it.
+// KeepAnalysesFrom). old is read, never modified: other sessions may be using it. The slices of
+// data that are not old's become the new catalogue's own: nothing else may append to them in
+// place (slices the Appended methods and copies return are nobody else's).
 //
 // The entries kept point where old's did: into the data of the catalogue the chain was first
 // built from (NewCatalogue) or into the Added slices of the deltas since, not into data. That is
@@ -339,12 +350,81 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) 
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
 	c.rowFunctions = old.rowFunctions
+	c.rooms = [dataParts]*room{
+		roomFor(old.rooms[functionsData], old.data.Functions, data.Functions), roomFor(old.rooms[viewsData], old.data.Views, data.Views),
+		roomFor(old.rooms[relationsData], old.data.Relations, data.Relations), roomFor(old.rooms[typesData], old.data.Types, data.Types),
+		roomFor(old.rooms[fieldCastsData], old.data.FieldCasts, data.FieldCasts),
+	}
 	c.deriveFunctions(delta)
 	c.deriveRelations(delta)
 	rowTypesChanged := c.deriveTypes(old, delta)
 	c.deriveFieldCasts(delta)
 	c.deriveRowFunctions(delta, rowTypesChanged)
 	return c
+}
+
+// dataParts counts the parts of CatalogueData that patching appends to.
+const dataParts = 5
+
+// The parts of CatalogueData that patching appends to, indexing Catalogue.rooms.
+const (
+	functionsData = iota
+	viewsData
+	relationsData
+	typesData
+	fieldCastsData
+)
+
+// room is the room past the end of one part's slice of a catalogue's data: the elements of its
+// array past its length, which no catalogue reads. The first derivation to take it appends there
+// in place; any other copies, so that no two catalogues write the same elements.
+type room struct{ taken atomic.Bool }
+
+// roomFor returns the room past the end of derived, a part's slice of a catalogue derived from
+// one whose slice was old with room oldRoom: oldRoom when the slice is shared, else a room of the
+// new catalogue's own (appended in place into oldRoom, taken then, or a copy).
+func roomFor[T any](oldRoom *room, old, derived []T) *room {
+	if len(old) == len(derived) && unsafe.SliceData(old) == unsafe.SliceData(derived) {
+		return oldRoom
+	}
+	return &room{}
+}
+
+// appendToData returns list with more appended: in place when list's array has room for them and
+// r is not taken yet (taking it), else in a new array with room to grow.
+func appendToData[T any](r *room, list, more []T) []T {
+	if len(more) <= cap(list)-len(list) && r.taken.CompareAndSwap(false, true) {
+		return append(list, more...)
+	}
+	return append(list[:len(list):len(list)], more...)
+}
+
+// AppendedFunctions returns c's functions with more after them, for the data of a catalogue
+// derived from c: written in place past the end of c's slice when the room there is free (a
+// migration adds objects one after another, each derivation appending to the last one's data,
+// so adding costs what is added), else copied. c's data is never modified.
+func (c *Catalogue) AppendedFunctions(more []Function) []Function {
+	return appendToData(c.rooms[functionsData], c.data.Functions, more)
+}
+
+// AppendedViews returns c's views with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedViews(more []View) []View {
+	return appendToData(c.rooms[viewsData], c.data.Views, more)
+}
+
+// AppendedRelations returns c's relations with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedRelations(more []Relation) []Relation {
+	return appendToData(c.rooms[relationsData], c.data.Relations, more)
+}
+
+// AppendedTypes returns c's types with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedTypes(more []Type) []Type {
+	return appendToData(c.rooms[typesData], c.data.Types, more)
+}
+
+// AppendedFieldCasts returns c's composite fields with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedFieldCasts(more []FieldCast) []FieldCast {
+	return appendToData(c.rooms[fieldCastsData], c.data.FieldCasts, more)
 }
 
 // deriveFunctions updates funcs and byOID (old's until then) with delta's functions.

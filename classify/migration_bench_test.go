@@ -34,7 +34,7 @@ func BenchmarkMigrationChangeThenUse(b *testing.B) {
 		}
 		started := time.Now()
 		data := *base.Data()
-		data.Functions = append(data.Functions[:len(data.Functions):len(data.Functions)], f)
+		data.Functions = base.AppendedFunctions([]Function{f})
 		cat := DeriveCatalogue(base, data, &CatalogueDelta{Parts: CatalogueParts{Functions: true}, AddedFunctions: []Function{f}})
 		cat.KeepAnalysesFrom(base, []string{f.Name})
 		base = cat

@@ -19,7 +19,8 @@ import (
 // (some in several schemas, some callable on a row), tables and views (unlogged, row-secured),
 // composite types, domains with checks, arrays, operators, casts and composite fields, changed
 // by random additions, replacements and drops of named objects, over chains of patches. The
-// catalogue patched is never modified, while another goroutine reads it.
+// catalogue patched is never modified, while another goroutine reads it, nor is the data of
+// another catalogue derived from it.
 func TestDerivedCatalogueMatchesNewCatalogue(t *testing.T) {
 	rng := rand.New(rand.NewSource(20261202))
 	const databases, changesPerDatabase = 40, 30
@@ -30,15 +31,28 @@ func TestDerivedCatalogueMatchesNewCatalogue(t *testing.T) {
 			wanted, describe := db.change(rng)
 			fresh := db.read(wanted)
 			old := cat
-			oldFresh := classify.NewCatalogue(*old.Data())
+			oldData := cloneData(*old.Data())
+			oldFresh := classify.NewCatalogue(oldData)
+			var sibling *classify.Catalogue
+			var siblingData classify.CatalogueData
+			if rng.Intn(3) == 0 {
+				// Another catalogue derived from old, adding an object after all others (never
+				// done today, but nothing forbids it): both may not append to old's data in place.
+				added := classify.Function{OID: db.nextOID + 1000, Schema: "public", Name: "sibling", Language: "sql", Kind: 'f'}
+				data, delta := patch(old, &classify.CatalogueData{Functions: []classify.Function{added}}, namedReads{functions: []string{"sibling"}})
+				sibling = classify.DeriveCatalogue(old, *data, delta)
+				siblingData = cloneData(*sibling.Data())
+			}
 			var wg sync.WaitGroup
 			var oldDiffs []string
+			var oldDataErr error
 			wg.Add(1)
 			go func() { // other sessions read the old catalogue meanwhile
 				defer wg.Done()
 				oldDiffs = old.IndexDifferences(oldFresh)
+				oldDataErr = sameData(oldData, *old.Data())
 			}()
-			data, delta := patch(old.Data(), fresh, wanted)
+			data, delta := patch(old, fresh, wanted)
 			derived := old
 			if delta.Changed() {
 				derived = classify.DeriveCatalogue(old, *data, delta)
@@ -50,6 +64,17 @@ func TestDerivedCatalogueMatchesNewCatalogue(t *testing.T) {
 			}
 			if diffs := old.IndexDifferences(oldFresh); len(diffs) > 0 {
 				t.Fatalf("%s: the old catalogue changed: %s", where, strings.Join(diffs, "; "))
+			}
+			if oldDataErr == nil {
+				oldDataErr = sameData(oldData, *old.Data())
+			}
+			if oldDataErr != nil {
+				t.Fatalf("%s: the old catalogue's data changed: %v", where, oldDataErr)
+			}
+			if sibling != nil {
+				if err := sameData(siblingData, *sibling.Data()); err != nil {
+					t.Fatalf("%s: the data of another catalogue derived from the same one changed: %v", where, err)
+				}
 			}
 			if err := sameData(db.data(), *derived.Data()); err != nil {
 				t.Fatalf("%s: the patched data is not the database's: %v", where, err)
@@ -317,6 +342,13 @@ func (db *modelDatabase) data() classify.CatalogueData {
 	return classify.CatalogueData{Database: "model", Functions: slices.Clone(db.functions), Views: slices.Clone(db.views),
 		Relations: slices.Clone(db.relations), Types: slices.Clone(db.types), Operators: slices.Clone(db.operators),
 		Casts: slices.Clone(db.casts), FieldCasts: slices.Clone(db.fieldCasts)}
+}
+
+// cloneData returns data's parts in arrays of their own.
+func cloneData(data classify.CatalogueData) classify.CatalogueData {
+	data.Functions, data.Views, data.Relations = slices.Clone(data.Functions), slices.Clone(data.Views), slices.Clone(data.Relations)
+	data.Types, data.Operators, data.Casts, data.FieldCasts = slices.Clone(data.Types), slices.Clone(data.Operators), slices.Clone(data.Casts), slices.Clone(data.FieldCasts)
+	return data
 }
 
 // sameData reports how got's parts differ from want's.

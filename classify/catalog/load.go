@@ -518,11 +518,12 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
-// every schema) and returns old's data with exactly those replaced, what that changed, and the
+// every schema) and returns oldCatalogue's data with exactly those replaced, what that changed, and the
 // names to carry old's analyses past (Catalogue.KeepAnalysesFrom; nil when none may be). It
 // costs one round trip: the reads are sent as one batch. When the batch fails on an object that
 // changed beside it, the parts are read one by one as readRows does.
-func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, *classify.CatalogueDelta, []string, error) {
+func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Catalogue, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, *classify.CatalogueDelta, []string, error) {
+	old := oldCatalogue.Data()
 	wanted := namedReadsFor(old, changes)
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
@@ -536,7 +537,7 @@ func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueDa
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
-	data, delta := patch(old, fresh, wanted)
+	data, delta := patch(oldCatalogue, fresh, wanted)
 	var keep []string
 	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
 		keep = wanted.names()
@@ -759,10 +760,12 @@ func (w namedReads) names() []string {
 	return append(out, w.types...)
 }
 
-// patch returns old with the objects wanted names replaced by fresh's, and what that changed
-// (classify.DeriveCatalogue derives the catalogue from it). old is not modified; parts that did
-// not change share old's slices.
-func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, *classify.CatalogueDelta) {
+// patch returns the data of oldCatalogue with the objects wanted names replaced by fresh's, and
+// what that changed, to derive the next catalogue from (classify.DeriveCatalogue). old is not
+// modified; parts that did not change share old's slices, and objects added after all held are
+// appended in place when old's slice has room nobody took (Catalogue.AppendedFunctions...).
+func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, *classify.CatalogueDelta) {
+	old := oldCatalogue.Data()
 	set := nameSet
 	delta := &classify.CatalogueDelta{}
 	parts := &delta.Parts
@@ -778,7 +781,7 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 		var changed bool
 		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions,
 			func(f *classify.Function) bool { return functions(f.Name) },
-			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
+			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
@@ -786,10 +789,10 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 		var views, rels bool
 		data.Views, delta.RemovedViews, delta.AddedViews, views = replace(old.Views, fresh.Views,
 			func(v *classify.View) bool { return relations(v.Name) },
-			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
+			func(a, b *classify.View) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedViews)
 		data.Relations, delta.RemovedRelations, delta.AddedRelations, rels = replace(old.Relations, fresh.Relations,
 			func(r *classify.Relation) bool { return relations(r.Name) },
-			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
+			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedRelations)
 		parts.Relations = views || rels
 	}
 	if len(wanted.types) > 0 {
@@ -801,7 +804,7 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 				return true
 			}
 			return false
-		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) })
+		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedTypes)
 		if len(wanted.fieldCasts) > 0 {
 			for _, t := range fresh.Types {
 				replacedTypes[t.OID] = true
@@ -814,7 +817,7 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 						return c
 					}
 					return byOID(a.Target, b.Target)
-				})
+				}, oldCatalogue.AppendedFieldCasts)
 			parts.Types = parts.Types || changed
 		}
 	}
@@ -825,8 +828,9 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 // in, sorted by order; the elements it took out and those it put in (sorted, a copy of fresh's);
 // and whether the result differs from list (when not, list itself, and nothing taken out or put
 // in). A read after every change calls it for every part the change names, so list is only
-// copied, once, when the result differs.
-func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) (out, removed, added []T, changed bool) {
+// copied, once, when the result differs, or not at all when fresh only adds objects after all
+// list holds: appended(fresh) returns list with them after it, in place when it may.
+func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int, appended func([]T) []T) (out, removed, added []T, changed bool) {
 	var droppedAt []int
 	var dropped []T
 	for i := range list {
@@ -845,11 +849,11 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 	if !changed {
 		return list, nil, nil, false
 	}
-	out = make([]T, 0, len(list)-len(dropped)+len(fresh))
 	if len(dropped) == 0 && (len(list) == 0 || order(&list[len(list)-1], &fresh[0]) < 0) {
-		// Objects added after all held (new OIDs are mostly the highest): one copy.
-		return append(append(out, list...), fresh...), dropped, fresh, true
+		// Objects added after all held (new OIDs are mostly the highest).
+		return appended(fresh), dropped, fresh, true
 	}
+	out = make([]T, 0, len(list)-len(dropped)+len(fresh))
 	j, next := 0, 0
 	for i := range list {
 		if next < len(droppedAt) && droppedAt[next] == i {

@@ -435,7 +435,7 @@ func (m *Manager) refresh(conn *pgx.Conn, old *classify.Catalogue, changes *clas
 			return nil, false, err
 		}
 	}
-	data, delta, keep, err := refreshNames(ctx, conn, old.Data(), changes, assertions)
+	data, delta, keep, err := refreshNames(ctx, conn, old, changes, assertions)
 	if err != nil || !delta.Changed() {
 		return old, false, err
 	}

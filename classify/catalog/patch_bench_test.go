@@ -39,7 +39,7 @@ func BenchmarkPatchAddition(b *testing.B) {
 		b.Run(a.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				patched, delta := patch(old.Data(), &a.fresh, a.wanted)
+				patched, delta := patch(old, &a.fresh, a.wanted)
 				cat := classify.DeriveCatalogue(old, *patched, delta)
 				if keepsAnalyses(old.Data(), &a.fresh, a.wanted) {
 					cat.KeepAnalysesFrom(old, a.wanted.names())

@@ -35,7 +35,9 @@ func TestReplaceMergesFreshObjectsInOrderAndKeepsAnUnchangedList(t *testing.T) {
 		{name: "a name that names nothing", drop: []string{"z"}, fresh: nil, want: list},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, removed, added, changed := replace(list, c.fresh, named(c.drop...), byOID)
+			got, removed, added, changed := replace(list, c.fresh, named(c.drop...), byOID, func(more []object) []object {
+				return append(list[:len(list):len(list)], more...)
+			})
 			if changed != c.changed || !slices.Equal(got, c.want) {
 				t.Fatalf("replace = %v, %v; want %v, %v", got, changed, c.want, c.changed)
 			}
