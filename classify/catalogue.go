@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -239,30 +238,32 @@ type CatalogueData struct {
 type Catalogue struct {
 	data    CatalogueData
 	version uint64
-	funcs   map[qualified][]*Function
-	byOID   map[uint32]*Function
-	views   map[qualified]*View
-	rels    map[qualified]byte
-	types   map[qualified]uint32
+	// The indexes of the data that patches change are layered: shared with the catalogues
+	// derived from this one, each holding the changes since (see layered).
+	funcs layered[qualified, []*Function]
+	byOID layered[uint32, *Function]
+	views layered[qualified, *View]
+	rels  layered[qualified, byte]
+	types layered[qualified, uint32]
 	// unlogged holds the unlogged relations.
-	unlogged map[qualified]bool
+	unlogged layered[qualified, bool]
 	// readPolicies holds the tables whose row security policies run when they are read.
-	readPolicies map[qualified]*Relation
+	readPolicies layered[qualified, *Relation]
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
 	castsTo map[uint32][]Cast
 	// rowTypes holds the composite types (tables' row types too).
-	rowTypes map[uint32]bool
+	rowTypes layered[uint32, bool]
 	// domainBase maps a domain to its base type: casts to and from a domain are those of its base.
-	domainBase map[uint32]uint32
+	domainBase layered[uint32, uint32]
 	// domainChecks holds the domains with CHECK constraints, by OID.
-	domainChecks map[uint32]*Type
+	domainChecks layered[uint32, *Type]
 	// fieldCastTargets lists, per composite type, the types of its fields that Casts convert to.
-	fieldCastTargets map[uint32][]uint32
+	fieldCastTargets layered[uint32, []uint32]
 	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
 	// when f takes one argument of a row type (or of a polymorphic or record type).
-	rowFunctions map[string][]*Function
+	rowFunctions layered[string, []*Function]
 	memo         sync.Map // memoKey -> fnResult
 	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
 	// from, newest layer first; set before the catalogue is in use and never modified after, so
@@ -391,12 +392,14 @@ func roomFor[T any](oldRoom *room, old, derived []T) *room {
 }
 
 // appendToData returns list with more appended: in place when list's array has room for them and
-// r is not taken yet (taking it), else in a new array with room to grow.
+// r is not taken yet (taking it), else in a new array with room for an eighth more (at least 16):
+// a migration adding objects one by one copies the part once every so many additions.
 func appendToData[T any](r *room, list, more []T) []T {
 	if len(more) <= cap(list)-len(list) && r.taken.CompareAndSwap(false, true) {
 		return append(list, more...)
 	}
-	return append(list[:len(list):len(list)], more...)
+	n := len(list) + len(more)
+	return append(append(make([]T, 0, n+max(16, n/8)), list...), more...)
 }
 
 // AppendedFunctions returns c's functions with more after them, for the data of a catalogue
@@ -432,69 +435,69 @@ func (c *Catalogue) deriveFunctions(delta *CatalogueDelta) {
 	if len(delta.RemovedFunctions)+len(delta.AddedFunctions) == 0 {
 		return
 	}
-	c.funcs, c.byOID = maps.Clone(c.funcs), maps.Clone(c.byOID)
+	c.funcs.own()
+	c.byOID.own()
 	for i := range delta.RemovedFunctions {
 		f := &delta.RemovedFunctions[i]
 		key := qualified{f.Schema, f.Name}
-		if list, found := withoutFunction(c.funcs[key], f.OID); found && len(list) == 0 {
-			delete(c.funcs, key)
+		if list, found := withoutFunction(c.funcs.at(key), f.OID); found && len(list) == 0 {
+			c.funcs.remove(key)
 		} else if found {
-			c.funcs[key] = list
+			c.funcs.set(key, list)
 		}
-		delete(c.byOID, f.OID)
+		c.byOID.remove(f.OID)
 	}
 	for i := range delta.AddedFunctions {
 		f := &delta.AddedFunctions[i]
 		key := qualified{f.Schema, f.Name}
-		c.funcs[key] = withFunction(c.funcs[key], f)
-		c.byOID[f.OID] = f
+		c.funcs.set(key, withFunction(c.funcs.at(key), f))
+		c.byOID.set(f.OID, f)
 	}
+	c.funcs.settle()
+	c.byOID.settle()
 }
 
 // deriveRelations updates views, rels, unlogged and readPolicies (old's until then) with delta's
 // views and relations.
 func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 	if len(delta.RemovedViews)+len(delta.AddedViews) > 0 {
-		c.views = maps.Clone(c.views)
+		c.views.own()
 		for i := range delta.RemovedViews {
-			delete(c.views, qualified{delta.RemovedViews[i].Schema, delta.RemovedViews[i].Name})
+			c.views.remove(qualified{delta.RemovedViews[i].Schema, delta.RemovedViews[i].Name})
 		}
 		for i := range delta.AddedViews {
 			v := &delta.AddedViews[i]
-			c.views[qualified{v.Schema, v.Name}] = v
+			c.views.set(qualified{v.Schema, v.Name}, v)
 		}
+		c.views.settle()
 	}
 	if len(delta.RemovedRelations)+len(delta.AddedRelations) == 0 {
 		return
 	}
-	c.rels = maps.Clone(c.rels)
-	var unlogged, policies bool // cloned
+	c.rels.own()
+	c.unlogged.own()
+	c.readPolicies.own()
 	for i := range delta.RemovedRelations {
 		r := &delta.RemovedRelations[i]
 		key := qualified{r.Schema, r.Name}
-		delete(c.rels, key)
-		if _, ok := c.unlogged[key]; ok {
-			cloneOnce(&c.unlogged, &unlogged)
-			delete(c.unlogged, key)
-		}
-		if _, ok := c.readPolicies[key]; ok {
-			cloneOnce(&c.readPolicies, &policies)
-			delete(c.readPolicies, key)
-		}
+		c.rels.remove(key)
+		c.unlogged.remove(key)
+		c.readPolicies.remove(key)
 	}
 	for i := range delta.AddedRelations {
 		r := &delta.AddedRelations[i]
 		key := qualified{r.Schema, r.Name}
-		c.rels[key] = r.Kind
+		c.rels.set(key, r.Kind)
 		if r.Unlogged {
-			cloneOnce(&c.unlogged, &unlogged)
-			c.unlogged[key] = true
+			c.unlogged.set(key, true)
 		}
 		if r.ReadPolicy != "" {
-			cloneOnce(&c.readPolicies, &policies)
-			c.readPolicies[key] = r
+			c.readPolicies.set(key, r)
 		}
 	}
+	c.rels.settle()
+	c.unlogged.settle()
+	c.readPolicies.settle()
 }
 
 // deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
@@ -503,46 +506,37 @@ func (c *Catalogue) deriveTypes(old *Catalogue, delta *CatalogueDelta) []uint32 
 	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
 		return nil
 	}
-	c.types = maps.Clone(c.types)
-	var rowTypes, domainBase, domainChecks bool // cloned
+	c.types.own()
+	c.rowTypes.own()
+	c.domainBase.own()
+	c.domainChecks.own()
 	for i := range delta.RemovedTypes {
 		t := &delta.RemovedTypes[i]
-		delete(c.types, qualified{t.Schema, t.Name})
-		if _, ok := c.rowTypes[t.OID]; ok {
-			cloneOnce(&c.rowTypes, &rowTypes)
-			delete(c.rowTypes, t.OID)
-		}
-		if _, ok := c.domainBase[t.OID]; ok {
-			cloneOnce(&c.domainBase, &domainBase)
-			delete(c.domainBase, t.OID)
-		}
-		if _, ok := c.domainChecks[t.OID]; ok {
-			cloneOnce(&c.domainChecks, &domainChecks)
-			delete(c.domainChecks, t.OID)
-		}
+		c.types.remove(qualified{t.Schema, t.Name})
+		c.rowTypes.remove(t.OID)
+		c.domainBase.remove(t.OID)
+		c.domainChecks.remove(t.OID)
 	}
 	for i := range delta.AddedTypes {
 		t := &delta.AddedTypes[i]
-		c.types[qualified{t.Schema, t.Name}] = t.OID
+		c.types.set(qualified{t.Schema, t.Name}, t.OID)
 		switch t.Kind {
 		case 'c':
-			cloneOnce(&c.rowTypes, &rowTypes)
-			c.rowTypes[t.OID] = true
+			c.rowTypes.set(t.OID, true)
 		case 'd':
-			cloneOnce(&c.domainBase, &domainBase)
-			c.domainBase[t.OID] = t.Base
+			c.domainBase.set(t.OID, t.Base)
 			if t.Check != "" {
-				cloneOnce(&c.domainChecks, &domainChecks)
-				c.domainChecks[t.OID] = t
+				c.domainChecks.set(t.OID, t)
 			}
 		}
 	}
-	if !rowTypes {
-		return nil
-	}
+	c.types.settle()
+	c.rowTypes.settle()
+	c.domainBase.settle()
+	c.domainChecks.settle()
 	var changed []uint32
 	note := func(oid uint32) {
-		if old.rowTypes[oid] != c.rowTypes[oid] && !slices.Contains(changed, oid) {
+		if old.rowTypes.at(oid) != c.rowTypes.at(oid) && !slices.Contains(changed, oid) {
 			changed = append(changed, oid)
 		}
 	}
@@ -562,22 +556,27 @@ func (c *Catalogue) deriveFieldCasts(delta *CatalogueDelta) {
 	if len(delta.RemovedFieldCasts)+len(delta.AddedFieldCasts) == 0 {
 		return
 	}
-	affected := make(map[uint32]bool)
+	affected := make(map[uint32][]uint32)
 	for _, fc := range delta.RemovedFieldCasts {
-		affected[fc.Composite] = true
+		affected[fc.Composite] = nil
 	}
 	for _, fc := range delta.AddedFieldCasts {
-		affected[fc.Composite] = true
-	}
-	c.fieldCastTargets = maps.Clone(c.fieldCastTargets)
-	for composite := range affected {
-		delete(c.fieldCastTargets, composite)
+		affected[fc.Composite] = nil
 	}
 	for _, fc := range c.data.FieldCasts {
-		if affected[fc.Composite] {
-			c.fieldCastTargets[fc.Composite] = append(c.fieldCastTargets[fc.Composite], fc.Target)
+		if targets, ok := affected[fc.Composite]; ok {
+			affected[fc.Composite] = append(targets, fc.Target)
 		}
 	}
+	c.fieldCastTargets.own()
+	for composite, targets := range affected {
+		if len(targets) == 0 {
+			c.fieldCastTargets.remove(composite)
+		} else {
+			c.fieldCastTargets.set(composite, targets)
+		}
+	}
+	c.fieldCastTargets.settle()
 }
 
 // deriveRowFunctions updates rowFunctions (old's until then) for delta's functions and for the
@@ -587,20 +586,19 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 	if len(delta.RemovedFunctions)+len(delta.AddedFunctions)+len(rowTypesChanged) == 0 {
 		return
 	}
-	var cloned bool
+	c.rowFunctions.own()
 	set := func(oid uint32, name string, f *Function) { // f nil: oid is not callable so
-		list, found := withoutFunction(c.rowFunctions[name], oid)
+		list, found := withoutFunction(c.rowFunctions.at(name), oid)
 		if !found && f == nil {
 			return
 		}
-		cloneOnce(&c.rowFunctions, &cloned)
 		if f != nil {
 			list = withFunction(list, f)
 		}
 		if len(list) == 0 {
-			delete(c.rowFunctions, name)
+			c.rowFunctions.remove(name)
 		} else {
-			c.rowFunctions[name] = list
+			c.rowFunctions.set(name, list)
 		}
 	}
 	for i := range delta.RemovedFunctions {
@@ -611,16 +609,16 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 			set(f.OID, f.Name, f)
 		}
 	}
-	if len(rowTypesChanged) == 0 {
-		return
-	}
 	for i := range c.data.Functions {
+		if len(rowTypesChanged) == 0 {
+			break
+		}
 		f := &c.data.Functions[i]
 		if len(f.ArgTypes) == 0 || !slices.Contains(rowTypesChanged, f.ArgTypes[0]) {
 			continue
 		}
 		// Point where funcs and byOID do, not into data (see DeriveCatalogue).
-		indexed := c.byOID[f.OID]
+		indexed := c.byOID.at(f.OID)
 		if indexed == nil { // data and funcs disagree: not when data is as documented
 			indexed = f
 		}
@@ -630,17 +628,7 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 			set(f.OID, f.Name, nil)
 		}
 	}
-}
-
-// cloneOnce replaces *m with a copy the first time it is called for cloned: a derived catalogue
-// copies an index of old's before its first change to it.
-func cloneOnce[K comparable, V any](m *map[K]V, cloned *bool) {
-	if !*cloned {
-		*m, *cloned = maps.Clone(*m), true
-		if *m == nil {
-			*m = make(map[K]V)
-		}
-	}
+	c.rowFunctions.settle()
 }
 
 // withFunction returns list, ordered by OID, with f in it (in place of one of the same OID); list
@@ -776,65 +764,68 @@ func (c *Catalogue) memoised(key memoKey) (fnResult, bool) {
 
 // indexFunctions indexes the functions by name and OID.
 func (c *Catalogue) indexFunctions() {
-	c.funcs = make(map[qualified][]*Function, len(c.data.Functions))
-	c.byOID = make(map[uint32]*Function, len(c.data.Functions))
+	funcs := make(map[qualified][]*Function, len(c.data.Functions))
+	byOID := make(map[uint32]*Function, len(c.data.Functions))
 	// Most names have one function: their lists share one array (capped, so that appending an
 	// overload copies) instead of one allocation each.
 	one := make([]*Function, len(c.data.Functions))
 	for i := range c.data.Functions {
 		f := &c.data.Functions[i]
 		key := qualified{f.Schema, f.Name}
-		if list, ok := c.funcs[key]; ok {
-			c.funcs[key] = append(list[:len(list):len(list)], f)
+		if list, ok := funcs[key]; ok {
+			funcs[key] = append(list[:len(list):len(list)], f)
 		} else {
 			one[i] = f
-			c.funcs[key] = one[i : i+1 : i+1]
+			funcs[key] = one[i : i+1 : i+1]
 		}
-		c.byOID[f.OID] = f
+		byOID[f.OID] = f
 	}
+	c.funcs, c.byOID = newLayered(funcs), newLayered(byOID)
 }
 
 // indexRelations indexes views and relations by name.
 func (c *Catalogue) indexRelations() {
-	c.views = make(map[qualified]*View, len(c.data.Views))
+	views := make(map[qualified]*View, len(c.data.Views))
 	for i := range c.data.Views {
 		v := &c.data.Views[i]
-		c.views[qualified{v.Schema, v.Name}] = v
+		views[qualified{v.Schema, v.Name}] = v
 	}
-	c.rels = make(map[qualified]byte, len(c.data.Relations))
-	c.unlogged = make(map[qualified]bool)
-	c.readPolicies = make(map[qualified]*Relation)
+	rels := make(map[qualified]byte, len(c.data.Relations))
+	unlogged := make(map[qualified]bool)
+	readPolicies := make(map[qualified]*Relation)
 	for i := range c.data.Relations {
 		r := &c.data.Relations[i]
-		c.rels[qualified{r.Schema, r.Name}] = r.Kind
+		rels[qualified{r.Schema, r.Name}] = r.Kind
 		if r.Unlogged {
-			c.unlogged[qualified{r.Schema, r.Name}] = true
+			unlogged[qualified{r.Schema, r.Name}] = true
 		}
 		if r.ReadPolicy != "" {
-			c.readPolicies[qualified{r.Schema, r.Name}] = r
+			readPolicies[qualified{r.Schema, r.Name}] = r
 		}
 	}
+	c.views, c.rels, c.unlogged, c.readPolicies = newLayered(views), newLayered(rels), newLayered(unlogged), newLayered(readPolicies)
 }
 
 // indexTypes indexes types by name, row types, and domains with their bases and checks.
 func (c *Catalogue) indexTypes() {
-	c.types = make(map[qualified]uint32, len(c.data.Types))
-	c.rowTypes = make(map[uint32]bool)
-	c.domainBase = make(map[uint32]uint32)
-	c.domainChecks = make(map[uint32]*Type)
+	types := make(map[qualified]uint32, len(c.data.Types))
+	rowTypes := make(map[uint32]bool)
+	domainBase := make(map[uint32]uint32)
+	domainChecks := make(map[uint32]*Type)
 	for i := range c.data.Types {
 		t := &c.data.Types[i]
-		c.types[qualified{t.Schema, t.Name}] = t.OID
+		types[qualified{t.Schema, t.Name}] = t.OID
 		switch t.Kind {
 		case 'c':
-			c.rowTypes[t.OID] = true
+			rowTypes[t.OID] = true
 		case 'd':
-			c.domainBase[t.OID] = t.Base
+			domainBase[t.OID] = t.Base
 			if t.Check != "" {
-				c.domainChecks[t.OID] = t
+				domainChecks[t.OID] = t
 			}
 		}
 	}
+	c.types, c.rowTypes, c.domainBase, c.domainChecks = newLayered(types), newLayered(rowTypes), newLayered(domainBase), newLayered(domainChecks)
 }
 
 // indexOperatorsAndCasts indexes operators by name, casts by target and composite fields by type.
@@ -845,10 +836,11 @@ func (c *Catalogue) indexOperatorsAndCasts() {
 		key := qualified{o.Schema, o.Name}
 		c.operators[key] = append(c.operators[key], o)
 	}
-	c.fieldCastTargets = make(map[uint32][]uint32, len(c.data.FieldCasts))
+	fieldCastTargets := make(map[uint32][]uint32, len(c.data.FieldCasts))
 	for _, fc := range c.data.FieldCasts {
-		c.fieldCastTargets[fc.Composite] = append(c.fieldCastTargets[fc.Composite], fc.Target)
+		fieldCastTargets[fc.Composite] = append(fieldCastTargets[fc.Composite], fc.Target)
 	}
+	c.fieldCastTargets = newLayered(fieldCastTargets)
 	c.castsTo = make(map[uint32][]Cast, len(c.data.Casts))
 	for _, cast := range c.data.Casts {
 		c.castsTo[cast.Target] = append(c.castsTo[cast.Target], cast)
@@ -857,19 +849,20 @@ func (c *Catalogue) indexOperatorsAndCasts() {
 
 // indexRowFunctions lists the functions attribute notation may call.
 func (c *Catalogue) indexRowFunctions() {
-	c.rowFunctions = make(map[string][]*Function)
+	rowFunctions := make(map[string][]*Function)
 	for i := range c.data.Functions {
 		if f := &c.data.Functions[i]; c.rowFunction(f) {
-			c.rowFunctions[f.Name] = append(c.rowFunctions[f.Name], f)
+			rowFunctions[f.Name] = append(rowFunctions[f.Name], f)
 		}
 	}
+	c.rowFunctions = newLayered(rowFunctions)
 }
 
 // rowFunction reports whether attribute notation may call f: it takes one argument of a row type
 // (or of a polymorphic or record type).
 func (c *Catalogue) rowFunction(f *Function) bool {
 	return f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
-		(c.rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0]))
+		(c.rowTypes.at(f.ArgTypes[0]) || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0]))
 }
 
 // Version identifies this catalogue; a reload that finds different data gets a new one.
@@ -892,8 +885,7 @@ func (c *Catalogue) Data() *CatalogueData { return &c.data }
 
 // Function returns the function with the given OID.
 func (c *Catalogue) Function(oid uint32) (*Function, bool) {
-	f, ok := c.byOID[oid]
-	return f, ok
+	return c.byOID.get(oid)
 }
 
 // DefaultSearchPath returns the search_path a session of role starts with, before startup parameters.

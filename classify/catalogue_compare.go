@@ -18,20 +18,33 @@ func (c *Catalogue) IndexDifferences(other *Catalogue) []string {
 			out = append(out, index+": "+d)
 		}
 	}
-	add("funcs", differentMaps(c.funcs, other.funcs, sameObjectLists[Function]))
-	add("byOID", differentMaps(c.byOID, other.byOID, sameObjects[Function]))
-	add("views", differentMaps(c.views, other.views, sameObjects[View]))
-	add("rels", differentMaps(c.rels, other.rels, same[byte]))
-	add("unlogged", differentMaps(c.unlogged, other.unlogged, same[bool]))
-	add("readPolicies", differentMaps(c.readPolicies, other.readPolicies, sameObjects[Relation]))
-	add("types", differentMaps(c.types, other.types, same[uint32]))
-	add("rowTypes", differentMaps(c.rowTypes, other.rowTypes, same[bool]))
-	add("domainBase", differentMaps(c.domainBase, other.domainBase, same[uint32]))
-	add("domainChecks", differentMaps(c.domainChecks, other.domainChecks, sameObjects[Type]))
+	add("funcs", differentLayered(&c.funcs, &other.funcs, sameObjectLists[Function]))
+	add("byOID", differentLayered(&c.byOID, &other.byOID, sameObjects[Function]))
+	add("views", differentLayered(&c.views, &other.views, sameObjects[View]))
+	add("rels", differentLayered(&c.rels, &other.rels, same[byte]))
+	add("unlogged", differentLayered(&c.unlogged, &other.unlogged, same[bool]))
+	add("readPolicies", differentLayered(&c.readPolicies, &other.readPolicies, sameObjects[Relation]))
+	add("types", differentLayered(&c.types, &other.types, same[uint32]))
+	add("rowTypes", differentLayered(&c.rowTypes, &other.rowTypes, same[bool]))
+	add("domainBase", differentLayered(&c.domainBase, &other.domainBase, same[uint32]))
+	add("domainChecks", differentLayered(&c.domainChecks, &other.domainChecks, sameObjects[Type]))
 	add("operators", differentMaps(c.operators, other.operators, sameObjectLists[Operator]))
 	add("castsTo", differentMaps(c.castsTo, other.castsTo, slices.Equal[[]Cast]))
-	add("fieldCastTargets", differentMaps(c.fieldCastTargets, other.fieldCastTargets, slices.Equal[[]uint32]))
-	add("rowFunctions", differentMaps(c.rowFunctions, other.rowFunctions, sameObjectLists[Function]))
+	add("fieldCastTargets", differentLayered(&c.fieldCastTargets, &other.fieldCastTargets, slices.Equal[[]uint32]))
+	add("rowFunctions", differentLayered(&c.rowFunctions, &other.rowFunctions, sameObjectLists[Function]))
+	return out
+}
+
+// differentLayered describes the keys of a and b whose values differ or that only one holds, and
+// a count of keys that is not how many an index holds.
+func differentLayered[K comparable, V any](a, b *layered[K, V], equal func(V, V) bool) []string {
+	am, bm := maps.Collect(a.all()), maps.Collect(b.all())
+	out := differentMaps(am, bm, equal)
+	for i, l := range []struct{ counted, held int }{{a.len(), len(am)}, {b.len(), len(bm)}} {
+		if l.counted != l.held {
+			out = append(out, fmt.Sprintf("index %d counts %d keys and holds %d", i+1, l.counted, l.held))
+		}
+	}
 	return out
 }
 

@@ -23,11 +23,15 @@ import (
 // another catalogue derived from it.
 func TestDerivedCatalogueMatchesNewCatalogue(t *testing.T) {
 	rng := rand.New(rand.NewSource(20261202))
-	const databases, changesPerDatabase = 40, 30
+	const databases, changesPerDatabase, longChains = 40, 30, 200
 	for round := range databases {
 		db := newModelDatabase(rng)
 		cat := classify.NewCatalogue(db.data())
-		for step := range changesPerDatabase {
+		changes := changesPerDatabase
+		if round%8 == 0 { // long enough for the indexes to merge their changes into new bases
+			changes = longChains
+		}
+		for step := range changes {
 			wanted, describe := db.change(rng)
 			fresh := db.read(wanted)
 			old := cat
