@@ -329,21 +329,23 @@ func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
 // DeriveCatalogue indexes data, which is old's data with delta's removed objects taken out and its
 // added ones put in (Operators and Casts unchanged), each part ordered by OID as the loader reads
 // it and patching keeps it (field casts by composite, then target). It answers every lookup as
-// NewCatalogue(data) would, and costs what delta holds, not what the catalogue holds: old's
-// indexes are cloned (only those the delta touches; maps.Clone copies a table far faster than
-// inserting into a new one) and the entries of the removed objects replaced by those of the added
-// ones. The result is a new catalogue, with a new Version and no memoised analyses (see
-// KeepAnalysesFrom). old is read, never modified: other sessions may be using it. The slices of
-// data that are not old's become the new catalogue's own: nothing else may append to them in
-// place (slices the Appended methods and copies return are nobody else's).
+// NewCatalogue(data) would, at a cost that grows with delta, not with the catalogue: each index
+// delta touches is old's, shared, with the entries of the removed objects replaced by those of
+// the added ones in a layer of changes (see layered: about √n entries copied per derivation,
+// and the whole index once every √n changes). The result is a new catalogue, with a new Version
+// and no memoised analyses (see KeepAnalysesFrom). old is read, never modified: other sessions
+// may be using it. The slices of data that are not old's become the new catalogue's own: nothing
+// else may append to them in place (slices the Appended methods and copies return are nobody
+// else's).
 //
 // The entries kept point where old's did: into the data of the catalogue the chain was first
 // built from (NewCatalogue) or into the Added slices of the deltas since, not into data. That is
-// safe: no catalogue's data nor a delta's slices are modified once built, and an object kept in
-// an index is one the delta did not take out, so data holds it, copied by value, with equal
-// content. It keeps those arrays alive while the chain of catalogues lives: the first data and
-// the objects added since, which the Manager's next whole read replaces; not a copy of the data
-// per patch, as pointing into data would.
+// safe: no element within the length of a catalogue's data or a delta's slice is modified once
+// built (appending in place writes past every length in use), and an object kept in an index is
+// one no delta since took out, so data holds it, copied by value, with equal content. It keeps
+// those arrays alive while the chain of catalogues lives: the first data and the objects added
+// since, which the Manager's next whole read replaces; not a copy of the data per patch, as
+// pointing into data would.
 func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID = old.funcs, old.byOID
