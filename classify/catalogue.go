@@ -882,7 +882,8 @@ func (c *Catalogue) Warnings() []string { return c.data.Warnings }
 // FunctionCount is the number of functions outside pg_catalog.
 func (c *Catalogue) FunctionCount() int { return len(c.data.Functions) }
 
-// Data returns the data the catalogue was built from; callers must not modify it.
+// Data returns the data the catalogue was built from; callers must not modify it, nor append to
+// its slices in place (a derivation may be using the room past their ends: see AppendedFunctions).
 func (c *Catalogue) Data() *CatalogueData { return &c.data }
 
 // Function returns the function with the given OID.
