@@ -285,11 +285,25 @@ var catalogueVersions atomic.Uint64
 
 // NewCatalogue indexes data. Every catalogue gets a new Version, which cache keys include.
 func NewCatalogue(data CatalogueData) *Catalogue {
-	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	c := newCatalogue(data)
 	for part := range c.rooms {
 		// Whose the room past data's ends is, is not known: the first patch copies.
-		c.rooms[part] = &room{}
 		c.rooms[part].taken.Store(true)
+	}
+	return c
+}
+
+// NewCatalogueOwning is NewCatalogue for data that nothing else holds (as read by a whole load):
+// the first patch may append to its slices in place (see AppendedFunctions).
+func NewCatalogueOwning(data CatalogueData) *Catalogue {
+	return newCatalogue(data)
+}
+
+// newCatalogue indexes data, with the room past its slices' ends free.
+func newCatalogue(data CatalogueData) *Catalogue {
+	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	for part := range c.rooms {
+		c.rooms[part] = &room{}
 	}
 	c.indexFunctions()
 	c.indexRelations()

@@ -37,7 +37,7 @@ func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overri
 	if err != nil {
 		return nil, err
 	}
-	return classify.NewCatalogue(*data), nil
+	return classify.NewCatalogueOwning(*data), nil // the data read is the catalogue's alone
 }
 
 // prepareConnection readies a connection that reads catalogues again and again: every name

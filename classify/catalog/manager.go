@@ -417,7 +417,7 @@ func (m *Manager) loadWhole(conn *pgx.Conn, name string) (*classify.Catalogue, m
 	if err != nil {
 		return nil, nil, err
 	}
-	return classify.NewCatalogue(*data), assertions, nil
+	return classify.NewCatalogueOwning(*data), assertions, nil // the data read is the catalogue's alone
 }
 
 // refresh reads the objects changes names again within LoadTimeout and Wait; changed is false (and the old
