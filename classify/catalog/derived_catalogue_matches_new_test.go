@@ -60,6 +60,9 @@ func TestDerivedCatalogueMatchesNewCatalogue(t *testing.T) {
 				oldDataErr = sameData(oldData, *old.Data())
 			}()
 			data, delta := patch(old, fresh, wanted)
+			if got, want := keepsAnalyses(old.Data(), fresh, wanted, delta), keepsAnalysesByScanning(old.Data(), fresh, wanted); got != want {
+				t.Fatalf("database %d, change %d: keepsAnalyses from the patch's delta says %v, looking at every object old holds says %v", round, step, got, want)
+			}
 			derived := old
 			if delta.Changed() {
 				derived = classify.DeriveCatalogue(old, *data, delta)
@@ -349,6 +352,41 @@ func (db *modelDatabase) data() classify.CatalogueData {
 	return classify.CatalogueData{Database: "model", Functions: slices.Clone(db.functions), Views: slices.Clone(db.views),
 		Relations: slices.Clone(db.relations), Types: slices.Clone(db.types), Operators: slices.Clone(db.operators),
 		Casts: slices.Clone(db.casts), FieldCasts: slices.Clone(db.fieldCasts)}
+}
+
+// keepsAnalysesByScanning is what keepsAnalyses reports, found by looking at every object old holds
+// under the names read again rather than at what the patch took out.
+func keepsAnalysesByScanning(old, fresh *classify.CatalogueData, wanted namedReads) bool {
+	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
+		return true
+	}
+	relations, types := nameSet(wanted.relations), nameSet(wanted.types)
+	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, relations) ||
+		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, relations) ||
+		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, types) {
+		return false
+	}
+	for i := range old.Types {
+		if t := &old.Types[i]; types(t.Name) && !sameFieldCasts(old, fresh, t.OID, len(wanted.fieldCasts) > 0) {
+			return false
+		}
+	}
+	for i := range fresh.Relations {
+		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" || fresh.Relations[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	for i := range fresh.Views {
+		if fresh.Views[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	for i := range fresh.Types {
+		if fresh.Types[i].Kind == 'd' || fresh.Types[i].Schema == "pg_catalog" {
+			return false
+		}
+	}
+	return true
 }
 
 // cloneData returns data's parts in arrays of their own.

@@ -539,7 +539,7 @@ func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Ca
 	}
 	data, delta := patch(oldCatalogue, fresh, wanted)
 	var keep []string
-	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
+	if !changes.Everything && keepsAnalyses(old, fresh, wanted, delta) {
 		keep = wanted.names()
 	}
 	return data, delta, keep, nil
@@ -666,19 +666,28 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 // (KeepAnalysesFrom); one that reached an object of another schema by OID reaches the same row,
 // or an object PostgreSQL dropped with what depended on it. So a migration that repeats in a new
 // schema the names of another schema, or of one dropped since, keeps them.
-func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
+//
+// delta is what patch(old, fresh, wanted) changed: the objects old held under the names read again
+// are those it took out of a part, or, when it left the part as it was, fresh's; so this costs
+// what was read, not what old holds.
+func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads, delta *classify.CatalogueDelta) bool {
 	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
 		return true
 	}
-	// A part is read again, and replaced, for the names wanted for it only.
-	relations, types := nameSet(wanted.relations), nameSet(wanted.types)
-	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, relations) ||
-		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, relations) ||
-		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, types) {
+	// A part is read again, and replaced, for the names wanted for it only: what the patch took
+	// out is what old held under them (nothing when unchanged: then fresh holds it as it was).
+	all := func(string) bool { return true }
+	if !unchangedIn(delta.RemovedRelations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, all) ||
+		!unchangedIn(delta.RemovedViews, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, all) ||
+		!unchangedIn(delta.RemovedTypes, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, all) {
 		return false
 	}
-	for i := range old.Types {
-		if t := &old.Types[i]; types(t.Name) && !sameFieldCasts(old, fresh, t.OID, len(wanted.fieldCasts) > 0) {
+	oldTypes := delta.RemovedTypes // the types old held under the names read again
+	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
+		oldTypes = fresh.Types
+	}
+	for i := range oldTypes {
+		if !sameFieldCasts(old, fresh, oldTypes[i].OID, len(wanted.fieldCasts) > 0) {
 			return false
 		}
 	}

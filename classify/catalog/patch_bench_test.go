@@ -42,7 +42,7 @@ func BenchmarkPatchAddition(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				patched, delta := patch(old, &a.fresh, a.wanted)
 				cat := classify.DeriveCatalogue(old, *patched, delta)
-				if keepsAnalyses(old.Data(), &a.fresh, a.wanted) {
+				if keepsAnalyses(old.Data(), &a.fresh, a.wanted, delta) {
 					cat.KeepAnalysesFrom(old, a.wanted.names())
 				}
 			}
@@ -100,7 +100,7 @@ func BenchmarkPatchAdditionChained(b *testing.B) {
 				a := &additions[i]
 				patched, delta := patch(cat, &a.fresh, a.wanted)
 				next := classify.DeriveCatalogue(cat, *patched, delta)
-				if keepsAnalyses(cat.Data(), &a.fresh, a.wanted) {
+				if keepsAnalyses(cat.Data(), &a.fresh, a.wanted, delta) {
 					next.KeepAnalysesFrom(cat, a.wanted.names())
 				}
 				cat = next

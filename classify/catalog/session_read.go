@@ -354,7 +354,7 @@ func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *
 	cat := old
 	if delta.Changed() {
 		cat = classify.DeriveCatalogue(old, *data, delta)
-		if keepsAnalyses(old.Data(), &read.fresh, read.wanted) {
+		if keepsAnalyses(old.Data(), &read.fresh, read.wanted, delta) {
 			cat.KeepAnalysesFrom(old, read.wanted.names())
 		}
 	}
