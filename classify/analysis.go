@@ -366,7 +366,7 @@ func (a *analysis) candidates(schemas []string, name string, allowBuiltin bool, 
 			continue
 		}
 	next:
-		for _, f := range cat.funcs[qualified{schema, name}] {
+		for _, f := range cat.funcs.at(qualified{schema, name}) {
 			if !argCountFits(f, nargs) || !hasArgNames(f, named, nargs-len(named)) {
 				continue
 			}
@@ -730,7 +730,7 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 	}
 	if cat := a.run.cat; cat != nil {
 		for _, schema := range schemas {
-			if oid, ok := cat.types[qualified{schema, name}]; ok {
+			if oid, ok := cat.types.get(qualified{schema, name}); ok {
 				return oid
 			}
 		}
@@ -748,18 +748,18 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 func (a *analysis) functionEffect(f *Function) fnResult {
 	a.dependOn(f.Name)
 	r := a.runEffect(f)
-	if cat := a.run.cat; cat == nil || len(cat.domainChecks) == 0 {
+	if cat := a.run.cat; cat == nil || cat.domainChecks.len() == 0 {
 		return r
 	}
 	checks := callResult{access: Read}
 	for _, oid := range f.ArgTypes {
-		if a.run.cat.domainBase[oid] != 0 {
+		if a.run.cat.domainBase.at(oid) != 0 {
 			checks = stronger(checks, a.domainChecks(oid))
 		}
 	}
 	// Arrays of the domain, VARIADIC, OUT and TABLE columns, the result: the signature's text
 	// (read with search_path = pg_catalog, so such a type shows qualified) names the domain.
-	for oid, t := range a.run.cat.domainChecks {
+	for oid, t := range a.run.cat.domainChecks.all() {
 		if mentionsType(f.Arguments, t) || mentionsType(f.Result, t) {
 			checks = stronger(checks, a.domainChecks(oid))
 		}
@@ -1190,7 +1190,7 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 					}
 					continue
 				}
-				if _, ok := cat.rels[qualified{s, name}]; ok {
+				if _, ok := cat.rels.get(qualified{s, name}); ok {
 					if nodeLocalRelation(name) {
 						return nodeLocalResult(name)
 					}
@@ -1201,11 +1201,11 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 			if cat == nil {
 				continue
 			}
-			if v, ok := cat.views[qualified{s, name}]; ok {
+			if v, ok := cat.views.get(qualified{s, name}); ok {
 				return fromFn(v.display(), a.viewEffect(v))
 			}
-			if kind, ok := cat.rels[qualified{s, name}]; ok {
-				if cat.unlogged[qualified{s, name}] {
+			if kind, ok := cat.rels.get(qualified{s, name}); ok {
+				if cat.unlogged.at(qualified{s, name}) {
 					// Its data stays on the primary: a standby refuses to read (or plan) it.
 					return callResult{access: Write, reason: ReasonNodeLocalStats, subject: "unlogged " + quoteIdent(s) + "." + quoteIdent(name)}
 				}
@@ -1215,7 +1215,7 @@ func (a *analysis) resolveRelation(rv *pg_query.RangeVar, ctes map[string]bool) 
 					// reading it there gives a different answer.
 					return callResult{access: Write, reason: ReasonNodeLocalStats, subject: quoteIdent(s) + "." + quoteIdent(name)}
 				}
-				if rel := cat.readPolicies[qualified{s, name}]; rel != nil {
+				if rel := cat.readPolicies.at(qualified{s, name}); rel != nil {
 					// Row security adds the policies' expressions to the query: their
 					// functions run for every row read (for the owner only with FORCE
 					// ROW LEVEL SECURITY; counted for every user).

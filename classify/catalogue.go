@@ -1,12 +1,14 @@
 package classify
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Function is one row of pg_proc as the classifier needs it. The catalog package fills it from a
@@ -236,30 +238,32 @@ type CatalogueData struct {
 type Catalogue struct {
 	data    CatalogueData
 	version uint64
-	funcs   map[qualified][]*Function
-	byOID   map[uint32]*Function
-	views   map[qualified]*View
-	rels    map[qualified]byte
-	types   map[qualified]uint32
+	// The indexes of the data that patches change are layered: shared with the catalogues
+	// derived from this one, each holding the changes since (see layered).
+	funcs layered[qualified, []*Function]
+	byOID layered[uint32, *Function]
+	views layered[qualified, *View]
+	rels  layered[qualified, byte]
+	types layered[qualified, uint32]
 	// unlogged holds the unlogged relations.
-	unlogged map[qualified]bool
+	unlogged layered[qualified, bool]
 	// readPolicies holds the tables whose row security policies run when they are read.
-	readPolicies map[qualified]*Relation
+	readPolicies layered[qualified, *Relation]
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
 	castsTo map[uint32][]Cast
 	// rowTypes holds the composite types (tables' row types too).
-	rowTypes map[uint32]bool
+	rowTypes layered[uint32, bool]
 	// domainBase maps a domain to its base type: casts to and from a domain are those of its base.
-	domainBase map[uint32]uint32
+	domainBase layered[uint32, uint32]
 	// domainChecks holds the domains with CHECK constraints, by OID.
-	domainChecks map[uint32]*Type
+	domainChecks layered[uint32, *Type]
 	// fieldCastTargets lists, per composite type, the types of its fields that Casts convert to.
-	fieldCastTargets map[uint32][]uint32
+	fieldCastTargets layered[uint32, []uint32]
 	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
 	// when f takes one argument of a row type (or of a polymorphic or record type).
-	rowFunctions map[string][]*Function
+	rowFunctions layered[string, []*Function]
 	memo         sync.Map // memoKey -> fnResult
 	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
 	// from, newest layer first; set before the catalogue is in use and never modified after, so
@@ -267,6 +271,9 @@ type Catalogue struct {
 	kept   []keptLayer
 	missMu sync.Mutex
 	misses map[string]bool // names looked up in vain since this catalogue was loaded
+	// rooms are the room past the end of each part's slice of data, which the Appended methods
+	// let one derivation append to in place; catalogues that share a slice share its room.
+	rooms [dataParts]*room
 	// checksum is computed on first use (only reloads compare catalogues).
 	checksumOnce sync.Once
 	checksum     string
@@ -278,7 +285,26 @@ var catalogueVersions atomic.Uint64
 
 // NewCatalogue indexes data. Every catalogue gets a new Version, which cache keys include.
 func NewCatalogue(data CatalogueData) *Catalogue {
+	c := newCatalogue(data)
+	for part := range c.rooms {
+		// Whose the room past data's ends is, is not known: the first patch copies.
+		c.rooms[part].taken.Store(true)
+	}
+	return c
+}
+
+// NewCatalogueOwning is NewCatalogue for data that nothing else holds (as read by a whole load):
+// the first patch may append to its slices in place (see AppendedFunctions).
+func NewCatalogueOwning(data CatalogueData) *Catalogue {
+	return newCatalogue(data)
+}
+
+// newCatalogue indexes data, with the room past its slices' ends free.
+func newCatalogue(data CatalogueData) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
+	for part := range c.rooms {
+		c.rooms[part] = &room{}
+	}
 	c.indexFunctions()
 	c.indexRelations()
 	c.indexTypes()
@@ -287,36 +313,364 @@ func NewCatalogue(data CatalogueData) *Catalogue {
 	return c
 }
 
-// CatalogueParts says which parts of a catalogue's data changed (see DeriveCatalogue).
+// CatalogueParts says which parts of a catalogue's data changed (see CatalogueDelta).
 type CatalogueParts struct {
 	Functions, Relations, Types bool
 }
 
-// DeriveCatalogue indexes data, which is old's data with only the parts changed says replaced (the
-// others share old's slices), reusing old's indexes of the parts that did not change. The result is
-// a new catalogue, with a new Version and no memoised analyses (see KeepAnalysesFrom).
-func DeriveCatalogue(old *Catalogue, data CatalogueData, changed CatalogueParts) *Catalogue {
+// CatalogueDelta is what patching a catalogue's data changed: which parts differ, and per part the
+// objects taken out of the old data and those put in (an object replaced is in both). DeriveCatalogue
+// updates the old catalogue's indexes with it. The slices are owned by the delta: the derived
+// catalogue's indexes point into Added*, which must not be modified afterwards.
+type CatalogueDelta struct {
+	// Parts says which parts of the data differ from the old data (Warnings count as Functions).
+	Parts CatalogueParts
+	// RemovedFunctions and AddedFunctions are the functions taken out and put in.
+	RemovedFunctions, AddedFunctions []Function
+	// RemovedViews and AddedViews are the views taken out and put in.
+	RemovedViews, AddedViews []View
+	// RemovedRelations and AddedRelations are the relations taken out and put in.
+	RemovedRelations, AddedRelations []Relation
+	// RemovedTypes and AddedTypes are the types taken out and put in.
+	RemovedTypes, AddedTypes []Type
+	// RemovedFieldCasts and AddedFieldCasts are the composite fields taken out and put in.
+	RemovedFieldCasts, AddedFieldCasts []FieldCast
+}
+
+// Changed reports whether the data differs from the old data at all.
+func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
+
+// DeriveCatalogue indexes data, which is old's data with delta's removed objects taken out and its
+// added ones put in (Operators and Casts unchanged), each part ordered by OID as the loader reads
+// it and patching keeps it (field casts by composite, then target). It answers every lookup as
+// NewCatalogue(data) would, at a cost that grows with delta, not with the catalogue: each index
+// delta touches is old's, shared, with the entries of the removed objects replaced by those of
+// the added ones in a layer of changes (see layered: about √n entries copied per derivation,
+// and the whole index once every √n changes). The result is a new catalogue, with a new Version
+// and no memoised analyses (see KeepAnalysesFrom). old is read, never modified: other sessions
+// may be using it. The slices of data that are not old's become the new catalogue's own: nothing
+// else may append to them in place (slices the Appended methods and copies return are nobody
+// else's).
+//
+// The entries kept point where old's did: into the data of the catalogue the chain was first
+// built from (NewCatalogue) or into the Added slices of the deltas since, not into data. That is
+// safe: no element within the length of a catalogue's data or a delta's slice is modified once
+// built (appending in place writes past every length in use), and an object kept in an index is
+// one no delta since took out, so data holds it, copied by value, with equal content. It keeps
+// those arrays alive while the chain of catalogues lives: the first data and the objects added
+// since, which the Manager's next whole read replaces; not a copy of the data per patch, as
+// pointing into data would.
+func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID = old.funcs, old.byOID
 	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
 	c.rowFunctions = old.rowFunctions
-	if changed.Functions {
-		c.indexFunctions()
+	c.rooms = [dataParts]*room{
+		roomFor(old.rooms[functionsData], old.data.Functions, data.Functions), roomFor(old.rooms[viewsData], old.data.Views, data.Views),
+		roomFor(old.rooms[relationsData], old.data.Relations, data.Relations), roomFor(old.rooms[typesData], old.data.Types, data.Types),
+		roomFor(old.rooms[fieldCastsData], old.data.FieldCasts, data.FieldCasts),
 	}
-	if changed.Relations {
-		c.indexRelations()
-	}
-	if changed.Types {
-		c.indexTypes()
-		// Composite fields that casts convert are read with the types.
-		c.indexOperatorsAndCasts()
-	}
-	if changed.Functions || changed.Types {
-		c.indexRowFunctions()
-	}
+	c.deriveFunctions(delta)
+	c.deriveRelations(delta)
+	rowTypesChanged := c.deriveTypes(old, delta)
+	c.deriveFieldCasts(delta)
+	c.deriveRowFunctions(delta, rowTypesChanged)
 	return c
+}
+
+// dataParts counts the parts of CatalogueData that patching appends to.
+const dataParts = 5
+
+// The parts of CatalogueData that patching appends to, indexing Catalogue.rooms.
+const (
+	functionsData = iota
+	viewsData
+	relationsData
+	typesData
+	fieldCastsData
+)
+
+// room is the room past the end of one part's slice of a catalogue's data: the elements of its
+// array past its length, which no catalogue reads. The first derivation to take it appends there
+// in place; any other copies, so that no two catalogues write the same elements.
+type room struct{ taken atomic.Bool }
+
+// roomFor returns the room past the end of derived, a part's slice of a catalogue derived from
+// one whose slice was old with room oldRoom: oldRoom when the slice is shared, else a room of the
+// new catalogue's own (appended in place into oldRoom, taken then, or a copy).
+func roomFor[T any](oldRoom *room, old, derived []T) *room {
+	if len(old) == len(derived) && unsafe.SliceData(old) == unsafe.SliceData(derived) {
+		return oldRoom
+	}
+	return &room{}
+}
+
+// appendToData returns list with more appended: in place when list's array has room for them and
+// r is not taken yet (taking it), else in a new array with room for an eighth more (at least 16):
+// a migration adding objects one by one copies the part once every so many additions.
+func appendToData[T any](r *room, list, more []T) []T {
+	if len(more) <= cap(list)-len(list) && r.taken.CompareAndSwap(false, true) {
+		return append(list, more...)
+	}
+	n := len(list) + len(more)
+	return append(append(make([]T, 0, n+max(16, n/8)), list...), more...)
+}
+
+// AppendedFunctions returns c's functions with more after them, for the data of a catalogue
+// derived from c: written in place past the end of c's slice when the room there is free (a
+// migration adds objects one after another, each derivation appending to the last one's data,
+// so adding costs what is added), else copied. c's data is never modified.
+func (c *Catalogue) AppendedFunctions(more []Function) []Function {
+	return appendToData(c.rooms[functionsData], c.data.Functions, more)
+}
+
+// AppendedViews returns c's views with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedViews(more []View) []View {
+	return appendToData(c.rooms[viewsData], c.data.Views, more)
+}
+
+// AppendedRelations returns c's relations with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedRelations(more []Relation) []Relation {
+	return appendToData(c.rooms[relationsData], c.data.Relations, more)
+}
+
+// AppendedTypes returns c's types with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedTypes(more []Type) []Type {
+	return appendToData(c.rooms[typesData], c.data.Types, more)
+}
+
+// AppendedFieldCasts returns c's composite fields with more after them (see AppendedFunctions).
+func (c *Catalogue) AppendedFieldCasts(more []FieldCast) []FieldCast {
+	return appendToData(c.rooms[fieldCastsData], c.data.FieldCasts, more)
+}
+
+// deriveFunctions updates funcs and byOID (old's until then) with delta's functions.
+func (c *Catalogue) deriveFunctions(delta *CatalogueDelta) {
+	if len(delta.RemovedFunctions)+len(delta.AddedFunctions) == 0 {
+		return
+	}
+	c.funcs.own()
+	c.byOID.own()
+	for i := range delta.RemovedFunctions {
+		f := &delta.RemovedFunctions[i]
+		key := qualified{f.Schema, f.Name}
+		if list, found := withoutFunction(c.funcs.at(key), f.OID); found && len(list) == 0 {
+			c.funcs.remove(key)
+		} else if found {
+			c.funcs.set(key, list)
+		}
+		c.byOID.remove(f.OID)
+	}
+	for i := range delta.AddedFunctions {
+		f := &delta.AddedFunctions[i]
+		key := qualified{f.Schema, f.Name}
+		c.funcs.set(key, withFunction(c.funcs.at(key), f))
+		c.byOID.set(f.OID, f)
+	}
+	c.funcs.settle()
+	c.byOID.settle()
+}
+
+// deriveRelations updates views, rels, unlogged and readPolicies (old's until then) with delta's
+// views and relations.
+func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
+	if len(delta.RemovedViews)+len(delta.AddedViews) > 0 {
+		c.views.own()
+		for i := range delta.RemovedViews {
+			c.views.remove(qualified{delta.RemovedViews[i].Schema, delta.RemovedViews[i].Name})
+		}
+		for i := range delta.AddedViews {
+			v := &delta.AddedViews[i]
+			c.views.set(qualified{v.Schema, v.Name}, v)
+		}
+		c.views.settle()
+	}
+	if len(delta.RemovedRelations)+len(delta.AddedRelations) == 0 {
+		return
+	}
+	c.rels.own()
+	c.unlogged.own()
+	c.readPolicies.own()
+	for i := range delta.RemovedRelations {
+		r := &delta.RemovedRelations[i]
+		key := qualified{r.Schema, r.Name}
+		c.rels.remove(key)
+		c.unlogged.remove(key)
+		c.readPolicies.remove(key)
+	}
+	for i := range delta.AddedRelations {
+		r := &delta.AddedRelations[i]
+		key := qualified{r.Schema, r.Name}
+		c.rels.set(key, r.Kind)
+		if r.Unlogged {
+			c.unlogged.set(key, true)
+		}
+		if r.ReadPolicy != "" {
+			c.readPolicies.set(key, r)
+		}
+	}
+	c.rels.settle()
+	c.unlogged.settle()
+	c.readPolicies.settle()
+}
+
+// deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
+// delta's types, and returns the OIDs that are a row type in one of old and c but not the other.
+func (c *Catalogue) deriveTypes(old *Catalogue, delta *CatalogueDelta) []uint32 {
+	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
+		return nil
+	}
+	c.types.own()
+	c.rowTypes.own()
+	c.domainBase.own()
+	c.domainChecks.own()
+	for i := range delta.RemovedTypes {
+		t := &delta.RemovedTypes[i]
+		c.types.remove(qualified{t.Schema, t.Name})
+		c.rowTypes.remove(t.OID)
+		c.domainBase.remove(t.OID)
+		c.domainChecks.remove(t.OID)
+	}
+	for i := range delta.AddedTypes {
+		t := &delta.AddedTypes[i]
+		c.types.set(qualified{t.Schema, t.Name}, t.OID)
+		switch t.Kind {
+		case 'c':
+			c.rowTypes.set(t.OID, true)
+		case 'd':
+			c.domainBase.set(t.OID, t.Base)
+			if t.Check != "" {
+				c.domainChecks.set(t.OID, t)
+			}
+		}
+	}
+	c.types.settle()
+	c.rowTypes.settle()
+	c.domainBase.settle()
+	c.domainChecks.settle()
+	var changed []uint32
+	note := func(oid uint32) {
+		if old.rowTypes.at(oid) != c.rowTypes.at(oid) && !slices.Contains(changed, oid) {
+			changed = append(changed, oid)
+		}
+	}
+	for i := range delta.RemovedTypes {
+		note(delta.RemovedTypes[i].OID)
+	}
+	for i := range delta.AddedTypes {
+		note(delta.AddedTypes[i].OID)
+	}
+	return changed
+}
+
+// deriveFieldCasts updates fieldCastTargets (old's until then) with delta's field casts: the
+// lists of the composites they name are made again from data, whose field casts are few (only
+// composites with a field of a type that a cast outside pg_catalog converts to).
+func (c *Catalogue) deriveFieldCasts(delta *CatalogueDelta) {
+	if len(delta.RemovedFieldCasts)+len(delta.AddedFieldCasts) == 0 {
+		return
+	}
+	affected := make(map[uint32][]uint32)
+	for _, fc := range delta.RemovedFieldCasts {
+		affected[fc.Composite] = nil
+	}
+	for _, fc := range delta.AddedFieldCasts {
+		affected[fc.Composite] = nil
+	}
+	for _, fc := range c.data.FieldCasts {
+		if targets, ok := affected[fc.Composite]; ok {
+			affected[fc.Composite] = append(targets, fc.Target)
+		}
+	}
+	c.fieldCastTargets.own()
+	for composite, targets := range affected {
+		if len(targets) == 0 {
+			c.fieldCastTargets.remove(composite)
+		} else {
+			c.fieldCastTargets.set(composite, targets)
+		}
+	}
+	c.fieldCastTargets.settle()
+}
+
+// deriveRowFunctions updates rowFunctions (old's until then) for delta's functions and for the
+// functions whose first argument is one of rowTypesChanged (found by looking at every function's
+// first argument type, which only a change of a composite type costs).
+func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []uint32) {
+	if len(delta.RemovedFunctions)+len(delta.AddedFunctions)+len(rowTypesChanged) == 0 {
+		return
+	}
+	c.rowFunctions.own()
+	set := func(oid uint32, name string, f *Function) { // f nil: oid is not callable so
+		list, found := withoutFunction(c.rowFunctions.at(name), oid)
+		if !found && f == nil {
+			return
+		}
+		if f != nil {
+			list = withFunction(list, f)
+		}
+		if len(list) == 0 {
+			c.rowFunctions.remove(name)
+		} else {
+			c.rowFunctions.set(name, list)
+		}
+	}
+	for i := range delta.RemovedFunctions {
+		set(delta.RemovedFunctions[i].OID, delta.RemovedFunctions[i].Name, nil)
+	}
+	for i := range delta.AddedFunctions {
+		if f := &delta.AddedFunctions[i]; c.rowFunction(f) {
+			set(f.OID, f.Name, f)
+		}
+	}
+	for i := range c.data.Functions {
+		if len(rowTypesChanged) == 0 {
+			break
+		}
+		f := &c.data.Functions[i]
+		if len(f.ArgTypes) == 0 || !slices.Contains(rowTypesChanged, f.ArgTypes[0]) {
+			continue
+		}
+		// Point where funcs and byOID do, not into data (see DeriveCatalogue).
+		indexed := c.byOID.at(f.OID)
+		if indexed == nil { // data and funcs disagree: not when data is as documented
+			indexed = f
+		}
+		if c.rowFunction(indexed) {
+			set(f.OID, f.Name, indexed)
+		} else {
+			set(f.OID, f.Name, nil)
+		}
+	}
+	c.rowFunctions.settle()
+}
+
+// withFunction returns list, ordered by OID, with f in it (in place of one of the same OID); list
+// is not modified.
+func withFunction(list []*Function, f *Function) []*Function {
+	at := 0
+	for at < len(list) && list[at].OID < f.OID {
+		at++
+	}
+	out := make([]*Function, 0, len(list)+1)
+	out = append(append(out, list[:at]...), f)
+	if at < len(list) && list[at].OID == f.OID {
+		at++
+	}
+	return append(out, list[at:]...)
+}
+
+// withoutFunction returns list without the function with OID oid, and whether it held it; list is
+// not modified.
+func withoutFunction(list []*Function, oid uint32) ([]*Function, bool) {
+	at := slices.IndexFunc(list, func(f *Function) bool { return f.OID == oid })
+	if at < 0 {
+		return list, false
+	}
+	out := make([]*Function, 0, len(list)-1)
+	return append(append(out, list[:at]...), list[at+1:]...), true
 }
 
 // maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom carries; maxKeptLayers bounds
@@ -426,65 +780,68 @@ func (c *Catalogue) memoised(key memoKey) (fnResult, bool) {
 
 // indexFunctions indexes the functions by name and OID.
 func (c *Catalogue) indexFunctions() {
-	c.funcs = make(map[qualified][]*Function, len(c.data.Functions))
-	c.byOID = make(map[uint32]*Function, len(c.data.Functions))
+	funcs := make(map[qualified][]*Function, len(c.data.Functions))
+	byOID := make(map[uint32]*Function, len(c.data.Functions))
 	// Most names have one function: their lists share one array (capped, so that appending an
 	// overload copies) instead of one allocation each.
 	one := make([]*Function, len(c.data.Functions))
 	for i := range c.data.Functions {
 		f := &c.data.Functions[i]
 		key := qualified{f.Schema, f.Name}
-		if list, ok := c.funcs[key]; ok {
-			c.funcs[key] = append(list[:len(list):len(list)], f)
+		if list, ok := funcs[key]; ok {
+			funcs[key] = append(list[:len(list):len(list)], f)
 		} else {
 			one[i] = f
-			c.funcs[key] = one[i : i+1 : i+1]
+			funcs[key] = one[i : i+1 : i+1]
 		}
-		c.byOID[f.OID] = f
+		byOID[f.OID] = f
 	}
+	c.funcs, c.byOID = newLayered(funcs), newLayered(byOID)
 }
 
 // indexRelations indexes views and relations by name.
 func (c *Catalogue) indexRelations() {
-	c.views = make(map[qualified]*View, len(c.data.Views))
+	views := make(map[qualified]*View, len(c.data.Views))
 	for i := range c.data.Views {
 		v := &c.data.Views[i]
-		c.views[qualified{v.Schema, v.Name}] = v
+		views[qualified{v.Schema, v.Name}] = v
 	}
-	c.rels = make(map[qualified]byte, len(c.data.Relations))
-	c.unlogged = make(map[qualified]bool)
-	c.readPolicies = make(map[qualified]*Relation)
+	rels := make(map[qualified]byte, len(c.data.Relations))
+	unlogged := make(map[qualified]bool)
+	readPolicies := make(map[qualified]*Relation)
 	for i := range c.data.Relations {
 		r := &c.data.Relations[i]
-		c.rels[qualified{r.Schema, r.Name}] = r.Kind
+		rels[qualified{r.Schema, r.Name}] = r.Kind
 		if r.Unlogged {
-			c.unlogged[qualified{r.Schema, r.Name}] = true
+			unlogged[qualified{r.Schema, r.Name}] = true
 		}
 		if r.ReadPolicy != "" {
-			c.readPolicies[qualified{r.Schema, r.Name}] = r
+			readPolicies[qualified{r.Schema, r.Name}] = r
 		}
 	}
+	c.views, c.rels, c.unlogged, c.readPolicies = newLayered(views), newLayered(rels), newLayered(unlogged), newLayered(readPolicies)
 }
 
 // indexTypes indexes types by name, row types, and domains with their bases and checks.
 func (c *Catalogue) indexTypes() {
-	c.types = make(map[qualified]uint32, len(c.data.Types))
-	c.rowTypes = make(map[uint32]bool)
-	c.domainBase = make(map[uint32]uint32)
-	c.domainChecks = make(map[uint32]*Type)
+	types := make(map[qualified]uint32, len(c.data.Types))
+	rowTypes := make(map[uint32]bool)
+	domainBase := make(map[uint32]uint32)
+	domainChecks := make(map[uint32]*Type)
 	for i := range c.data.Types {
 		t := &c.data.Types[i]
-		c.types[qualified{t.Schema, t.Name}] = t.OID
+		types[qualified{t.Schema, t.Name}] = t.OID
 		switch t.Kind {
 		case 'c':
-			c.rowTypes[t.OID] = true
+			rowTypes[t.OID] = true
 		case 'd':
-			c.domainBase[t.OID] = t.Base
+			domainBase[t.OID] = t.Base
 			if t.Check != "" {
-				c.domainChecks[t.OID] = t
+				domainChecks[t.OID] = t
 			}
 		}
 	}
+	c.types, c.rowTypes, c.domainBase, c.domainChecks = newLayered(types), newLayered(rowTypes), newLayered(domainBase), newLayered(domainChecks)
 }
 
 // indexOperatorsAndCasts indexes operators by name, casts by target and composite fields by type.
@@ -495,10 +852,11 @@ func (c *Catalogue) indexOperatorsAndCasts() {
 		key := qualified{o.Schema, o.Name}
 		c.operators[key] = append(c.operators[key], o)
 	}
-	c.fieldCastTargets = make(map[uint32][]uint32, len(c.data.FieldCasts))
+	fieldCastTargets := make(map[uint32][]uint32, len(c.data.FieldCasts))
 	for _, fc := range c.data.FieldCasts {
-		c.fieldCastTargets[fc.Composite] = append(c.fieldCastTargets[fc.Composite], fc.Target)
+		fieldCastTargets[fc.Composite] = append(fieldCastTargets[fc.Composite], fc.Target)
 	}
+	c.fieldCastTargets = newLayered(fieldCastTargets)
 	c.castsTo = make(map[uint32][]Cast, len(c.data.Casts))
 	for _, cast := range c.data.Casts {
 		c.castsTo[cast.Target] = append(c.castsTo[cast.Target], cast)
@@ -507,14 +865,20 @@ func (c *Catalogue) indexOperatorsAndCasts() {
 
 // indexRowFunctions lists the functions attribute notation may call.
 func (c *Catalogue) indexRowFunctions() {
-	c.rowFunctions = make(map[string][]*Function)
+	rowFunctions := make(map[string][]*Function)
 	for i := range c.data.Functions {
-		f := &c.data.Functions[i]
-		if f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
-			(c.rowTypes[f.ArgTypes[0]] || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0])) {
-			c.rowFunctions[f.Name] = append(c.rowFunctions[f.Name], f)
+		if f := &c.data.Functions[i]; c.rowFunction(f) {
+			rowFunctions[f.Name] = append(rowFunctions[f.Name], f)
 		}
 	}
+	c.rowFunctions = newLayered(rowFunctions)
+}
+
+// rowFunction reports whether attribute notation may call f: it takes one argument of a row type
+// (or of a polymorphic or record type).
+func (c *Catalogue) rowFunction(f *Function) bool {
+	return f.Kind == 'f' && len(f.ArgTypes) > 0 && argCountFits(f, 1) &&
+		(c.rowTypes.at(f.ArgTypes[0]) || f.ArgTypes[0] == oidRecord || polymorphic(f.ArgTypes[0]))
 }
 
 // Version identifies this catalogue; a reload that finds different data gets a new one.
@@ -532,13 +896,13 @@ func (c *Catalogue) Warnings() []string { return c.data.Warnings }
 // FunctionCount is the number of functions outside pg_catalog.
 func (c *Catalogue) FunctionCount() int { return len(c.data.Functions) }
 
-// Data returns the data the catalogue was built from; callers must not modify it.
+// Data returns the data the catalogue was built from; callers must not modify it, nor append to
+// its slices in place (a derivation may be using the room past their ends: see AppendedFunctions).
 func (c *Catalogue) Data() *CatalogueData { return &c.data }
 
 // Function returns the function with the given OID.
 func (c *Catalogue) Function(oid uint32) (*Function, bool) {
-	f, ok := c.byOID[oid]
-	return f, ok
+	return c.byOID.get(oid)
 }
 
 // DefaultSearchPath returns the search_path a session of role starts with, before startup parameters.

@@ -74,7 +74,7 @@ func (a *analysis) resolveOperator(name []*pg_query.Node) callResult {
 	}
 	var cands []implicitCandidate
 	addFunction := func(oid uint32) {
-		if f, ok := cat.byOID[oid]; ok {
+		if f, ok := cat.byOID.get(oid); ok {
 			cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
 		}
 	}
@@ -138,14 +138,14 @@ func (a *analysis) castFunctions(cast *pg_query.TypeCast, element *pg_query.Type
 	}
 	var cands []implicitCandidate
 	add := func(c Cast) {
-		if f, ok := cat.byOID[c.Function]; ok {
+		if f, ok := cat.byOID.get(c.Function); ok {
 			cands = append(cands, implicitCandidate{fn: f, display: f.Signature()})
 		}
 	}
 	if cast.GetArg().GetRowExpr() != nil {
 		// ROW(...)::t converts each field to the type of t's field: every cast to the
 		// type of one of t's fields counts (the row's own field types are not known here).
-		for _, target := range cat.fieldCastTargets[cat.baseType(a.typeOID(cast.GetTypeName()))] {
+		for _, target := range cat.fieldCastTargets.at(cat.baseType(a.typeOID(cast.GetTypeName()))) {
 			for _, c := range cat.castsTo[target] {
 				add(c)
 			}
@@ -190,7 +190,7 @@ func (a *analysis) resolveAttribute(display, field string) callResult {
 		return callResult{access: Read}
 	}
 	a.dependOn(field) // r.field may call a function of that name created later
-	fns := cat.rowFunctions[field]
+	fns := cat.rowFunctions.at(field)
 	if len(fns) == 0 {
 		return callResult{access: Read}
 	}
@@ -231,15 +231,15 @@ func attributeField(ref *pg_query.ColumnRef) (display, field string, ok bool) {
 func (a *analysis) domainChecks(oid uint32) callResult {
 	cat := a.run.cat
 	result := callResult{access: Read}
-	if cat == nil || len(cat.domainChecks) == 0 {
+	if cat == nil || cat.domainChecks.len() == 0 {
 		return result
 	}
 	for range 8 {
-		if t := cat.domainChecks[oid]; t != nil {
+		if t := cat.domainChecks.at(oid); t != nil {
 			display := "check of domain " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 			result = stronger(result, fromFn(display, a.definitionEffect('k', t.OID, "SELECT "+t.Check, "domain check")))
 		}
-		base, ok := cat.domainBase[oid]
+		base, ok := cat.domainBase.get(oid)
 		if !ok || base == 0 {
 			break
 		}
@@ -263,7 +263,7 @@ func stronger(x, y callResult) callResult {
 // baseType is a domain's base type (domains over domains followed), or oid itself.
 func (c *Catalogue) baseType(oid uint32) uint32 {
 	for range 8 {
-		base, ok := c.domainBase[oid]
+		base, ok := c.domainBase.get(oid)
 		if !ok || base == 0 {
 			return oid
 		}

@@ -78,7 +78,7 @@ func TestMemoisedAnalysesFollowFunctionChanges(t *testing.T) {
 			next := data
 			next.Functions = slices.Clone(data.Functions)
 			ch.change(&next)
-			derived := DeriveCatalogue(cat, next, CatalogueParts{Functions: true})
+			derived := DeriveCatalogue(cat, next, deltaBetween(cat.Data(), &next))
 			kept += derived.KeepAnalysesFrom(cat, []string{ch.name})
 			want := freshVerdicts(t, next)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })

@@ -52,7 +52,7 @@ func TestMemoisedAnalysesOutliveAddedViewsAndTypes(t *testing.T) {
 	after.Relations = append(slices.Clone(before.Relations), Relation{Schema: "public", Name: "later_v", Kind: 'v', OID: 303})
 	after.Types = append(slices.Clone(before.Types), Type{OID: 6000, Schema: "public", Name: "later_t", Kind: 'c'}, Type{OID: 6001, Schema: "public", Name: "_later_t", Kind: 'b'})
 	after.FieldCasts = append(slices.Clone(before.FieldCasts), FieldCast{Composite: 6000, Target: 5000})
-	derived := DeriveCatalogue(cat, after, CatalogueParts{Relations: true, Types: true})
+	derived := DeriveCatalogue(cat, after, deltaBetween(cat.Data(), &after))
 	if kept := derived.KeepAnalysesFrom(cat, []string{"later_v", "later_t", "_later_t"}); kept == 0 {
 		t.Fatal("no analysis was carried past the addition of a view and a type")
 	}
@@ -89,7 +89,7 @@ func TestMemoisedAnalysesDropWhenAnAddedViewShadowsAnotherSchemas(t *testing.T) 
 	after := before
 	after.Views = append(slices.Clone(before.Views), View{OID: 305, Schema: "app", Name: "shadowed", Definition: "SELECT nextval('public.s'::regclass) AS n"})
 	after.Relations = append(slices.Clone(before.Relations), Relation{Schema: "app", Name: "shadowed", Kind: 'v', OID: 305})
-	derived := DeriveCatalogue(cat, after, CatalogueParts{Relations: true})
+	derived := DeriveCatalogue(cat, after, deltaBetween(cat.Data(), &after))
 	if kept := derived.KeepAnalysesFrom(cat, []string{"shadowed", "_shadowed"}); kept == 0 {
 		t.Fatal("no analysis was carried past the addition of a view")
 	}

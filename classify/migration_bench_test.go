@@ -8,7 +8,7 @@ import (
 
 // BenchmarkMigrationChangeThenUse replays, without a server, what the classifier does for each pair
 // of integration/migrationbench's script: a function is added to the catalogue (DeriveCatalogue with
-// the function part changed, analyses kept as a session's read keeps them), then the statement that
+// the function added, analyses kept as a session's read keeps them), then the statement that
 // calls it is classified (a new text: nothing cached). Functions alternate between PL/pgSQL and SQL
 // calling the previous one, as in the script. It reports the time of each half per pair.
 func BenchmarkMigrationChangeThenUse(b *testing.B) {
@@ -34,8 +34,8 @@ func BenchmarkMigrationChangeThenUse(b *testing.B) {
 		}
 		started := time.Now()
 		data := *base.Data()
-		data.Functions = append(data.Functions[:len(data.Functions):len(data.Functions)], f)
-		cat := DeriveCatalogue(base, data, CatalogueParts{Functions: true})
+		data.Functions = base.AppendedFunctions([]Function{f})
+		cat := DeriveCatalogue(base, data, &CatalogueDelta{Parts: CatalogueParts{Functions: true}, AddedFunctions: []Function{f}})
 		cat.KeepAnalysesFrom(base, []string{f.Name})
 		base = cat
 		patchTime += time.Since(started)

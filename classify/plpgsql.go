@@ -332,7 +332,7 @@ func literalSQL(holder *jsonNode) (string, bool) {
 // when the type is a domain with checks (PL/pgSQL checks them at every assignment).
 func (w *plWalker) declaredType(t *jsonNode) {
 	name := t.get("typname")
-	if cat := w.a.run.cat; name == nil || name.text == "" || name.text == "UNKNOWN" || cat == nil || len(cat.domainChecks) == 0 {
+	if cat := w.a.run.cat; name == nil || name.text == "" || name.text == "UNKNOWN" || cat == nil || cat.domainChecks.len() == 0 {
 		return
 	}
 	tree, err := w.a.c.bodies.parse("SELECT NULL::" + name.text)

@@ -109,7 +109,7 @@ func (a *analysis) dropsTrackedRelation(node *pg_query.Node) bool {
 // policies or unlogged data for.
 func (a *analysis) dropsTrackedTable(drop *pg_query.DropStmt) bool {
 	cat := a.run.cat
-	if cat == nil || (len(cat.readPolicies) == 0 && len(cat.unlogged) == 0) {
+	if cat == nil || (cat.readPolicies.len() == 0 && cat.unlogged.len() == 0) {
 		return false
 	}
 	a.run.dependent = true
@@ -130,7 +130,7 @@ func (a *analysis) dropsTrackedTable(drop *pg_query.DropStmt) bool {
 		a.dependOn(name)
 		for _, schema := range schemas {
 			key := qualified{schema, name}
-			if cat.readPolicies[key] != nil || cat.unlogged[key] {
+			if cat.readPolicies.at(key) != nil || cat.unlogged.at(key) {
 				return true
 			}
 		}

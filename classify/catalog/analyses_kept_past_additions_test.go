@@ -61,7 +61,8 @@ func TestAnalysesAreKeptOnlyPastPlainAdditions(t *testing.T) {
 			&classify.CatalogueData{Types: []classify.Type{{Schema: "app", Name: "pos", Kind: 'd', Base: 23, OID: 26}}}, false},
 	}
 	for _, tc := range tests {
-		if got := keepsAnalyses(old, tc.fresh, tc.wanted); got != tc.keep {
+		_, delta := patch(classify.NewCatalogue(*old), tc.fresh, tc.wanted)
+		if got := keepsAnalyses(old, tc.fresh, tc.wanted, delta); got != tc.keep {
 			t.Errorf("%s: keeps analyses %v, want %v", tc.what, got, tc.keep)
 		}
 	}

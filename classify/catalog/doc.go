@@ -9,8 +9,11 @@
 // Options.RefreshInterval in the background. After Changed (a statement that changes functions,
 // relations or types passed through pgowl; the classifier names them from the parse tree) it reads
 // only the names that changed, in one batch over a connection it keeps while reads follow each
-// other, patches the held data and rebuilds only the indexes of the parts that changed
-// (classify.DeriveCatalogue). A change that does not name all it changes (Everything) reads the
+// other, patches the held data (patch: objects added after all held are appended in place, see
+// classify.Catalogue.AppendedFunctions) and derives the catalogue's indexes from the held ones
+// and what the patch took out and put in (classify.DeriveCatalogue, classify.CatalogueDelta), at
+// a cost that grows with the change rather than with the database: this runs between two
+// statements of a migration. A change that does not name all it changes (Everything) reads the
 // whole catalogue. A name a statement uses that the catalogue does not hold is read the same way.
 // A read that finds the same content keeps the old catalogue, so its version (part of the
 // classifier's cache keys) and its memoised function analyses survive. A read that changes

@@ -37,7 +37,7 @@ func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overri
 	if err != nil {
 		return nil, err
 	}
-	return classify.NewCatalogue(*data), nil
+	return classify.NewCatalogueOwning(*data), nil // the data read is the catalogue's alone
 }
 
 // prepareConnection readies a connection that reads catalogues again and again: every name
@@ -518,30 +518,31 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
-// every schema) and returns old's data with exactly those replaced, which parts changed, and the
+// every schema) and returns oldCatalogue's data with exactly those replaced, what that changed, and the
 // names to carry old's analyses past (Catalogue.KeepAnalysesFrom; nil when none may be). It
 // costs one round trip: the reads are sent as one batch. When the batch fails on an object that
 // changed beside it, the parts are read one by one as readRows does.
-func refreshNames(ctx context.Context, conn *pgx.Conn, old *classify.CatalogueData, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, classify.CatalogueParts, []string, error) {
+func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Catalogue, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, *classify.CatalogueDelta, []string, error) {
+	old := oldCatalogue.Data()
 	wanted := namedReadsFor(old, changes)
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
 		if !objectError(err) {
-			return nil, classify.CatalogueParts{}, nil, err
+			return nil, nil, nil, err
 		}
 		if fresh, err = readNamesOneByOne(ctx, conn, wanted); err != nil {
-			return nil, classify.CatalogueParts{}, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
-	data, parts := patch(old, fresh, wanted)
+	data, delta := patch(oldCatalogue, fresh, wanted)
 	var keep []string
-	if !changes.Everything && keepsAnalyses(old, fresh, wanted) {
+	if !changes.Everything && keepsAnalyses(old, fresh, wanted, delta) {
 		keep = wanted.names()
 	}
-	return data, parts, keep, nil
+	return data, delta, keep, nil
 }
 
 // namedReads says which names each part is read again for.
@@ -665,19 +666,28 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 // (KeepAnalysesFrom); one that reached an object of another schema by OID reaches the same row,
 // or an object PostgreSQL dropped with what depended on it. So a migration that repeats in a new
 // schema the names of another schema, or of one dropped since, keeps them.
-func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads) bool {
+//
+// delta is what patch(old, fresh, wanted) changed: the objects old held under the names read again
+// are those it took out of a part, or, when it left the part as it was, fresh's; so this costs
+// what was read, not what old holds.
+func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads, delta *classify.CatalogueDelta) bool {
 	if len(wanted.relations) == 0 && len(wanted.types) == 0 {
 		return true
 	}
-	// A part is read again, and replaced, for the names wanted for it only.
-	relations, types := nameSet(wanted.relations), nameSet(wanted.types)
-	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, relations) ||
-		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, relations) ||
-		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, types) {
+	// A part is read again, and replaced, for the names wanted for it only: what the patch took
+	// out is what old held under them (nothing when unchanged: then fresh holds it as it was).
+	all := func(string) bool { return true }
+	if !unchangedIn(delta.RemovedRelations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, all) ||
+		!unchangedIn(delta.RemovedViews, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, all) ||
+		!unchangedIn(delta.RemovedTypes, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, all) {
 		return false
 	}
-	for i := range old.Types {
-		if t := &old.Types[i]; types(t.Name) && !sameFieldCasts(old, fresh, t.OID, len(wanted.fieldCasts) > 0) {
+	oldTypes := delta.RemovedTypes // the types old held under the names read again
+	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
+		oldTypes = fresh.Types
+	}
+	for i := range oldTypes {
+		if !sameFieldCasts(old, fresh, oldTypes[i].OID, len(wanted.fieldCasts) > 0) {
 			return false
 		}
 	}
@@ -759,11 +769,15 @@ func (w namedReads) names() []string {
 	return append(out, w.types...)
 }
 
-// patch returns old with the objects wanted names replaced by fresh's, and which parts that changed.
-// old is not modified; parts that did not change share old's slices.
-func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, classify.CatalogueParts) {
+// patch returns the data of oldCatalogue with the objects wanted names replaced by fresh's, and
+// what that changed, to derive the next catalogue from (classify.DeriveCatalogue). old is not
+// modified; parts that did not change share old's slices, and objects added after all held are
+// appended in place when old's slice has room nobody took (Catalogue.AppendedFunctions...).
+func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, wanted namedReads) (*classify.CatalogueData, *classify.CatalogueDelta) {
+	old := oldCatalogue.Data()
 	set := nameSet
-	var parts classify.CatalogueParts
+	delta := &classify.CatalogueDelta{}
+	parts := &delta.Parts
 	data := *old
 	data.LoadedAt = time.Now()
 	if len(fresh.Warnings) > 0 {
@@ -774,52 +788,58 @@ func patch(old, fresh *classify.CatalogueData, wanted namedReads) (*classify.Cat
 	if len(wanted.functions) > 0 {
 		functions := set(wanted.functions)
 		var changed bool
-		data.Functions, changed = replace(old.Functions, fresh.Functions, func(f *classify.Function) bool { return functions(f.Name) },
-			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) })
+		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions,
+			func(f *classify.Function) bool { return functions(f.Name) },
+			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
 		relations := set(wanted.relations)
 		var views, rels bool
-		data.Views, views = replace(old.Views, fresh.Views, func(v *classify.View) bool { return relations(v.Name) },
-			func(a, b *classify.View) int { return byOID(a.OID, b.OID) })
-		data.Relations, rels = replace(old.Relations, fresh.Relations, func(r *classify.Relation) bool { return relations(r.Name) },
-			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) })
+		data.Views, delta.RemovedViews, delta.AddedViews, views = replace(old.Views, fresh.Views,
+			func(v *classify.View) bool { return relations(v.Name) },
+			func(a, b *classify.View) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedViews)
+		data.Relations, delta.RemovedRelations, delta.AddedRelations, rels = replace(old.Relations, fresh.Relations,
+			func(r *classify.Relation) bool { return relations(r.Name) },
+			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedRelations)
 		parts.Relations = views || rels
 	}
 	if len(wanted.types) > 0 {
 		types := set(wanted.types)
 		replacedTypes := map[uint32]bool{}
-		data.Types, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
+		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
 			if types(t.Name) {
 				replacedTypes[t.OID] = true
 				return true
 			}
 			return false
-		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) })
+		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedTypes)
 		if len(wanted.fieldCasts) > 0 {
 			for _, t := range fresh.Types {
 				replacedTypes[t.OID] = true
 			}
 			var changed bool
-			data.FieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts, func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
+			data.FieldCasts, delta.RemovedFieldCasts, delta.AddedFieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts,
+				func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
 				func(a, b *classify.FieldCast) int {
 					if c := byOID(a.Composite, b.Composite); c != 0 {
 						return c
 					}
 					return byOID(a.Target, b.Target)
-				})
+				}, oldCatalogue.AppendedFieldCasts)
 			parts.Types = parts.Types || changed
 		}
 	}
-	return &data, parts
+	return &data, delta
 }
 
 // replace returns list (sorted by order) without the elements drop selects and with fresh merged
-// in, sorted by order, and whether the result differs from list (when not, list itself). A read
-// after every change calls it for every part the change names, so list is only copied, once, when
-// the result differs.
-func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int) ([]T, bool) {
+// in, sorted by order; the elements it took out and those it put in (sorted, a copy of fresh's);
+// and whether the result differs from list (when not, list itself, and nothing taken out or put
+// in). A read after every change calls it for every part the change names, so list is only
+// copied, once, when the result differs, or not at all when fresh only adds objects after all
+// list holds: appended(fresh) returns list with them after it, in place when it may.
+func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int, appended func([]T) []T) (out, removed, added []T, changed bool) {
 	var droppedAt []int
 	var dropped []T
 	for i := range list {
@@ -829,20 +849,20 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		}
 	}
 	if len(fresh) == 0 && len(dropped) == 0 {
-		return list, false
+		return list, nil, nil, false
 	}
 	fresh = slices.Clone(fresh)
 	slices.SortFunc(fresh, func(a, b T) int { return order(&a, &b) })
 	slices.SortFunc(dropped, func(a, b T) int { return order(&a, &b) })
-	changed := len(fresh) != len(dropped) || (len(fresh) > 0 && !reflect.DeepEqual(fresh, dropped))
+	changed = len(fresh) != len(dropped) || (len(fresh) > 0 && !reflect.DeepEqual(fresh, dropped))
 	if !changed {
-		return list, false
+		return list, nil, nil, false
 	}
-	out := make([]T, 0, len(list)-len(dropped)+len(fresh))
 	if len(dropped) == 0 && (len(list) == 0 || order(&list[len(list)-1], &fresh[0]) < 0) {
-		// Objects added after all held (new OIDs are mostly the highest): one copy.
-		return append(append(out, list...), fresh...), true
+		// Objects added after all held (new OIDs are mostly the highest).
+		return appended(fresh), dropped, fresh, true
 	}
+	out = make([]T, 0, len(list)-len(dropped)+len(fresh))
 	j, next := 0, 0
 	for i := range list {
 		if next < len(droppedAt) && droppedAt[next] == i {
@@ -855,5 +875,5 @@ func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int
 		}
 		out = append(out, list[i])
 	}
-	return append(out, fresh[j:]...), true
+	return append(out, fresh[j:]...), dropped, fresh, true
 }

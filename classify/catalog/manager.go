@@ -417,7 +417,7 @@ func (m *Manager) loadWhole(conn *pgx.Conn, name string) (*classify.Catalogue, m
 	if err != nil {
 		return nil, nil, err
 	}
-	return classify.NewCatalogue(*data), assertions, nil
+	return classify.NewCatalogueOwning(*data), assertions, nil // the data read is the catalogue's alone
 }
 
 // refresh reads the objects changes names again within LoadTimeout and Wait; changed is false (and the old
@@ -435,11 +435,11 @@ func (m *Manager) refresh(conn *pgx.Conn, old *classify.Catalogue, changes *clas
 			return nil, false, err
 		}
 	}
-	data, parts, keep, err := refreshNames(ctx, conn, old.Data(), changes, assertions)
-	if err != nil || parts == (classify.CatalogueParts{}) {
+	data, delta, keep, err := refreshNames(ctx, conn, old, changes, assertions)
+	if err != nil || !delta.Changed() {
 		return old, false, err
 	}
-	cat := classify.DeriveCatalogue(old, *data, parts)
+	cat := classify.DeriveCatalogue(old, *data, delta)
 	if keep != nil {
 		// Functions changed, relations and types were added, by name: what was analysed without
 		// them still holds.

@@ -35,9 +35,20 @@ func TestReplaceMergesFreshObjectsInOrderAndKeepsAnUnchangedList(t *testing.T) {
 		{name: "a name that names nothing", drop: []string{"z"}, fresh: nil, want: list},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, changed := replace(list, c.fresh, named(c.drop...), byOID)
+			got, removed, added, changed := replace(list, c.fresh, named(c.drop...), byOID, func(more []object) []object {
+				return append(list[:len(list):len(list)], more...)
+			})
 			if changed != c.changed || !slices.Equal(got, c.want) {
 				t.Fatalf("replace = %v, %v; want %v, %v", got, changed, c.want, c.changed)
+			}
+			// What it took out and put in, which DeriveCatalogue indexes: nothing when unchanged.
+			var wantRemoved, wantAdded []object
+			if changed {
+				wantRemoved = slices.DeleteFunc(slices.Clone(list), func(o object) bool { return !named(c.drop...)(&o) })
+				wantAdded = c.fresh
+			}
+			if !slices.Equal(removed, wantRemoved) || !slices.Equal(added, wantAdded) {
+				t.Fatalf("replace took out %v and put in %v; want %v and %v", removed, added, wantRemoved, wantAdded)
 			}
 			if !changed && &got[0] != &list[0] {
 				t.Fatal("an unchanged list was copied")

@@ -350,11 +350,11 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 // applySessionRead patches old with read, stores the result as reflecting generation, and frees
 // the read slot (done); changes told meanwhile are then read by the Manager.
 func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *SessionRead, generation uint64, done chan struct{}, started time.Time) {
-	data, parts := patch(old.Data(), &read.fresh, read.wanted)
+	data, delta := patch(old, &read.fresh, read.wanted)
 	cat := old
-	if parts != (classify.CatalogueParts{}) {
-		cat = classify.DeriveCatalogue(old, *data, parts)
-		if keepsAnalyses(old.Data(), &read.fresh, read.wanted) {
+	if delta.Changed() {
+		cat = classify.DeriveCatalogue(old, *data, delta)
+		if keepsAnalyses(old.Data(), &read.fresh, read.wanted, delta) {
 			cat.KeepAnalysesFrom(old, read.wanted.names())
 		}
 	}
