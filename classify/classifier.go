@@ -334,26 +334,68 @@ func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effe
 	return effects, false, !a.run.uncacheable, parsed
 }
 
-// ClassifyWithoutCatalogue classifies sql as if no catalogue were held, and reports whether its
-// verdict may depend on one (dependent). When it may not, the effects are sql's, as ClassifyIn
-// gives them. When it may, they are what the statement does where nothing it calls or reads by
-// name is known (user functions and views unknown: a write), with every fact its text alone
-// gives: statements, transaction control, session effects, settings. Nothing is cached and no
-// catalogue is asked for. The proxy sends a statement on such effects while the read of its
-// session's catalogue change is still on its way, when every verdict would send it to the same
-// node, and has it classified again (ClassifyIn) once the read is in.
-func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects Effects, dependent bool) {
+// ClassifyWithoutCatalogue classifies sql as if no catalogue were held. When its verdict cannot
+// depend on a catalogue, pending is nil and the effects are sql's, as ClassifyIn gives them. When it
+// may, the effects are what the statement does where nothing it calls or reads by name is known
+// (a user function's effect unknown: a write; a relation a table), with every fact its text alone
+// gives: statements,
+// transaction control, session effects, settings; they carry no fingerprint. pending then holds
+// the parse, for ClassifyPending to give the final effects once the catalogue is current. Nothing
+// is cached and no catalogue is asked for. The proxy sends a statement on such effects while the
+// read of its session's catalogue change is still on its way, when every verdict would send it to
+// the same node.
+func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects Effects, pending *PendingStatement) {
 	defer func() {
 		if recovered := recover(); recovered != nil {
-			effects, dependent = failClosed(fmt.Sprintf("internal error: %v", recovered)), false
+			effects, pending = failClosed(fmt.Sprintf("internal error: %v", recovered)), nil
 		}
 	}()
 	if effects, fast := c.classifyFast(sql); fast {
-		return effects, false
+		return effects, nil
 	}
 	a := c.newAnalysis(ctx, nil)
-	effects, _ = a.fullParsed(sql, nil, false)
-	return effects, a.run.dependent
+	parsed := &parsedStatement{provisional: true}
+	effects, _ = a.fullParsed(sql, parsed, false)
+	if !a.run.dependent {
+		if parsed.tree == nil {
+			return effects, nil // not parsed: fullParsed's verdict on it, as ClassifyIn gives it
+		}
+		return withFingerprint(sql, effects), nil
+	}
+	parsed.provisional = false
+	return effects, &PendingStatement{sql: sql, parsed: parsed}
+}
+
+// PendingStatement is a statement ClassifyWithoutCatalogue classified before the catalogue it
+// depends on was current: its parse, kept for ClassifyPending.
+type PendingStatement struct {
+	sql    string
+	parsed *parsedStatement
+}
+
+// Prepare computes what the final classification needs that no catalogue changes (the fingerprint
+// and the normalised text), so that ClassifyPending has only the analysis left; the proxy calls it
+// while the catalogue read runs.
+func (p *PendingStatement) Prepare() {
+	if !p.parsed.done {
+		p.parsed.finish(p.sql)
+	}
+}
+
+// ClassifyPending returns the effects of a statement ClassifyWithoutCatalogue left pending, with
+// the catalogue of ctx's database as it is now (waiting for a read under way, as ClassifyIn does),
+// from its kept parse. The verdict is not cached (ClassifyIn caches it at the text's next use).
+func (c *Classifier) ClassifyPending(p *PendingStatement, ctx *Context) Effects {
+	if c.catalogues == nil || ctx == nil || ctx.Database == "" {
+		return c.ClassifyIn(p.sql, ctx)
+	}
+	p.Prepare()
+	cat, current := c.catalogues.Held(ctx.Database)
+	if !current {
+		cat = c.catalogues.Catalogue(ctx.Database)
+	}
+	effects, _, _, _ := c.classifyUncached(p.sql, ctx, cat, p.parsed)
+	return effects
 }
 
 // parsedStatement is what classifying a statement string needs that no catalogue changes: its
@@ -361,7 +403,10 @@ func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects
 // Nothing in the analysis modifies the tree, so one parse serves the attempt without a catalogue
 // and the analysis with it.
 type parsedStatement struct {
-	tree                    *pg_query.ParseResult
+	tree *pg_query.ParseResult
+	// provisional: the effects computed with it are not final; their fingerprint is computed
+	// with the final ones.
+	provisional             bool
 	done                    bool
 	fingerprint, normalized string
 	err                     error
@@ -447,6 +492,9 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 			return unparseable(parsed.err), false
 		}
 		effects.Fingerprint, effects.Normalized = parsed.fingerprint, parsed.normalized
+		return effects, false
+	}
+	if parsed != nil && parsed.provisional {
 		return effects, false
 	}
 	return withFingerprint(sql, effects), false

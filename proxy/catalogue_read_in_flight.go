@@ -39,6 +39,8 @@ import (
 type aheadStatement struct {
 	sql        string
 	paramTypes []uint32
+	// pending is its parse, for the final classification.
+	pending *classify.PendingStatement
 	// stmt is the prepared statement of an extended batch that holds the effects, nil for a
 	// simple Query's.
 	stmt *preparedStmt
@@ -56,17 +58,17 @@ func (sess *session) classifyAheadOfRead(sql string, paramTypes []uint32) (class
 	st := &sess.cls
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
-	effects, dependent := sess.srv.opts.Classifier.ClassifyWithoutCatalogue(sql, &ctx)
+	effects, pending := sess.srv.opts.Classifier.ClassifyWithoutCatalogue(sql, &ctx)
 	if effects.CatalogueChange || effects.Pgowl != nil {
 		return classify.Effects{}, false
 	}
-	if !dependent {
+	if pending == nil {
 		return effects, true
 	}
 	if st.ahead != nil || effects.Statements != 1 || effects.Tx != classify.TxNone {
 		return classify.Effects{}, false
 	}
-	st.ahead = &aheadStatement{sql: sql, paramTypes: paramTypes}
+	st.ahead = &aheadStatement{sql: sql, paramTypes: paramTypes, pending: pending}
 	return effects, true
 }
 
@@ -118,6 +120,9 @@ func (sess *session) routeAheadOfRead(u *unit) {
 // classified again, before any reply of u is relayed.
 func (sess *session) sentAheadOfRead(u *unit, be *backend) {
 	if sess.cls.aheadUnit == u && sess.cls.readOn != nil {
+		if ahead := sess.cls.ahead; ahead != nil {
+			ahead.pending.Prepare() // while the node runs the read
+		}
 		sess.drainCatalogueRead(u, sess.cls.readOn != be)
 	}
 }
@@ -238,7 +243,7 @@ func (sess *session) finishAhead(u *unit, beside bool) {
 	if ahead == nil {
 		return
 	}
-	final := sess.classify(ahead.sql, ahead.paramTypes)
+	final := sess.classifyAhead(ahead)
 	if ahead.stmt != nil {
 		ahead.stmt.effects = final
 	}
@@ -264,6 +269,22 @@ func (sess *session) finishAhead(u *unit, beside bool) {
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
 	}
+}
+
+// classifyAhead gives the final effects of the statement ahead of the read, from its kept parse,
+// with the session's context as it is now; one that turns out to change the catalogue goes
+// through classify, which follows such changes.
+func (sess *session) classifyAhead(ahead *aheadStatement) classify.Effects {
+	st := &sess.cls
+	c := sess.srv.opts.Classifier
+	st.refresh(sess, c)
+	ctx := st.ctx
+	ctx.ParamTypes = ahead.paramTypes
+	final := c.ClassifyPending(ahead.pending, &ctx)
+	if final.CatalogueChange {
+		return sess.classify(ahead.sql, ahead.paramTypes)
+	}
+	return final
 }
 
 // aheadOfWith is aheadOf for a statement no longer the session's ahead statement.
