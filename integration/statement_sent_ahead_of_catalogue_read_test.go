@@ -194,3 +194,52 @@ func loggedReason(t *testing.T, o *owl, sql string) (string, bool) {
 	}
 	return "", false
 }
+
+// A session that changes a function and then stays idle leaves the change's read in flight for a
+// few milliseconds at most (catalogueReadGrace): other sessions then route by the change, though
+// the changing session sends nothing more. The change waits on a row lock while another session's
+// statement has the catalogue read, so that the only read that sees it is the changer's own.
+func TestOtherSessionsSeeAChangeWhoseSessionWentIdle(t *testing.T) {
+	c, o := setupAndStart(t, "a change, then idle", aheadSetupSQL, func(cfg *config.Config) {
+		cfg.Classify.RefreshInterval = 10 * time.Minute
+	})
+	changer := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	other := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	aheadMust(t, changer, "SELECT sa_app.sa_probe()")
+	ctx := timeoutCtx(t, statementTimeout)
+	for round := 0; round < 2; round++ {
+		f := fmt.Sprintf("sa_app.sa_idle_%d", round)
+		aheadMust(t, changer, "CREATE OR REPLACE FUNCTION "+f+"() RETURNS bigint LANGUAGE sql STABLE AS $$SELECT 1::bigint$$")
+		catchUp(t, c)
+		aheadMust(t, other, "SELECT "+f+"()") // the other session's catalogue holds f as a read
+		// Hold f's catalogue row, so that the changer's CREATE OR REPLACE waits for it.
+		locker, err := c.Nodes[0].Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := locker.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := locker.Exec(ctx, "ALTER FUNCTION "+f+"() COST 7"); err != nil {
+			t.Fatal(err)
+		}
+		changed := make(chan error, 1)
+		go func() {
+			_, err := changer.Exec(ctx, "CREATE OR REPLACE FUNCTION "+f+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
+			changed <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		// While the change waits, the other session's statement has the catalogue read.
+		aheadMust(t, other, "SELECT "+f+"()")
+		if _, err := locker.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		locker.Close(ctx)
+		if err := <-changed; err != nil {
+			t.Fatalf("the change: %v", err)
+		}
+		other.routes(t)
+		time.Sleep(100 * time.Millisecond) // the changer stays idle
+		runOnPrimary(t, other, "SELECT "+f+"()")
+	}
+}

@@ -148,8 +148,8 @@ func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error
 }
 
 // AcquireIdle returns an idle connection of login to t's node when one is free now, nil when
-// none is: it neither waits nor dials for one (a dead idle connection it finds is replaced, as
-// Acquire does). The proxy runs a statement on it beside a connection of the session still busy
+// none is: it waits for none and dials none for itself; only a dead idle connection it finds is
+// replaced by a dial in its slot, as Acquire does. The proxy runs a statement on it beside a connection of the session still busy
 // with pgowl's own read, where waiting for that connection costs less than a dial.
 func (p *Pool) AcquireIdle(ctx context.Context, t Target, login Login) (*Conn, error) {
 	p.mu.Lock()

@@ -115,6 +115,15 @@ func (sess *session) routeAheadOfRead(u *unit) {
 	sess.drainCatalogueRead(u, true)
 }
 
+// forgetAheadUnit forgets u as the unit sent ahead of the read once its routing is over: a unit
+// that was sent was finished (sentAheadOfRead); one that was not (no node could take it) leaves
+// its statement ahead, classified again when the read is read.
+func (sess *session) forgetAheadUnit(u *unit) {
+	if sess.cls.aheadUnit == u {
+		sess.cls.aheadUnit = nil
+	}
+}
+
 // sentAheadOfRead finishes u, sent on be before the session's catalogue read was read: the read
 // is read (first on be when it is the read's backend: its replies come before u's), and u
 // classified again, before any reply of u is relayed.
@@ -206,12 +215,18 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 		return
 	}
 	st.readOn = nil
+	lost := false
 	if be.expect.len() > 0 && be.expect.front().catalogueRead != nil {
 		read := be.expect.front().catalogueRead
-		if err := sess.relayCatalogueRead(be, read); err != nil {
+		var err error
+		if lost, err = sess.relayCatalogueRead(be, read); err != nil {
+			// The client went before anything of the read was read: its replies are still
+			// on be, which no one may use now.
 			read.Fail(err)
+			lost = true
+		} else {
+			be.expect.pop()
 		}
-		be.expect.pop()
 	}
 	sess.catalogueReadIn()
 	if u == nil {
@@ -220,7 +235,10 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 	// The unit sent ahead runs beside the read when the session's running statement is not on be.
 	running := sess.running.Load()
 	sess.finishAhead(u, running != nil && running != &be.running)
-	if release {
+	switch {
+	case lost:
+		sess.dropBackend(be) // closed, never back to the pool as reusable
+	case release:
 		sess.releaseIdle(be)
 	}
 }
@@ -300,6 +318,49 @@ func (sess *session) aheadOfWith(u *unit, ahead *aheadStatement) *aheadStatement
 func (sess *session) settleCatalogueReadOn(be *backend) {
 	if sess.cls.readOn == be {
 		sess.drainCatalogueRead(nil, false)
+	}
+}
+
+// catalogueReadGrace is how long an idle session waits for its client's next message before it
+// reads its catalogue read in flight: a client that sends its next statement at once (a migration
+// script, a pipeline) has it sent ahead of the read when it may; one that does not gets the read
+// read meanwhile, so that the catalogue is told of the committed change, and the connection goes
+// back to the pool, within this bound.
+const catalogueReadGrace = 5 * time.Millisecond
+
+// awaitClientOrRead waits, while the session's catalogue read is in flight, up to
+// catalogueReadGrace for the start of the client's next message, and reads the catalogue read
+// when none came. It reports false when the server's shutdown drain may have set the client's
+// read deadline meanwhile (the caller then checks again for shutdown).
+func (sess *session) awaitClientOrRead() bool {
+	if sess.cls.readOn == nil || sess.client.r.Buffered() > 0 {
+		return true
+	}
+	conn := sess.client.conn
+	conn.SetReadDeadline(time.Now().Add(catalogueReadGrace))
+	_, _, err := sess.client.r.PeekHeader() // consumes nothing
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		// Silent for now (or gone: the next read meets that again).
+		sess.drainCatalogueRead(nil, true)
+	}
+	return !sess.srv.shutdown.draining.Load()
+}
+
+// readCatalogueReadAtEnd reads the session's catalogue read in flight as the session ends (the
+// replies are there, or nearly), so that the catalogue is patched with it and the connection goes
+// back to the pool; the read is abandoned when that fails. A statement left ahead of it is not
+// classified again: nothing will run it.
+func (sess *session) readCatalogueReadAtEnd() {
+	be := sess.cls.readOn
+	if be == nil {
+		return
+	}
+	sess.cls.ahead, sess.cls.aheadUnit = nil, nil
+	be.conn.NetConn().SetDeadline(time.Now().Add(resetTimeout))
+	sess.drainCatalogueRead(nil, false)
+	if !be.broken {
+		be.conn.NetConn().SetDeadline(time.Time{})
 	}
 }
 

@@ -642,7 +642,7 @@ func (sess *session) dropBackend(be *backend) {
 
 // closeBackends returns the session's connections to the pool, clean.
 func (sess *session) closeBackends() {
-	sess.abandonCatalogueRead()
+	sess.readCatalogueReadAtEnd()
 	for _, be := range sess.backends.list {
 		reusable := !be.broken && !be.openBatch && be.expect.len() == 0
 		if reusable {

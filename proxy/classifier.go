@@ -136,11 +136,12 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 // ReadyForQuery; the client has what came before (its own ReadyForQuery) at once. A notification
 // is the client's. When the connection fails meanwhile, the read fails and the connection is
 // closed, so that the session's next unit meets a dead connection before anything runs (and is
-// sent again elsewhere): the client has its answer already and must not get another.
-func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) error {
+// sent again elsewhere): the client has its answer already and must not get another. lost says
+// so. An error is the client's: nothing of the read was read then.
+func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) (lost bool, err error) {
 	if sess.client.w.Buffered() > 0 {
 		if err := sess.client.flush(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for {
@@ -148,7 +149,7 @@ func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) 
 		if err != nil {
 			read.Fail(err)
 			be.conn.NetConn().Close()
-			return nil
+			return true, nil
 		}
 		switch typ {
 		case wire.MsgNotificationResponse:
@@ -165,7 +166,7 @@ func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) 
 					be.statements().drop(name)
 				}
 			}
-			return nil
+			return false, nil
 		}
 	}
 }

@@ -336,12 +336,14 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		// (settleWritePosition): a session that only writes pays nothing.
 		return
 	}
+	// User scope: the position is read before another connection of the
+	// user can read, so it is read now, announced before the client has
+	// its ReadyForQuery (behind the session's catalogue read, if one is
+	// in flight there).
+	sess.settleCatalogueReadOn(be)
 	if be.role != route.RolePrimary || !backendIdle(be) {
 		return
 	}
-	// User scope: the position is read before another connection of the
-	// user can read, so it is read now, announced before the client has
-	// its ReadyForQuery.
 	key := userKey{sess.user, sess.database}
 	sess.srv.userWrites.begin(key)
 	var pos, flush route.WritePosition

@@ -182,7 +182,7 @@ func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 		be.expect.pop()
 		return true, nil
 	case head.catalogueRead != nil:
-		if err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
+		if _, err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
 			return true, err
 		}
 		be.expect.pop()

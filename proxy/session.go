@@ -166,6 +166,9 @@ func (sess *session) run(ctx context.Context) {
 		if sess.endForShutdown() {
 			return
 		}
+		if !sess.awaitClientOrRead() {
+			continue
+		}
 		idle := sess.startIdleRelay()
 		sess.armIdleTransactionTimeout()
 		typ, body, err := sess.client.r.ReadFrame()
@@ -366,9 +369,17 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	}
 	sess.busy.Store(true)
 	sess.routeAheadOfRead(u)
+	if sess.cls.aheadUnit == u {
+		defer sess.forgetAheadUnit(u) // when it was not sent after all
+	}
 	u.guard = unitGuard{cfg: sess.guardFor(u)}
 	for attempt := 1; ; attempt++ {
 		be, plan, err := sess.choose(ctx, u)
+		if sess.cls.aheadUnit == u && plan.Resend == route.ResendRead {
+			// Planned on provisional effects: the unit may write (a view that runs a
+			// writing function reads as a table without the catalogue).
+			plan.Resend = route.ResendIfNotRun
+		}
 		// Whether the deferred BEGIN goes with the unit is the plan's word
 		// (a synced batch that only prepares runs outside it).
 		u.carriesBegin = plan.CarriesBegin
