@@ -107,8 +107,7 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 		before := asideLines(t, o)
 		for round := 0; round < 3; round++ {
 			writes := fmt.Sprintf("sa_wb_%d", round)
-			aheadMust(t, conn, "CREATE FUNCTION "+writes+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
-			conn.routes(t)
+			createWritingFunction(t, conn, writes)
 			aheadMust(t, conn, "SELECT "+writes+"()")
 			if rs := conn.routes(t); len(rs) != 1 || rs[0].Reason != "WRITING_FUNCTION" {
 				t.Errorf("SELECT %s() right after its CREATE: NOTICEs %v, want one on the primary with WRITING_FUNCTION", writes, rs)
@@ -138,8 +137,7 @@ func TestStatementWaitsForItsCatalogueReadWhereItsVerdictPicksTheNode(t *testing
 	before := aheadLines(t, o)
 	for round := 0; round < 3; round++ {
 		writes := fmt.Sprintf("sa_ws_%d", round)
-		aheadMust(t, conn, "CREATE FUNCTION "+writes+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
-		conn.routes(t)
+		createWritingFunction(t, conn, writes)
 		runOnPrimary(t, conn, "SELECT "+writes+"()")
 	}
 	if sent := aheadLines(t, o) - before; sent != 0 {
@@ -157,25 +155,26 @@ func aheadMust(t *testing.T, conn *client, sql string) {
 	}
 }
 
-// aheadLines counts pgowl's log lines for units sent ahead of their session's catalogue read.
-func aheadLines(t *testing.T, o *owl) int {
+// createWritingFunction creates, through conn, a function that writes (nextval), and forgets the
+// NOTICEs so far.
+func createWritingFunction(t *testing.T, conn *client, name string) {
 	t.Helper()
-	n := 0
-	for _, e := range o.logs.Entries(t) {
-		if e["message"] == aheadLogMessage {
-			n++
-		}
-	}
-	return n
+	aheadMust(t, conn, "CREATE FUNCTION "+name+"() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$")
+	conn.routes(t)
 }
+
+// aheadLines counts pgowl's log lines for units sent ahead of their session's catalogue read.
+func aheadLines(t *testing.T, o *owl) int { return aheadLinesWhere(t, o, false) }
 
 // asideLines counts pgowl's log lines for units sent ahead of their session's catalogue read on
 // another connection than the read's.
-func asideLines(t *testing.T, o *owl) int {
+func asideLines(t *testing.T, o *owl) int { return aheadLinesWhere(t, o, true) }
+
+func aheadLinesWhere(t *testing.T, o *owl, besideOnly bool) int {
 	t.Helper()
 	n := 0
 	for _, e := range o.logs.Entries(t) {
-		if e["message"] == aheadLogMessage && e["beside_read"] == true {
+		if e["message"] == aheadLogMessage && (!besideOnly || e["beside_read"] == true) {
 			n++
 		}
 	}

@@ -371,22 +371,7 @@ func keepsAnalysesByScanning(old, fresh *classify.CatalogueData, wanted namedRea
 			return false
 		}
 	}
-	for i := range fresh.Relations {
-		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" || fresh.Relations[i].Schema == "pg_catalog" {
-			return false
-		}
-	}
-	for i := range fresh.Views {
-		if fresh.Views[i].Schema == "pg_catalog" {
-			return false
-		}
-	}
-	for i := range fresh.Types {
-		if fresh.Types[i].Kind == 'd' || fresh.Types[i].Schema == "pg_catalog" {
-			return false
-		}
-	}
-	return true
+	return plainAdditions(fresh)
 }
 
 // cloneData returns data's parts in arrays of their own.

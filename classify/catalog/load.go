@@ -691,7 +691,12 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads, delta 
 			return false
 		}
 	}
-	// The analysis does not record names it looked up qualified with pg_catalog.
+	return plainAdditions(fresh)
+}
+
+// plainAdditions reports whether nothing read is unlogged, row-secured, a domain or in pg_catalog
+// (the analysis does not record names it looked up qualified with pg_catalog).
+func plainAdditions(fresh *classify.CatalogueData) bool {
 	for i := range fresh.Relations {
 		if fresh.Relations[i].Unlogged || fresh.Relations[i].ReadPolicy != "" || fresh.Relations[i].Schema == "pg_catalog" {
 			return false
