@@ -242,3 +242,29 @@ func TestOtherSessionsSeeAChangeWhoseSessionWentIdle(t *testing.T) {
 		runOnPrimary(t, other, "SELECT "+f+"()")
 	}
 }
+
+// In read_your_writes user scope, a catalogue change's write position is announced before the
+// client has its answer, although the change's catalogue read is read on the writer's connection:
+// another connection of the user reads the new view on a node that has it (replay is paused on the
+// standbys, so the primary), not on a standby that would answer that it does not exist.
+func TestReadYourWritesUserScopeAfterACatalogueChange(t *testing.T) {
+	c, o := setupAndStart(t, "user scope after a change", aheadSetupSQL, func(cfg *config.Config) {
+		cfg.Classify.RefreshInterval = 10 * time.Minute
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesUser
+		cfg.Routing.ReadYourWritesWait = 100 * time.Millisecond
+	})
+	writer := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	reader := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	aheadMust(t, writer, "SELECT sa_app.sa_probe()")
+	ctx := timeoutCtx(t, statementTimeout)
+	pauseStandbyReplay(t, ctx, c.Nodes[1:])
+	for round := 0; round < 3; round++ {
+		view := fmt.Sprintf("sa_app.sa_ryw_v_%d", round)
+		aheadMust(t, writer, "CREATE VIEW "+view+" AS SELECT 1 AS n")
+		reader.routes(t)
+		var n int
+		if err := reader.QueryRow(ctx, "SELECT n FROM "+view).Scan(&n); err != nil || n != 1 {
+			t.Errorf("the user's other connection reads %s right after its creation: %d, %v (routes %v)", view, n, err, reader.routes(t))
+		}
+	}
+}

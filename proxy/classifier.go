@@ -137,9 +137,11 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 // is the client's. When the connection fails meanwhile, the read fails and the connection is
 // closed, so that the session's next unit meets a dead connection before anything runs (and is
 // sent again elsewhere): the client has its answer already and must not get another. lost says
-// so. An error is the client's: nothing of the read was read then.
+// so. An error is the client's: nothing of the read was read then. In read_your_writes user scope
+// the client's answer waits: the change's write position must be announced to the user's other
+// connections before the client has its ReadyForQuery (noteWritePosition), which comes after.
 func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) (lost bool, err error) {
-	if sess.client.w.Buffered() > 0 {
+	if sess.client.w.Buffered() > 0 && sess.readYourWritesScope() != config.ReadYourWritesUser {
 		if err := sess.client.flush(); err != nil {
 			return false, err
 		}
