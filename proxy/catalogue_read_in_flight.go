@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/pgowl/pgowl/classify"
@@ -80,24 +81,16 @@ func (st *classifierState) attachAhead(stmt *preparedStmt) {
 	}
 }
 
-// aheadOf returns the statement ahead of the read that u runs, or nil.
-func (sess *session) aheadOf(u *unit) *aheadStatement {
-	ahead := sess.cls.ahead
+// runs reports whether u runs the statement ahead (nil: none): the simple Query of its text, or
+// the batch that holds its prepared statement.
+func (ahead *aheadStatement) runs(u *unit) bool {
 	if ahead == nil {
-		return nil
+		return false
 	}
 	if u.stmts == nil {
-		if ahead.stmt == nil && u.sql == ahead.sql {
-			return ahead
-		}
-		return nil
+		return ahead.stmt == nil && u.sql == ahead.sql
 	}
-	for _, st := range u.stmts {
-		if st == ahead.stmt && st != nil {
-			return ahead
-		}
-	}
-	return nil
+	return ahead.stmt != nil && slices.Contains(u.stmts, ahead.stmt)
 }
 
 // routeAheadOfRead decides, as u is about to be routed, whether it goes before the session's
@@ -108,7 +101,7 @@ func (sess *session) routeAheadOfRead(u *unit) {
 	if sess.cls.readOn == nil {
 		return
 	}
-	if sess.aheadOf(u) != nil && sess.sendsAlikeForAnyEffect(u) {
+	if sess.cls.ahead.runs(u) && sess.sendsAlikeForAnyEffect(u) {
 		sess.cls.aheadUnit = u
 		return
 	}
@@ -265,7 +258,7 @@ func (sess *session) finishAhead(u *unit, beside bool) {
 	if ahead.stmt != nil {
 		ahead.stmt.effects = final
 	}
-	if u == nil || sess.aheadOfWith(u, ahead) == nil {
+	if u == nil || !ahead.runs(u) {
 		return
 	}
 	if u.stmts != nil {
@@ -303,14 +296,6 @@ func (sess *session) classifyAhead(ahead *aheadStatement) classify.Effects {
 		return sess.classify(ahead.sql, ahead.paramTypes)
 	}
 	return final
-}
-
-// aheadOfWith is aheadOf for a statement no longer the session's ahead statement.
-func (sess *session) aheadOfWith(u *unit, ahead *aheadStatement) *aheadStatement {
-	saved := sess.cls.ahead
-	sess.cls.ahead = ahead
-	defer func() { sess.cls.ahead = saved }()
-	return sess.aheadOf(u)
 }
 
 // settleCatalogueReadOn reads the session's catalogue read in flight on be before pgowl runs a
