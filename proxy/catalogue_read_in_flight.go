@@ -221,6 +221,15 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 			be.expect.pop()
 		}
 	}
+	if run := sess.running.Load(); run == &be.running && run.behindRead != nil {
+		// The node is past the read: a cancel now reaches the statement. Only the session
+		// closes it, once (the field is reset for the backend's next statement).
+		select {
+		case <-run.behindRead:
+		default:
+			close(run.behindRead)
+		}
+	}
 	sess.catalogueReadIn()
 	if u == nil {
 		u = st.aheadUnit

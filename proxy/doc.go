@@ -209,7 +209,10 @@
 // "ahead" of the read) and that every verdict sends to the same primary (sendsAlikeForAnyEffect)
 // is sent first, beside the read on an idle pooled backend when one is free, and the read is read
 // and the statement classified again right after it is sent, before any of its replies is relayed
-// (sentAheadOfRead, finishAhead). See catalogue_read_in_flight.go.
+// (sentAheadOfRead, finishAhead). See catalogue_read_in_flight.go. A unit sent behind the read on
+// the read's own backend is published for cancel requests with runningStatement.behindRead: a
+// client's cancel waits (at most cancelWaitsForCatalogueRead) until the read is read, since the
+// node runs the read first and would cancel it instead of the unit.
 //
 // # Read-only batches
 //

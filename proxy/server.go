@@ -278,6 +278,11 @@ func (s *Server) unregister(k cancelKey) {
 	s.mu.Unlock()
 }
 
+// cancelWaitsForCatalogueRead bounds how long a cancel request for a statement sent behind its
+// session's catalogue read waits for the read to be read (it normally takes well under a
+// millisecond); past it, the request is passed on all the same.
+const cancelWaitsForCatalogueRead = 2 * time.Second
+
 // cancel passes a client's CancelRequest on to the backend running its statement.
 func (s *Server) cancel(k cancelKey) {
 	s.mu.Lock()
@@ -301,6 +306,14 @@ func (sess *session) passOnCancel() {
 	run := sess.running.Load()
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work
+	}
+	if run.behindRead != nil {
+		// The statement follows the session's catalogue read on the connection: a cancel
+		// now would reach the read (which then fails) and leave the statement running.
+		select {
+		case <-run.behindRead:
+		case <-time.After(cancelWaitsForCatalogueRead):
+		}
 	}
 	d := net.Dialer{Timeout: cancelRequestTimeout}
 	c, err := d.Dial("tcp", run.addr)

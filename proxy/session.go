@@ -106,6 +106,11 @@ type runningStatement struct {
 	addr   string
 	pid    uint32
 	secret []byte
+	// behindRead, when not nil, is closed once the session's catalogue read, which the
+	// statement was sent behind on the same connection, has been read: until then the node
+	// may be running the read, and a cancel request would cancel it instead of the statement
+	// (passOnCancel waits for it). Set before the statement is published in session.running.
+	behindRead chan struct{}
 }
 
 // backend is one of the session's backend connections.
@@ -477,6 +482,10 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		sess.guardStarted(u, be)
 		write(be)
 		sess.sendCatalogueRead(be, u, dec.Role)
+		be.running.behindRead = nil
+		if sess.cls.readOn == be && sess.cls.read != nil && be.expect.len() > 1 && be.expect.front().catalogueRead != nil {
+			be.running.behindRead = make(chan struct{}) // closed by drainCatalogueRead
+		}
 		sess.running.Store(&be.running)
 		err = be.conn.Writer.Flush()
 		if err == nil {

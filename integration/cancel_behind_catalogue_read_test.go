@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
+)
+
+// A statement that uses a catalogue change goes to the node before its session's read of the
+// change is read (pgowl in front of the primary alone); without a pooled connection that carries
+// the session's settings it goes on the read's own connection, behind the read. A client's cancel
+// request sent meanwhile must cancel the statement: passed on while the node still runs the read,
+// it would cancel the read instead and leave the statement running.
+//
+// The read is held on the node with a lock on pg_description, which it reads and the CREATE
+// FUNCTION does not touch; the cancel is sent while it waits, then the lock is released.
+func TestCancelOfAStatementBehindItsSessionsCatalogueReadCancelsTheStatement(t *testing.T) {
+	c := sharedClusterFor(t)
+	setup := `
+CREATE SCHEMA IF NOT EXISTS cb_app AUTHORIZATION app;
+CREATE OR REPLACE FUNCTION cb_app.cb_probe() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 1$$;
+DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
+	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), setup); err != nil {
+		t.Fatalf("set up: %v", err)
+	}
+	o := startOwlNoWait(t, c, func(cfg *config.Config) {
+		cfg.Nodes = cfg.Nodes[:1]
+		cfg.Classify.RefreshInterval = 10 * time.Minute
+	})
+	o.waitRoles(t, map[string]route.Role{c.Nodes[0].Name: route.RolePrimary})
+	conn := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	// SET, not a startup parameter: no other pooled connection carries the session's settings,
+	// so the statement goes behind the read on the read's connection.
+	aheadMust(t, conn, "SET search_path = cb_app, public")
+	aheadMust(t, conn, "SELECT cb_probe()") // the catalogue is held from here
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	if _, err := locker.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
+				t.Errorf("release the lock: %v", err)
+			}
+		}
+	}
+	defer unlock()
+	if _, err := locker.Exec(ctx, "LOCK TABLE pg_catalog.pg_description IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	aheadMust(t, conn, "CREATE FUNCTION cb_sleeper() RETURNS void LANGUAGE sql AS $$SELECT pg_sleep(60)$$")
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		started := time.Now()
+		_, err := conn.Exec(ctx, "SELECT cb_sleeper()")
+		done <- result{err, time.Since(started)}
+	}()
+	time.Sleep(500 * time.Millisecond) // the statement is on the node's connection, behind the read
+	select {
+	case r := <-done:
+		t.Fatalf("SELECT cb_sleeper() ended before the cancel, with the read held: %v", r.err)
+	default:
+	}
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- conn.PgConn().CancelRequest(ctx) }()
+	time.Sleep(300 * time.Millisecond) // with the read still held on the node
+	unlock()
+
+	select {
+	case r := <-done:
+		var pgErr *pgconn.PgError
+		if !errors.As(r.err, &pgErr) || pgErr.Code != "57014" {
+			t.Fatalf("SELECT cb_sleeper() after a cancel request: %v after %s, want SQLSTATE 57014 (query_canceled)", r.err, r.took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("SELECT cb_sleeper() still runs 15 s after its cancel request: the request cancelled the session's catalogue read instead")
+	}
+	if err := <-cancelled; err != nil {
+		t.Errorf("cancel request: %v", err)
+	}
+	// The session goes on, with the change read.
+	aheadMust(t, conn, "SELECT cb_probe()")
+}
