@@ -26,7 +26,7 @@ func TestCancelOfAStatementBehindItsSessionsCatalogueReadCancelsTheStatement(t *
 	setup := `
 CREATE SCHEMA IF NOT EXISTS cb_app AUTHORIZATION app;
 CREATE OR REPLACE FUNCTION cb_app.cb_probe() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 1$$;
-DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
+DROP FUNCTION IF EXISTS cb_app.cb_sleeper_soon(), cb_app.cb_sleeper_held();`
 	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), setup); err != nil {
 		t.Fatalf("set up: %v", err)
 	}
@@ -35,6 +35,24 @@ DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
 		cfg.Classify.RefreshInterval = 10 * time.Minute
 	})
 	o.waitRoles(t, map[string]route.Role{c.Nodes[0].Name: route.RolePrimary})
+	for _, tc := range []struct {
+		name, function string
+		// heldPastWait: the read stays held past the time a cancel request waits for it; the
+		// request then cancels the read, and pgowl passes on another for the statement.
+		heldPastWait bool
+	}{
+		{"read released soon", "cb_sleeper_soon", false},
+		{"read held past the wait", "cb_sleeper_held", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cancelBehindHeldRead(t, c.Nodes[0].DatabaseDSN(appDatabase), o, tc.function, tc.heldPastWait)
+		})
+	}
+}
+
+// cancelBehindHeldRead creates function (a long pg_sleep) with the session's read of it held on the
+// node, calls it, sends a cancel request, and wants the call to end with 57014.
+func cancelBehindHeldRead(t *testing.T, superuserDSN string, o *owl, function string, heldPastWait bool) {
 	conn := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
 	// SET, not a startup parameter: no other pooled connection carries the session's settings,
 	// so the statement goes behind the read on the read's connection.
@@ -43,7 +61,7 @@ DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
+	locker, err := pgx.Connect(ctx, superuserDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +83,7 @@ DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
 		t.Fatal(err)
 	}
 
-	aheadMust(t, conn, "CREATE FUNCTION cb_sleeper() RETURNS void LANGUAGE sql AS $$SELECT pg_sleep(60)$$")
+	aheadMust(t, conn, "CREATE FUNCTION "+function+"() RETURNS void LANGUAGE sql AS $$SELECT pg_sleep(60)$$")
 	type result struct {
 		err  error
 		took time.Duration
@@ -73,32 +91,36 @@ DROP FUNCTION IF EXISTS cb_app.cb_sleeper();`
 	done := make(chan result, 1)
 	go func() {
 		started := time.Now()
-		_, err := conn.Exec(ctx, "SELECT cb_sleeper()")
+		_, err := conn.Exec(ctx, "SELECT "+function+"()")
 		done <- result{err, time.Since(started)}
 	}()
 	time.Sleep(500 * time.Millisecond) // the statement is on the node's connection, behind the read
 	select {
 	case r := <-done:
-		t.Fatalf("SELECT cb_sleeper() ended before the cancel, with the read held: %v", r.err)
+		t.Fatalf("SELECT %s() ended before the cancel, with the read held: %v", function, r.err)
 	default:
 	}
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- conn.PgConn().CancelRequest(ctx) }()
-	time.Sleep(300 * time.Millisecond) // with the read still held on the node
-	unlock()
+	if !heldPastWait {
+		time.Sleep(300 * time.Millisecond) // with the read still held on the node
+		unlock()
+	}
 
 	select {
 	case r := <-done:
 		var pgErr *pgconn.PgError
 		if !errors.As(r.err, &pgErr) || pgErr.Code != "57014" {
-			t.Fatalf("SELECT cb_sleeper() after a cancel request: %v after %s, want SQLSTATE 57014 (query_canceled)", r.err, r.took)
+			t.Fatalf("SELECT %s() after a cancel request: %v after %s, want SQLSTATE 57014 (query_canceled)", function, r.err, r.took)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("SELECT cb_sleeper() still runs 15 s after its cancel request: the request cancelled the session's catalogue read instead")
+		t.Fatalf("SELECT %s() still runs 15 s after its cancel request: the request cancelled the session's catalogue read instead", function)
 	}
 	if err := <-cancelled; err != nil {
 		t.Errorf("cancel request: %v", err)
 	}
-	// The session goes on, with the change read.
+	unlock()
+	// The session goes on, with the change read (by the session, or by the catalogue itself
+	// when the cancel reached the read).
 	aheadMust(t, conn, "SELECT cb_probe()")
 }

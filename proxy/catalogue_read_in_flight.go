@@ -229,6 +229,9 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 		default:
 			close(run.behindRead)
 		}
+		if run.cancelAfterRead.Swap(false) {
+			sess.passOnCancel() // the client's request reached the read: now the statement
+		}
 	}
 	sess.catalogueReadIn()
 	if u == nil {

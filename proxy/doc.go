@@ -212,7 +212,9 @@
 // (sentAheadOfRead, finishAhead). See catalogue_read_in_flight.go. A unit sent behind the read on
 // the read's own backend is published for cancel requests with runningStatement.behindRead: a
 // client's cancel waits (at most cancelWaitsForCatalogueRead) until the read is read, since the
-// node runs the read first and would cancel it instead of the unit.
+// node runs the read first and would cancel it instead of the unit; past that wait (a read held on
+// a lock) the request goes all the same and cancels the read, and the session passes on another
+// for the unit once the read's replies are in (runningStatement.cancelAfterRead).
 //
 // # Read-only batches
 //

@@ -280,7 +280,8 @@ func (s *Server) unregister(k cancelKey) {
 
 // cancelWaitsForCatalogueRead bounds how long a cancel request for a statement sent behind its
 // session's catalogue read waits for the read to be read (it normally takes well under a
-// millisecond); past it, the request is passed on all the same.
+// millisecond); past it, the request is passed on all the same (it cancels the read, which frees
+// the connection), and the session passes on another for the statement once the read is read.
 const cancelWaitsForCatalogueRead = 2 * time.Second
 
 // cancel passes a client's CancelRequest on to the backend running its statement.
@@ -313,6 +314,7 @@ func (sess *session) passOnCancel() {
 		select {
 		case <-run.behindRead:
 		case <-time.After(cancelWaitsForCatalogueRead):
+			run.cancelAfterRead.Store(true) // this request cancels the read; the session sends another
 		}
 	}
 	d := net.Dialer{Timeout: cancelRequestTimeout}

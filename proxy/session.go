@@ -111,6 +111,11 @@ type runningStatement struct {
 	// may be running the read, and a cancel request would cancel it instead of the statement
 	// (passOnCancel waits for it). Set before the statement is published in session.running.
 	behindRead chan struct{}
+	// cancelAfterRead is set by passOnCancel when the read was not read within
+	// cancelWaitsForCatalogueRead (held on the node, by a lock for example): the request was
+	// passed on all the same and reached the read, so the session passes on another, for the
+	// statement, once the read is read.
+	cancelAfterRead atomic.Bool
 }
 
 // backend is one of the session's backend connections.
@@ -483,6 +488,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		write(be)
 		sess.sendCatalogueRead(be, u, dec.Role)
 		be.running.behindRead = nil
+		be.running.cancelAfterRead.Store(false)
 		if sess.cls.readOn == be && sess.cls.read != nil && be.expect.len() > 1 && be.expect.front().catalogueRead != nil {
 			be.running.behindRead = make(chan struct{}) // closed by drainCatalogueRead
 		}
