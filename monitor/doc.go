@@ -113,7 +113,12 @@
 // (memory.go) carry over, for the nodes kept with the same name and address,
 // what a sample does not show again: the highest timeline each node was seen
 // primary on, and the standbys found diverged. The facts of a removed node,
-// or of one removed and added back, are forgotten.
+// or of one removed and added back, are forgotten. InheritSamples
+// (handover.go) hands over the old monitor's last poll of each kept node and
+// a primary's recent WAL samples: the new monitor starts from them, and its
+// first round waits only for the nodes added or changed (a tracker's
+// inherited flag holds until its own first answer; polls started while it
+// holds are not awaited by the first round).
 //
 // # Logging
 //

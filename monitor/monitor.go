@@ -35,6 +35,8 @@ type Monitor struct {
 	// goroutine owning the trackers and read by others under memoryMu.
 	memoryMu sync.Mutex
 	memory   map[string]NodeMemory
+	// polls is each node's last poll, for a reload's next monitor (handover.go); under memoryMu.
+	polls map[string]handedOver
 	// observer, when set before Run, sees the coordinator's state around
 	// every applied poll result and after every publish, from the goroutine
 	// running Run: tests check invariants of the real loop with it. Nil in
@@ -69,6 +71,12 @@ type tracker struct {
 
 	inFlight       bool
 	triggeredRound uint64
+	// awaited: the poll in flight counts for the round that started it (see trigger).
+	awaited bool
+	// inherited: the tracker's state came from the monitor a reload replaced
+	// (InheritSamples) and none of this monitor's polls has answered yet; the
+	// first round does not wait for its polls.
+	inherited bool
 
 	hasSample      bool
 	sample         nodeSample
@@ -255,8 +263,11 @@ func (m *Monitor) trigger(round uint64, want func(*tracker) bool) int {
 		}
 		t.inFlight = true
 		t.triggeredRound = round
+		t.awaited = round > 1 || !t.inherited
 		t.poller.trigger <- struct{}{}
-		started++
+		if t.awaited {
+			started++
+		}
 	}
 	return started
 }
@@ -292,11 +303,14 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 	}
 	defer m.rememberFacts()
 	t := m.nodes[r.index]
+	defer m.rememberPoll(t)
 	t.inFlight = false
+	t.inherited = false
+	counts := t.triggeredRound == round && t.awaited
 	if r.err != nil {
 		t.lastPollFailed = true
 		t.lastError = r.err.Error()
-		return t.triggeredRound == round
+		return counts
 	}
 	wasPrimary := t.hasSample && !t.sample.inRecovery
 	if t.hasSample && t.sample.inRecovery && !r.sample.inRecovery {
@@ -312,7 +326,7 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 	}
 	if r.sample.inRecovery || !r.sample.lsnValid {
 		t.history.reset()
-		return t.triggeredRound == round
+		return counts
 	}
 	t.primaryTimeline = max(t.primaryTimeline, r.sample.timeline)
 	m.newestPrimaryTimeline = max(m.newestPrimaryTimeline, r.sample.timeline)
@@ -322,7 +336,7 @@ func (m *Monitor) apply(r pollResult, round uint64) bool {
 		t.history.reset()
 	}
 	t.history.add(walSample{sentAt: r.sentAt, doneAt: r.doneAt, lsn: r.sample.lsn})
-	return t.triggeredRound == round
+	return counts
 }
 
 func (t *tracker) role() route.Role {

@@ -91,7 +91,9 @@ func (in *Instance) Reload() error {
 // and returns why. Sessions read the new users, passwords, routing policy,
 // TLS certificates and access rules from their next unit (their next login
 // for credentials). When nodes were added or removed, a monitor of the new
-// list is started and swapped in once it has polled every node; the other
+// list is started and swapped in once it has polled every node added or
+// changed (it starts from the old monitor's last polls of the nodes kept,
+// and polls them at once too); the other
 // settings are in force meanwhile, with the old node list, and are taken
 // back if that monitor fails its first round (the reload is then refused). A removed
 // node gets no new units, its sessions finish their transaction there, and
@@ -181,6 +183,9 @@ func (in *Instance) swapMonitor(cfg config.Config) error {
 	}
 	next := newMonitor(cfg, in.Pool, in.log)
 	next.Inherit(keptNodesMemory(in.Monitor.Memory(), in.cfg, cfg))
+	// The nodes kept unchanged start from the old monitor's last polls: the first round waits
+	// only for the nodes added or changed (see monitor.InheritSamples).
+	next.InheritSamples(in.Monitor, keptNodeNames(in.cfg, cfg))
 	ctx, stop := context.WithCancel(in.monitorCtx)
 	go next.Run(ctx)
 	readyCtx, cancel := context.WithTimeout(ctx, cfg.Monitor.DownAfter+cfg.Monitor.Interval)
@@ -214,6 +219,18 @@ func keptNodesMemory(memory map[string]monitor.NodeMemory, old, cfg config.Confi
 		}
 		if mem != (monitor.NodeMemory{}) {
 			kept[name] = mem
+		}
+	}
+	return kept
+}
+
+// keptNodeNames returns the names of the nodes cfg keeps from old with the same settings.
+func keptNodeNames(old, cfg config.Config) []string {
+	added, _ := nodeChanges(old, cfg)
+	var kept []string
+	for _, n := range cfg.Nodes {
+		if !slices.Contains(added, n.Name) {
+			kept = append(kept, n.Name)
 		}
 	}
 	return kept
