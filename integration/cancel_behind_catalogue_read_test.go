@@ -8,9 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/route"
 )
 
 // A statement that uses a catalogue change goes to the node before its session's read of the
@@ -27,14 +24,7 @@ func TestCancelOfAStatementBehindItsSessionsCatalogueReadCancelsTheStatement(t *
 CREATE SCHEMA IF NOT EXISTS cb_app AUTHORIZATION app;
 CREATE OR REPLACE FUNCTION cb_app.cb_probe() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 1$$;
 DROP FUNCTION IF EXISTS cb_app.cb_sleeper_soon(), cb_app.cb_sleeper_held();`
-	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), setup); err != nil {
-		t.Fatalf("set up: %v", err)
-	}
-	o := startOwlNoWait(t, c, func(cfg *config.Config) {
-		cfg.Nodes = cfg.Nodes[:1]
-		cfg.Classify.RefreshInterval = 10 * time.Minute
-	})
-	o.waitRoles(t, map[string]route.Role{c.Nodes[0].Name: route.RolePrimary})
+	o := startOwlOnPrimaryAlone(t, c, setup)
 	for _, tc := range []struct {
 		name, function string
 		// heldPastWait: the read stays held past the time a cancel request waits for it; the

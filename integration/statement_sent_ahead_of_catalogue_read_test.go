@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -27,12 +28,13 @@ ALTER SEQUENCE sa_app.sa_seq OWNER TO app;
 CREATE OR REPLACE FUNCTION sa_app.sa_probe() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 1$$;
 `
 
-// aheadLogMessage is pgowl's debug line for a unit sent before its session's catalogue read was read.
-const aheadLogMessage = "statement sent before its session's catalogue read was read; classified again with the read"
-
-func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
-	c := sharedClusterFor(t)
-	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), aheadSetupSQL); err != nil {
+// startOwlOnPrimaryAlone runs setup on c's primary as the superuser, then starts pgowl in front of
+// the primary alone (a statement's verdict then never picks the node), with the whole catalogue
+// read only at start (a change is read by the session that makes it), and waits until pgowl
+// knows the primary.
+func startOwlOnPrimaryAlone(t *testing.T, c *cluster.Cluster, setup string) *owl {
+	t.Helper()
+	if err := c.Nodes[0].Exec(timeoutCtx(t, statementTimeout), setup); err != nil {
 		t.Fatalf("set up: %v", err)
 	}
 	o := startOwlNoWait(t, c, func(cfg *config.Config) {
@@ -40,6 +42,14 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 		cfg.Classify.RefreshInterval = 10 * time.Minute
 	})
 	o.waitRoles(t, map[string]route.Role{c.Nodes[0].Name: route.RolePrimary})
+	return o
+}
+
+// aheadLogMessage is pgowl's debug line for a unit sent before its session's catalogue read was read.
+const aheadLogMessage = "statement sent before its session's catalogue read was read; classified again with the read"
+
+func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
+	o := startOwlOnPrimaryAlone(t, sharedClusterFor(t), aheadSetupSQL)
 	for _, mode := range []struct {
 		name string
 		mode pgx.QueryExecMode
