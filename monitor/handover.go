@@ -1,6 +1,9 @@
 package monitor
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // A reload that edits the node list builds a new monitor, whose first round
 // dials every node anew: under load a dial takes a few hundred milliseconds,
@@ -28,22 +31,21 @@ type handedOver struct {
 }
 
 // rememberPoll records t's state for a later InheritSamples; it runs on the
-// goroutine that owns the trackers, after each applied poll.
+// goroutine that owns the trackers, after each applied poll. A primary's
+// history is copied into the slice the node's previous record used, so that
+// a poll allocates nothing once the history is full.
 func (m *Monitor) rememberPoll(t *tracker) {
-	h := handedOver{hasSample: t.hasSample, sample: t.sample, sentAt: t.sentAt, doneAt: t.doneAt,
-		lastPollFailed: t.lastPollFailed, lastError: t.lastError, promoted: t.promoted}
-	if n := t.history.len(); n > 0 {
-		h.history = make([]walSample, n)
-		for i := range n {
-			h.history[i] = t.history.at(i)
-		}
-	}
 	m.memoryMu.Lock()
 	defer m.memoryMu.Unlock()
 	if m.polls == nil {
 		m.polls = make(map[string]handedOver, len(m.nodes))
 	}
-	m.polls[t.addr.Name] = h
+	history := m.polls[t.addr.Name].history[:0]
+	for i := range t.history.len() {
+		history = append(history, t.history.at(i))
+	}
+	m.polls[t.addr.Name] = handedOver{hasSample: t.hasSample, sample: t.sample, sentAt: t.sentAt, doneAt: t.doneAt,
+		lastPollFailed: t.lastPollFailed, lastError: t.lastError, promoted: t.promoted, history: history}
 }
 
 // InheritSamples takes over old's last poll of each node named in names
@@ -58,6 +60,7 @@ func (m *Monitor) InheritSamples(old *Monitor, names []string) {
 	polls := make(map[string]handedOver, len(names))
 	for _, name := range names {
 		if h, ok := old.polls[name]; ok {
+			h.history = slices.Clone(h.history) // old's next poll reuses the slice
 			polls[name] = h
 		}
 	}

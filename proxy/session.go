@@ -489,7 +489,8 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		sess.sendCatalogueRead(be, u, dec.Role)
 		be.running.behindRead = nil
 		be.running.cancelAfterRead.Store(false)
-		if sess.cls.readOn == be && sess.cls.read != nil && be.expect.len() > 1 && be.expect.front().catalogueRead != nil {
+		// The read at the head of be's replies is one sent before u (u's own goes behind u).
+		if sess.cls.readOn == be && be.expect.front().catalogueRead != nil {
 			be.running.behindRead = make(chan struct{}) // closed by drainCatalogueRead
 		}
 		sess.running.Store(&be.running)
