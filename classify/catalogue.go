@@ -264,7 +264,10 @@ type Catalogue struct {
 	// rowFunctions are the functions, by name, that attribute notation may call: r.f runs f(r)
 	// when f takes one argument of a row type (or of a polymorphic or record type).
 	rowFunctions layered[string, []*Function]
-	memo         sync.Map // memoKey -> fnResult
+	// schemas are the schemas of the functions, views, relations and types held, and of those
+	// held by the catalogues this one was derived from (see HoldsAnyNamed).
+	schemas []string
+	memo    sync.Map // memoKey -> fnResult
 	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
 	// from, newest layer first; set before the catalogue is in use and never modified after, so
 	// read without a lock. memo, where later analyses go, is looked at first.
@@ -310,6 +313,7 @@ func newCatalogue(data CatalogueData) *Catalogue {
 	c.indexTypes()
 	c.indexOperatorsAndCasts()
 	c.indexRowFunctions()
+	c.indexSchemas()
 	return c
 }
 
@@ -366,7 +370,7 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) 
 	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
-	c.rowFunctions = old.rowFunctions
+	c.rowFunctions, c.schemas = old.rowFunctions, old.schemas
 	c.rooms = [dataParts]*room{
 		roomFor(old.rooms[functionsData], old.data.Functions, data.Functions), roomFor(old.rooms[viewsData], old.data.Views, data.Views),
 		roomFor(old.rooms[relationsData], old.data.Relations, data.Relations), roomFor(old.rooms[typesData], old.data.Types, data.Types),
@@ -377,6 +381,7 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) 
 	rowTypesChanged := c.deriveTypes(old, delta)
 	c.deriveFieldCasts(delta)
 	c.deriveRowFunctions(delta, rowTypesChanged)
+	c.deriveSchemas(delta)
 	return c
 }
 

@@ -766,6 +766,15 @@ func nameSet(names []string) func(string) bool {
 	return func(name string) bool { return m[name] }
 }
 
+// dropNamed returns a drop for replace that selects the objects whose name named reports, or nil
+// when named is nil.
+func dropNamed[T any](named func(string) bool, name func(*T) string) func(*T) bool {
+	if named == nil {
+		return nil
+	}
+	return func(v *T) bool { return named(name(v)) }
+}
+
 // names are every name wanted reads again.
 func (w namedReads) names() []string {
 	out := make([]string, 0, len(w.functions)+len(w.relations)+len(w.types))
@@ -790,42 +799,60 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 		parts.Functions = true
 	}
 	byOID := func(a, b uint32) int { return cmp.Compare(a, b) }
+	// held returns a drop for replace that selects the objects of the wanted names of a part, or
+	// nil when the old catalogue holds none of them (replace then need not look).
+	held := func(part classify.NamedPart, names []string) func(string) bool {
+		if !oldCatalogue.HoldsAnyNamed(part, names) {
+			return nil
+		}
+		return set(names)
+	}
 	if len(wanted.functions) > 0 {
-		functions := set(wanted.functions)
+		functions := held(classify.FunctionNames, wanted.functions)
 		var changed bool
 		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions,
-			func(f *classify.Function) bool { return functions(f.Name) },
+			dropNamed(functions, func(f *classify.Function) string { return f.Name }),
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
 		parts.Functions = parts.Functions || changed
 	}
 	if len(wanted.relations) > 0 {
-		relations := set(wanted.relations)
 		var views, rels bool
 		data.Views, delta.RemovedViews, delta.AddedViews, views = replace(old.Views, fresh.Views,
-			func(v *classify.View) bool { return relations(v.Name) },
+			dropNamed(held(classify.ViewNames, wanted.relations), func(v *classify.View) string { return v.Name }),
 			func(a, b *classify.View) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedViews)
 		data.Relations, delta.RemovedRelations, delta.AddedRelations, rels = replace(old.Relations, fresh.Relations,
-			func(r *classify.Relation) bool { return relations(r.Name) },
+			dropNamed(held(classify.RelationNames, wanted.relations), func(r *classify.Relation) string { return r.Name }),
 			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedRelations)
 		parts.Relations = views || rels
 	}
 	if len(wanted.types) > 0 {
-		types := set(wanted.types)
 		replacedTypes := map[uint32]bool{}
-		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types, func(t *classify.Type) bool {
-			if types(t.Name) {
-				replacedTypes[t.OID] = true
-				return true
+		var dropType func(*classify.Type) bool
+		if types := held(classify.TypeNames, wanted.types); types != nil {
+			dropType = func(t *classify.Type) bool {
+				if types(t.Name) {
+					replacedTypes[t.OID] = true
+					return true
+				}
+				return false
 			}
-			return false
-		}, func(a, b *classify.Type) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedTypes)
+		}
+		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types, dropType,
+			func(a, b *classify.Type) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedTypes)
 		if len(wanted.fieldCasts) > 0 {
 			for _, t := range fresh.Types {
 				replacedTypes[t.OID] = true
 			}
+			var dropFieldCast func(*classify.FieldCast) bool
+			for oid := range replacedTypes {
+				if oldCatalogue.HasFieldCasts(oid) {
+					dropFieldCast = func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] }
+					break
+				}
+			}
 			var changed bool
 			data.FieldCasts, delta.RemovedFieldCasts, delta.AddedFieldCasts, changed = replace(old.FieldCasts, fresh.FieldCasts,
-				func(fc *classify.FieldCast) bool { return replacedTypes[fc.Composite] },
+				dropFieldCast,
 				func(a, b *classify.FieldCast) int {
 					if c := byOID(a.Composite, b.Composite); c != 0 {
 						return c
@@ -841,14 +868,14 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 // replace returns list (sorted by order) without the elements drop selects and with fresh merged
 // in, sorted by order; the elements it took out and those it put in (sorted, a copy of fresh's);
 // and whether the result differs from list (when not, list itself, and nothing taken out or put
-// in). A read after every change calls it for every part the change names, so list is only
+// in). A nil drop selects nothing, without a look through list. A read after every change calls it for every part the change names, so list is only
 // copied, once, when the result differs, or not at all when fresh only adds objects after all
 // list holds: appended(fresh) returns list with them after it, in place when it may.
 func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int, appended func([]T) []T) (out, removed, added []T, changed bool) {
 	var droppedAt []int
 	var dropped []T
 	for i := range list {
-		if drop(&list[i]) {
+		if drop != nil && drop(&list[i]) {
 			droppedAt = append(droppedAt, i)
 			dropped = append(dropped, list[i])
 		}
