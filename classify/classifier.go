@@ -8,6 +8,7 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
+	"github.com/valyala/fastjson"
 )
 
 const (
@@ -50,6 +51,8 @@ type Classifier struct {
 	catalogues     CatalogueSource
 	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
 	bodies bodyParses
+	// plpgsqlJSON are the parsers of pg_query's JSON of PL/pgSQL bodies (see decodeOrdered).
+	plpgsqlJSON fastjson.ParserPool
 	// cacheMisses counts cached classifications that had to classify: the
 	// statement was in neither the text nor the shape cache.
 	cacheMisses atomic.Uint64

@@ -2,13 +2,13 @@ package classify
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"github.com/valyala/fastjson"
 )
 
 // PL/pgSQL bodies are parsed with pg_query's PL/pgSQL parser, which needs a whole CREATE FUNCTION
@@ -40,7 +40,10 @@ func (a *analysis) plpgsqlBody(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: detail}
 	}
-	root, err := decodeOrdered(out)
+	root, err := decodeOrdered(&a.c.plpgsqlJSON, out)
+	if errors.Is(err, errJSONTooDeep) {
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
+	}
 	if err != nil {
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL parse result could not be read"}
 	}
@@ -142,76 +145,53 @@ func (n *jsonNode) get(key string) *jsonNode {
 	return nil
 }
 
-// decodeOrdered reads JSON into jsonNodes, with jsontext's token reader: encoding/json's
-// Decoder.Token allocates per token and took ten times as long as pg_query's parse itself, on the
-// path of the first statement that calls a function a migration just created.
-func decodeOrdered(text string) (*jsonNode, error) {
-	decoder := jsontext.NewDecoder(strings.NewReader(text),
-		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	node, err := decodeValue(decoder, 0)
+// decodeOrdered reads JSON into jsonNodes with fastjson, a parser of one pass over the text that
+// allocates nothing per token (jsontext's token reader, used before, cost as much as pg_query's
+// parse itself on the path of the first statement that calls a function a migration just
+// created). parsers are reused: a parser keeps the values of its last parse until the next one.
+// JSON nested deeper than fastjson reads (300 levels) is reported as errJSONTooDeep.
+func decodeOrdered(parsers *fastjson.ParserPool, text string) (*jsonNode, error) {
+	parser := parsers.Get()
+	defer parsers.Put(parser)
+	value, err := parser.Parse(text)
 	if err != nil {
+		if strings.Contains(err.Error(), "too big depth") {
+			return nil, errJSONTooDeep
+		}
 		return nil, err
 	}
-	if _, err := decoder.ReadToken(); err != io.EOF {
-		return nil, fmt.Errorf("trailing data after JSON value")
-	}
-	return node, nil
+	return copyJSON(value), nil
 }
 
-func decodeValue(decoder *jsontext.Decoder, depth int) (*jsonNode, error) {
-	if depth > maxJSONDepth*2 {
-		return nil, fmt.Errorf("JSON nested too deeply")
-	}
-	token, err := decoder.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	switch token.Kind() {
-	case '{':
-		node := &jsonNode{}
-		for decoder.PeekKind() != '}' {
-			key, err := decoder.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			if key.Kind() != '"' {
-				return nil, fmt.Errorf("object key is not a string")
-			}
-			// A token is valid only until the next read.
-			node.keys = append(node.keys, key.String())
-			value, err := decodeValue(decoder, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			node.values = append(node.values, value)
+// errJSONTooDeep reports JSON nested deeper than the decoder reads.
+var errJSONTooDeep = errors.New("JSON nested too deeply")
+
+// copyJSON copies a parsed value into jsonNodes, which outlive the parser.
+func copyJSON(value *fastjson.Value) *jsonNode {
+	switch value.Type() {
+	case fastjson.TypeObject:
+		object, _ := value.Object()
+		node := &jsonNode{keys: make([]string, 0, object.Len()), values: make([]*jsonNode, 0, object.Len())}
+		object.Visit(func(key []byte, member *fastjson.Value) {
+			node.keys = append(node.keys, string(key))
+			node.values = append(node.values, copyJSON(member))
+		})
+		return node
+	case fastjson.TypeArray:
+		elements, _ := value.Array()
+		node := &jsonNode{array: true, values: make([]*jsonNode, len(elements))}
+		for i, element := range elements {
+			node.values[i] = copyJSON(element)
 		}
-		if _, err := decoder.ReadToken(); err != nil { // the closing brace
-			return nil, err
-		}
-		return node, nil
-	case '[':
-		node := &jsonNode{array: true}
-		for decoder.PeekKind() != ']' {
-			value, err := decodeValue(decoder, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			node.values = append(node.values, value)
-		}
-		if _, err := decoder.ReadToken(); err != nil { // the closing bracket
-			return nil, err
-		}
-		return node, nil
-	case '"':
-		return &jsonNode{text: token.String()}, nil
-	case '0':
-		f, err := token.Float()
-		if err != nil {
-			return nil, err
-		}
-		return &jsonNode{number: f, isNum: true}, nil
+		return node
+	case fastjson.TypeString:
+		text, _ := value.StringBytes()
+		return &jsonNode{text: string(text)}
+	case fastjson.TypeNumber:
+		number, _ := value.Float64()
+		return &jsonNode{number: number, isNum: true}
 	default:
-		return &jsonNode{}, nil // booleans and null carry nothing the walker needs
+		return &jsonNode{} // booleans and null carry nothing the walker needs
 	}
 }
 
