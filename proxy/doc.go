@@ -214,7 +214,10 @@
 // client's cancel waits (at most cancelWaitsForCatalogueRead) until the read is read, since the
 // node runs the read first and would cancel it instead of the unit; past that wait (a read held on
 // a lock) the request goes all the same and cancels the read, and the session passes on another
-// for the unit once the read's replies are in (runningStatement.cancelAfterRead).
+// for the unit once the read's replies are in (runningStatement.cancelAfterRead). The read bounds
+// itself (lock_timeout and statement_timeout for its transaction, see classify/catalog's
+// sessionSettings): held on a lock, it fails, and neither the unit behind it nor the session's
+// next unit waits for the lock's release.
 //
 // # Read-only batches
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +27,8 @@ const maxSessionReadNames = 16
 //
 // It is a batch of extended-protocol messages ended by Sync, in an implicit transaction of its own:
 // it sets, for that transaction only, client_encoding to UTF8, search_path to pg_catalog (then
-// pg_temp, so that nothing of the session's temporary schema shadows a catalogue table) and
-// generic plans, and reads the same parts, with the same queries, as the Manager's own read by
+// pg_temp, so that nothing of the session's temporary schema shadows a catalogue table), generic
+// plans and a time limit (see sessionSettings), and reads the same parts, with the same queries, as the Manager's own read by
 // name (refreshNames), each prepared once per connection under a name of its own. It must be sent
 // only where the session's change ends its own transaction (autocommit) on the primary.
 //
@@ -75,7 +76,8 @@ func (m *Manager) PrepareSessionRead(database string, changes *classify.Catalogu
 	r := &SessionRead{database: database, generation: generation, typeMap: pgtype.NewMap()}
 	r.changes.Merge(changes)
 	r.wanted = namedReadsFor(old.Data(), &r.changes)
-	r.statements = append(r.statements, sessionStatement{name: sessionStatementPrefix + "settings", query: sessionSettings})
+	settingsName, settings := sessionSettings(sessionReadLimit * m.opts.Wait)
+	r.statements = append(r.statements, sessionStatement{name: settingsName, query: settings})
 	queue := func(names []string, key, query, nameColumn string, collect func(row pgx.CollectableRow) error) {
 		if len(names) > 0 {
 			r.statements = append(r.statements, sessionStatement{name: sessionStatementPrefix + key,
@@ -95,14 +97,31 @@ func (m *Manager) PrepareSessionRead(database string, changes *classify.Catalogu
 // connection; the proxy's names for client statements never start so.
 const sessionStatementPrefix = "pgowl.catalogue."
 
-// sessionSettings is the read's first statement: for its transaction only, UTF8 text whatever the
-// session's client_encoding, names qualified as the Manager's own read prints them (pg_temp
-// after pg_catalog, so nothing temporary shadows a catalogue table), and plans made once per
-// connection (the reads are index lookups by name; planning them every time costs more than
-// running them).
-const sessionSettings = "SELECT pg_catalog.set_config('client_encoding', 'UTF8', true), " +
-	"pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), " +
-	"pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)"
+// sessionSettings returns the read's first statement and its name on a connection: for its
+// transaction only, UTF8 text whatever the session's client_encoding, names qualified as the
+// Manager's own read prints them (pg_temp after pg_catalog, so nothing temporary shadows a
+// catalogue table), plans made once per connection (the reads are index lookups by name;
+// planning them every time costs more than running them), and a bound on the read, limit, as
+// both lock_timeout and statement_timeout. The bound frees the session when the read is held on a
+// lock (another transaction's on a view it reads, or an explicit LOCK of a catalogue table): the
+// read fails, the statement behind it runs, and the change is read by the Manager as after any
+// failed read (at most Options.Wait more). The name carries the limit, so that a connection's
+// statement prepared under another one is not taken for it.
+func sessionSettings(limit time.Duration) (name, query string) {
+	ms := strconv.FormatInt(max(limit.Milliseconds(), 1), 10)
+	return sessionStatementPrefix + "settings." + ms + "ms",
+		"SELECT pg_catalog.set_config('client_encoding', 'UTF8', true), " +
+			"pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), " +
+			"pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), " +
+			"pg_catalog.set_config('lock_timeout', '" + ms + "', true), " +
+			"pg_catalog.set_config('statement_timeout', '" + ms + "', true)"
+}
+
+// sessionReadLimit is how long a session's read may run, as a multiple of Options.Wait: longer
+// than the wait a client's cancel gives a read ahead of its statement (the proxy's
+// cancelWaitsForCatalogueRead, 2 s) with the default Wait, so that the cancel, not this bound,
+// decides there.
+const sessionReadLimit = 2
 
 // sessionStatement is one statement of a SessionRead: its name on the connection, its text, and
 // the names it reads (its one parameter; none for the settings).
@@ -310,6 +329,10 @@ func (t *textRow) Values() ([]any, error) {
 // the next statement that depends on the catalogue is classified.
 func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges, read *SessionRead) (applied bool) {
 	if read == nil || !read.usable() {
+		if read != nil && read.err != nil {
+			m.opts.Logger.Info().Err(read.err).Str("database", name).
+				Msg("a session's read of its catalogue change failed; the change is read by the catalogue's own connection")
+		}
 		m.Changed(name, changes, true)
 		return false
 	}
