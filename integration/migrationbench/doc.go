@@ -5,7 +5,9 @@
 // # What it runs
 //
 // One throw-away PostgreSQL 15 primary from internal/cluster, and pgowl in this process in
-// front of it (the slowdown it measures does not depend on standbys: routing plays no part).
+// front of it (the slowdown it measures does not depend on standbys: routing plays no part), or,
+// with -process, cmd/pgowl built from this module and run as a process of its own, as users
+// deploy it (the client then no longer shares pgowl's Go runtime, scheduler and collector).
 // The script, per run, in a fresh schema:
 //
 //   - 200 PL/pgSQL and SQL functions, each called at once (SELECT f_n(n));
@@ -23,6 +25,7 @@
 //
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
 //	go run ./integration/migrationbench -rounds 1    # one quick round
+//	go run ./integration/migrationbench -process     # pgowl as a process of its own, as deployed
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

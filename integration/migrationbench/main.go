@@ -74,7 +74,10 @@ type options struct {
 	logPath, out      string
 	// changesOnly leaves out the statements that use the changes: what pgowl costs a script of DDL alone.
 	changesOnly bool
-	command     string
+	// process runs pgowl as a process of its own (cmd/pgowl built from this module), not in the
+	// benchmark's process.
+	process bool
+	command string
 }
 
 // timing is one run's result.
@@ -90,6 +93,7 @@ func main() {
 	flag.StringVar(&o.logPath, "log", "", "write pgowl's debug log to this file")
 	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
 	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
+	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
 	mutexProfile := flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
@@ -197,7 +201,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if err := primary.Exec(startCtx, "GRANT CREATE ON DATABASE postgres TO "+benchUser); err != nil {
 		return nil, err
 	}
-	addr, warnings, stopPgowl, err := startPgowl(startCtx, primary, o.logPath)
+	start := startPgowl
+	if o.process {
+		start = startPgowlProcess
+	}
+	addr, warnings, stopPgowl, err := start(startCtx, primary, o.logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +246,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.changesOnly {
 		report.WriteString(" With -changes-only: the uses are left out.")
 	}
-	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), in the benchmark's process, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds)
+	where := "in the benchmark's process"
+	if o.process {
+		where = "as a process of its own (`-process`: cmd/pgowl built from this checkout)"
+	}
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, where)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
 		direct, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
@@ -306,19 +318,27 @@ func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (add
 		case <-time.After(30 * time.Second):
 		}
 	}
-	dsn := "postgres://" + benchUser + ":" + benchPassword + "@" + cfg.Listen + "/postgres?sslmode=disable"
+	if err := waitForPgowl(ctx, cfg.Listen); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return cfg.Listen, logs.lines, stop, nil
+}
+
+// waitForPgowl returns once pgowl at addr answers a statement as benchUser (at most 10 s).
+func waitForPgowl(ctx context.Context, addr string) error {
+	dsn := "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable"
 	for attempt := 0; ; attempt++ {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err == nil {
 			_, err = conn.Exec(ctx, "SELECT 1")
 			conn.Close(context.Background())
 			if err == nil {
-				return cfg.Listen, logs.lines, stop, nil
+				return nil
 			}
 		}
 		if attempt == 100 || ctx.Err() != nil {
-			stop()
-			return "", nil, nil, fmt.Errorf("pgowl did not answer: %w", err)
+			return fmt.Errorf("pgowl did not answer: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
