@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/internal/gomodule"
 )
 
 // benchUser and benchPassword are the login every target is reached with, and benchDatabase
@@ -176,7 +177,7 @@ func run(ctx context.Context, o options) error {
 		len(o.workloads), o.rounds, o.runTargets(), runs, o.duration, o.estimate().Round(10*time.Second), setupEstimate,
 		o.maxDuration().Round(10*time.Second), o.quietBudget)
 
-	moduleDir, err := moduleRoot(ctx)
+	moduleDir, err := gomodule.Root(ctx)
 	if err != nil {
 		return err
 	}

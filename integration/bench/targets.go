@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -537,17 +536,4 @@ func (l *lab) startForward(ctx context.Context, binary string) *target {
 		return fail(err)
 	}
 	return t
-}
-
-// moduleRoot returns the directory of the main module's go.mod.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the pgowl module: run from the repository")
-	}
-	return filepath.Dir(gomod), nil
 }

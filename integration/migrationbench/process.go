@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/internal/gomodule"
 )
 
 // startPgowlProcess builds cmd/pgowl and runs it as a process of its own in front of primary, as
@@ -27,7 +27,7 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 	cleanup := func() { os.RemoveAll(dir) }
 	binary := filepath.Join(dir, "pgowl")
 	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/pgowl")
-	build.Dir, err = moduleRoot(ctx)
+	build.Dir, err = gomodule.Root(ctx)
 	if err != nil {
 		cleanup()
 		return "", nil, nil, err
@@ -87,19 +87,6 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 		return "", nil, nil, err
 	}
 	return addr, logs.lines, stop, nil
-}
-
-// moduleRoot is the directory of the module's go.mod.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("run migrationbench from within the pgowl module for -process")
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // warningLines passes on the lines of a JSON log at level warn or above, one per Write.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/internal/gomodule"
 )
 
 // appUser and appPassword are the login every client uses, through pgowl and on the nodes.
@@ -146,7 +147,7 @@ func logf(format string, args ...any) {
 // run sets everything up, runs the tests, tears everything down and reports.
 func run(ctx context.Context, o options) (err error) {
 	began := time.Now()
-	moduleDir, err := moduleRoot(ctx)
+	moduleDir, err := gomodule.Root(ctx)
 	if err != nil {
 		return err
 	}

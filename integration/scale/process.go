@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,19 +25,6 @@ const stopGrace = 10 * time.Second
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
 const clockTicks = 100
-
-// moduleRoot returns the directory of the main module's go.mod.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the pgowl module: run from the repository")
-	}
-	return filepath.Dir(gomod), nil
-}
 
 // raiseFileLimit sets the RLIMIT_NOFILE soft limit to the hard limit and returns it. Setting it
 // explicitly (rather than relying on Go's automatic raise) makes children inherit it.
