@@ -51,27 +51,8 @@ func cancelBehindHeldRead(t *testing.T, superuserDSN string, o *owl, function st
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	locker, err := pgx.Connect(ctx, superuserDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	if _, err := locker.Exec(ctx, "BEGIN"); err != nil {
-		t.Fatal(err)
-	}
-	locked := true
-	unlock := func() {
-		if locked {
-			locked = false
-			if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
-				t.Errorf("release the lock: %v", err)
-			}
-		}
-	}
+	unlock := lockCatalogueTable(t, ctx, superuserDSN, "pg_description")
 	defer unlock()
-	if _, err := locker.Exec(ctx, "LOCK TABLE pg_catalog.pg_description IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
 
 	aheadMust(t, conn, "CREATE FUNCTION "+function+"() RETURNS void LANGUAGE sql AS $$SELECT pg_sleep(60)$$")
 	type result struct {
@@ -113,4 +94,31 @@ func cancelBehindHeldRead(t *testing.T, superuserDSN string, o *owl, function st
 	// The session goes on, with the change read (by the session, or by the catalogue itself
 	// when the cancel reached the read).
 	aheadMust(t, conn, "SELECT cb_probe()")
+}
+
+// lockCatalogueTable takes an ACCESS EXCLUSIVE lock on pg_catalog.table over a connection of its
+// own to dsn, in a transaction left open: a session's catalogue read that reads the table waits
+// for it. unlock commits (once; later calls do nothing), and is safe to defer.
+func lockCatalogueTable(t *testing.T, ctx context.Context, dsn, table string) (unlock func()) {
+	t.Helper()
+	locker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(context.Background()) })
+	if _, err := locker.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, "LOCK TABLE pg_catalog."+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	return func() {
+		if locked {
+			locked = false
+			if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
+				t.Errorf("release the lock on %s: %v", table, err)
+			}
+		}
+	}
 }

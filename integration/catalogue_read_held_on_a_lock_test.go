@@ -26,26 +26,7 @@ DROP FUNCTION IF EXISTS rl_app.rl_added();`
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	if _, err := locker.Exec(ctx, "BEGIN"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := locker.Exec(ctx, "LOCK TABLE pg_catalog.pg_description IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
-				t.Errorf("release the lock: %v", err)
-			}
-		}
-	}
+	release := lockCatalogueTable(t, ctx, c.Nodes[0].DatabaseDSN(appDatabase), "pg_description")
 	defer release()
 
 	aheadMust(t, conn, "CREATE FUNCTION rl_added() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 42$$")
