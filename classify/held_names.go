@@ -18,7 +18,10 @@ const (
 // it before looking through the part for the objects to replace: a migration mostly adds objects
 // of new names, and a look through thousands of functions costs more than the rest of the patch.
 // It looks each name up in the part's index under every schema the catalogue's objects were ever
-// in (a few), so that nothing is kept per name.
+// in (a few), so that nothing is kept per name. Its answer is right only while each
+// part's index holds exactly the part's names, which deriving the index from the part after each
+// patch ensures: an index that kept a dropped name would only cost a look, but one that lost a
+// held name would make a patch skip a replace and keep a stale object.
 func (c *Catalogue) HoldsAnyNamed(part NamedPart, names []string) bool {
 	for _, schema := range c.schemas {
 		for _, name := range names {

@@ -1,7 +1,5 @@
 package proxy
 
-import ()
-
 // loadStatement returns the statement that loads again what a unit that ran
 // without error loaded: it is one LOAD 'library'.
 func loadStatement(u *unit) (string, bool) {

@@ -8,11 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/internal/gomodule"
+)
+
+// buildTimeout bounds building cmd/pgowl, cold cgo build of the parser included;
+// processStartTimeout bounds the wait for the built pgowl to answer.
+const (
+	buildTimeout        = 10 * time.Minute
+	processStartTimeout = 30 * time.Second
 )
 
 // startPgowlProcess builds cmd/pgowl and runs it as a process of its own in front of primary, as
@@ -26,7 +34,11 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	binary := filepath.Join(dir, "pgowl")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/pgowl")
+	// The build has a bound of its own: a cold cgo build of the parser can take longer than the
+	// bound on starting the cluster and pgowl.
+	buildCtx, cancelBuild := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
+	defer cancelBuild()
+	build := exec.CommandContext(buildCtx, "go", "build", "-o", binary, "./cmd/pgowl")
 	build.Dir, err = gomodule.Root(ctx)
 	if err != nil {
 		cleanup()
@@ -63,7 +75,9 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 			cleanup()
 			return "", nil, nil, err
 		}
-		defer file.Close() // the process holds its own descriptor
+		// The file is written by cmd's copy of stderr until cmd.Wait returns, so it is closed
+		// only then.
+		cleanup = func() { file.Close(); os.RemoveAll(dir) }
 		cmd.Stderr = &teeLines{file: file, next: cmd.Stderr}
 	}
 	if err := cmd.Start(); err != nil {
@@ -82,7 +96,24 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 		}
 		cleanup()
 	}
-	if err := waitForPgowl(ctx, addr); err != nil {
+	// A pgowl that exits at start (a bad configuration, a port taken) ends the wait at once,
+	// with what it logged.
+	// The wait has its own bound too, as the build may have used up ctx's.
+	waitCtx, cancelWait := context.WithTimeout(context.WithoutCancel(ctx), processStartTimeout)
+	defer cancelWait()
+	go func() {
+		select {
+		case <-exited:
+			cancelWait()
+		case <-waitCtx.Done():
+		}
+	}()
+	if err := waitForPgowl(waitCtx, addr); err != nil {
+		select {
+		case <-exited:
+			err = fmt.Errorf("pgowl exited at start: %s (%v)", strings.Join(logs.lines(), "; "), err)
+		default:
+		}
 		stop()
 		return "", nil, nil, err
 	}
@@ -103,6 +134,11 @@ func (w *warningLines) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		line := w.partial[:end+1]
+		if len(line) > 0 && line[0] != '{' { // not zerolog's: a panic, or Go's runtime
+			w.next.Write(line)
+			w.partial = w.partial[end+1:]
+			continue
+		}
 		for _, level := range []string{`"level":"warn"`, `"level":"error"`, `"level":"fatal"`} {
 			if bytes.Contains(line, []byte(level)) {
 				w.next.Write(line)
