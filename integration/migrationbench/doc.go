@@ -21,6 +21,12 @@
 // -rounds rounds; the report gives each target's median time, the ratio pgowl/direct, and the
 // time spent in the statements that change the catalogue and in those that use the change.
 //
+// After each run, the same connection settings run the relay's floor: as many statements that
+// change nothing and cost the node almost nothing (SELECT n). What pgowl adds to each of those is
+// what relaying, classifying and logging any statement costs it; a second table sets it beside
+// what pgowl adds to each statement of the script, and gives the ratio the script would have if
+// pgowl added only the floor. The -max-ratio target can be met only where that ratio is below it.
+//
 // # Usage
 //
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)

@@ -230,6 +230,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				key := proto.name + "/" + target
 				results[key] = append(results[key], t)
 				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
+				floor, err := runScript(ctx, dsn[target], proto.mode, floorScript(floorRepeat*statementsRun(script(o.functions), o.changesOnly)), schema, false)
+				if err != nil {
+					return nil, fmt.Errorf("round %d, %s protocol, %s, floor: %w", round, proto.name, target, err)
+				}
+				results[key+"/floor"] = append(results[key+"/floor"], floor)
 				if err := primary.Exec(ctx, fmt.Sprintf("DROP SCHEMA %s CASCADE", schema)); err != nil {
 					return nil, err
 				}
@@ -258,6 +263,17 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		ratios[proto.name] = ratio
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
 			ms(direct.change), ms(direct.use), ms(owl.change), ms(owl.use))
+	}
+	fmt.Fprintf(&report, "\nThe relay's floor: %d times as many statements that change nothing and cost the node almost nothing (`SELECT n`), over one connection, right after each run of the script. What pgowl adds per statement there is what any statement costs it; the script's own ratio is that floor plus what its catalogue changes cost.\n\n", floorRepeat)
+	report.WriteString("| protocol | floor: direct | floor: pgowl | added per statement | script: added per statement | script's ratio if it added only the floor |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, proto := range protocols {
+		direct, owl := median(results[proto.name+"/"+targetDirect+"/floor"]), median(results[proto.name+"/"+targetPgowl+"/floor"])
+		scriptDirect, scriptOwl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
+		statements := float64(statementsRun(steps, o.changesOnly))
+		floorAdded := float64(owl.total-direct.total) / (floorRepeat * statements)
+		scriptAdded := float64(scriptOwl.total-scriptDirect.total) / statements
+		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
+			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
 	if w := warnings(); len(w) > 0 {
 		fmt.Fprintf(&report, "\npgowl logged %d warnings, the first: `%s`\n", len(w), w[0])
@@ -409,6 +425,34 @@ $$`, i, i), change: true})
 				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%d", n)},
 			)
 		}
+	}
+	return steps
+}
+
+// statementsRun is how many statements of steps a run sends.
+func statementsRun(steps []step, changesOnly bool) int {
+	if !changesOnly {
+		return len(steps)
+	}
+	count := 0
+	for _, s := range steps {
+		if s.change {
+			count++
+		}
+	}
+	return count
+}
+
+// floorRepeat is how many times the floor runs as many statements as the script: its statements
+// are so short that a run of the script's length is at the mercy of a few scheduling delays.
+const floorRepeat = 4
+
+// floorScript is count statements that change nothing and cost the node almost nothing: what
+// pgowl adds to them is what relaying, classifying and logging any statement costs.
+func floorScript(count int) []step {
+	steps := make([]step, count)
+	for i := range steps {
+		steps[i] = step{sql: fmt.Sprintf("SELECT %d", i)}
 	}
 	return steps
 }
