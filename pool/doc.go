@@ -42,7 +42,10 @@
 // pauses the node's background dials for a few seconds, so that a node that
 // is down is not hammered; a login the node refuses (bad password, missing
 // database) is forgotten instead. A connection dialled before CloseNode is
-// closed rather than kept.
+// closed rather than kept. A node a reload adds (RememberLoginsOf) is given the logins
+// remembered on the other nodes, and has their min_idle connections dialled at once, before its
+// first statement; a node a reload removes (ForgetNode) loses its logins, so that no background
+// dial goes to it again.
 //
 // An idle connection can die without the pool noticing (the node restarted,
 // pg_terminate_backend, a firewall dropped it). When Acquire takes one that

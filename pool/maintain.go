@@ -34,6 +34,53 @@ func (p *Pool) remember(t Target, login Login, key string) {
 	np.logins[key] = login
 }
 
+// RememberLoginsOf makes the logins remembered on the nodes named in from remembered on t's
+// node too (up to maxRememberedLogins), and t where that node is reached, when MinIdle is set;
+// the maintenance goroutine then dials their MinIdle idle connections there at once, rather than
+// when a session first needs one. A reload calls it for the nodes it adds, so that their first
+// statements do not wait for a dial, and for a node whose address it changes, whose background
+// dials would otherwise go on to the old address until a session reached the new one.
+func (p *Pool) RememberLoginsOf(t Target, from []string) {
+	if p.opts.MinIdle <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	np := p.node(t.Node)
+	np.target = t
+	np.refillAfter = time.Time{} // the backoff of a former address does not hold for this one
+	for _, name := range from {
+		other := p.nodes[name]
+		if other == nil || other == np {
+			continue
+		}
+		for key, login := range other.logins {
+			if _, known := np.logins[key]; !known && len(np.logins) < maxRememberedLogins {
+				np.logins[key] = login // remembered logins are not changed once stored
+			}
+		}
+	}
+	p.mu.Unlock()
+	select {
+	case p.refillSoon <- struct{}{}:
+	default:
+	}
+}
+
+// ForgetNode closes node's connections as CloseNode does and forgets its remembered logins, so
+// that no background dial goes to it any more: for a node that a reload removed.
+func (p *Pool) ForgetNode(node string) {
+	p.mu.Lock()
+	if np := p.nodes[node]; np != nil {
+		clear(np.logins)
+	}
+	p.mu.Unlock()
+	p.CloseNode(node)
+}
+
 // maintain runs until ctx ends: every maintenanceInterval it closes idle
 // connections that are past IdleTimeout or MaxLifetime and dials what the
 // remembered logins miss of MinIdle.
@@ -48,6 +95,8 @@ func (p *Pool) maintain(ctx context.Context) {
 		case now := <-ticker.C:
 			p.reapIdle(now)
 			p.refill(ctx, now)
+		case <-p.refillSoon:
+			p.refill(ctx, time.Now())
 		}
 	}
 }

@@ -51,6 +51,9 @@ type Pool struct {
 	stopMaintenance context.CancelFunc
 	// maintenance counts the maintenance goroutine and its dials in flight.
 	maintenance sync.WaitGroup
+	// refillSoon asks the maintenance goroutine for a refill now rather than at its next round
+	// (one pending request is enough); nil without a maintenance goroutine.
+	refillSoon chan struct{}
 }
 
 type nodePool struct {
@@ -110,6 +113,7 @@ func New(opts Options) *Pool {
 	if opts.MinIdle > 0 || opts.IdleTimeout > 0 || opts.MaxLifetime > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		p.stopMaintenance = cancel
+		p.refillSoon = make(chan struct{}, 1)
 		p.maintenance.Add(1)
 		go p.maintain(ctx)
 	}

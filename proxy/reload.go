@@ -97,7 +97,9 @@ func (in *Instance) Reload() error {
 // settings are in force meanwhile, with the old node list, and are taken
 // back if that monitor fails its first round (the reload is then refused). A removed
 // node gets no new units, its sessions finish their transaction there, and
-// its pooled connections are closed as they are released. The new monitor
+// its pooled connections are closed as they are released (and no longer kept
+// for pool.min_idle); a node added gets its pool.min_idle connections at once
+// (settleNodePools). The new monitor
 // inherits what the old one learned about the nodes kept unchanged (the
 // highest timeline each was seen primary on, which keeps a stale primary
 // refused; standbys found diverged) and forgets it for the nodes removed or
@@ -163,9 +165,7 @@ func (in *Instance) apply(cfg config.Config) error {
 	if in.Admin != nil {
 		in.Admin.SetSettings(admin.Settings{Config: cfg, Policy: PolicyFromConfig(cfg)})
 	}
-	for _, name := range removed {
-		in.Pool.CloseNode(name)
-	}
+	in.settleNodePools(cfg, added, removed)
 	in.cfg = cfg
 	if in.configApplied != nil {
 		in.configApplied(cfg)
@@ -173,6 +173,32 @@ func (in *Instance) apply(cfg config.Config) error {
 	in.log.Info().Strs("nodes_added", added).Strs("nodes_removed", removed).Int("nodes", len(cfg.Nodes)).
 		Int("users", len(cfg.Users)).Dur("monitor_first_round", firstRound).Str("changed", strings.Join(changedSections(old, cfg), ",")).Msg("configuration reloaded")
 	return nil
+}
+
+// settleNodePools brings the pool in line with cfg's node list, now in force: a node removed has
+// its connections closed and its logins forgotten, so that pool.min_idle dials it no more; a node
+// whose address changed has its connections closed; and a node added or changed is given the
+// logins remembered on every node, so that with pool.min_idle its first statements find idle
+// connections rather than wait for a dial (at most 64 logins per node, as for any node).
+func (in *Instance) settleNodePools(cfg config.Config, added, removed []string) {
+	for _, name := range removed {
+		if slices.Contains(added, name) {
+			in.Pool.CloseNode(name) // the old address's connections
+		} else {
+			in.Pool.ForgetNode(name)
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	names := make([]string, 0, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		names = append(names, n.Name)
+	}
+	targets := in.Server.live().targets
+	for _, name := range added {
+		in.Pool.RememberLoginsOf(targets[name], names)
+	}
 }
 
 // swapMonitor starts a monitor of cfg's nodes, waits for its first round
