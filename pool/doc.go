@@ -42,10 +42,11 @@
 // pauses the node's background dials for a few seconds, so that a node that
 // is down is not hammered; a login the node refuses (bad password, missing
 // database) is forgotten instead. A connection dialled before CloseNode is
-// closed rather than kept. A node a reload adds (RememberLoginsOf) is given the logins
-// remembered on the other nodes, and has their min_idle connections dialled at once, before its
-// first statement; a node a reload removes (ForgetNode) loses its logins, so that no background
-// dial goes to it again.
+// closed rather than kept. A node a reload adds (RememberLoginsOf) or moves to a new address
+// (MoveNode, which also closes the old address's connections) is given the logins remembered on
+// every node, and has their min_idle connections dialled at once, before its first statement; a
+// node a reload removes (ForgetNode) loses its logins, so that no background dial goes to it
+// again. An Acquire that began before such a change does not remember its login or address.
 //
 // An idle connection can die without the pool noticing (the node restarted,
 // pg_terminate_backend, a firewall dropped it). When Acquire takes one that

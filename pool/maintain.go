@@ -21,11 +21,16 @@ const (
 )
 
 // remember records that login acquired a connection to t, so that the
-// maintenance goroutine keeps MinIdle idle connections for it.
-func (p *Pool) remember(t Target, login Login, key string) {
+// maintenance goroutine keeps MinIdle idle connections for it. gen is the
+// acquired connection's: an Acquire that began before the node was closed,
+// forgotten or moved (a reload) must not bring back its login or old address.
+func (p *Pool) remember(t Target, login Login, key string, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	np := p.node(t.Node)
+	if gen != np.gen {
+		return
+	}
 	np.target = t
 	if _, known := np.logins[key]; known || len(np.logins) >= maxRememberedLogins {
 		return
@@ -35,23 +40,41 @@ func (p *Pool) remember(t Target, login Login, key string) {
 }
 
 // RememberLoginsOf makes the logins remembered on the nodes named in from remembered on t's
-// node too (up to maxRememberedLogins), and t where that node is reached, when MinIdle is set;
-// the maintenance goroutine then dials their MinIdle idle connections there at once, rather than
-// when a session first needs one. A reload calls it for the nodes it adds, so that their first
-// statements do not wait for a dial, and for a node whose address it changes, whose background
-// dials would otherwise go on to the old address until a session reached the new one.
+// node too (up to maxRememberedLogins), when MinIdle is set; the maintenance goroutine then dials
+// their MinIdle idle connections there at once, rather than when a session first needs one. A
+// reload calls it for the nodes it adds, so that their first statements do not wait for a dial.
 func (p *Pool) RememberLoginsOf(t Target, from []string) {
-	if p.opts.MinIdle <= 0 {
-		return
-	}
 	p.mu.Lock()
-	if p.done {
-		p.mu.Unlock()
-		return
+	kick := p.rememberLoginsOfLocked(t, from)
+	p.mu.Unlock()
+	p.kickRefill(kick)
+}
+
+// MoveNode is for a node whose address a reload changed to t's: its connections are closed, idle
+// ones now and those in use when released, as CloseNode does; background dials go to t from now
+// on; and, as RememberLoginsOf does, the logins remembered on the nodes in from (its own
+// included) get their MinIdle connections at t at once. All of it happens under one lock, so that
+// no background dial to the old address counts as one of the new.
+func (p *Pool) MoveNode(t Target, from []string) {
+	p.mu.Lock()
+	closing := p.closeNodeLocked(p.node(t.Node))
+	kick := p.rememberLoginsOfLocked(t, from)
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+	p.kickRefill(kick)
+}
+
+// rememberLoginsOfLocked is RememberLoginsOf for a caller that holds p.mu; it reports whether the
+// maintenance goroutine should refill at once.
+func (p *Pool) rememberLoginsOfLocked(t Target, from []string) bool {
+	if p.opts.MinIdle <= 0 || p.done {
+		return false
 	}
 	np := p.node(t.Node)
 	np.target = t
-	np.refillAfter = time.Time{} // the backoff of a former address does not hold for this one
+	np.refillAfter = time.Time{} // a backoff after a failed dial elsewhere does not hold here
 	for _, name := range from {
 		other := p.nodes[name]
 		if other == nil || other == np {
@@ -63,10 +86,17 @@ func (p *Pool) RememberLoginsOf(t Target, from []string) {
 			}
 		}
 	}
-	p.mu.Unlock()
+	return true
+}
+
+// kickRefill asks the maintenance goroutine for a refill now, when kick is set.
+func (p *Pool) kickRefill(kick bool) {
+	if !kick {
+		return
+	}
 	select {
 	case p.refillSoon <- struct{}{}:
-	default:
+	default: // one request is pending already
 	}
 }
 
@@ -74,11 +104,13 @@ func (p *Pool) RememberLoginsOf(t Target, from []string) {
 // that no background dial goes to it any more: for a node that a reload removed.
 func (p *Pool) ForgetNode(node string) {
 	p.mu.Lock()
-	if np := p.nodes[node]; np != nil {
-		clear(np.logins)
-	}
+	np := p.node(node)
+	clear(np.logins)
+	closing := p.closeNodeLocked(np)
 	p.mu.Unlock()
-	p.CloseNode(node)
+	for _, c := range closing {
+		c.Close()
+	}
 }
 
 // maintain runs until ctx ends: every maintenanceInterval it closes idle

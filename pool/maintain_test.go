@@ -323,7 +323,7 @@ func TestRememberedLoginsAreBounded(t *testing.T) {
 	params := map[string]string{"application_name": "first"}
 	for i := range maxRememberedLogins + 10 {
 		login := Login{User: fmt.Sprintf("user%d", i), Database: "postgres", Params: params}
-		p.remember(target, login, login.key())
+		p.remember(target, login, login.key(), 0)
 	}
 	params["application_name"] = "changed"
 	p.mu.Lock()

@@ -146,7 +146,7 @@ func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error
 	key := login.key()
 	c, err := p.acquire(ctx, t, login, key)
 	if err == nil && p.opts.MinIdle > 0 {
-		p.remember(t, login, key)
+		p.remember(t, login, key, c.gen)
 	}
 	return c, err
 }
@@ -478,7 +478,16 @@ func (p *Pool) releaseLocked(c *Conn, reusable bool, now time.Time) {
 // use when it is released, for example after the node changed role.
 func (p *Pool) CloseNode(node string) {
 	p.mu.Lock()
-	np := p.node(node)
+	closing := p.closeNodeLocked(p.node(node))
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+}
+
+// closeNodeLocked is CloseNode for a caller that holds p.mu: it returns the
+// idle connections, for the caller to close once it unlocked.
+func (p *Pool) closeNodeLocked(np *nodePool) []*Conn {
 	np.gen++
 	var closing []*Conn
 	for k, list := range np.idle {
@@ -493,10 +502,7 @@ func (p *Pool) CloseNode(node string) {
 		np.open++
 		p.handOver(np, grant{})
 	}
-	p.mu.Unlock()
-	for _, c := range closing {
-		c.Close()
-	}
+	return closing
 }
 
 // Saturated reports whether an Acquire for node would have to wait: the node

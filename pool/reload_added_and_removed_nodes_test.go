@@ -58,3 +58,65 @@ func refillDials(p *Pool, node string) int {
 	defer p.mu.Unlock()
 	return p.node(node).refillDials
 }
+
+// TestNodeMovedByReloadIsDialledOnlyAtItsNewAddress: MoveNode closes the idle connections to the
+// old address and has the node's logins dialled at the new one at once; an Acquire that began
+// before a node was forgotten does not bring its login back when it returns.
+func TestNodeMovedByReloadIsDialledOnlyAtItsNewAddress(t *testing.T) {
+	_, old, login := startPostgres(t)
+	p := New(Options{MaxPerNode: 5, MinIdle: 2})
+	defer p.Close()
+	held, err := p.Acquire(context.Background(), old, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(held, true)
+	waitFor(t, 5*time.Second, "2 idle connections at the old address", func() bool {
+		_, idle := p.Stats(old.Node)
+		return idle == 2
+	})
+
+	moved := Target{Node: old.Node, Host: "localhost", Port: old.Port} // the same server, another address
+	p.MoveNode(moved, []string{old.Node})
+	waitFor(t, 5*time.Second, "2 idle connections, all at the new address", func() bool {
+		addrs := idleAddrs(p, moved.Node)
+		if len(addrs) != 2 {
+			return false
+		}
+		for _, addr := range addrs {
+			if addr != moved.Addr() {
+				return false
+			}
+		}
+		return true
+	})
+	if got := openCount(p, moved.Node); got != 2 {
+		t.Fatalf("open = %d after the move, want the 2 new idle connections", got)
+	}
+
+	// An Acquire that got its connection before ForgetNode returns after it.
+	p.mu.Lock()
+	before := p.node(moved.Node).gen
+	p.mu.Unlock()
+	p.ForgetNode(moved.Node)
+	p.remember(moved, login.Keyed(), login.key(), before)
+	p.mu.Lock()
+	logins := len(p.node(moved.Node).logins)
+	p.mu.Unlock()
+	if logins != 0 {
+		t.Fatalf("%d logins remembered on the forgotten node after an Acquire begun before ForgetNode returned, want 0", logins)
+	}
+}
+
+// idleAddrs returns the addresses of node's idle connections.
+func idleAddrs(p *Pool, node string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var addrs []string
+	for _, list := range p.node(node).idle {
+		for _, c := range list {
+			addrs = append(addrs, c.Addr)
+		}
+	}
+	return addrs
+}

@@ -177,27 +177,27 @@ func (in *Instance) apply(cfg config.Config) error {
 
 // settleNodePools brings the pool in line with cfg's node list, now in force: a node removed has
 // its connections closed and its logins forgotten, so that pool.min_idle dials it no more; a node
-// whose address changed has its connections closed; and a node added or changed is given the
-// logins remembered on every node, so that with pool.min_idle its first statements find idle
-// connections rather than wait for a dial (at most 64 logins per node, as for any node).
+// whose address changed has its connections closed and is dialled at the new address; and a node
+// added or moved is given the logins remembered on every node, so that with pool.min_idle its
+// first statements find idle connections rather than wait for a dial (as many logins per node as
+// the pool remembers for any node).
 func (in *Instance) settleNodePools(cfg config.Config, added, removed []string) {
-	for _, name := range removed {
-		if slices.Contains(added, name) {
-			in.Pool.CloseNode(name) // the old address's connections
-		} else {
-			in.Pool.ForgetNode(name)
-		}
-	}
-	if len(added) == 0 {
-		return
-	}
 	names := make([]string, 0, len(cfg.Nodes))
 	for _, n := range cfg.Nodes {
 		names = append(names, n.Name)
 	}
 	targets := in.Server.live().targets
+	for _, name := range removed {
+		if !slices.Contains(added, name) {
+			in.Pool.ForgetNode(name)
+		}
+	}
 	for _, name := range added {
-		in.Pool.RememberLoginsOf(targets[name], names)
+		if slices.Contains(removed, name) {
+			in.Pool.MoveNode(targets[name], names)
+		} else {
+			in.Pool.RememberLoginsOf(targets[name], names)
+		}
 	}
 }
 
