@@ -264,7 +264,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
 			ms(direct.change), ms(direct.use), ms(owl.change), ms(owl.use))
 	}
-	fmt.Fprintf(&report, "\nThe relay's floor: %d times as many statements that change nothing and cost the node almost nothing (`SELECT n`), over one connection, right after each run of the script. What pgowl adds per statement there is what any statement costs it; the script's own ratio is that floor plus what its catalogue changes cost.\n\n", floorRepeat)
+	fmt.Fprintf(&report, "\nThe relay's floor: %d times as many statements that change nothing and cost the node almost nothing (`SELECT n`), over one connection, right after each run of the script. What pgowl adds per statement there is what any statement costs it; the script's own ratio is that floor plus what its catalogue changes cost. The floor's statements are so short that a run's scheduling delays move it by tens of µs per statement (even below zero): compare it over several runs.\n\n", floorRepeat)
 	report.WriteString("| protocol | floor: direct | floor: pgowl | added per statement | script: added per statement | script's ratio if it added only the floor |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
 		direct, owl := median(results[proto.name+"/"+targetDirect+"/floor"]), median(results[proto.name+"/"+targetPgowl+"/floor"])
