@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -15,15 +16,7 @@ func TestNodeAddedByReloadIsWarmedWithOtherNodesLogins(t *testing.T) {
 	node, kept, login := startPostgres(t)
 	p := New(Options{MaxPerNode: 5, MinIdle: 2})
 	defer p.Close()
-	held, err := p.Acquire(context.Background(), kept, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Release(held, true)
-	waitFor(t, 5*time.Second, "2 idle connections on the node used", func() bool {
-		_, idle := p.Stats(kept.Node)
-		return idle == 2
-	})
+	useOnce(t, p, kept, login, 2)
 
 	added := Target{Node: "added", Host: kept.Host, Port: kept.Port}
 	p.RememberLoginsOf(added, []string{kept.Node, added.Node, "no-such-node"})
@@ -66,15 +59,7 @@ func TestNodeMovedByReloadIsDialledOnlyAtItsNewAddress(t *testing.T) {
 	_, old, login := startPostgres(t)
 	p := New(Options{MaxPerNode: 5, MinIdle: 2})
 	defer p.Close()
-	held, err := p.Acquire(context.Background(), old, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Release(held, true)
-	waitFor(t, 5*time.Second, "2 idle connections at the old address", func() bool {
-		_, idle := p.Stats(old.Node)
-		return idle == 2
-	})
+	useOnce(t, p, old, login, 2)
 
 	moved := Target{Node: old.Node, Host: "localhost", Port: old.Port} // the same server, another address
 	p.MoveNode(moved, []string{old.Node})
@@ -119,4 +104,19 @@ func idleAddrs(p *Pool, node string) []string {
 		}
 	}
 	return addrs
+}
+
+// useOnce has login acquire and release a connection to t, and waits for the pool to hold minIdle
+// idle connections of it there.
+func useOnce(t *testing.T, p *Pool, target Target, login Login, minIdle int) {
+	t.Helper()
+	held, err := p.Acquire(context.Background(), target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(held, true)
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d idle connections on %s after one use", minIdle, target.Addr()), func() bool {
+		_, idle := p.Stats(target.Node)
+		return idle == minIdle
+	})
 }
