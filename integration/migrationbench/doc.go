@@ -16,7 +16,10 @@
 //   - 50 views over the functions, each read at once (SELECT * FROM v_n).
 //
 // Every statement is sent on its own, in autocommit, once with the simple query protocol and once
-// with the extended protocol (pgx's default: Parse/Describe, then Bind/Execute, each to Sync).
+// with the extended protocol: the unnamed statement's Parse, Bind, Describe, Execute and Sync in
+// one write, as PgJDBC (Flyway, Liquibase) sends a statement it has not prepared. (pgx's Exec
+// cannot be used for it: without arguments it sends a Query whatever its QueryExecMode, so until
+// 2026-12-03 the "extended" runs of this benchmark were simple-protocol runs.)
 // Runs alternate between the targets ("direct" to the primary, "pgowl" through the proxy), for
 // -rounds rounds; the report gives each target's median time, the ratio pgowl/direct, and the
 // time spent in the statements that change the catalogue and in those that use the change.

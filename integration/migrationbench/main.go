@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/config"
@@ -52,13 +52,16 @@ const (
 
 var (
 	targets   = []string{targetDirect, targetPgowl}
-	protocols = []protocol{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}}
+	protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
 )
 
-// protocol is how the client sends each statement.
+// protocol is how the client sends each statement: a Query message, or (extended) the unnamed
+// statement's Parse, Bind, Describe, Execute and Sync in one write, as PgJDBC sends a statement it
+// has not prepared. pgx's Exec is not used for the extended one: without arguments it sends a
+// Query whatever its QueryExecMode.
 type protocol struct {
-	name string
-	mode pgx.QueryExecMode
+	name     string
+	extended bool
 }
 
 // step is one statement of the script; change says it changes the catalogue (else it uses a change).
@@ -225,14 +228,14 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
 					return nil, err
 				}
-				t, err := runScript(ctx, dsn[target], proto.mode, steps, schema, o.changesOnly)
+				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
 				}
 				key := proto.name + "/" + target
 				results[key] = append(results[key], t)
 				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
-				floorRun, err := runScript(ctx, dsn[target], proto.mode, floor, schema, false)
+				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s, floor: %w", round, proto.name, target, err)
 				}
@@ -346,9 +349,9 @@ func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (add
 func waitForPgowl(ctx context.Context, addr string) error {
 	dsn := "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable"
 	for attempt := 0; ; attempt++ {
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := pgconn.Connect(ctx, dsn)
 		if err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1")
+			err = conn.Exec(ctx, "SELECT 1").Close()
 			conn.Close(context.Background())
 			if err == nil {
 				return nil
@@ -459,20 +462,23 @@ func floorScript(count int) []step {
 }
 
 // runScript runs the script over one new connection whose search_path is schema, timing each statement.
-func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []step, schema string, changesOnly bool) (timing, error) {
+func runScript(ctx context.Context, dsn string, proto protocol, steps []step, schema string, changesOnly bool) (timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
-	config, err := pgx.ParseConfig(dsn)
+	config, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return timing{}, err
 	}
-	config.DefaultQueryExecMode = mode
 	config.RuntimeParams["search_path"] = schema
-	conn, err := pgx.ConnectConfig(ctx, config)
+	conn, err := pgconn.ConnectConfig(ctx, config)
 	if err != nil {
 		return timing{}, err
 	}
 	defer conn.Close(context.Background())
+	exec := func(sql string) error { return conn.Exec(ctx, sql).Close() }
+	if proto.extended {
+		exec = func(sql string) error { return conn.ExecParams(ctx, sql, nil, nil, nil, nil).Read().Err }
+	}
 	var t timing
 	began := time.Now()
 	for _, s := range steps {
@@ -480,7 +486,7 @@ func runScript(ctx context.Context, dsn string, mode pgx.QueryExecMode, steps []
 			continue
 		}
 		start := time.Now()
-		if _, err := conn.Exec(ctx, s.sql); err != nil {
+		if err := exec(s.sql); err != nil {
 			return timing{}, fmt.Errorf("%.60s: %w", s.sql, err)
 		}
 		took := time.Since(start)
