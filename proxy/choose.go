@@ -39,7 +39,7 @@ type unit struct {
 	forwarded     bool  // some reply of the unit reached the client's buffer
 	runsNothing   bool  // only Parse/Describe/Close: no statement runs
 	// prepareOnly: a synced batch outside a transaction that runs nothing;
-	// any node may serve it (route.ShapePrepareOnly).
+	// any node may serve a read's, the primary a write's (route.ShapePrepareOnly).
 	prepareOnly bool
 	// endsNoTransaction: a lone COMMIT or ROLLBACK while the session has no
 	// transaction anywhere; any node may answer it (route.ShapeEndsNoTransaction).

@@ -14,9 +14,13 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true, guard: u.guard.explainText(dec.Node, outcome)}
 	eff := &sess.last.effects
 	if u.prepareOnly {
-		// Nothing executes: the unit is told as the read it was planned as.
-		req := route.Statement{Shape: route.ShapePrepareOnly}.Request()
-		eff.Access, eff.Reason, eff.Subject = classify.Read, classify.ReasonReadOnly, req.Subject
+		// Nothing executes: a read's is told as the read it was planned as, a write's with
+		// the subject that says it was prepared where it will run.
+		req := unitStatement(u).Request()
+		if req.Access == route.AccessRead {
+			eff.Access, eff.Reason = classify.Read, classify.ReasonReadOnly
+		}
+		eff.Subject = req.Subject
 	}
 	ev := sess.log.Info()
 	observed := sess.srv.opts.Observer != nil
@@ -41,7 +45,7 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 		Str("role", dec.Role.String()).
 		Str("reason", reason).
 		Int64("lag_ms", dec.Lag.Milliseconds()).
-		Float64("duration_ms", float64(duration.Microseconds())/1000).
+		Float64("duration_ms", milliseconds(duration)).
 		Str("outcome", outcome).
 		Str("fingerprint", eff.Fingerprint).
 		Str("statement", eff.Normalized)
@@ -59,7 +63,7 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 		ev = ev.Str("guard", g.cfg.Name)
 		if v := g.verdict; v != nil {
 			ev = ev.Float64("cost", v.total).Float64("cost_limit", g.limit).Bool("cost_cached", g.cached).
-				Float64("cost_check_ms", float64(g.checkTime.Microseconds())/1000).Interface("plan_nodes", v.nodes)
+				Float64("cost_check_ms", milliseconds(g.checkTime)).Interface("plan_nodes", v.nodes)
 		}
 	}
 	if dec.ReadAfter != 0 {
@@ -124,3 +128,6 @@ func (l *lastUnit) explain() string {
 	}
 	return text
 }
+
+// milliseconds gives d in milliseconds to the microsecond, as the log's *_ms fields hold it.
+func milliseconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -71,10 +71,14 @@
 //   - Settings that need the primary (SessionFacts.PrimaryOnly: a
 //     serializable default from the login or read back) make every read a
 //     SESSION_PINNED write.
-//   - A unit that only prepares (ShapePrepareOnly, a READ_ONLY read
+//   - A unit that only prepares a read (ShapePrepareOnly, a READ_ONLY read
 //     "prepare only: nothing executes") or a lone COMMIT/ROLLBACK with no
 //     transaction anywhere (ShapeEndsNoTransaction) falls back to the primary
-//     when no standby qualifies, whatever Policy.WhenNoStandby says.
+//     when no standby qualifies, whatever Policy.WhenNoStandby says. A unit
+//     that only prepares a write goes to the primary, where the write will
+//     run, with the write's reason ("prepare only, where it runs: ..."): a
+//     standby that has not replayed the table or function the statement
+//     names (created by the session a moment ago) would fail its parse.
 //   - A read chosen on a standby whose pool is exhausted (SessionFacts.Avoid)
 //     and where the session has no backend (SessionFacts.Connected) moves to
 //     another qualifying standby, deciding again with Request.Avoid.

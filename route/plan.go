@@ -92,8 +92,11 @@ const (
 	// ShapeExecutes is a unit that runs statements.
 	ShapeExecutes Shape = iota
 	// ShapePrepareOnly is a synced extended-protocol batch outside a
-	// transaction that only parses, describes and closes: nothing executes,
-	// so any node can serve it, and it must not wait for the primary.
+	// transaction that only parses, describes and closes: nothing executes.
+	// A read's may run on any node (the primary when no standby qualifies);
+	// a write's goes to the primary, where the statement will run: a standby
+	// may not yet have replayed what the statement names (a table or
+	// function the session just created), and its parse would fail there.
 	ShapePrepareOnly
 	// ShapeEndsNoTransaction is a lone COMMIT or ROLLBACK while the session
 	// has no transaction anywhere: any node answers it alike.
@@ -135,6 +138,9 @@ func (s Statement) Request() Request {
 		return Request{Access: AccessWrite, Reason: ReasonSessionPinned, Subject: s.Pins.String() + " pins the session"}
 	}
 	if s.Shape == ShapePrepareOnly {
+		if s.Access == AccessWrite {
+			return Request{Access: AccessWrite, Reason: s.Reason, Subject: "prepare only, where it runs: " + s.Subject}
+		}
 		return Request{Access: AccessRead, Reason: ReasonReadOnly, Subject: "prepare only: nothing executes"}
 	}
 	return Request{Access: s.Access, Reason: s.Reason, Subject: s.Subject}

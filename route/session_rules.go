@@ -125,13 +125,13 @@ func carriesBegin(st Statement, d *DeferredBegin) bool {
 }
 
 // MayReadOnStandby reports whether the plan for r may send it to a standby:
-// it reads (or only prepares, or opens a READ ONLY transaction), pins
+// it reads (or only prepares a read, or opens a READ ONLY transaction), pins
 // nothing, and nothing holds the session on a node or the primary. The
 // proxy asks it before gathering the facts only such a read needs (pool
 // room, the write position to read after).
 func (r *PlanRequest) MayReadOnStandby() bool {
 	f, st := &r.Session, &r.Statement
-	mayRead := st.Access == AccessRead || st.Shape == ShapePrepareOnly || (carriesBegin(*st, &f.Deferred) && f.Deferred.ReadOnly)
+	mayRead := st.Access == AccessRead || (carriesBegin(*st, &f.Deferred) && f.Deferred.ReadOnly)
 	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
 }
 
