@@ -97,9 +97,11 @@ func TestCancel(t *testing.T) {
 	})
 }
 
-// runToEnd runs a query, which may not take arguments, with pgx's Query (so
-// the extended protocol is used unless args select another mode) and reads
-// every row; it returns the query's error.
+// runToEnd runs a query, which may not take arguments, with pgx's Query and
+// reads every row; it returns the query's error. Unlike pgx's Exec, which
+// sends a statement without arguments as a simple Query whatever the mode,
+// Query keeps the connection's query exec mode (or the one args select): the
+// extended protocol unless that is QueryExecModeSimpleProtocol.
 func runToEnd(ctx context.Context, conn *client, sql string, args ...any) error {
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {

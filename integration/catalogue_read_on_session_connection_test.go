@@ -39,20 +39,42 @@ func TestCatalogueChangeIsReadOnTheSessionConnection(t *testing.T) {
 			conn.routes(t)
 			r4rMust(t, conn, "SET search_path = csr_app, public")
 			r4rMust(t, conn, "SET client_encoding = '"+mode.encoding+"'")
+			// The changes and the statements that use them go in the subtest's protocol:
+			// runToEnd keeps the connection's mode (r4rMust and runOnPrimary, like pgx's Exec
+			// without arguments, send a simple Query in every mode).
+			inMode := func(sql string) ([]routeNotice, error) {
+				t.Helper()
+				err := runToEnd(timeoutCtx(t, statementTimeout), conn, sql)
+				return conn.routes(t), err
+			}
 			function := "csr_f_" + mode.name
 			for round := 0; round < 3; round++ {
 				// A function that writes, with a comment outside ASCII in its body: the next
 				// statement must go to the primary, whatever the catalogue held before.
-				r4rMust(t, conn, "CREATE OR REPLACE FUNCTION "+function+`() RETURNS bigint LANGUAGE sql VOLATILE
-  AS $$SELECT nextval('csr_app.csr_seq') -- écrit$$`)
-				runOnPrimary(t, conn, "SELECT "+function+"()")
+				change := "CREATE OR REPLACE FUNCTION " + function + `() RETURNS bigint LANGUAGE sql VOLATILE
+  AS $$SELECT nextval('csr_app.csr_seq') -- écrit$$`
+				if rs, err := inMode(change); err != nil {
+					t.Fatalf("%s: %v (routes %v)", change, err, rs)
+				}
+				use := "SELECT " + function + "()"
+				if rs, err := inMode(use); err != nil {
+					t.Errorf("%s: %v (routes %v); it works on the primary", use, err, rs)
+				} else {
+					for _, r := range rs {
+						if r.Role != "primary" {
+							t.Errorf("%s: ran on %v, want the primary", use, r)
+						}
+					}
+				}
 				// The same function made to read. A standby may run the next call before it
 				// replayed the change (read_your_writes is off), so only the round trip is
 				// required: where a call must not run is checked above.
-				r4rMust(t, conn, "CREATE OR REPLACE FUNCTION "+function+`() RETURNS bigint LANGUAGE sql STABLE
-  AS $$SELECT 1::bigint -- lit$$`)
-				conn.PgConn().Exec(timeoutCtx(t, statementTimeout), "SELECT "+function+"()").ReadAll() //nolint:errcheck // see above
-				conn.routes(t)
+				change = "CREATE OR REPLACE FUNCTION " + function + `() RETURNS bigint LANGUAGE sql STABLE
+  AS $$SELECT 1::bigint -- lit$$`
+				if rs, err := inMode(change); err != nil {
+					t.Fatalf("%s: %v (routes %v)", change, err, rs)
+				}
+				inMode(use) //nolint:errcheck // see above
 			}
 			for _, setting := range []struct{ name, want string }{
 				{"search_path", "csr_app, public"},

@@ -199,10 +199,13 @@ func TestQuietCheckKeepsHealthyIdleBackends(t *testing.T) {
 			})
 		}},
 		{"an extended-protocol batch", func() error {
-			b := &pgx.Batch{}
-			b.Queue("INSERT INTO review10_quiet (v) VALUES ($1)", 4)
-			b.Queue("UPDATE review10_quiet SET v = v WHERE id = $1", -1)
-			return conn.SendBatch(ctx, b).Close()
+			// pgconn's batch: pgx's SendBatch on this simple-protocol connection
+			// would send one simple Query.
+			b := &pgconn.Batch{}
+			b.ExecParams("INSERT INTO review10_quiet (v) VALUES ($1)", [][]byte{[]byte("4")}, nil, nil, nil)
+			b.ExecParams("UPDATE review10_quiet SET v = v WHERE id = $1", [][]byte{[]byte("-1")}, nil, nil, nil)
+			_, err := conn.PgConn().ExecBatch(ctx, b).ReadAll()
+			return err
 		}},
 		{"advisory lock and unlock", func() error {
 			if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(10) FROM review10_quiet LIMIT 0"); err != nil {

@@ -460,8 +460,11 @@ func TestSessionPreparedSetConfigFollows(t *testing.T) {
 	o := startOwl(t, c, nil)
 	ctx := timeoutCtx(t, 2*statementTimeout)
 	conn := o.connect(t, withMode(pgx.QueryExecModeCacheStatement))
-	if _, err := conn.Exec(ctx, "SELECT set_config('r4s.lit', 'lit-value', false)"); err != nil {
-		t.Fatal(err)
+	// QueryRow, not Exec: pgx sends an Exec without arguments as a simple
+	// Query whatever the mode; QueryRow prepares the named statement.
+	var set string
+	if err := conn.QueryRow(ctx, "SELECT set_config('r4s.lit', 'lit-value', false)").Scan(&set); err != nil || set != "lit-value" {
+		t.Fatalf("set_config through a prepared statement: %q, %v", set, err)
 	}
 	for i := 0; i < 6; i++ {
 		var v string

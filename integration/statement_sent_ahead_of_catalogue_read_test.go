@@ -104,7 +104,11 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 	t.Run("beside the read", func(t *testing.T) {
 		// search_path as a startup parameter (no SET): a pooled connection of the same login
 		// carries the session's settings, so the statement goes beside the read when one is idle.
-		params := withParams(map[string]string{"search_path": "sa_app, public"})
+		// Every statement a simple Query.
+		params := func(cfg *pgx.ConnConfig) {
+			withParams(map[string]string{"search_path": "sa_app, public"})(cfg)
+			withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
+		}
 		conn, holder := o.connect(t, params), o.connect(t, params)
 		aheadMust(t, conn, "SELECT sa_probe()")
 		// A second pooled connection of the login: one held in a transaction while the other
@@ -155,12 +159,13 @@ func TestStatementWaitsForItsCatalogueReadWhereItsVerdictPicksTheNode(t *testing
 	}
 }
 
-// aheadMust runs sql through pgowl and fails the test on an error.
+// aheadMust runs sql through pgowl in the connection's query exec mode and fails the test on an
+// error. (pgx's Exec would send it as a simple Query in every mode: it has no arguments.)
 func aheadMust(t *testing.T, conn *client, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 	defer cancel()
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if err := runToEnd(ctx, conn, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
