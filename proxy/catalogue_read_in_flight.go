@@ -209,6 +209,7 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 	}
 	st.readOn = nil
 	lost := false
+	began := time.Now()
 	if be.expect.len() > 0 && be.expect.front().catalogueRead != nil {
 		read := be.expect.front().catalogueRead
 		var err error
@@ -233,13 +234,15 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 			sess.passOnCancel() // the client's request reached the read: now the statement
 		}
 	}
+	times := aheadTimes{readWait: time.Since(began)}
 	sess.catalogueReadIn()
+	times.patch = time.Since(began) - times.readWait
 	if u == nil {
 		u = st.aheadUnit
 	}
 	// The unit sent ahead runs beside the read when the session's running statement is not on be.
 	running := sess.running.Load()
-	sess.finishAhead(u, running != nil && running != &be.running)
+	sess.finishAhead(u, running != nil && running != &be.running, times)
 	switch {
 	case lost:
 		sess.dropBackend(be) // closed, never back to the pool as reusable
@@ -256,17 +259,28 @@ func (sess *session) catalogueReadIn() {
 	}
 }
 
+// aheadTimes is, for the debug log, how long the statement ahead of a read waited for the read's
+// replies once it was sent (readWait), and how long the catalogue took to take the read in
+// (patch). Both are on the statement's path: its replies wait for them and for its final
+// classification.
+type aheadTimes struct {
+	readWait, patch time.Duration
+}
+
 // finishAhead classifies the statement ahead of the read again, with the catalogue now current,
 // and gives the final effects to its prepared statement and to u when u runs it; beside says,
-// for the debug log, that u runs on another backend than the read's.
-func (sess *session) finishAhead(u *unit, beside bool) {
+// for the debug log, that u runs on another backend than the read's, and times what the read cost
+// the statement.
+func (sess *session) finishAhead(u *unit, beside bool, times aheadTimes) {
 	st := &sess.cls
 	ahead := st.ahead
 	st.ahead, st.aheadUnit = nil, nil
 	if ahead == nil {
 		return
 	}
+	began := time.Now()
 	final := sess.classifyAhead(ahead)
+	classified := time.Since(began)
 	if ahead.stmt != nil {
 		ahead.stmt.effects = final
 	}
@@ -288,6 +302,8 @@ func (sess *session) finishAhead(u *unit, beside bool) {
 	if out, err := route.Plan(r); err == nil && out.Decision.Node == u.decision.Node && out.Decision.Role == u.decision.Role {
 		u.decision = out.Decision
 		sess.log.Debug().Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).Bool("beside_read", beside).
+			Float64("read_wait_ms", milliseconds(times.readWait)).Float64("patch_ms", milliseconds(times.patch)).
+			Float64("classify_ms", milliseconds(classified)).
 			Msg("statement sent before its session's catalogue read was read; classified again with the read")
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
@@ -375,7 +391,7 @@ func (sess *session) abandonCatalogueRead() {
 		st.read.Fail(errSessionLeftRead)
 	}
 	sess.catalogueReadIn()
-	sess.finishAhead(st.aheadUnit, false)
+	sess.finishAhead(st.aheadUnit, false, aheadTimes{})
 }
 
 // defersCatalogueRead reports whether the relay of u on be leaves the catalogue read at the head

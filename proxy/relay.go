@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -182,14 +183,17 @@ func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 		be.expect.pop()
 		return true, nil
 	case head.catalogueRead != nil:
+		began := time.Now()
 		if _, err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
 			return true, err
 		}
 		be.expect.pop()
 		if sess.cls.readOn == be {
 			sess.cls.readOn = nil
+			times := aheadTimes{readWait: time.Since(began)}
 			sess.catalogueReadIn()
-			sess.finishAhead(u, false)
+			times.patch = time.Since(began) - times.readWait
+			sess.finishAhead(u, false, times)
 		}
 		return true, nil
 	case head.swallow && head.typ == wire.MsgQuery:

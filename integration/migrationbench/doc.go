@@ -40,7 +40,10 @@
 //
 // The debug log (-log) has a line per statement ("routed", with its time on the node) and per
 // catalogue read ("function catalogue read": session true when it was read on the session's own
-// connection, with the time it took to patch the catalogue).
+// connection, with the time it took to patch the catalogue). With -log the report ends with a
+// table of where the statements sent ahead of their session's catalogue read waited once sent:
+// the read's replies, the catalogue taking them in, and the final classification (each
+// statement's debug line "classified again with the read" has the three).
 //
 // The exit status is 1 when the ratio of either protocol exceeds -max-ratio (default 1.5).
 package main

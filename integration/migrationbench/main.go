@@ -279,6 +279,20 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
+	if o.logPath != "" {
+		log, err := os.Open(o.logPath)
+		if err != nil {
+			return nil, err
+		}
+		phases, err := aheadPhases(log)
+		log.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", o.logPath, err)
+		}
+		if phases != "" {
+			report.WriteString("\n" + phases)
+		}
+	}
 	if w := warnings(); len(w) > 0 {
 		fmt.Fprintf(&report, "\npgowl logged %d warnings, the first: `%s`\n", len(w), w[0])
 	}
