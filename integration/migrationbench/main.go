@@ -259,6 +259,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		where = "as a process of its own (`-process`: cmd/pgowl built from this checkout)"
 	}
+	report.WriteString(" The simple protocol sends each statement as a Query; the extended one as the unnamed statement's Parse, Bind, Describe, Execute and Sync in one write, as PgJDBC sends a statement it has not prepared.")
 	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, where)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
