@@ -134,14 +134,18 @@ type Statement struct {
 // facts: a statement that takes pinning state needs a node that can run
 // whatever the session does next, the primary.
 func (s Statement) Request() Request {
-	if s.Pins != 0 {
-		return Request{Access: AccessWrite, Reason: ReasonSessionPinned, Subject: s.Pins.String() + " pins the session"}
-	}
 	if s.Shape == ShapePrepareOnly {
-		if s.Access == AccessWrite {
+		switch {
+		case s.Pins != 0:
+			// Nothing pins yet: the statement will, where it runs.
+			return Request{Access: AccessWrite, Reason: ReasonSessionPinned, Subject: "prepare only, where it runs: " + s.Pins.String() + " will pin the session"}
+		case s.Access == AccessWrite:
 			return Request{Access: AccessWrite, Reason: s.Reason, Subject: "prepare only, where it runs: " + s.Subject}
 		}
 		return Request{Access: AccessRead, Reason: ReasonReadOnly, Subject: "prepare only: nothing executes"}
+	}
+	if s.Pins != 0 {
+		return Request{Access: AccessWrite, Reason: ReasonSessionPinned, Subject: s.Pins.String() + " pins the session"}
 	}
 	return Request{Access: s.Access, Reason: s.Reason, Subject: s.Subject}
 }
@@ -329,6 +333,9 @@ func Plan(r PlanRequest) (Outcome, error) {
 			st.Access, st.Reason, st.Subject = begin.Access, begin.Reason, begin.Subject
 			st.Pins |= begin.Pins
 		}
+	}
+	if r.preparesWriteWithoutPrimary() {
+		st.Access = AccessRead
 	}
 	req := st.Request()
 	if req.Access == AccessRead && s.PrimaryOnly != 0 {

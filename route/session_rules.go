@@ -1,5 +1,7 @@
 package route
 
+import "errors"
+
 // This file holds the plan's rules about the session rather than the node:
 // whether a simple Query needs a node yet (PlanArrival: a BEGIN deferred, a
 // deferred transaction ended or refused), whether a unit carries the
@@ -119,7 +121,8 @@ func PlanArrival(st Statement, s SessionFacts) Arrival {
 // carriesBegin reports whether the unit st is sent with the session's
 // deferred BEGIN: every unit of a deferred transaction that is not aborted,
 // except a synced batch that only prepares (ShapePrepareOnly), which runs
-// outside it, on any node.
+// outside it, where Plan sends it (a read's on any node, a write's on the
+// primary).
 func carriesBegin(st Statement, d *DeferredBegin) bool {
 	return d.Open && !d.Aborted && st.Shape != ShapePrepareOnly
 }
@@ -131,8 +134,27 @@ func carriesBegin(st Statement, d *DeferredBegin) bool {
 // room, the write position to read after).
 func (r *PlanRequest) MayReadOnStandby() bool {
 	f, st := &r.Session, &r.Statement
-	mayRead := st.Access == AccessRead || (carriesBegin(*st, &f.Deferred) && f.Deferred.ReadOnly)
+	mayRead := st.Access == AccessRead || r.preparesWriteWithoutPrimary() || (carriesBegin(*st, &f.Deferred) && f.Deferred.ReadOnly)
 	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
+}
+
+// preparesWriteWithoutPrimary reports whether r only prepares a write (nothing executes, nothing
+// pins, no setting keeps the session on the primary) while no node is an available primary: the
+// prepare then goes where a read's would, as it did before it went to the primary, rather than
+// wait for a primary (a failover) and fail. A standby parses it, unless it lacks what the
+// statement names; the statement's execution waits for the primary as any write does.
+func (r *PlanRequest) preparesWriteWithoutPrimary() bool {
+	st, f := &r.Statement, &r.Session
+	if st.Shape != ShapePrepareOnly || st.Access != AccessWrite || st.Pins != 0 || f.PrimaryOnly != 0 || f.Held.Node != "" {
+		return false
+	}
+	snap := r.Snapshot
+	if snap == nil {
+		snap = &Snapshot{}
+	}
+	_, err := Primary(snap, r.Policy, r.Now)
+	var rerr *Error
+	return errors.As(err, &rerr) && rerr.Code == NoPrimary
 }
 
 // leavesHeldBatch reports whether a unit that needs the primary may leave
