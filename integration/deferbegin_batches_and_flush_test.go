@@ -175,6 +175,34 @@ func TestDeferredBeginReview(t *testing.T) {
 		}
 	})
 
+	// A prepare of a write runs outside the deferred transaction, on the
+	// primary: refused because no primary backend freed up in time, it fails
+	// the transaction, as a failed Parse does on a node.
+	t.Run("refused_prepare_inside_fails_transaction", func(t *testing.T) {
+		holder := o.connect(t, nil)
+		a := o.connect(t, nil)
+		if _, err := holder.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.Exec(ctx, fmt.Sprintf("INSERT INTO t_defer_review VALUES (%d, 'holder')", 400+time.Now().Nanosecond()%1000)); err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Exec(ctx, "ROLLBACK")
+		if _, err := a.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.PgConn().Prepare(ctx, "review_busy", "INSERT INTO t_defer_review VALUES ($1, 'busy')", nil)
+		wantSQLState(t, "prepare of a write while the primary is busy", err, "53300")
+		if got := a.PgConn().TxStatus(); got != 'E' {
+			t.Errorf("ReadyForQuery after a refused prepare inside BEGIN: status %q, want E", got)
+		}
+		_, err = a.Exec(ctx, "SELECT 1")
+		wantSQLState(t, "statement after a refused prepare in the transaction", err, "25P02")
+		if _, err := a.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Errorf("ROLLBACK of the failed transaction: %v", err)
+		}
+	})
+
 	// After the first statement could not be routed, the transaction is
 	// failed: a FunctionCall must get 25P02 and 'E', not run outside it.
 	// An extended-protocol COMMIT of the failed transaction must answer ROLLBACK.

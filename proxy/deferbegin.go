@@ -24,8 +24,9 @@ type deferredBegin struct {
 	sql     string
 	effects classify.Effects
 	start   time.Time
-	// aborted: the transaction's first statement could not be routed. As on
-	// a node, the transaction is then failed until ROLLBACK or COMMIT.
+	// aborted: the transaction's first statement could not be routed, or a
+	// prepare-only batch run outside it failed. As on a node, the
+	// transaction is then failed until ROLLBACK or COMMIT.
 	aborted bool
 }
 

@@ -411,9 +411,10 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				Hint:    "This condition is transient: retry shortly."}
 		}
 		if err != nil {
-			if u.carriesBegin {
-				// The transaction's first statement found no node: the
-				// transaction fails, as it would have on a node.
+			if u.carriesBegin || (u.prepareOnly && sess.deferred != nil) {
+				// The transaction's first statement, or a prepare run outside
+				// it, found no node: the transaction fails, as it would have on
+				// a node.
 				sess.deferred.aborted = true
 			}
 			sess.send(toErrorResponse(err))
@@ -530,6 +531,10 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 	}
 	if u.carriesBegin || u.replaysFailure {
 		sess.deferred = nil // the transaction is gone with the backend, as the hint says
+	} else if u.prepareOnly && sess.deferred != nil {
+		// A prepare run outside the deferred transaction failed: the transaction
+		// fails, as it would have on a node.
+		sess.deferred.aborted = true
 	}
 	sess.log.Warn().Err(cause).Str("node", be.node).Msg("backend connection lost")
 	sess.startReply(u)

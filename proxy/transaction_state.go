@@ -23,7 +23,8 @@ import "github.com/pgowl/pgowl/wire"
 //	                                                                  read-only batch when it only read
 //	deferred      the first statement, sent with BEGIN, runs          in block (or failed)
 //	deferred      the first statement finds no node, or is refused    deferred-aborted
-//	              for its cost; a prepare-only batch outside it fails
+//	              for its cost; a prepare-only batch outside it fails,
+//	              finds no node or loses its backend
 //	deferred      COMMIT or ROLLBACK with nothing run                 idle
 //	deferred-     COMMIT or ROLLBACK (COMMIT is answered ROLLBACK);   idle; deferred-aborted
 //	aborted       any other statement gets 25P02
