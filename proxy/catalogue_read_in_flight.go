@@ -234,7 +234,7 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 			sess.passOnCancel() // the client's request reached the read: now the statement
 		}
 	}
-	times := aheadTimes{readWait: time.Since(began)}
+	times := &aheadTimes{readWait: time.Since(began)}
 	sess.catalogueReadIn()
 	times.patch = time.Since(began) - times.readWait
 	if u == nil {
@@ -260,9 +260,10 @@ func (sess *session) catalogueReadIn() {
 }
 
 // aheadTimes is, for the debug log, how long the statement ahead of a read waited for the read's
-// replies once it was sent (readWait), and how long the catalogue took to take the read in
+// replies once it was sent (readWait, which includes flushing the client's buffered replies and
+// passing on a cancel that came meanwhile), and how long the catalogue took to take the read in
 // (patch). Both are on the statement's path: its replies wait for them and for its final
-// classification.
+// classification (and for the plan again, which is not timed).
 type aheadTimes struct {
 	readWait, patch time.Duration
 }
@@ -270,8 +271,8 @@ type aheadTimes struct {
 // finishAhead classifies the statement ahead of the read again, with the catalogue now current,
 // and gives the final effects to its prepared statement and to u when u runs it; beside says,
 // for the debug log, that u runs on another backend than the read's, and times what the read cost
-// the statement.
-func (sess *session) finishAhead(u *unit, beside bool, times aheadTimes) {
+// the statement (nil: the read was not read).
+func (sess *session) finishAhead(u *unit, beside bool, times *aheadTimes) {
 	st := &sess.cls
 	ahead := st.ahead
 	st.ahead, st.aheadUnit = nil, nil
@@ -301,10 +302,15 @@ func (sess *session) finishAhead(u *unit, beside bool, times aheadTimes) {
 	r.Now = time.Now()
 	if out, err := route.Plan(r); err == nil && out.Decision.Node == u.decision.Node && out.Decision.Role == u.decision.Role {
 		u.decision = out.Decision
-		sess.log.Debug().Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).Bool("beside_read", beside).
-			Float64("read_wait_ms", milliseconds(times.readWait)).Float64("patch_ms", milliseconds(times.patch)).
-			Float64("classify_ms", milliseconds(classified)).
-			Msg("statement sent before its session's catalogue read was read; classified again with the read")
+		ev := sess.log.Debug()
+		if ev.Enabled() {
+			ev = ev.Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).Bool("beside_read", beside)
+			if times != nil {
+				ev = ev.Float64("read_wait_ms", milliseconds(times.readWait)).Float64("patch_ms", milliseconds(times.patch))
+			}
+			ev.Float64("classify_ms", milliseconds(classified)).
+				Msg("statement sent before its session's catalogue read was read; classified again with the read")
+		}
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
 	}
@@ -391,7 +397,7 @@ func (sess *session) abandonCatalogueRead() {
 		st.read.Fail(errSessionLeftRead)
 	}
 	sess.catalogueReadIn()
-	sess.finishAhead(st.aheadUnit, false, aheadTimes{})
+	sess.finishAhead(st.aheadUnit, false, nil)
 }
 
 // defersCatalogueRead reports whether the relay of u on be leaves the catalogue read at the head

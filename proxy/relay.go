@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -183,17 +182,14 @@ func (x *exchange) relayPgowlTurn(u *unit) (bool, error) {
 		be.expect.pop()
 		return true, nil
 	case head.catalogueRead != nil:
-		began := time.Now()
 		if _, err := sess.relayCatalogueRead(be, head.catalogueRead); err != nil {
 			return true, err
 		}
 		be.expect.pop()
 		if sess.cls.readOn == be {
 			sess.cls.readOn = nil
-			times := aheadTimes{readWait: time.Since(began)}
 			sess.catalogueReadIn()
-			times.patch = time.Since(began) - times.readWait
-			sess.finishAhead(u, false, times)
+			sess.finishAhead(u, false, nil)
 		}
 		return true, nil
 	case head.swallow && head.typ == wire.MsgQuery:

@@ -22,10 +22,15 @@ func aheadPhases(log io.Reader) (string, error) {
 		Classify float64 `json:"classify_ms"`
 	}
 	var readWait, patch, classify []time.Duration
-	scanner := bufio.NewScanner(log)
-	scanner.Buffer(nil, 1<<20)
-	for scanner.Scan() {
-		line := scanner.Bytes()
+	lines := bufio.NewReader(log)
+	for {
+		line, err := lines.ReadBytes('\n')
+		if err == io.EOF && len(line) == 0 {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return "", err
+		}
 		if !strings.Contains(string(line), `"read_wait_ms"`) {
 			continue
 		}
@@ -40,14 +45,11 @@ func aheadPhases(log io.Reader) (string, error) {
 			*d.into = append(*d.into, time.Duration(d.ms*float64(time.Millisecond)))
 		}
 	}
-	if err := scanner.Err(); err != nil {
-		return "", err
-	}
 	if len(readWait) == 0 {
 		return "", nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Where the %d statements sent ahead of their session's catalogue read waited once sent, from pgowl's debug log (-log; debug logging slows pgowl, so compare these with each other, not with the tables above):\n\n", len(readWait))
+	fmt.Fprintf(&b, "Where the %d statements sent ahead of their session's catalogue read waited once sent, both protocols and every round together, from pgowl's debug log (-log; debug logging slows pgowl, so compare these with each other, not with the tables above):\n\n", len(readWait))
 	b.WriteString("| phase | mean | median | p90 |\n| --- | ---: | ---: | ---: |\n")
 	for _, row := range []struct {
 		name   string
