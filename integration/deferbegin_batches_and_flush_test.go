@@ -175,9 +175,11 @@ func TestDeferredBeginReview(t *testing.T) {
 		}
 	})
 
-	// A prepare of a write runs outside the deferred transaction, on the
-	// primary: refused because no primary backend freed up in time, it fails
-	// the transaction, as a failed Parse does on a node.
+	// A prepare runs outside the deferred transaction. One that no node can
+	// take fails the transaction, as a failed Parse does on a node. (A
+	// statement that will pin the session is prepared on the primary only:
+	// the primary's one backend is held, so it is refused after
+	// pool.acquire_timeout. A write's prepare would go to a standby instead.)
 	t.Run("refused_prepare_inside_fails_transaction", func(t *testing.T) {
 		holder := o.connect(t, nil)
 		a := o.connect(t, nil)
@@ -191,8 +193,8 @@ func TestDeferredBeginReview(t *testing.T) {
 		if _, err := a.Exec(ctx, "BEGIN"); err != nil {
 			t.Fatal(err)
 		}
-		_, err := a.PgConn().Prepare(ctx, "review_busy", "INSERT INTO t_defer_review VALUES ($1, 'busy')", nil)
-		wantSQLState(t, "prepare of a write while the primary is busy", err, "53300")
+		_, err := a.PgConn().Prepare(ctx, "review_busy", "CREATE TEMP TABLE review_busy (a int)", nil)
+		wantSQLState(t, "prepare of a statement that pins while the primary is busy", err, "53300")
 		if got := a.PgConn().TxStatus(); got != 'E' {
 			t.Errorf("ReadyForQuery after a refused prepare inside BEGIN: status %q, want E", got)
 		}

@@ -26,8 +26,11 @@
 // Acquire hands out an idle connection of the same login when one exists,
 // dials a new one while the node is under its cap, and otherwise waits in
 // arrival order until one is released or pool.acquire_timeout passes, when it
-// fails with DATABASE_BUSY. A node that refuses a connection with
-// too_many_connections is reported the same way.
+// fails with DATABASE_BUSY. AcquireBriefly (a caller that gives the
+// connection back after one round trip: a batch that only prepares) waits
+// ahead of every Acquire, so that it does not wait behind transactions. A
+// node that refuses a connection with too_many_connections is reported the
+// same way.
 //
 // Once a login has acquired a connection to a node, the pool remembers it (at
 // most 64 logins per node) and keeps pool.min_idle idle connections open for

@@ -60,7 +60,7 @@ type nodePool struct {
 	gen     uint64             // bumped by CloseNode: older connections are not reused
 	open    int                // connections counted against the cap, idle, in use or being dialled
 	idle    map[string][]*Conn // by login key, most recently used last
-	waiters []*waiter          // in arrival order
+	waiters []*waiter          // brief ones first (AcquireBriefly), each kind in arrival order
 	waits   uint64             // acquires that had to wait, since the pool was made
 
 	// For MinIdle: where the node was last reached, the logins that acquired
@@ -84,10 +84,14 @@ type nodePool struct {
 // waiter is an Acquire waiting for a node at its cap. A released connection
 // of its login is handed to it directly; otherwise it is handed the released
 // connection's slot and dials. Handing over, rather than waking it to race
-// for what was freed, serves waiting clients in arrival order.
+// for what was freed, serves waiting clients in arrival order (the brief
+// ones first).
 type waiter struct {
 	key   string
 	grant chan grant // buffered: the releaser never blocks
+	// brief: the caller gives the connection back after one round trip
+	// (AcquireBriefly); it waits ahead of the others.
+	brief bool
 }
 
 type grant struct {
@@ -143,8 +147,21 @@ func (p *Pool) node(name string) *nodePool {
 // checked first; a dead one is closed and the next one tried, or a new one
 // dialled in its place.
 func (p *Pool) Acquire(ctx context.Context, t Target, login Login) (*Conn, error) {
+	return p.acquireRemembered(ctx, t, login, false)
+}
+
+// AcquireBriefly is Acquire for a caller that gives the connection back after one round trip
+// (the proxy's batches that only prepare): when it has to wait, it waits ahead of every Acquire,
+// in arrival order among the brief ones. A connection freed by a transaction then serves it
+// first, and it holds the connection for less time than the transaction the others wait to run;
+// otherwise a prepare waits behind transactions that may take the whole acquire_timeout.
+func (p *Pool) AcquireBriefly(ctx context.Context, t Target, login Login) (*Conn, error) {
+	return p.acquireRemembered(ctx, t, login, true)
+}
+
+func (p *Pool) acquireRemembered(ctx context.Context, t Target, login Login, brief bool) (*Conn, error) {
 	key := login.key()
-	c, err := p.acquire(ctx, t, login, key)
+	c, err := p.acquire(ctx, t, login, key, brief)
 	if err == nil && p.opts.MinIdle > 0 {
 		p.remember(t, login, key, c.gen)
 	}
@@ -174,7 +191,43 @@ func (p *Pool) AcquireIdle(ctx context.Context, t Target, login Login) (*Conn, e
 	return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 }
 
-func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (*Conn, error) {
+// AcquireNow returns a connection of login to t when one is to be had without waiting: an idle
+// one, or a dial while the node is under its cap and no Acquire waits; nil, nil when it would
+// have to wait. The proxy prepares a write on the primary only so (route.SessionFacts.PrimaryFull).
+func (p *Pool) AcquireNow(ctx context.Context, t Target, login Login) (*Conn, error) {
+	key := login.key()
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	np := p.node(t.Node)
+	if len(np.waiters) > 0 {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	if c, idleFor, suspect := p.takeIdle(np, key); c != nil {
+		p.mu.Unlock()
+		c, err := p.handOutIdle(ctx, t, login, c, idleFor, suspect)
+		if err == nil && p.opts.MinIdle > 0 {
+			p.remember(t, login, key, c.gen)
+		}
+		return c, err
+	}
+	if np.open >= p.opts.MaxPerNode && !p.evictOtherLogin(np, key) {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	np.open++
+	p.mu.Unlock()
+	c, err := p.dialSlot(ctx, t, login)
+	if err == nil && p.opts.MinIdle > 0 {
+		p.remember(t, login, key, c.gen)
+	}
+	return c, err
+}
+
+func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string, brief bool) (*Conn, error) {
 	p.mu.Lock()
 	if p.done {
 		p.mu.Unlock()
@@ -192,8 +245,15 @@ func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string) (
 		p.mu.Unlock()
 		return p.dialSlot(ctx, t, login)
 	}
-	w := &waiter{key: key, grant: make(chan grant, 1)}
-	np.waiters = append(np.waiters, w)
+	w := &waiter{key: key, grant: make(chan grant, 1), brief: brief}
+	at := len(np.waiters)
+	if brief {
+		at = slices.IndexFunc(np.waiters, func(x *waiter) bool { return !x.brief })
+		if at < 0 {
+			at = len(np.waiters)
+		}
+	}
+	np.waiters = slices.Insert(np.waiters, at, w)
 	np.waits++
 	p.mu.Unlock()
 

@@ -271,13 +271,13 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	u := unit{start: time.Now(), effects: batchEffects(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
 	// Nothing runs: Parse, Describe and Close only prepare and describe,
-	// which any node can do that has what the statements name. A read's
-	// such batch must not wait for the primary: a client that prepares
-	// synchronously while its other connections hold every primary backend
-	// in open transactions would wait on itself. A write's goes to the
-	// primary, where the write's execution waits for a backend anyway (and
-	// a standby may not have replayed what it names), unless no primary is
-	// available (route.ShapePrepareOnly).
+	// which any node can do that has what the statements name. Such a batch
+	// must not wait for the primary: a client that prepares synchronously
+	// while its other connections hold every primary backend in open
+	// transactions would wait on itself. A write's goes to the primary only
+	// when a backend there is free at once (choose, waitNot; a standby may
+	// not have replayed what it names), else where a read's would
+	// (route.SessionFacts.PrimaryFull).
 	u.prepareOnly = u.runsNothing && sess.held == nil && synced
 	u.endsNoTransaction = len(stmts) == 1 && synced && sess.endsNoTransaction(stmts[0].effects)
 	if d := sess.deferred; d != nil && d.aborted {

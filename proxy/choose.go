@@ -228,16 +228,8 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	r.Session.LeftReadOnlyBatch = left
 	sess.turn++
 	r.Session.Turn = sess.turn
-	if r.MayReadOnStandby() && sess.mayNeedWritePosition(&r) {
-		sess.noteReadAfter(ctx, &r, snap)
-	}
-	wait := sess.srv.live().cfg.Routing.PrimaryWait
-	r.Now = time.Now()
-	deadline := r.Now.Add(wait)
-	if r.MayReadOnStandby() {
-		// Standbys that refused this login a moment ago (node_login_refusals.go).
-		r.Session.LoginRefused = sess.srv.nodeLoginRefusals.refusedMask(snap, sess.login.User, sess.login.Database, r.Now)
-	}
+	sess.noteReadFacts(ctx, &r, snap)
+	deadline := r.Now.Add(sess.srv.live().cfg.Routing.PrimaryWait)
 	for {
 		out, err := route.Plan(r)
 		if u.decideTime == 0 {
@@ -263,7 +255,21 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 			return nil, out, err
 		}
 		dec := out.Decision
-		be, err := sess.backendFor(ctx, dec.Node, dec.Role)
+		wait := waitInTurn
+		if u.prepareOnly {
+			wait = waitBriefly
+		}
+		if dec.Role == route.RolePrimary && r.PreparesWrite() && !r.Session.PrimaryFull {
+			// A write's prepare takes a primary backend only when one is free now
+			// (route.SessionFacts.PrimaryFull): otherwise it is planned again, as a read's.
+			wait = waitNot
+		}
+		be, err := sess.backendFor(ctx, dec.Node, dec.Role, wait)
+		if err == nil && be == nil {
+			r.Session.PrimaryFull = true
+			sess.noteReadFacts(ctx, &r, snap)
+			continue
+		}
 		if err == nil {
 			return be, out, nil
 		}
@@ -282,6 +288,19 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		}
 		r.Snapshot, r.Now = snap, time.Now()
 		sess.notePoolRoom(&r, snap)
+	}
+}
+
+// noteReadFacts gathers into r what only a read on a standby needs, when the plan may send it
+// there: the write position to read after, and the standbys that refused the login a moment ago
+// (node_login_refusals.go). It sets r.Now.
+func (sess *session) noteReadFacts(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot) {
+	if r.MayReadOnStandby() && sess.mayNeedWritePosition(r) {
+		sess.noteReadAfter(ctx, r, snap)
+	}
+	r.Now = time.Now()
+	if r.MayReadOnStandby() {
+		r.Session.LoginRefused = sess.srv.nodeLoginRefusals.refusedMask(snap, sess.login.User, sess.login.Database, r.Now)
 	}
 }
 
@@ -404,7 +423,7 @@ func connectFailure(err error) bool {
 // backendFor returns a backend connection to node for the session: the one
 // the session holds there (in session pool mode, or while a transaction, an
 // open batch or a pin keeps it), or else one from the pool.
-func (sess *session) backendFor(ctx context.Context, node string, role route.Role) (*backend, error) {
+func (sess *session) backendFor(ctx context.Context, node string, role route.Role, wait poolWait) (*backend, error) {
 	if be := sess.backendOn(node); be != nil {
 		if beside := sess.besideCatalogueRead(ctx, be, node, role); beside != nil {
 			return beside, nil
@@ -417,7 +436,17 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 		return nil, &clientError{SQLState: sqlstateInternalError, Message: "pgowl: unknown node " + node}
 	}
 	// The pool bounds the wait (acquire_timeout) and the dial (dial_timeout) itself.
-	c, err := sess.srv.opts.Pool.Acquire(ctx, target, sess.login)
+	acquire := sess.srv.opts.Pool.Acquire
+	switch wait {
+	case waitBriefly:
+		acquire = sess.srv.opts.Pool.AcquireBriefly
+	case waitNot:
+		acquire = sess.srv.opts.Pool.AcquireNow
+	}
+	c, err := acquire(ctx, target, sess.login)
+	if err == nil && c == nil {
+		return nil, nil // waitNot, and none was free
+	}
 	if err != nil {
 		var abandoned *pool.AbandonedError
 		if pool.PgError(err) == nil && !errors.As(err, &abandoned) {
@@ -431,6 +460,19 @@ func (sess *session) backendFor(ctx context.Context, node string, role route.Rol
 	sess.srv.nodeLoginRefusals.forget(nodeLoginKey{node, sess.login.User, sess.login.Database})
 	return sess.backends.add(c, node, role), nil
 }
+
+// poolWait says how backendFor waits for a pooled connection when none is free.
+type poolWait uint8
+
+const (
+	// waitInTurn waits in arrival order, up to pool.acquire_timeout.
+	waitInTurn poolWait = iota
+	// waitBriefly waits ahead of the others: the unit only prepares, and gives the
+	// connection back after one round trip.
+	waitBriefly
+	// waitNot does not wait: backendFor returns nil, nil when no connection is free now.
+	waitNot
+)
 
 // releaseIdle gives a backend back to the pool after a unit that left nothing
 // on it the session needs, in transaction pool mode. Its prepared statements

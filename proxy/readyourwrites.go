@@ -393,7 +393,7 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	}
 	node := snap.Nodes[i].Name
 	had := sess.backendOn(node) != nil
-	be, err := sess.backendFor(ctx, node, route.RolePrimary)
+	be, err := sess.backendFor(ctx, node, route.RolePrimary, waitInTurn)
 	if err != nil {
 		return
 	}
@@ -503,7 +503,7 @@ func (sess *session) awaitReplay(ctx context.Context, r *route.PlanRequest, out 
 	for out.AwaitReplay {
 		dec := out.Decision
 		had := sess.backendOn(dec.Node) != nil
-		be, err := sess.backendFor(ctx, dec.Node, route.RoleStandby)
+		be, err := sess.backendFor(ctx, dec.Node, route.RoleStandby, waitInTurn)
 		var lsn route.LSN
 		answered := false
 		if err == nil {

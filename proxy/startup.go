@@ -362,7 +362,7 @@ func (sess *session) firstBackend(ctx context.Context) (*backend, error) {
 	var lastErr error
 	for _, i := range order {
 		n := &snap.Nodes[i]
-		be, err := sess.backendFor(ctx, n.Name, n.Role)
+		be, err := sess.backendFor(ctx, n.Name, n.Role, waitInTurn)
 		if err == nil {
 			return be, nil
 		}

@@ -33,6 +33,7 @@ func TestMayReadOnStandbyAgreesWithThePlan(t *testing.T) {
 		{"a prepare of a read", prepared(read), route.SessionFacts{}, withPrimary, true},
 		{"a prepare of a write, with a primary", prepared(write), route.SessionFacts{}, withPrimary, false},
 		{"a prepare of a write, without a primary", prepared(write), route.SessionFacts{}, withoutPrimary, true},
+		{"a prepare of a write, with no primary backend free", prepared(write), route.SessionFacts{PrimaryFull: true}, withPrimary, true},
 		{"a prepare of a write that will pin, without a primary", prepared(pinned(write)), route.SessionFacts{}, withoutPrimary, false},
 		{"a read that pins", pinned(read), route.SessionFacts{}, withPrimary, false},
 		{"a read in a session held on a node", read, route.SessionFacts{Held: route.HeldNode{Node: "pg1", Role: route.RolePrimary}}, withPrimary, false},

@@ -229,6 +229,12 @@ type SessionFacts struct {
 	Deferred DeferredBegin
 	// PrimaryOnly lists settings that send every statement to the primary.
 	PrimaryOnly PrimaryOnly
+	// PrimaryFull: no backend to the primary is free now. A unit that only
+	// prepares a write then goes where a read's prepare would rather than
+	// wait: a client that prepares synchronously (libpq's PQprepare, as
+	// pgbench -M prepared sends it) may hold every primary backend in open
+	// transactions on its other connections, which wait for the prepare.
+	PrimaryFull bool
 	// MaxLag is the session's own lag limit (pgowl.max_replica_lag); 0: none.
 	MaxLag time.Duration
 	// Turn is the session's read counter, for round robin.

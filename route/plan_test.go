@@ -60,6 +60,7 @@ type caseSession struct {
 	Pins               route.Pins `json:"pins,omitempty"`
 	DeferredBegin      *caseBegin `json:"deferred_begin,omitempty"`
 	PrimaryOnly        []string   `json:"primary_only,omitempty"` // "serializable_at_login", "serializable_read_back"
+	PrimaryFull        bool       `json:"primary_full,omitempty"`
 	SessionMaxLagMS    int64      `json:"session_max_lag_ms,omitempty"`
 	Turn               uint64     `json:"turn,omitempty"`
 	Saturated          []string   `json:"saturated,omitempty"` // node names: Avoid
@@ -199,6 +200,7 @@ func (c planCase) request(t *testing.T) route.PlanRequest {
 		}
 		s.PrimaryOnly |= p
 	}
+	s.PrimaryFull = c.Session.PrimaryFull
 	s.MaxLag = ms(c.Session.SessionMaxLagMS)
 	s.Turn = c.Session.Turn
 	s.Avoid = nodeMask(t, snap, c.Session.Saturated)
@@ -367,6 +369,9 @@ func TestPlanGoldenCoverage(t *testing.T) {
 		}
 		if len(c.Session.PrimaryOnly) > 0 {
 			facts["primary only"] = true
+		}
+		if c.Session.PrimaryFull {
+			facts["primary full"] = true
 		}
 		if c.Session.HeldNode != "" {
 			facts["held"] = true

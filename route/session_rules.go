@@ -138,15 +138,26 @@ func (r *PlanRequest) MayReadOnStandby() bool {
 	return mayRead && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
 }
 
-// preparesWriteWithoutPrimary reports whether r only prepares a write (nothing executes, nothing
-// pins, no setting keeps the session on the primary) while no node is an available primary: the
-// prepare then goes where a read's would, as it did before it went to the primary, rather than
-// wait for a primary (a failover) and fail. A standby parses it, unless it lacks what the
-// statement names; the statement's execution waits for the primary as any write does.
-func (r *PlanRequest) preparesWriteWithoutPrimary() bool {
+// PreparesWrite reports whether r only prepares a write that nothing else keeps on the primary (no
+// pin, no setting that keeps the session there, no held backend): the plan sends it to the
+// primary while one is available and SessionFacts.PrimaryFull is false, and where a read's
+// prepare would go otherwise.
+func (r *PlanRequest) PreparesWrite() bool {
 	st, f := &r.Statement, &r.Session
-	if st.Shape != ShapePrepareOnly || st.Access != AccessWrite || st.Pins != 0 || f.PrimaryOnly != 0 || f.Held.Node != "" {
+	return st.Shape == ShapePrepareOnly && st.Access == AccessWrite && st.Pins == 0 && f.PrimaryOnly == 0 && f.Held.Node == ""
+}
+
+// preparesWriteWithoutPrimary reports whether r only prepares a write (nothing executes, nothing
+// pins, no setting keeps the session on the primary) while the primary cannot take it now: no
+// node is an available primary (a failover), or none of its backends is free (PrimaryFull). The
+// prepare then goes where a read's would rather than wait: a standby parses it, unless it lacks
+// what the statement names; the statement's execution waits for the primary as any write does.
+func (r *PlanRequest) preparesWriteWithoutPrimary() bool {
+	if !r.PreparesWrite() {
 		return false
+	}
+	if r.Session.PrimaryFull {
+		return true
 	}
 	snap := r.Snapshot
 	if snap == nil {
