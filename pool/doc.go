@@ -28,7 +28,9 @@
 // arrival order until one is released or pool.acquire_timeout passes, when it
 // fails with DATABASE_BUSY. AcquireBriefly (a caller that gives the
 // connection back after one round trip: a batch that only prepares) waits
-// ahead of every Acquire, so that it does not wait behind transactions. A
+// ahead of every Acquire, so that it does not wait behind transactions.
+// AcquireNow and AcquireIdle never wait: they return nothing when no
+// connection is to be had at once. A
 // node that refuses a connection with too_many_connections is reported the
 // same way.
 //

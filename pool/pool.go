@@ -170,61 +170,50 @@ func (p *Pool) acquireRemembered(ctx context.Context, t Target, login Login, bri
 
 // AcquireIdle returns an idle connection of login to t's node when one is free now, nil when
 // none is: it waits for none and dials none for itself; only a dead idle connection it finds is
-// replaced by a dial in its slot, as Acquire does. The proxy runs a statement on it beside a connection of the session still busy
-// with pgowl's own read, where waiting for that connection costs less than a dial.
+// replaced by a dial in its slot, as Acquire does. The proxy runs a statement on it beside a
+// connection of the session still busy with pgowl's own read, where waiting for that connection
+// costs less than a dial.
 func (p *Pool) AcquireIdle(ctx context.Context, t Target, login Login) (*Conn, error) {
-	p.mu.Lock()
-	if p.done {
-		p.mu.Unlock()
-		return nil, nil
-	}
-	np := p.node(t.Node)
-	if len(np.waiters) > 0 {
-		p.mu.Unlock()
-		return nil, nil
-	}
-	c, idleFor, suspect := p.takeIdle(np, login.key())
-	p.mu.Unlock()
-	if c == nil {
-		return nil, nil
-	}
-	return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
+	return p.acquireWithoutWaiting(ctx, t, login, false)
 }
 
 // AcquireNow returns a connection of login to t when one is to be had without waiting: an idle
-// one, or a dial while the node is under its cap and no Acquire waits; nil, nil when it would
-// have to wait. The proxy prepares a write on the primary only so (route.SessionFacts.PrimaryFull).
+// one, or a dial while the node is under its cap (or has an idle connection of another login to
+// close) and no Acquire waits; nil, nil when it would have to wait. The proxy prepares a write on
+// the primary only so (route.SessionFacts.PrimaryFull).
 func (p *Pool) AcquireNow(ctx context.Context, t Target, login Login) (*Conn, error) {
+	c, err := p.acquireWithoutWaiting(ctx, t, login, true)
+	if c != nil && err == nil && p.opts.MinIdle > 0 {
+		p.remember(t, login, login.key(), c.gen)
+	}
+	return c, err
+}
+
+// acquireWithoutWaiting is AcquireIdle, and with dial AcquireNow.
+func (p *Pool) acquireWithoutWaiting(ctx context.Context, t Target, login Login, dial bool) (*Conn, error) {
 	key := login.key()
 	p.mu.Lock()
-	if p.done {
+	if p.done || len(p.node(t.Node).waiters) > 0 {
 		p.mu.Unlock()
 		return nil, nil
 	}
 	np := p.node(t.Node)
-	if len(np.waiters) > 0 {
-		p.mu.Unlock()
-		return nil, nil
-	}
 	if c, idleFor, suspect := p.takeIdle(np, key); c != nil {
 		p.mu.Unlock()
-		c, err := p.handOutIdle(ctx, t, login, c, idleFor, suspect)
-		if err == nil && p.opts.MinIdle > 0 {
-			p.remember(t, login, key, c.gen)
-		}
-		return c, err
+		return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 	}
-	if np.open >= p.opts.MaxPerNode && !p.evictOtherLogin(np, key) {
+	switch {
+	case !dial:
+		p.mu.Unlock()
+		return nil, nil
+	case np.open < p.opts.MaxPerNode:
+		np.open++
+	case !p.evictOtherLogin(np, key): // else the evicted connection's slot is the dial's
 		p.mu.Unlock()
 		return nil, nil
 	}
-	np.open++
 	p.mu.Unlock()
-	c, err := p.dialSlot(ctx, t, login)
-	if err == nil && p.opts.MinIdle > 0 {
-		p.remember(t, login, key, c.gen)
-	}
-	return c, err
+	return p.dialSlot(ctx, t, login)
 }
 
 func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string, brief bool) (*Conn, error) {
@@ -240,10 +229,18 @@ func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string, b
 			return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 		}
 	}
-	if len(np.waiters) == 0 && (np.open < p.opts.MaxPerNode || p.evictOtherLogin(np, key)) {
-		np.open++
-		p.mu.Unlock()
-		return p.dialSlot(ctx, t, login)
+	if len(np.waiters) == 0 {
+		// A slot to dial in: a new one under the cap, or an idle connection of another
+		// login's, which evictOtherLogin closes and passes on.
+		if np.open < p.opts.MaxPerNode {
+			np.open++
+			p.mu.Unlock()
+			return p.dialSlot(ctx, t, login)
+		}
+		if p.evictOtherLogin(np, key) {
+			p.mu.Unlock()
+			return p.dialSlot(ctx, t, login)
+		}
 	}
 	w := &waiter{key: key, grant: make(chan grant, 1), brief: brief}
 	at := len(np.waiters)

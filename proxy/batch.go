@@ -272,12 +272,13 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	u.runsNothing = !b.executes()
 	// Nothing runs: Parse, Describe and Close only prepare and describe,
 	// which any node can do that has what the statements name. Such a batch
-	// must not wait for the primary: a client that prepares synchronously
+	// should not wait for the primary: a client that prepares synchronously
 	// while its other connections hold every primary backend in open
 	// transactions would wait on itself. A write's goes to the primary only
 	// when a backend there is free at once (choose, waitNot; a standby may
 	// not have replayed what it names), else where a read's would
-	// (route.SessionFacts.PrimaryFull).
+	// (route.SessionFacts.PrimaryFull). One that only the primary can take
+	// waits there, ahead of transactions (waitBriefly).
 	u.prepareOnly = u.runsNothing && sess.held == nil && synced
 	u.endsNoTransaction = len(stmts) == 1 && synced && sess.endsNoTransaction(stmts[0].effects)
 	if d := sess.deferred; d != nil && d.aborted {

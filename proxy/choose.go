@@ -228,7 +228,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	r.Session.LeftReadOnlyBatch = left
 	sess.turn++
 	r.Session.Turn = sess.turn
-	sess.noteReadFacts(ctx, &r, snap)
+	sess.noteReadFacts(ctx, &r, snap, waitInTurn)
 	deadline := r.Now.Add(sess.srv.live().cfg.Routing.PrimaryWait)
 	for {
 		out, err := route.Plan(r)
@@ -256,18 +256,22 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		}
 		dec := out.Decision
 		wait := waitInTurn
-		if u.prepareOnly {
+		if u.prepareOnly && sess.srv.transactionPooling {
+			// The backend goes back to the pool after the prepare's one round trip
+			// (in session pooling the session keeps it).
 			wait = waitBriefly
 		}
 		if dec.Role == route.RolePrimary && r.PreparesWrite() && !r.Session.PrimaryFull {
 			// A write's prepare takes a primary backend only when one is free now
-			// (route.SessionFacts.PrimaryFull): otherwise it is planned again, as a read's.
+			// (route.SessionFacts.PrimaryFull): otherwise it is planned again, as a read's,
+			// with what such a read needs gathered without waiting for the primary.
 			wait = waitNot
 		}
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role, wait)
 		if err == nil && be == nil {
 			r.Session.PrimaryFull = true
-			sess.noteReadFacts(ctx, &r, snap)
+			sess.noteReadFacts(ctx, &r, snap, waitNot)
+			sess.notePoolRoom(&r, snap)
 			continue
 		}
 		if err == nil {
@@ -292,11 +296,12 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 }
 
 // noteReadFacts gathers into r what only a read on a standby needs, when the plan may send it
-// there: the write position to read after, and the standbys that refused the login a moment ago
-// (node_login_refusals.go). It sets r.Now.
-func (sess *session) noteReadFacts(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot) {
+// there: the write position to read after (reading it on the primary may wait there as wait
+// says), and the standbys that refused the login a moment ago (node_login_refusals.go). It sets
+// r.Now.
+func (sess *session) noteReadFacts(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
 	if r.MayReadOnStandby() && sess.mayNeedWritePosition(r) {
-		sess.noteReadAfter(ctx, r, snap)
+		sess.noteReadAfter(ctx, r, snap, wait)
 	}
 	r.Now = time.Now()
 	if r.MayReadOnStandby() {
@@ -362,9 +367,9 @@ func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, 
 // your writes (readyourwrites.go): the session's last write position, made
 // known first where a standby could have it, and what the standbys are
 // known to have replayed.
-func (sess *session) noteReadAfter(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot) {
+func (sess *session) noteReadAfter(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
 	if !sess.ryw.settleCanWait(snap) {
-		sess.settleWritePosition(ctx, snap)
+		sess.settleWritePosition(ctx, snap, wait)
 	}
 	var unflushed bool
 	r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)

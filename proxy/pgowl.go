@@ -223,7 +223,7 @@ func (sess *session) showPgowl(name string) pgowlResult {
 		// The position the session's reads wait for: a token another
 		// session (or pgowl instance) can SET pgowl.read_after to.
 		snap := sess.srv.opts.Nodes.Snapshot()
-		sess.settleWritePosition(context.Background(), snap)
+		sess.settleWritePosition(context.Background(), snap, waitInTurn)
 		pos, _ := sess.readAfter(context.Background(), snap)
 		if name == "read_after" {
 			pos = sess.ryw.token

@@ -379,9 +379,10 @@ func (sess *session) mayNeedWritePosition(r *route.PlanRequest) bool {
 // settleWritePosition reads the session's write position on the primary
 // when a unit may have written since it was last read (session scope reads
 // it lazily, only when a read needs it). The primary's insert position now
-// covers that write. Without a primary, or on failure, the position stays
-// as it was and is read again for the next read.
-func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot) {
+// covers that write. Without a primary, on failure, or when wait is waitNot
+// and no primary backend is free now, the position stays as it was and is
+// read again for the next read.
+func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot, wait poolWait) {
 	r := &sess.ryw
 	if !r.unsettled || sess.readYourWritesScope() != config.ReadYourWritesSession {
 		return
@@ -393,8 +394,8 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	}
 	node := snap.Nodes[i].Name
 	had := sess.backendOn(node) != nil
-	be, err := sess.backendFor(ctx, node, route.RolePrimary, waitInTurn)
-	if err != nil {
+	be, err := sess.backendFor(ctx, node, route.RolePrimary, wait)
+	if err != nil || be == nil {
 		return
 	}
 	if backendIdle(be) {

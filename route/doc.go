@@ -80,8 +80,8 @@
 //     standby that has not replayed the table or function the statement
 //     names (created by the session a moment ago) would fail its parse.
 //     Without an available primary, or with SessionFacts.PrimaryFull (no
-//     primary backend free at once: the proxy never lets a prepare wait for
-//     one), it goes where a read's prepare would.
+//     primary backend free at once: the proxy does not let a write's
+//     prepare wait for one), it goes where a read's prepare would.
 //   - A read chosen on a standby whose pool is exhausted (SessionFacts.Avoid)
 //     and where the session has no backend (SessionFacts.Connected) moves to
 //     another qualifying standby, deciding again with Request.Avoid.
