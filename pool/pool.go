@@ -202,13 +202,7 @@ func (p *Pool) acquireWithoutWaiting(ctx context.Context, t Target, login Login,
 		p.mu.Unlock()
 		return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 	}
-	switch {
-	case !dial:
-		p.mu.Unlock()
-		return nil, nil
-	case np.open < p.opts.MaxPerNode:
-		np.open++
-	case !p.evictOtherLogin(np, key): // else the evicted connection's slot is the dial's
+	if !dial || !p.takeSlot(np, key) {
 		p.mu.Unlock()
 		return nil, nil
 	}
@@ -229,18 +223,9 @@ func (p *Pool) acquire(ctx context.Context, t Target, login Login, key string, b
 			return p.handOutIdle(ctx, t, login, c, idleFor, suspect)
 		}
 	}
-	if len(np.waiters) == 0 {
-		// A slot to dial in: a new one under the cap, or an idle connection of another
-		// login's, which evictOtherLogin closes and passes on.
-		if np.open < p.opts.MaxPerNode {
-			np.open++
-			p.mu.Unlock()
-			return p.dialSlot(ctx, t, login)
-		}
-		if p.evictOtherLogin(np, key) {
-			p.mu.Unlock()
-			return p.dialSlot(ctx, t, login)
-		}
+	if len(np.waiters) == 0 && p.takeSlot(np, key) {
+		p.mu.Unlock()
+		return p.dialSlot(ctx, t, login)
 	}
 	w := &waiter{key: key, grant: make(chan grant, 1), brief: brief}
 	at := len(np.waiters)
@@ -441,6 +426,17 @@ func (p *Pool) Suspect(node string) {
 // tooOld reports whether c has outlived MaxLifetime.
 func (p *Pool) tooOld(c *Conn, now time.Time) bool {
 	return p.opts.MaxLifetime > 0 && now.Sub(c.created) > p.opts.MaxLifetime
+}
+
+// takeSlot takes a slot of np for a dial of login key, and reports whether there was one: a new
+// one under the cap, or the slot of an idle connection of another login, which it closes (the
+// slot passes to the caller as it is, counted once). The caller holds p.mu.
+func (p *Pool) takeSlot(np *nodePool, key string) bool {
+	if np.open < p.opts.MaxPerNode {
+		np.open++
+		return true
+	}
+	return p.evictOtherLogin(np, key)
 }
 
 // evictOtherLogin closes one idle connection of another login to make room.

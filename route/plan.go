@@ -94,9 +94,11 @@ const (
 	// ShapePrepareOnly is a synced extended-protocol batch outside a
 	// transaction that only parses, describes and closes: nothing executes.
 	// A read's may run on any node (the primary when no standby qualifies);
-	// a write's goes to the primary, where the statement will run: a standby
-	// may not yet have replayed what the statement names (a table or
-	// function the session just created), and its parse would fail there.
+	// a write's goes to the primary, where the statement will run (a standby
+	// may not yet have replayed what the statement names, a table or
+	// function the session just created, and its parse would fail there),
+	// unless the primary cannot take it at once (SessionFacts.PrimaryFull,
+	// or no primary available): then where a read's would.
 	ShapePrepareOnly
 	// ShapeEndsNoTransaction is a lone COMMIT or ROLLBACK while the session
 	// has no transaction anywhere: any node answers it alike.
