@@ -227,6 +227,9 @@ type CatalogueData struct {
 	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
 	// keyed by role name, with "" for roles without a role-specific setting.
 	DefaultSearchPath map[string][]string
+	// Schemas are the names of every schema, sorted, as a whole read found them (nil when not
+	// read): where an unqualified CREATE makes its object (CreatedFunction).
+	Schemas []string
 	// LoadedAt is when the data was read.
 	LoadedAt time.Time
 	// Warnings are problems met while loading, such as configured overrides that name no function.
@@ -1062,6 +1065,7 @@ func checksum(d *CatalogueData) string {
 		write(role)
 		write(strings.Join(d.DefaultSearchPath[role], "\x00"))
 	}
+	write(strings.Join(d.Schemas, "\x00"))
 	return strconv.FormatUint(h, 16)
 }
 

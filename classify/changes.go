@@ -25,6 +25,10 @@ type CatalogueChanges struct {
 	Types []string `json:"types,omitempty"`
 	// Everything is set when the whole catalogue must be read again.
 	Everything bool `json:"everything,omitempty"`
+	// Created is the function a CREATE FUNCTION or PROCEDURE statement makes, when its parse tree
+	// spells out all the catalogue needs of it (see CreatedFunction); nil otherwise, and in the
+	// changes of more than one statement.
+	Created *CreatedFunction `json:"-"`
 }
 
 // Merge adds other's changes to c, turning into Everything past maxChangedNames names.
@@ -32,6 +36,7 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 	if other == nil || c.Everything {
 		return
 	}
+	c.Created = nil
 	if other.Everything {
 		*c = CatalogueChanges{Everything: true}
 		return

@@ -17,7 +17,7 @@ import "slices"
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
 //     when any part has it (CatalogueChanges and Assumptions are unions too),
 //     and Statements is the sum;
-//   - SearchPath, Pgowl, Deallocates and Loads describe a single statement:
+//   - SearchPath, Pgowl, Deallocates, Loads and CatalogueChanges.Created describe a single statement:
 //     they are kept only when there is one part;
 //   - Fingerprint, Normalized and ParseError are the first part's.
 //
@@ -66,6 +66,8 @@ func Merge(parts []Effects) Effects {
 		merged.Statements += part.Statements
 	}
 	if len(parts) == 1 {
+		// One statement's change keeps what only one statement's may hold (Created).
+		merged.CatalogueChanges = parts[0].CatalogueChanges
 		merged.SearchPath, merged.Pgowl = parts[0].SearchPath, parts[0].Pgowl
 		merged.Deallocates, merged.Loads = parts[0].Deallocates, parts[0].Loads
 	}

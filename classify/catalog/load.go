@@ -72,6 +72,9 @@ func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Ov
 	if err := loadDefaultSearchPaths(ctx, conn, &data); err != nil {
 		return nil, nil, err
 	}
+	if err := loadSchemas(ctx, conn, &data); err != nil {
+		return nil, nil, err
+	}
 	// With only pg_catalog on the path, pg_get_viewdef and pg_get_functiondef qualify every other name.
 	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog"); err != nil {
 		return nil, nil, fmt.Errorf("catalog: set search_path: %w", err)
@@ -462,6 +465,22 @@ ORDER BY 1, 2`,
 	},
 }
 
+// loadSchemas reads the names of every schema, sorted: where an unqualified CREATE FUNCTION
+// makes its function when "$user" comes first in search_path (classify.Catalogue.CreatedFunction).
+func loadSchemas(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
+	rows, err := conn.Query(ctx, "SELECT nspname::text FROM pg_catalog.pg_namespace")
+	if err != nil {
+		return fmt.Errorf("catalog: read schemas: %w", err)
+	}
+	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("catalog: read schemas: %w", err)
+	}
+	slices.Sort(schemas)
+	data.Schemas = schemas
+	return nil
+}
+
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
 // the role in this database, else for the role, else for this database, else the server's.
 func loadDefaultSearchPaths(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
@@ -539,7 +558,7 @@ func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Ca
 	}
 	data, delta := patch(oldCatalogue, fresh, wanted)
 	var keep []string
-	if !changes.Everything && keepsAnalyses(old, fresh, wanted, delta) {
+	if !changes.Everything && keepsAnalyses(old, fresh, wanted, delta) && !readsDerivedOIDs(fresh) {
 		keep = wanted.names()
 	}
 	return data, delta, keep, nil
