@@ -22,6 +22,13 @@
 // rest on none of the names read (Catalogue.KeepAnalysesFrom); any other change drops them.
 // Holding a current catalogue costs no I/O: two atomic loads per statement.
 //
+// A function whose CREATE statement says all of it (classify.CreatedFunction) is not read: the
+// session tells ChangedAndCreated once the statement has committed, and the held catalogue is
+// patched with the row the statement describes (classify.Catalogue.CreatedFunction: schema from
+// search_path and the schemas a whole read lists, OR REPLACE keeping the held OID and comment, a
+// new function an OID of the Manager's from derivedOIDFloor up, until a read gives PostgreSQL's),
+// under the same conditions and with the same read slot as a session's read below.
+//
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and
 // ChangedAndRead patches the held catalogue with it, when nothing else was told or looked up since

@@ -63,6 +63,8 @@ type Manager struct {
 	opts Options
 	mu   sync.RWMutex
 	dbs  map[string]*database
+	// derivedOIDs counts the OIDs given to functions added without a read (derivedOID).
+	derivedOIDs atomic.Uint32
 }
 
 type database struct {

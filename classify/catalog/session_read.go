@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -336,11 +337,101 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		m.Changed(name, changes, true)
 		return false
 	}
+	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (*classify.CatalogueData, namedReads, *classify.CatalogueChanges, bool) {
+		if db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
+			return nil, namedReads{}, nil, false
+		}
+		for i := range read.fresh.Functions {
+			read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
+		}
+		return &read.fresh, read.wanted, &read.changes, true
+	}, false)
+}
+
+// ChangedAndCreated tells the Manager that a session's statement, now committed, created or
+// replaced the function created describes (classify.CreatedFunction, from the statement's parse
+// tree), and nothing else; ctx is the session's classification context, whose search_path and
+// user say where an unqualified name went. When the held catalogue can tell the function's row
+// (classify.Catalogue.CreatedFunction), no change is pending and no read runs, the catalogue is
+// patched with it at once, without a read (applied reports true): the change costs what the node
+// took to make it. Otherwise it does what Changed(committed) does. A new function gets an OID of
+// pgowl's (derivedOID), replaced by PostgreSQL's with the next read of its name or of the whole
+// catalogue (the periodic one at the latest): the classifier uses an OID only to tell functions
+// apart and to key its analyses, while operators, casts and aggregates that name a function by
+// OID are read, with what they name, when they are made.
+func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChanges, created *classify.CreatedFunction, ctx *classify.Context) (applied bool) {
+	if created == nil || changes == nil || changes.Everything || len(changes.Relations)+len(changes.Types) > 0 ||
+		len(changes.Functions) != 1 || changes.Functions[0] != created.Name ||
+		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
+		m.Changed(name, changes, true)
+		return false
+	}
+	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (*classify.CatalogueData, namedReads, *classify.CatalogueChanges, bool) {
+		if !coveredBy(&db.pending, changes) {
+			// Another change is pending (the statement's own was told when it was
+			// classified): it is read.
+			return nil, namedReads{}, nil, false
+		}
+		f, ok := old.CreatedFunction(created, ctx, m.derivedOID)
+		if !ok {
+			return nil, namedReads{}, nil, false
+		}
+		return &classify.CatalogueData{Functions: []classify.Function{f}}, namedReads{functions: changes.Functions}, changes, true
+	}, true)
+}
+
+// patchFunction returns the data of oldCatalogue with function f added, or in place of the one
+// of its OID (OR REPLACE), and what that changed; like patch, it copies what it must only.
+func patchFunction(oldCatalogue *classify.Catalogue, f *classify.Function) (*classify.CatalogueData, *classify.CatalogueDelta) {
+	old := oldCatalogue.Data()
+	data := *old
+	data.LoadedAt = time.Now()
+	delta := &classify.CatalogueDelta{}
+	var drop func(*classify.Function) bool
+	if _, held := oldCatalogue.Function(f.OID); held {
+		drop = func(held *classify.Function) bool { return held.OID == f.OID }
+	}
+	data.Functions, delta.RemovedFunctions, delta.AddedFunctions, delta.Parts.Functions = replace(old.Functions, []classify.Function{*f}, drop,
+		func(a, b *classify.Function) int { return cmp.Compare(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
+	return &data, delta
+}
+
+// derivedOID returns an OID for a function the Manager adds without reading it: from the top of
+// the OID space, which PostgreSQL reaches only after billions of objects; CreatedFunction passes
+// over one a held object has.
+func (m *Manager) derivedOID() uint32 {
+	return derivedOIDFloor + m.derivedOIDs.Add(1)%(1<<24)
+}
+
+// readsDerivedOIDs reports whether a read found a function under an OID derivedOID may have
+// given: an analysis memoised for the function added without a read would be taken for it.
+func readsDerivedOIDs(fresh *classify.CatalogueData) bool {
+	for i := range fresh.Functions {
+		if fresh.Functions[i].OID >= derivedOIDFloor {
+			return true
+		}
+	}
+	return false
+}
+
+// derivedOIDFloor is where the OIDs of functions added without a read start (see derivedOID).
+const derivedOIDFloor = 0xFF000000
+
+// patchOwnChange patches the held catalogue of database name with a change a session made and
+// committed, when take, called under the database's lock with the held catalogue, returns what
+// to patch it with (fresh, the names it replaces, the change it covers); else, or when a read
+// runs or no catalogue is held, it does what Changed(committed) does. The patch runs in the
+// caller, before it returns: it holds the database's read slot (db.loading) until the patched
+// catalogue is stored, so a statement of another session whose verdict depends on the catalogue
+// waits for it (Catalogue, Lookup).
+func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges,
+	take func(db *database, old *classify.Catalogue) (fresh *classify.CatalogueData, wanted namedReads, covers *classify.CatalogueChanges, ok bool),
+	fromStatement bool) bool {
 	started := time.Now()
 	db := m.state(name)
 	db.mu.Lock()
 	for db.loading != nil && db.patching {
-		// The session's previous read is still being patched in (a change right behind a
+		// The session's previous change is still being patched in (a change right behind a
 		// change): that takes well under a millisecond, a read of the Manager's own far longer.
 		done := db.loading
 		db.mu.Unlock()
@@ -348,13 +439,20 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		db.mu.Lock()
 	}
 	old := db.cat.Load()
-	if db.loading != nil || old == nil || db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
+	var fresh *classify.CatalogueData
+	var wanted namedReads
+	var covers *classify.CatalogueChanges
+	ok := db.loading == nil && old != nil
+	if ok {
+		fresh, wanted, covers, ok = take(db, old)
+	}
+	if !ok {
 		db.mu.Unlock()
 		m.Changed(name, changes, true)
 		return false
 	}
-	// The change is committed and read: once patched, the catalogue reflects every generation so
-	// far. Until then the change is pending and the read slot taken.
+	// The change is committed and known: once patched, the catalogue reflects every generation
+	// so far. Until then the change is pending and the read slot taken.
 	done := make(chan struct{})
 	db.loading, db.patching = done, true
 	db.generation++
@@ -362,23 +460,28 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	db.changed = generation
 	db.pending = classify.CatalogueChanges{}
 	db.dirty.Store(true)
-	for i := range read.fresh.Functions {
-		read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
-	}
 	db.mu.Unlock()
-	m.applySessionRead(db, old, read, generation, done, started)
+	m.applyOwnChange(db, old, fresh, wanted, covers, fromStatement, generation, done, started)
 	return true
 }
 
-// applySessionRead patches old with read, stores the result as reflecting generation, and frees
-// the read slot (done); changes told meanwhile are then read by the Manager.
-func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *SessionRead, generation uint64, done chan struct{}, started time.Time) {
-	data, delta := patch(old, &read.fresh, read.wanted)
+// applyOwnChange patches old with fresh for wanted (read by the session, or taken from its
+// statement: fromStatement), stores the result as reflecting generation,
+// and frees the read slot (done); changes told meanwhile are then read by the Manager.
+func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *classify.CatalogueData, wanted namedReads,
+	covers *classify.CatalogueChanges, fromStatement bool, generation uint64, done chan struct{}, started time.Time) {
+	var data *classify.CatalogueData
+	var delta *classify.CatalogueDelta
+	if fromStatement {
+		data, delta = patchFunction(old, &fresh.Functions[0])
+	} else {
+		data, delta = patch(old, fresh, wanted)
+	}
 	cat := old
 	if delta.Changed() {
 		cat = classify.DeriveCatalogue(old, *data, delta)
-		if keepsAnalyses(old.Data(), &read.fresh, read.wanted, delta) {
-			cat.KeepAnalysesFrom(old, read.wanted.names())
+		if keepsAnalyses(old.Data(), fresh, wanted, delta) && (fromStatement || !readsDerivedOIDs(fresh)) {
+			cat.KeepAnalysesFrom(old, wanted.names())
 		}
 	}
 	db.mu.Lock()
@@ -401,8 +504,8 @@ func (m *Manager) applySessionRead(db *database, old *classify.Catalogue, read *
 	db.mu.Unlock()
 	close(done)
 	m.opts.Logger.Debug().Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
-		Bool("session", true).Strs("functions", read.changes.Functions).Strs("relations", read.changes.Relations).
-		Strs("types", read.changes.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
+		Bool("session", true).Strs("functions", covers.Functions).Strs("relations", covers.Relations).
+		Strs("types", covers.Types).Bool("from_statement", fromStatement).Dur("took", time.Since(started)).Msg("function catalogue read")
 }
 
 // coveredBy reports whether every name pending names is one read names (and pending is not a change
