@@ -29,7 +29,9 @@ DROP FUNCTION IF EXISTS rl_app.rl_added();`
 	release := lockCatalogueTable(t, ctx, c.Nodes[0].DatabaseDSN(appDatabase), "pg_description")
 	defer release()
 
-	aheadMust(t, conn, "CREATE FUNCTION rl_added() RETURNS integer LANGUAGE sql STABLE AS $$SELECT 42$$")
+	// A SET clause makes the change one the session reads (a function its statement describes
+	// in full is taken without a read).
+	aheadMust(t, conn, "CREATE FUNCTION rl_added() RETURNS integer LANGUAGE sql STABLE SET work_mem = '4MB' AS $$SELECT 42$$")
 	type result struct {
 		value int
 		err   error

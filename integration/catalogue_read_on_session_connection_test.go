@@ -50,9 +50,11 @@ func TestCatalogueChangeIsReadOnTheSessionConnection(t *testing.T) {
 			function := "csr_f_" + mode.name
 			for round := 0; round < 3; round++ {
 				// A function that writes, with a comment outside ASCII in its body: the next
-				// statement must go to the primary, whatever the catalogue held before.
+				// statement must go to the primary, whatever the catalogue held before. Its SET
+				// clause makes it a change the session reads (proconfig is not taken from the
+				// statement).
 				change := "CREATE OR REPLACE FUNCTION " + function + `() RETURNS bigint LANGUAGE sql VOLATILE
-  AS $$SELECT nextval('csr_app.csr_seq') -- écrit$$`
+  SET work_mem = '4MB' AS $$SELECT nextval('csr_app.csr_seq') -- écrit$$`
 				if rs, err := inMode(change); err != nil {
 					t.Fatalf("%s: %v (routes %v)", change, err, rs)
 				}
@@ -66,7 +68,8 @@ func TestCatalogueChangeIsReadOnTheSessionConnection(t *testing.T) {
 						}
 					}
 				}
-				// The same function made to read. A standby may run the next call before it
+				// The same function made to read, without a SET clause: taken from its
+				// statement, without a read. A standby may run the next call before it
 				// replayed the change (read_your_writes is off), so only the round trip is
 				// required: where a call must not run is checked above.
 				change = "CREATE OR REPLACE FUNCTION " + function + `() RETURNS bigint LANGUAGE sql STABLE

@@ -19,7 +19,9 @@ import (
 // send it to the same primary (pgowl in front of the primary alone here), is sent before the read
 // is read, and classified again with the read while the node runs it: its NOTICE and its routing
 // log line give the final verdict, never the provisional one (UNKNOWN_EFFECT). With standbys to
-// read on, the next statement waits for the read, as before.
+// read on, the next statement waits for the read, as before. A function its CREATE statement
+// describes in full is not read at all: the catalogue takes it from the statement while the node
+// runs the next one, which is sent ahead in the same way.
 
 const aheadSetupSQL = `
 CREATE SCHEMA IF NOT EXISTS sa_app AUTHORIZATION app;
@@ -46,7 +48,7 @@ func startOwlOnPrimaryAlone(t *testing.T, c *cluster.Cluster, setup string) *owl
 }
 
 // aheadLogMessage is pgowl's debug line for a unit sent before its session's catalogue read was read.
-const aheadLogMessage = "statement sent before its session's catalogue read was read; classified again with the read"
+const aheadLogMessage = "statement sent before its session's catalogue change was taken in; classified again with it"
 
 func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 	o := startOwlOnPrimaryAlone(t, sharedClusterFor(t), aheadSetupSQL)
@@ -60,7 +62,7 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 			// The catalogue is held from here: a change is read, not the whole catalogue.
 			aheadMust(t, conn, "SELECT sa_probe()")
 			conn.routes(t)
-			before := aheadLines(t, o)
+			before, createdBefore := aheadLines(t, o), createdWithoutRead(t, o)
 			uses := 0
 			for round := 0; round < 3; round++ {
 				writes := fmt.Sprintf("sa_w_%s_%d", mode.name, round)
@@ -99,6 +101,11 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 			if sent := aheadLines(t, o) - before; sent < uses {
 				t.Errorf("%d of %d statements that used a change were sent before their session's catalogue read was read; want all", sent, uses)
 			}
+			// Three of each round's four changes are functions their statement describes in
+			// full: the catalogue takes them without a read.
+			if taken := createdWithoutRead(t, o) - createdBefore; taken < 3*3 {
+				t.Errorf("%d functions were taken from their CREATE statement without a read; want the 9 this test made so", taken)
+			}
 		})
 	}
 	t.Run("beside the read", func(t *testing.T) {
@@ -121,7 +128,10 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 		before := asideLines(t, o)
 		for round := 0; round < 3; round++ {
 			writes := fmt.Sprintf("sa_wb_%d", round)
-			createWritingFunction(t, conn, writes)
+			// A SET clause makes the function one the catalogue reads (a function its
+			// statement describes in full is taken from the statement, without a read).
+			aheadMust(t, conn, "CREATE FUNCTION "+writes+"() RETURNS bigint LANGUAGE sql VOLATILE SET search_path = sa_app, public AS $$SELECT nextval('sa_seq')$$")
+			conn.routes(t)
 			aheadMust(t, conn, "SELECT "+writes+"()")
 			if rs := conn.routes(t); len(rs) != 1 || rs[0].Reason != "WRITING_FUNCTION" {
 				t.Errorf("SELECT %s() right after its CREATE: NOTICEs %v, want one on the primary with WRITING_FUNCTION", writes, rs)
@@ -190,6 +200,19 @@ func aheadLinesWhere(t *testing.T, o *owl, besideOnly bool) int {
 	n := 0
 	for _, e := range o.logs.Entries(t) {
 		if e["message"] == aheadLogMessage && (!besideOnly || e["beside_read"] == true) {
+			n++
+		}
+	}
+	return n
+}
+
+// createdWithoutRead counts pgowl's log lines for catalogue changes taken from the statement that
+// made them (a created function), without a read.
+func createdWithoutRead(t *testing.T, o *owl) int {
+	t.Helper()
+	n := 0
+	for _, e := range o.logs.Entries(t) {
+		if e["message"] == "function catalogue read" && e["from_statement"] == true {
 			n++
 		}
 	}

@@ -30,6 +30,13 @@ import (
 // So no statement is routed on a catalogue that misses its session's committed change: it is
 // routed where any verdict would send it, or on the catalogue with the change.
 //
+// A function its statement describes in full (classify.CreatedFunction) is not read: nothing is
+// sent behind the unit, and the catalogue takes the function from the statement (tellChanges,
+// catalog.Manager.ChangedAndCreated). Until it has, the session treats it as a read in flight
+// whose replies are all in (classifierState.changeToTakeIn): the next statement is classified
+// ahead of it and sent when every verdict sends it alike, and the catalogue takes the function in
+// while the node runs it (drainCatalogueRead, with no replies to read).
+//
 // The read is read (drainCatalogueRead) at the latest when the next unit is routed; before pgowl
 // runs a query of its own on the backend (runOnBackend, readUntilReady); and when the backend is
 // dropped or the session ends, when it is abandoned instead and the catalogue told of the change
@@ -98,7 +105,7 @@ func (ahead *aheadStatement) runs(u *unit) bool {
 // sends to the same primary (it is then finished when it has been sent, see exchangeOn). Any
 // other unit has the read read first, and a statement of it ahead of the read classified again.
 func (sess *session) routeAheadOfRead(u *unit) {
-	if sess.cls.readOn == nil {
+	if !sess.cls.changeToTakeIn() {
 		return
 	}
 	if sess.cls.ahead.runs(u) && sess.sendsAlikeForAnyEffect(u) {
@@ -121,7 +128,7 @@ func (sess *session) forgetAheadUnit(u *unit) {
 // is read (first on be when it is the read's backend: its replies come before u's), and u
 // classified again, before any reply of u is relayed.
 func (sess *session) sentAheadOfRead(u *unit, be *backend) {
-	if sess.cls.aheadUnit == u && sess.cls.readOn != nil {
+	if sess.cls.aheadUnit == u && sess.cls.changeToTakeIn() {
 		if ahead := sess.cls.ahead; ahead != nil {
 			ahead.pending.Prepare() // while the node runs the read
 		}
@@ -205,6 +212,15 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 	st := &sess.cls
 	be := st.readOn
 	if be == nil {
+		if st.changeToTakeIn() {
+			// A created function, described by its statement: no read to wait for.
+			began := time.Now()
+			sess.catalogueReadIn()
+			if u == nil {
+				u = st.aheadUnit
+			}
+			sess.finishAhead(u, false, &aheadTimes{patch: time.Since(began)})
+		}
 		return
 	}
 	st.readOn = nil
@@ -234,7 +250,7 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 			sess.passOnCancel() // the client's request reached the read: now the statement
 		}
 	}
-	times := &aheadTimes{readWait: time.Since(began)}
+	times := &aheadTimes{readWait: time.Since(began), read: true}
 	sess.catalogueReadIn()
 	times.patch = time.Since(began) - times.readWait
 	if u == nil {
@@ -266,6 +282,9 @@ func (sess *session) catalogueReadIn() {
 // classification (and for the plan again, which is not timed).
 type aheadTimes struct {
 	readWait, patch time.Duration
+	// read: the change was read (readWait is timed); else it was a function taken from its
+	// statement (classify.CreatedFunction).
+	read bool
 }
 
 // finishAhead classifies the statement ahead of the read again, with the catalogue now current,
@@ -306,10 +325,13 @@ func (sess *session) finishAhead(u *unit, beside bool, times *aheadTimes) {
 		if ev.Enabled() {
 			ev = ev.Str("node", u.decision.Node).Stringer("reason", u.decision.Reason).Bool("beside_read", beside)
 			if times != nil {
-				ev = ev.Float64("read_wait_ms", milliseconds(times.readWait)).Float64("patch_ms", milliseconds(times.patch))
+				if times.read {
+					ev = ev.Float64("read_wait_ms", milliseconds(times.readWait))
+				}
+				ev = ev.Float64("patch_ms", milliseconds(times.patch))
 			}
 			ev.Float64("classify_ms", milliseconds(classified)).
-				Msg("statement sent before its session's catalogue read was read; classified again with the read")
+				Msg("statement sent before its session's catalogue change was taken in; classified again with it")
 		}
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
@@ -352,7 +374,7 @@ const catalogueReadGrace = 5 * time.Millisecond
 // when none came. It reports false when the server's shutdown drain may have set the client's
 // read deadline meanwhile (the caller then checks again for shutdown).
 func (sess *session) awaitClientOrRead() bool {
-	if sess.cls.readOn == nil || sess.client.r.Buffered() > 0 {
+	if !sess.cls.changeToTakeIn() || sess.client.r.Buffered() > 0 {
 		return true
 	}
 	conn := sess.client.conn
@@ -373,6 +395,7 @@ func (sess *session) awaitClientOrRead() bool {
 func (sess *session) readCatalogueReadAtEnd() {
 	be := sess.cls.readOn
 	if be == nil {
+		sess.catalogueReadIn() // a created function, if any
 		return
 	}
 	sess.cls.ahead, sess.cls.aheadUnit = nil, nil

@@ -38,6 +38,13 @@ type classifierState struct {
 	// read is the read of changes sent on the session's backend right behind the unit that made
 	// them (see sendCatalogueRead), told to the catalogue with them; nil when none was sent.
 	read *catalog.SessionRead
+	// created is the function the unit that made changes created, as its statement says
+	// (classify.CreatedFunction), told to the catalogue instead of a read; nil when none, or
+	// when the unit failed.
+	created *classify.CreatedFunction
+	// createdIn is the context the statement that made created ran in: its search_path says
+	// where an unqualified name went, whatever the session set since.
+	createdIn classify.Context
 	// readOn is the backend whose replies to read are still to be read (the read is in flight,
 	// see catalogue_read_in_flight.go), nil when none are; ahead is the statement classified
 	// without the catalogue meanwhile whose verdict may depend on it, and aheadUnit the unit sent
@@ -57,7 +64,7 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st := &sess.cls
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
-		if st.readOn == nil {
+		if !st.changeToTakeIn() {
 			st.tellChanges(c)
 		} else if effects, ok := sess.classifyAheadOfRead(sql, paramTypes); ok {
 			return effects
@@ -84,9 +91,17 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 // the change still in flight tells it when it is read (drainCatalogueRead).
 func (sess *session) catalogueChangeRan(status byte) {
 	sess.cls.changeRan = true
-	if status == wire.TxIdle && sess.cls.readOn == nil {
+	if status == wire.TxIdle && !sess.cls.changeToTakeIn() {
 		sess.cls.tellChanges(sess.srv.opts.Classifier)
 	}
+}
+
+// changeToTakeIn reports whether the catalogue is still to take in a committed change of the
+// session that it will not read itself: a read in flight (readOn), or a function the statement
+// that made it describes in full (created), which the next statement may be sent ahead of as of
+// a read (catalogue_read_in_flight.go).
+func (st *classifierState) changeToTakeIn() bool {
+	return st.readOn != nil || (st.created != nil && st.changeRan)
 }
 
 // tellChanges tells the classifier what the session's statements changed in the catalogue: the
@@ -97,12 +112,23 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 	if changes.Empty() {
 		changes.Everything = true
 	}
-	if m, ok := c.Catalogues().(*catalog.Manager); ok && st.read != nil && st.ctx.Database != "" {
+	m, ok := c.Catalogues().(*catalog.Manager)
+	switch {
+	case ok && st.read != nil && st.ctx.Database != "":
 		m.ChangedAndRead(st.ctx.Database, &changes, st.read)
-	} else {
+	case ok && st.created != nil && st.ctx.Database != "":
+		m.ChangedAndCreated(st.ctx.Database, &changes, st.created, &st.createdIn)
+	default:
 		c.CatalogueChanged(&st.ctx, &changes)
 	}
-	st.changeRan, st.changes, st.read = false, classify.CatalogueChanges{}, nil
+	st.changeRan, st.changes, st.read, st.created = false, classify.CatalogueChanges{}, nil, nil
+}
+
+// coveredByCreated reports whether changes, the session's since its last tell, are those of the
+// one statement that makes created.
+func coveredByCreated(changes *classify.CatalogueChanges, created *classify.CreatedFunction) bool {
+	return !changes.Everything && len(changes.Relations)+len(changes.Types) == 0 &&
+		len(changes.Functions) == 1 && changes.Functions[0] == created.Name
 }
 
 // sendCatalogueRead writes, right behind unit u on be, a read of the catalogue objects u changes
@@ -114,6 +140,9 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 // read's replies to it (relayCatalogueRead), not to the client.
 func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	st := &sess.cls
+	if u.effects.CatalogueChange {
+		st.created = nil // a created function is the last change's alone
+	}
 	if !u.effects.CatalogueChange || u.runsNothing || !u.expectsReady || u.effects.Statements != 1 || u.effects.Tx != 0 ||
 		u.carriesBegin || u.replaysFailure || sess.deferred != nil || role != route.RolePrimary ||
 		be.openBatch || be.conn.TxStatus != wire.TxIdle || st.read != nil || st.readOn != nil || st.ctx.Database == "" {
@@ -121,6 +150,14 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	}
 	m, ok := sess.srv.opts.Classifier.Catalogues().(*catalog.Manager)
 	if !ok {
+		return
+	}
+	if changes := u.effects.CatalogueChanges; changes != nil && changes.Created != nil && coveredByCreated(&st.changes, changes.Created) {
+		// The statement says all of the function it makes: the catalogue takes it from there
+		// once it has run (tellChanges), without a read.
+		st.refresh(sess, sess.srv.opts.Classifier) // the settings the statement runs with
+		st.created, st.createdIn = changes.Created, st.ctx
+		st.createdIn.ParamTypes = nil
 		return
 	}
 	read := m.PrepareSessionRead(st.ctx.Database, &st.changes)
