@@ -39,11 +39,13 @@
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //
 // The debug log (-log) has a line per statement ("routed", with its time on the node) and per
-// catalogue read ("function catalogue read": session true when it was read on the session's own
-// connection, with the time it took to patch the catalogue). With -log the report ends with a
-// table of where the statements sent ahead of their session's catalogue read waited once sent:
-// the read's replies, the catalogue taking them in, and the final classification (each
-// statement's debug line "classified again with the read" has the three).
+// catalogue change taken in ("function catalogue read": session true when it was read on the
+// session's own connection, from_statement true when a created function was taken from its
+// CREATE statement without a read, with the time it took to patch the catalogue). With -log the
+// report ends with a table of where the statements sent ahead of their session's change being
+// taken in waited once sent: the read's replies, the catalogue taking the read (or the created
+// function) in, and the final classification (each statement's debug line "classified again
+// with it" has them).
 //
 // The exit status is 1 when the ratio of either protocol exceeds -max-ratio (default 1.5).
 package main
