@@ -27,7 +27,9 @@
 // patched with the row the statement describes (classify.Catalogue.CreatedFunction: schema from
 // search_path and the schemas a whole read lists, OR REPLACE keeping the held OID and comment, a
 // new function an OID of the Manager's from derivedOIDFloor up, until a read gives PostgreSQL's),
-// under the same conditions and with the same read slot as a session's read below.
+// under the same conditions and with the same read slot as a session's read below. Such functions
+// stay unconfirmed until then: every read of functions reads them too (an aggregate made of them
+// finds their real OIDs), and a whole read confirms them all.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and

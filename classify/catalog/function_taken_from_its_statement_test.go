@@ -115,6 +115,26 @@ func TestFunctionTakenFromItsStatementMatchesTheRead(t *testing.T) {
 		}
 	}
 
+	// An aggregate names its functions by OID: one made of a function taken without a read is
+	// read with that function again, so that it finds it under the OID PostgreSQL gave it. Its
+	// state function writes, so a call of the aggregate writes.
+	step := "CREATE FUNCTION tally_step(state bigint, x integer) RETURNS bigint LANGUAGE sql AS $$ INSERT INTO audit VALUES (x::text); SELECT state + x $$"
+	effects := classifier.ClassifyIn(step, session)
+	exec(db, step)
+	if !m.ChangedAndCreated("app", effects.CatalogueChanges, effects.CatalogueChanges.Created, session) {
+		t.Fatalf("%s: read instead of taken", step)
+	}
+	aggregate := "CREATE AGGREGATE tally(integer) (SFUNC = tally_step, STYPE = bigint, INITCOND = '0')"
+	effects = classifier.ClassifyIn(aggregate, session)
+	exec(db, aggregate)
+	m.Changed("app", effects.CatalogueChanges, true)
+	if got := classifier.ClassifyIn("SELECT tally(n) FROM generate_series(1, 3) AS n", session); got.Access != classify.Write || got.Reason != classify.ReasonWritingFunction {
+		t.Errorf("an aggregate whose state function was taken without a read: %v %v (%s), want a write (WRITING_FUNCTION)", got.Access, got.Reason, got.Subject)
+	}
+	if f := findFunction(m.Loaded("app"), "public", "tally_step", "bigint, integer"); f == nil || f.OID >= 0xFF000000 {
+		t.Errorf("tally_step after the aggregate's read: %+v, want PostgreSQL's OID", f)
+	}
+
 	// Statements that do not say all of their function are read, as before.
 	for _, sql := range []string{
 		"CREATE FUNCTION with_default(x integer DEFAULT 1) RETURNS integer LANGUAGE sql AS $$ SELECT x $$",

@@ -86,6 +86,10 @@ type database struct {
 	generation, changed, applied uint64
 	// pending is what the next read must read again.
 	pending classify.CatalogueChanges
+	// unconfirmed are the names of functions taken from their CREATE statement without a read
+	// (ChangedAndCreated) since: a read of functions reads them too (confirmWith), so that an
+	// aggregate read with it finds their OIDs as PostgreSQL gave them.
+	unconfirmed []string
 	// failedAt is when the last read failed, failedGeneration the generation it was to reach.
 	failedAt         time.Time
 	failedGeneration uint64
@@ -305,6 +309,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	pending := db.pending
 	db.pending = classify.CatalogueChanges{}
 	old := db.cat.Load()
+	db.confirmWith(&pending, maxChangedNamesRead)
 	whole = old == nil || pending.Everything || db.stale.Load()
 	db.stale.Store(false)
 	if db.idleTimer != nil {
@@ -348,6 +353,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			return
 		}
 		db.conn, db.lastUse = conn, time.Now()
+		db.confirmed(&pending, whole)
 		db.idleTimer = time.AfterFunc(keepIdle, func() { m.closeIdle(db) })
 		db.failedAt = time.Time{}
 		if whole {
@@ -376,6 +382,42 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			next = true
 		}
 	}, whole
+}
+
+// maxChangedNamesRead bounds the names a read by name reads with the unconfirmed ones added; past
+// it the whole catalogue is read.
+const maxChangedNamesRead = 64
+
+// confirmWith adds to changes, when they name functions, the functions taken without a read
+// (db.unconfirmed), unless that makes more than limit names: then changes are left as they are
+// when limit is a session read's (the caller reads them itself another way), or become a change
+// of everything. db.mu must be held.
+func (db *database) confirmWith(changes *classify.CatalogueChanges, limit int) (ok bool) {
+	if len(changes.Functions) == 0 || len(db.unconfirmed) == 0 || changes.Everything {
+		return true
+	}
+	if len(changes.Functions)+len(changes.Relations)+len(changes.Types)+len(db.unconfirmed) > limit {
+		if limit < maxChangedNamesRead {
+			return false
+		}
+		*changes = classify.CatalogueChanges{Everything: true}
+		return true
+	}
+	changes.Merge(&classify.CatalogueChanges{Functions: db.unconfirmed})
+	return true
+}
+
+// confirmed forgets the unconfirmed functions a read has read: all after a whole read. db.mu must
+// be held.
+func (db *database) confirmed(read *classify.CatalogueChanges, whole bool) {
+	if whole || read.Everything {
+		db.unconfirmed = nil
+		return
+	}
+	if len(db.unconfirmed) == 0 {
+		return
+	}
+	db.unconfirmed = slices.DeleteFunc(slices.Clone(db.unconfirmed), func(name string) bool { return slices.Contains(read.Functions, name) })
 }
 
 // connection returns conn if it is usable, else a new connection to database.

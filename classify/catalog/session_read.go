@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,11 +72,15 @@ func (m *Manager) PrepareSessionRead(database string, changes *classify.Catalogu
 	if old == nil {
 		return nil
 	}
-	db.mu.Lock()
-	generation := db.generation
-	db.mu.Unlock()
-	r := &SessionRead{database: database, generation: generation, typeMap: pgtype.NewMap()}
+	r := &SessionRead{database: database, typeMap: pgtype.NewMap()}
 	r.changes.Merge(changes)
+	db.mu.Lock()
+	r.generation = db.generation
+	ok := db.confirmWith(&r.changes, maxSessionReadNames)
+	db.mu.Unlock()
+	if !ok {
+		return nil
+	}
 	r.wanted = namedReadsFor(old.Data(), &r.changes)
 	settingsName, settings := sessionSettings(sessionReadLimit * m.opts.Wait)
 	r.statements = append(r.statements, sessionStatement{name: settingsName, query: settings})
@@ -344,6 +349,7 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		for i := range read.fresh.Functions {
 			read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
 		}
+		db.confirmed(&read.changes, false)
 		return &read.fresh, read.wanted, &read.changes, true
 	}, false)
 }
@@ -375,6 +381,9 @@ func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChan
 		f, ok := old.CreatedFunction(created, ctx, m.derivedOID)
 		if !ok {
 			return nil, namedReads{}, nil, false
+		}
+		if !slices.Contains(db.unconfirmed, f.Name) {
+			db.unconfirmed = append(db.unconfirmed, f.Name)
 		}
 		return &classify.CatalogueData{Functions: []classify.Function{f}}, namedReads{functions: changes.Functions}, changes, true
 	}, true)
