@@ -1265,7 +1265,25 @@ func (a *analysis) defaultsEffect(f *Function) fnResult {
 
 // viewEffect analyses a view's definition, memoised per catalogue.
 func (a *analysis) viewEffect(v *View) fnResult {
+	if v.query != nil {
+		return a.takenViewEffect(v)
+	}
 	return a.definitionEffect('v', v.OID, v.Definition, "view definition")
+}
+
+// takenViewEffect analyses the query of a view taken from its CREATE statement, its names
+// resolved along the search_path it was made under (see CreatedView), memoised per catalogue as
+// definitionEffect's.
+func (a *analysis) takenViewEffect(v *View) fnResult {
+	e := a.env.withPath(strings.Split(strings.TrimSuffix(v.path, "\x00"), "\x00"))
+	kind := byte('v')
+	if a.planTime {
+		kind = 'V'
+	}
+	return a.memoised(memoKey{kind: kind, oid: v.OID, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+		child.planTime = a.planTime
+		return combineBody([]*pg_query.Node{v.query}, []verdict{child.statement(v.query)}, func(r Reason) Reason { return r })
+	})
 }
 
 // policyEffect analyses what the row security policies of a table run when it is read.

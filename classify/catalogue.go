@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
 // Function is one row of pg_proc as the classifier needs it. The catalog package fills it from a
@@ -138,6 +140,11 @@ type View struct {
 	Schema, Name string
 	// Definition is pg_get_viewdef, read with search_path = pg_catalog so that every other object is qualified.
 	Definition string
+	// query is the query of a view taken from its CREATE statement (Catalogue.TakeCreated), with
+	// Definition empty: its names resolve along path, the effective search_path it was made
+	// under (each schema followed by a NUL). nil for a view read from the node.
+	query *pg_query.Node
+	path  string
 }
 
 // display renders the view for a chain.

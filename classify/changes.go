@@ -25,10 +25,10 @@ type CatalogueChanges struct {
 	Types []string `json:"types,omitempty"`
 	// Everything is set when the whole catalogue must be read again.
 	Everything bool `json:"everything,omitempty"`
-	// Created is the function a CREATE FUNCTION or PROCEDURE statement makes, when its parse tree
-	// spells out all the catalogue needs of it (see CreatedFunction); nil otherwise, and in the
-	// changes of more than one statement.
-	Created *CreatedFunction `json:"-"`
+	// Created is the object a CREATE statement makes, when its parse tree spells out all the
+	// catalogue needs of it (see CreatedObject); nil otherwise, and in the changes of more than
+	// one statement.
+	Created CreatedObject `json:"-"`
 }
 
 // Merge adds other's changes to c, turning into Everything past maxChangedNames names.
@@ -47,6 +47,28 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 	if len(c.Functions)+len(c.Relations)+len(c.Types) > maxChangedNames {
 		*c = CatalogueChanges{Everything: true}
 	}
+}
+
+// Within reports whether c names nothing of that of does not (and is not a change of everything).
+func (c *CatalogueChanges) Within(of *CatalogueChanges) bool {
+	if c == nil {
+		return true
+	}
+	if c.Everything || of == nil {
+		return c.Empty()
+	}
+	if of.Everything {
+		return true
+	}
+	subset := func(names, of []string) bool {
+		for _, name := range names {
+			if !slices.Contains(of, name) {
+				return false
+			}
+		}
+		return true
+	}
+	return subset(c.Functions, of.Functions) && subset(c.Relations, of.Relations) && subset(c.Types, of.Types)
 }
 
 // Empty reports whether c names no change.

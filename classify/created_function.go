@@ -179,21 +179,8 @@ func signatureType(tn *pg_query.TypeName) (writtenType, bool) {
 // then mean a user's type), or a function of the signature is held where the statement, which
 // succeeded, did not replace it.
 func (c *Catalogue) CreatedFunction(cf *CreatedFunction, ctx *Context, newOID func() uint32) (Function, bool) {
-	schemas, user := contextSchemas(ctx, c)
-	if ctx != nil && ctx.SearchPathUnknown {
-		return Function{}, false
-	}
-	effective := appendEffectivePath(nil, schemas, user)
-	if !strings.HasPrefix(string(effective), "pg_catalog\x00") {
-		return Function{}, false
-	}
-	schema := cf.Schema
+	schema, _ := c.createdSchema(cf.Schema, ctx)
 	if schema == "" {
-		schema = c.creationSchema(schemas, user)
-	} else if !c.SchemaExists(schema) {
-		schema = ""
-	}
-	if schema == "" || schema == "pg_catalog" || strings.HasPrefix(schema, "pg_temp") || strings.HasPrefix(schema, "pg_toast") {
 		return Function{}, false
 	}
 	f := Function{Schema: schema, Name: cf.Name, Language: cf.Language, Volatility: cf.Volatility, Kind: 'f',
@@ -237,8 +224,7 @@ func (c *Catalogue) CreatedFunction(cf *CreatedFunction, ctx *Context, newOID fu
 		f.OID, f.Comment, f.Override = held.OID, held.Comment, held.Override
 		return f, true
 	}
-	for f.OID = newOID(); f.OID == 0 || c.byOID.at(f.OID) != nil; f.OID = newOID() {
-	}
+	f.OID = c.unheldOID(newOID)
 	return f, true
 }
 

@@ -68,8 +68,8 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		// table meant (its policies, unlogged data) is held.
 		v.catalogueChange = true
 		v.changes = changes
-		if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok && !a.body {
-			changes.Created = createdFunction(fn.CreateFunctionStmt)
+		if !a.body {
+			changes.Created = createdObject(node)
 		}
 	}
 	if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok {

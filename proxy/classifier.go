@@ -38,10 +38,10 @@ type classifierState struct {
 	// read is the read of changes sent on the session's backend right behind the unit that made
 	// them (see sendCatalogueRead), told to the catalogue with them; nil when none was sent.
 	read *catalog.SessionRead
-	// created is the function the unit that made changes created, as its statement says
-	// (classify.CreatedFunction), told to the catalogue instead of a read; nil when none, or
-	// when the unit failed.
-	created *classify.CreatedFunction
+	// created is the object (a function, a type, a view) the unit that made changes created, as
+	// its statement says (classify.CreatedObject), told to the catalogue instead of a read; nil
+	// when none, or when the unit failed.
+	created classify.CreatedObject
 	// createdIn is the context the statement that made created ran in: its search_path says
 	// where an unqualified name went, whatever the session set since.
 	createdIn classify.Context
@@ -126,9 +126,9 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 
 // coveredByCreated reports whether changes, the session's since its last tell, are those of the
 // one statement that makes created.
-func coveredByCreated(changes *classify.CatalogueChanges, created *classify.CreatedFunction) bool {
-	return !changes.Everything && len(changes.Relations)+len(changes.Types) == 0 &&
-		len(changes.Functions) == 1 && changes.Functions[0] == created.Name
+func coveredByCreated(changes *classify.CatalogueChanges, created classify.CreatedObject) bool {
+	own := created.Changes()
+	return !changes.Empty() && changes.Within(&own)
 }
 
 // sendCatalogueRead writes, right behind unit u on be, a read of the catalogue objects u changes
@@ -152,8 +152,9 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	if !ok {
 		return
 	}
-	if changes := u.effects.CatalogueChanges; changes != nil && changes.Created != nil && coveredByCreated(&st.changes, changes.Created) {
-		// The statement says all of the function it makes: the catalogue takes it from there
+	if changes := u.effects.CatalogueChanges; changes != nil && changes.Created != nil && coveredByCreated(&st.changes, changes.Created) &&
+		sess.takesCreatedFromStatement(changes.Created) {
+		// The statement says all of the object it makes: the catalogue takes it from there
 		// once it has run (tellChanges), without a read.
 		st.refresh(sess, sess.srv.opts.Classifier) // the settings the statement runs with
 		st.created, st.createdIn = changes.Created, st.ctx
@@ -167,6 +168,17 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	be.conn.Writer.Write(read.Messages(be.statements().prepared))
 	be.expect.push(expectation{typ: wire.MsgSync, catalogueRead: read})
 	st.read, st.readOn = read, be
+}
+
+// takesCreatedFromStatement reports whether the session may let the catalogue take created from
+// its statement: a view is made temporary, in no catalogue pgowl reads, when its query reads a
+// temporary table, so a view is taken only while the session holds no temporary object (nor may
+// hold one unseen: a recheck of its pins is due).
+func (sess *session) takesCreatedFromStatement(created classify.CreatedObject) bool {
+	if _, view := created.(*classify.CreatedView); view {
+		return !sess.pins.has(classify.SessionTempTable) && !sess.pins.recheck
+	}
+	return true
 }
 
 // relayCatalogueRead passes the replies of a read sendCatalogueRead sent to it, until its

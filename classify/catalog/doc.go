@@ -22,14 +22,18 @@
 // rest on none of the names read (Catalogue.KeepAnalysesFrom); any other change drops them.
 // Holding a current catalogue costs no I/O: two atomic loads per statement.
 //
-// A function whose CREATE statement says all of it (classify.CreatedFunction) is not read: the
-// session tells ChangedAndCreated once the statement has committed, and the held catalogue is
-// patched with the row the statement describes (classify.Catalogue.CreatedFunction: schema from
-// search_path and the schemas a whole read lists, OR REPLACE keeping the held OID and comment, a
-// new function an OID of the Manager's from derivedOIDFloor up, until a read gives PostgreSQL's),
-// under the same conditions and with the same read slot as a session's read below. Such functions
-// stay unconfirmed until then: every read of functions reads them too (an aggregate made of them
-// finds their real OIDs), and a whole read confirms them all.
+// A function, composite or enum type, or view whose CREATE statement says all of it
+// (classify.CreatedObject) is not read: the session tells ChangedAndCreated once the statement has
+// committed, and the held catalogue is patched with the rows the statement describes
+// (classify.Catalogue.TakeCreated: schema from search_path and the schemas a whole read lists, OR
+// REPLACE keeping the held OIDs, new objects OIDs of the Manager's from derivedOIDFloor up, a view
+// its query as written with the search_path it was made under), under the same conditions and
+// with the same read slot as a session's read below. Such objects stay unconfirmed until a read
+// gives PostgreSQL's rows: every read by name reads them too (an aggregate made of such a function,
+// a function taking such a type, finds their real OIDs; a view gets its bound definition), a
+// whole read confirms them all, and an object whose name an unconfirmed view's query uses is read
+// with the view rather than taken (it could change what the view's names resolve to, where
+// PostgreSQL bound them when it made the view).
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and

@@ -86,10 +86,14 @@ type database struct {
 	generation, changed, applied uint64
 	// pending is what the next read must read again.
 	pending classify.CatalogueChanges
-	// unconfirmed are the names of functions taken from their CREATE statement without a read
-	// (ChangedAndCreated) since: a read of functions reads them too (confirmWith), so that an
-	// aggregate read with it finds their OIDs as PostgreSQL gave them.
-	unconfirmed []string
+	// unconfirmed names the objects taken from their CREATE statement without a read
+	// (ChangedAndCreated) since: they hold OIDs of pgowl's, and a view its query as written. Every
+	// read by name reads them too (confirmWith), so that what it reads (an aggregate made of such
+	// a function, a function that takes such a type) finds them as PostgreSQL made them.
+	unconfirmed classify.CatalogueChanges
+	// viewUses are the names the queries of unconfirmed views use (classify.CreatedView.Uses): an
+	// object of such a name is read with them rather than taken from its statement.
+	viewUses map[string]struct{}
 	// failedAt is when the last read failed, failedGeneration the generation it was to reach.
 	failedAt         time.Time
 	failedGeneration uint64
@@ -388,36 +392,90 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 // it the whole catalogue is read.
 const maxChangedNamesRead = 64
 
-// confirmWith adds to changes, when they name functions, the functions taken without a read
+// confirmWith adds to changes, when they name anything, the objects taken without a read
 // (db.unconfirmed), unless that makes more than limit names: then changes are left as they are
 // when limit is a session read's (the caller reads them itself another way), or become a change
 // of everything. db.mu must be held.
 func (db *database) confirmWith(changes *classify.CatalogueChanges, limit int) (ok bool) {
-	if len(changes.Functions) == 0 || len(db.unconfirmed) == 0 || changes.Everything {
+	if changes.Empty() || db.unconfirmed.Empty() || changes.Everything {
 		return true
 	}
-	if len(changes.Functions)+len(changes.Relations)+len(changes.Types)+len(db.unconfirmed) > limit {
+	merged := *changes
+	merged.Functions, merged.Relations, merged.Types = slices.Clone(changes.Functions), slices.Clone(changes.Relations), slices.Clone(changes.Types)
+	merged.Merge(&db.unconfirmed)
+	if merged.Everything || len(merged.Functions)+len(merged.Relations)+len(merged.Types) > limit {
 		if limit < maxChangedNamesRead {
 			return false
 		}
 		*changes = classify.CatalogueChanges{Everything: true}
 		return true
 	}
-	changes.Merge(&classify.CatalogueChanges{Functions: db.unconfirmed})
+	*changes = merged
 	return true
 }
 
-// confirmed forgets the unconfirmed functions a read has read: all after a whole read. db.mu must
+// confirmed forgets the unconfirmed objects a read has read: all after a whole read. db.mu must
 // be held.
 func (db *database) confirmed(read *classify.CatalogueChanges, whole bool) {
 	if whole || read.Everything {
-		db.unconfirmed = nil
+		db.unconfirmed, db.viewUses = classify.CatalogueChanges{}, nil
 		return
 	}
-	if len(db.unconfirmed) == 0 {
+	if db.unconfirmed.Empty() {
 		return
 	}
-	db.unconfirmed = slices.DeleteFunc(slices.Clone(db.unconfirmed), func(name string) bool { return slices.Contains(read.Functions, name) })
+	unread := func(names, read []string) []string {
+		return slices.DeleteFunc(slices.Clone(names), func(name string) bool { return slices.Contains(read, name) })
+	}
+	db.unconfirmed = classify.CatalogueChanges{Functions: unread(db.unconfirmed.Functions, read.Functions),
+		Relations: unread(db.unconfirmed.Relations, read.Relations), Types: unread(db.unconfirmed.Types, read.Types)}
+	if len(db.unconfirmed.Relations) == 0 {
+		db.viewUses = nil
+	}
+}
+
+// takenUnread records obj, taken from its statement without a read, as unconfirmed. db.mu must
+// be held.
+func (db *database) takenUnread(obj classify.CreatedObject) {
+	changes := obj.Changes()
+	db.unconfirmed.Functions = addMissing(db.unconfirmed.Functions, changes.Functions)
+	db.unconfirmed.Relations = addMissing(db.unconfirmed.Relations, changes.Relations)
+	db.unconfirmed.Types = addMissing(db.unconfirmed.Types, changes.Types)
+	if view, ok := obj.(*classify.CreatedView); ok {
+		if db.viewUses == nil {
+			db.viewUses = make(map[string]struct{})
+		}
+		for _, name := range view.Uses() {
+			db.viewUses[name] = struct{}{}
+		}
+	}
+}
+
+// usedByUnconfirmedView reports whether an unconfirmed view's query uses a name obj has: taken
+// in, obj could change what the view's names resolve to, where PostgreSQL bound them when it
+// made the view. db.mu must be held.
+func (db *database) usedByUnconfirmedView(obj classify.CreatedObject) bool {
+	if len(db.viewUses) == 0 {
+		return false
+	}
+	changes := obj.Changes()
+	for _, names := range [][]string{changes.Functions, changes.Relations, changes.Types} {
+		for _, name := range names {
+			if _, used := db.viewUses[name]; used {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func addMissing(list, names []string) []string {
+	for _, name := range names {
+		if !slices.Contains(list, name) {
+			list = append(list, name)
+		}
+	}
+	return list
 }
 
 // connection returns conn if it is usable, else a new connection to database.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -354,40 +353,42 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 	}, false)
 }
 
-// ChangedAndCreated tells the Manager that a session's statement, now committed, created or
-// replaced the function created describes (classify.CreatedFunction, from the statement's parse
-// tree), and nothing else; ctx is the session's classification context, whose search_path and
-// user say where an unqualified name went. When the held catalogue can tell the function's row
-// (classify.Catalogue.CreatedFunction), no change is pending and no read runs, the catalogue is
-// patched with it at once, without a read (applied reports true): the change costs what the node
-// took to make it. Otherwise it does what Changed(committed) does. A new function gets an OID of
-// pgowl's (derivedOID), replaced by PostgreSQL's with the next read of its name or of the whole
-// catalogue (the periodic one at the latest): the classifier uses an OID only to tell functions
-// apart and to key its analyses, while operators, casts and aggregates that name a function by
-// OID are read, with what they name, when they are made.
-func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChanges, created *classify.CreatedFunction, ctx *classify.Context) (applied bool) {
-	if created == nil || changes == nil || changes.Everything || len(changes.Relations)+len(changes.Types) > 0 ||
-		len(changes.Functions) != 1 || changes.Functions[0] != created.Name ||
+// ChangedAndCreated tells the Manager that a session's statement, now committed, made the object
+// created describes (classify.CreatedObject, from the statement's parse tree: a function, a type
+// or a view), and nothing else; ctx is the session's classification context, whose search_path
+// and user say where an unqualified name went. When the held catalogue can tell the object's rows
+// (classify.Catalogue.TakeCreated), no change is pending, no read runs and the object takes no
+// name an unconfirmed view uses, the catalogue is patched with it at once, without a read
+// (applied reports true): the change costs what the node took to make it. Otherwise it does what
+// Changed(committed) does. A new object gets OIDs of pgowl's (derivedOID), and a view its query
+// as written; the next read of any name (which reads such objects too, see confirmWith) or of the
+// whole catalogue (the periodic one at the latest) replaces them with what PostgreSQL made: the
+// classifier uses an OID only to tell objects apart and to key its analyses, while operators,
+// casts and aggregates that name an object by OID are read, with what they name, when they are
+// made.
+func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context) (applied bool) {
+	if created == nil || changes == nil || changes.Empty() || !changes.Within(ptr(created.Changes())) ||
 		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
 		m.Changed(name, changes, true)
 		return false
 	}
 	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (*classify.CatalogueData, namedReads, *classify.CatalogueChanges, bool) {
-		if !coveredBy(&db.pending, changes) {
+		if !coveredBy(&db.pending, changes) || db.usedByUnconfirmedView(created) {
 			// Another change is pending (the statement's own was told when it was
-			// classified): it is read.
+			// classified), or an unconfirmed view uses the name: it is read.
 			return nil, namedReads{}, nil, false
 		}
-		f, ok := old.CreatedFunction(created, ctx, m.derivedOID)
+		fresh, ok := old.TakeCreated(created, ctx, m.derivedOID)
 		if !ok {
 			return nil, namedReads{}, nil, false
 		}
-		if !slices.Contains(db.unconfirmed, f.Name) {
-			db.unconfirmed = append(db.unconfirmed, f.Name)
-		}
-		return &classify.CatalogueData{Functions: []classify.Function{f}}, namedReads{functions: changes.Functions}, changes, true
+		db.takenUnread(created)
+		covers := created.Changes()
+		return fresh, namedReadsFor(old.Data(), &covers), &covers, true
 	}, true)
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // patchFunction returns the data of oldCatalogue with function f added, or in place of the one
 // of its OID (OR REPLACE), and what that changed; like patch, it copies what it must only.
@@ -415,6 +416,16 @@ func (m *Manager) derivedOID() uint32 {
 // readsDerivedOIDs reports whether a read found a function under an OID derivedOID may have
 // given: an analysis memoised for the function added without a read would be taken for it.
 func readsDerivedOIDs(fresh *classify.CatalogueData) bool {
+	for i := range fresh.Views {
+		if fresh.Views[i].OID >= derivedOIDFloor {
+			return true
+		}
+	}
+	for i := range fresh.Types {
+		if fresh.Types[i].OID >= derivedOIDFloor {
+			return true
+		}
+	}
 	for i := range fresh.Functions {
 		if fresh.Functions[i].OID >= derivedOIDFloor {
 			return true
@@ -481,7 +492,7 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *c
 	covers *classify.CatalogueChanges, fromStatement bool, generation uint64, done chan struct{}, started time.Time) {
 	var data *classify.CatalogueData
 	var delta *classify.CatalogueDelta
-	if fromStatement {
+	if fromStatement && len(fresh.Functions) == 1 && len(fresh.Relations)+len(fresh.Types) == 0 {
 		data, delta = patchFunction(old, &fresh.Functions[0])
 	} else {
 		data, delta = patch(old, fresh, wanted)
