@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
 )
@@ -20,28 +18,13 @@ import (
 func TestFunctionTakenFromItsStatementMatchesTheRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	primary, admin := startPrimary(t, ctx)
-	exec := func(conn *pgx.Conn, sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec(admin, "CREATE DATABASE app")
-	db, err := pgx.Connect(ctx, primary.DatabaseDSN("app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	db, connect, exec := startAppDatabase(t, ctx)
 	exec(db, "CREATE SCHEMA billing")
 	exec(db, "CREATE TABLE audit (msg text)")
 	exec(db, "CREATE FUNCTION kept(x integer) RETURNS integer LANGUAGE sql AS $$ SELECT x $$")
 	exec(db, "COMMENT ON FUNCTION kept(integer) IS 'pgowl:readonly'")
 	exec(db, "CREATE FUNCTION billing.twin(a text) RETURNS text LANGUAGE sql AS $$ SELECT a $$")
 
-	connect := func(ctx context.Context, database string) (*pgx.Conn, error) {
-		return pgx.Connect(ctx, primary.DatabaseDSN(database))
-	}
 	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 10 * time.Second})
 	classifier := classify.New(classify.Options{Catalogues: m})
 	// The session's search_path is the default, "$user", public, and no schema is named after

@@ -25,3 +25,27 @@ func startPrimary(t *testing.T, ctx context.Context) (*cluster.Node, *pgx.Conn) 
 	t.Cleanup(func() { admin.Close(context.Background()) })
 	return primary, admin
 }
+
+// startAppDatabase starts a primary as startPrimary does, makes a database app on it and returns
+// a connection to app (closed when t ends), a Connect for catalog.Options, and exec, which runs
+// a statement on a connection and fails t when it fails.
+func startAppDatabase(t *testing.T, ctx context.Context) (db *pgx.Conn, connect func(context.Context, string) (*pgx.Conn, error), exec func(*pgx.Conn, string)) {
+	t.Helper()
+	primary, admin := startPrimary(t, ctx)
+	exec = func(conn *pgx.Conn, sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(admin, "CREATE DATABASE app")
+	db, err := pgx.Connect(ctx, primary.DatabaseDSN("app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(context.Background()) })
+	connect = func(ctx context.Context, database string) (*pgx.Conn, error) {
+		return pgx.Connect(ctx, primary.DatabaseDSN(database))
+	}
+	return db, connect, exec
+}
