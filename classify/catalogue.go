@@ -234,8 +234,9 @@ type CatalogueData struct {
 	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
 	// keyed by role name, with "" for roles without a role-specific setting.
 	DefaultSearchPath map[string][]string
-	// Schemas are the names of every schema, sorted, as a whole read found them (nil when not
-	// read): where an unqualified CREATE makes its object (CreatedFunction).
+	// Schemas are the names of every schema, sorted, as the last read found them (a whole read,
+	// or a read by name, which reads them too; nil when not read): where an unqualified CREATE
+	// makes its object (CreatedFunction).
 	Schemas []string
 	// LoadedAt is when the data was read.
 	LoadedAt time.Time
@@ -330,6 +331,8 @@ func newCatalogue(data CatalogueData) *Catalogue {
 // CatalogueParts says which parts of a catalogue's data changed (see CatalogueDelta).
 type CatalogueParts struct {
 	Functions, Relations, Types bool
+	// Schemas: the list of every schema (CatalogueData.Schemas) differs.
+	Schemas bool
 }
 
 // CatalogueDelta is what patching a catalogue's data changed: which parts differ, and per part the

@@ -33,7 +33,12 @@
 // a function taking such a type, finds their real OIDs; a view gets its bound definition), a
 // whole read confirms them all, and an object whose name an unconfirmed view's query uses is read
 // with the view rather than taken (it could change what the view's names resolve to, where
-// PostgreSQL bound them when it made the view).
+// PostgreSQL bound them when it made the view). Once nothing has been taken for
+// Options.ConfirmTakenAfter (a migration's burst is over), the Manager reads them itself, by
+// name, so that they do not make the next read, which a statement may wait for, a whole one
+// (past maxChangedNamesRead names). A change taken while that read runs waits for it, as for a
+// patch. Every read by name reads the list of schemas too: an unqualified CREATE goes to the
+// first schema of the search_path that exists, made since the last whole read or not.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and

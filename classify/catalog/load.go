@@ -468,17 +468,25 @@ ORDER BY 1, 2`,
 // loadSchemas reads the names of every schema, sorted: where an unqualified CREATE FUNCTION
 // makes its function when "$user" comes first in search_path (classify.Catalogue.CreatedFunction).
 func loadSchemas(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
-	rows, err := conn.Query(ctx, "SELECT nspname::text FROM pg_catalog.pg_namespace")
+	rows, err := conn.Query(ctx, schemasQuery)
 	if err != nil {
 		return fmt.Errorf("catalog: read schemas: %w", err)
 	}
+	data.Schemas, err = collectSchemas(rows)
+	return err
+}
+
+// schemasQuery reads the name of every schema.
+const schemasQuery = "SELECT nspname::text FROM pg_catalog.pg_namespace"
+
+// collectSchemas returns the schema names of schemasQuery's rows, sorted.
+func collectSchemas(rows pgx.Rows) ([]string, error) {
 	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("catalog: read schemas: %w", err)
+		return nil, fmt.Errorf("catalog: read schemas: %w", err)
 	}
 	slices.Sort(schemas)
-	data.Schemas = schemas
-	return nil
+	return schemas, nil
 }
 
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
@@ -544,6 +552,9 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Catalogue, changes *classify.CatalogueChanges, assertions map[uint32]string) (*classify.CatalogueData, *classify.CatalogueDelta, []string, error) {
 	old := oldCatalogue.Data()
 	wanted := namedReadsFor(old, changes)
+	// A schema made or dropped since says where the next unqualified CREATE goes, and no name
+	// tells of it: every read by name reads the schemas too, in the same round trip.
+	wanted.schemas = true
 	fresh, err := readNamesBatch(ctx, conn, wanted)
 	if err != nil {
 		if !objectError(err) {
@@ -564,9 +575,11 @@ func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Ca
 	return data, delta, keep, nil
 }
 
-// namedReads says which names each part is read again for.
+// namedReads says which names each part is read again for, and whether the list of schemas is
+// read again (whole: it is short).
 type namedReads struct {
 	functions, relations, types, fieldCasts []string
+	schemas                                 bool
 }
 
 // namedReadsFor returns the reads that changes needs: composite fields only when a cast outside
@@ -594,6 +607,9 @@ func readNamesBatch(ctx context.Context, conn *pgx.Conn, wanted namedReads) (*cl
 	queue(wanted.relations, relationsPart.query, relationsPart.oidColumn, relationsPart.nameColumn)
 	queue(wanted.types, typesPart.query, typesPart.oidColumn, typesPart.nameColumn)
 	queue(wanted.fieldCasts, fieldCastsPart.query, fieldCastsPart.oidColumn, fieldCastsPart.nameColumn)
+	if wanted.schemas {
+		batch.Queue(schemasQuery)
+	}
 	results := conn.SendBatch(ctx, batch)
 	data, err := collectNames(results, wanted)
 	if closeErr := results.Close(); err == nil && closeErr != nil {
@@ -626,6 +642,15 @@ func collectNames(results pgx.BatchResults, wanted namedReads) (*classify.Catalo
 	}
 	if len(wanted.fieldCasts) > 0 {
 		if data.FieldCasts, err = collectPart(results, fieldCastsPart); err != nil {
+			return nil, err
+		}
+	}
+	if wanted.schemas {
+		rows, err := results.Query()
+		if err != nil {
+			return nil, err
+		}
+		if data.Schemas, err = collectSchemas(rows); err != nil {
 			return nil, err
 		}
 	}
@@ -670,6 +695,11 @@ func readNamesOneByOne(ctx context.Context, conn *pgx.Conn, wanted namedReads) (
 	}
 	if len(wanted.fieldCasts) > 0 {
 		if data.FieldCasts, err = readRows(ctx, conn, fieldCastsPart, filter{Names: wanted.fieldCasts}, &data.Warnings); err != nil {
+			return nil, err
+		}
+	}
+	if wanted.schemas {
+		if err := loadSchemas(ctx, conn, data); err != nil {
 			return nil, err
 		}
 	}
@@ -816,6 +846,9 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 	if len(fresh.Warnings) > 0 {
 		data.Warnings = append(slices.Clone(old.Warnings), fresh.Warnings...)
 		parts.Functions = true
+	}
+	if wanted.schemas && fresh.Schemas != nil && !slices.Equal(old.Schemas, fresh.Schemas) {
+		data.Schemas, parts.Schemas = fresh.Schemas, true
 	}
 	byOID := func(a, b uint32) int { return cmp.Compare(a, b) }
 	// held returns a drop for replace that selects the objects of the wanted names of a part, or

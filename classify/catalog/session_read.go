@@ -383,6 +383,7 @@ func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChan
 			return nil, namedReads{}, nil, false
 		}
 		db.takenUnread(created)
+		m.confirmLater(db)
 		covers := created.Changes()
 		return fresh, namedReadsFor(old.Data(), &covers), &covers, true
 	}, true)
@@ -450,9 +451,11 @@ func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges
 	started := time.Now()
 	db := m.state(name)
 	db.mu.Lock()
-	for db.loading != nil && db.patching {
+	for db.loading != nil && (db.patching || db.confirming) {
 		// The session's previous change is still being patched in (a change right behind a
 		// change): that takes well under a millisecond, a read of the Manager's own far longer.
+		// A read of the objects taken before (confirmTaken) takes a few milliseconds: the
+		// change is taken once it is in, over whatever it read of the change's names.
 		done := db.loading
 		db.mu.Unlock()
 		<-done
