@@ -51,3 +51,37 @@ func (p *bodyParses) parse(sql string) (*pg_query.ParseResult, error) {
 	}
 	return tree, nil
 }
+
+// plpgsqlParses keeps the decoded parses of PL/pgSQL bodies, by the CREATE statement
+// createStatement makes of the function, across catalogues, as bodyParses keeps SQL texts': a
+// function analysed again (in a new catalogue, or once a read gave it PostgreSQL's OID), or
+// parsed ahead while its CREATE statement ran (Classifier.PrepareCreated), is not parsed again.
+// Nothing modifies a decoded parse. The same bounds hold.
+type plpgsqlParses struct {
+	mu    sync.Mutex
+	roots map[string]*jsonNode
+	bytes int
+}
+
+// get returns the kept parse of text, nil when none is kept.
+func (p *plpgsqlParses) get(text string) *jsonNode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.roots[text]
+}
+
+// keep keeps root as the parse of text.
+func (p *plpgsqlParses) keep(text string, root *jsonNode) {
+	if len(text) > maxBodyParseText {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.roots == nil || p.bytes+len(text) > maxBodyParseBytes {
+		p.roots, p.bytes = make(map[string]*jsonNode), 0
+	}
+	if _, ok := p.roots[text]; !ok {
+		p.roots[text] = root
+		p.bytes += len(text)
+	}
+}

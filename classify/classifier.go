@@ -51,8 +51,10 @@ type Classifier struct {
 	catalogues     CatalogueSource
 	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
 	bodies bodyParses
-	// plpgsqlJSON are the parsers of pg_query's JSON of PL/pgSQL bodies (see decodeOrdered).
+	// plpgsqlJSON are the parsers of pg_query's JSON of PL/pgSQL bodies (see decodeOrdered);
+	// plpgsql keeps their decoded parses across catalogues.
 	plpgsqlJSON fastjson.ParserPool
+	plpgsql     plpgsqlParses
 	// cacheMisses counts cached classifications that had to classify: the
 	// statement was in neither the text nor the shape cache.
 	cacheMisses atomic.Uint64

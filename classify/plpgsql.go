@@ -28,26 +28,9 @@ const maxJSONDepth = fastjson.MaxDepth
 
 // plpgsqlBody analyses a PL/pgSQL function.
 func (a *analysis) plpgsqlBody(f *Function) fnResult {
-	text := createStatement(f)
-	out, err := pg_query.ParsePlPgSqlToJSON(text)
-	if err != nil && strings.Contains(err.Error(), "missing expression") && returnNextBare.MatchString(text) {
-		// pg_query's PL/pgSQL parser does not know OUT parameters make a bare RETURN NEXT valid;
-		// giving it an expression changes nothing the analysis looks at.
-		out, err = pg_query.ParsePlPgSqlToJSON(returnNextBare.ReplaceAllString(text, "RETURN NEXT NULL;"))
-	}
-	if err != nil {
-		detail := "PL/pgSQL body could not be parsed"
-		if strings.Contains(err.Error(), "cursor or refcursor") {
-			detail += " (pg_query's PL/pgSQL parser does not support cursor variables)"
-		}
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: detail}
-	}
-	root, err := decodeOrdered(&a.c.plpgsqlJSON, out)
-	if errors.Is(err, errJSONTooDeep) {
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
-	}
-	if err != nil {
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL parse result could not be read"}
+	root, problem := a.c.plpgsqlParse(createStatement(f))
+	if root == nil {
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: problem}
 	}
 	w := plWalker{a: a, procedure: f.Kind == 'p'}
 	w.walk(root, 0)
@@ -55,6 +38,37 @@ func (a *analysis) plpgsqlBody(f *Function) fnResult {
 		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
 	}
 	return bodyResult(w.stmts, w.verdicts)
+}
+
+// plpgsqlParse returns the decoded parse of a CREATE statement of a PL/pgSQL function (as
+// createStatement makes it), from the kept parses when it was parsed before; nil and the problem,
+// as a verdict's detail, when it cannot be parsed or read.
+func (c *Classifier) plpgsqlParse(text string) (*jsonNode, string) {
+	if root := c.plpgsql.get(text); root != nil {
+		return root, ""
+	}
+	out, err := pg_query.ParsePlPgSqlToJSON(text)
+	if err != nil && strings.Contains(err.Error(), "missing expression") && returnNextBare.MatchString(text) {
+		// pg_query's PL/pgSQL parser does not know OUT parameters make a bare RETURN NEXT valid;
+		// giving it an expression changes nothing the analysis looks at.
+		out, err = pg_query.ParsePlPgSqlToJSON(returnNextBare.ReplaceAllString(text, "RETURN NEXT NULL;"))
+	}
+	if err != nil {
+		problem := "PL/pgSQL body could not be parsed"
+		if strings.Contains(err.Error(), "cursor or refcursor") {
+			problem += " (pg_query's PL/pgSQL parser does not support cursor variables)"
+		}
+		return nil, problem
+	}
+	root, err := decodeOrdered(&c.plpgsqlJSON, out)
+	if errors.Is(err, errJSONTooDeep) {
+		return nil, "PL/pgSQL body nested too deeply to analyse"
+	}
+	if err != nil {
+		return nil, "PL/pgSQL parse result could not be read"
+	}
+	c.plpgsql.keep(text, root)
+	return root, ""
 }
 
 // createStatement rebuilds a CREATE FUNCTION (or PROCEDURE) statement for the PL/pgSQL parser from
@@ -351,34 +365,9 @@ const (
 // expression classifies one PLpgSQL_expr by its parse mode: a whole statement, an expression, or an
 // assignment (target := expression).
 func (w *plWalker) expression(expr *jsonNode) {
-	query := expr.get("query")
-	if query == nil {
-		return
-	}
-	mode := 0
-	if m := expr.get("parseMode"); m != nil && m.isNum {
-		mode = int(m.number)
-	}
-	var texts []string
-	switch {
-	case mode == parseDefault:
-		texts = []string{query.text}
-	case mode == parseTypeName:
-		return
-	case mode == parseExpression:
-		texts = []string{"SELECT " + query.text}
-	case mode >= parseAssignFirst && mode <= parseAssignLast:
-		target, value, ok := splitAssignment(query.text)
-		if !ok {
-			w.add(nil, unknownEffect("PL/pgSQL assignment could not be read"))
-			return
-		}
-		texts = []string{"SELECT " + value}
-		for _, subscript := range subscripts(target) {
-			texts = append(texts, "SELECT "+subscript)
-		}
-	default:
-		w.add(nil, unknownEffect(fmt.Sprintf("PL/pgSQL expression of unknown kind %d", mode)))
+	texts, problem := expressionTexts(expr)
+	if problem != "" {
+		w.add(nil, unknownEffect(problem))
 		return
 	}
 	for _, text := range texts {
@@ -391,6 +380,38 @@ func (w *plWalker) expression(expr *jsonNode) {
 			w.add(raw.GetStmt(), w.a.statement(raw.GetStmt()))
 		}
 	}
+}
+
+// expressionTexts returns the SQL texts one PLpgSQL_expr runs, by its parse mode (none for a type
+// name), or the problem, as a verdict's detail, when they cannot be told.
+func expressionTexts(expr *jsonNode) (texts []string, problem string) {
+	query := expr.get("query")
+	if query == nil {
+		return nil, ""
+	}
+	mode := 0
+	if m := expr.get("parseMode"); m != nil && m.isNum {
+		mode = int(m.number)
+	}
+	switch {
+	case mode == parseDefault:
+		return []string{query.text}, ""
+	case mode == parseTypeName:
+		return nil, ""
+	case mode == parseExpression:
+		return []string{"SELECT " + query.text}, ""
+	case mode >= parseAssignFirst && mode <= parseAssignLast:
+		target, value, ok := splitAssignment(query.text)
+		if !ok {
+			return nil, "PL/pgSQL assignment could not be read"
+		}
+		texts = []string{"SELECT " + value}
+		for _, subscript := range subscripts(target) {
+			texts = append(texts, "SELECT "+subscript)
+		}
+		return texts, ""
+	}
+	return nil, fmt.Sprintf("PL/pgSQL expression of unknown kind %d", mode)
 }
 
 // splitAssignment splits "target := value" (or "target = value") at the first assignment operator

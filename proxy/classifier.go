@@ -45,6 +45,9 @@ type classifierState struct {
 	// createdIn is the context the statement that made created ran in: its search_path says
 	// where an unqualified name went, whatever the session set since.
 	createdIn classify.Context
+	// prepareCreated: created is the unit's being sent, whose body is parsed ahead while the node
+	// runs it (prepareCreatedWhileItRuns).
+	prepareCreated bool
 	// readOn is the backend whose replies to read are still to be read (the read is in flight,
 	// see catalogue_read_in_flight.go), nil when none are; ahead is the statement classified
 	// without the catalogue meanwhile whose verdict may depend on it, and aheadUnit the unit sent
@@ -140,6 +143,7 @@ func coveredByCreated(changes *classify.CatalogueChanges, created classify.Creat
 // read's replies to it (relayCatalogueRead), not to the client.
 func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	st := &sess.cls
+	st.prepareCreated = false
 	if u.effects.CatalogueChange {
 		st.created = nil // a created function is the last change's alone
 	}
@@ -159,6 +163,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 		st.refresh(sess, sess.srv.opts.Classifier) // the settings the statement runs with
 		st.created, st.createdIn = changes.Created, st.ctx
 		st.createdIn.ParamTypes = nil
+		st.prepareCreated = true
 		return
 	}
 	read := m.PrepareSessionRead(st.ctx.Database, &st.changes)
@@ -168,6 +173,20 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	be.conn.Writer.Write(read.Messages(be.statements().prepared))
 	be.expect.push(expectation{typ: wire.MsgSync, catalogueRead: read})
 	st.read, st.readOn = read, be
+}
+
+// prepareCreatedWhileItRuns parses ahead, once the unit that makes it is sent, what the analysis
+// of the function the catalogue takes from its statement will parse (Classifier.PrepareCreated):
+// the node runs the CREATE meanwhile, and the statement that calls the function next, as a
+// migration's does, has only the analysis left.
+func (sess *session) prepareCreatedWhileItRuns() {
+	if st := &sess.cls; st.prepareCreated {
+		st.prepareCreated = false
+		if st.created != nil {
+			ctx := st.createdIn
+			sess.srv.opts.Classifier.PrepareCreated(st.created, &ctx)
+		}
+	}
 }
 
 // takesCreatedFromStatement reports whether the session may let the catalogue take created from

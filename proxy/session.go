@@ -499,6 +499,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		if err == nil {
 			sent = true
 			sess.sentAheadOfRead(u, be)
+			sess.prepareCreatedWhileItRuns()
 			timeout := sess.armQueryTimeout(be)
 			out, err = sess.relay(be, u)
 			if timeout != nil {

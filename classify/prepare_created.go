@@ -1,0 +1,58 @@
+package classify
+
+// PrepareCreated parses ahead what the first analysis of obj, a function its CREATE statement
+// made in the context ctx, will parse: its SQL body, or its PL/pgSQL body with the statements and
+// expressions in it. The parses are kept across catalogues (bodyParses, plpgsqlParses), so the
+// statement that calls the function right after it is made, as a migration does, finds them done
+// and has only the analysis left. The proxy calls it while the node runs the CREATE statement,
+// when it would otherwise wait. Nothing else changes: a body that does not parse is parsed, and
+// reported, when it is analysed; other objects have nothing to parse ahead (a view's query was
+// parsed with its statement).
+func (c *Classifier) PrepareCreated(obj CreatedObject, ctx *Context) {
+	created, ok := obj.(*CreatedFunction)
+	if !ok || c.catalogues == nil || ctx == nil || ctx.Database == "" {
+		return
+	}
+	cat, _ := c.catalogues.Held(ctx.Database)
+	if cat == nil {
+		return
+	}
+	// The function as the catalogue will take it: its CREATE statement for the PL/pgSQL parser
+	// is made from the same row. Its OID plays no part in what is parsed.
+	next := uint32(0)
+	f, ok := cat.CreatedFunction(created, ctx, func() uint32 { next++; return next })
+	if !ok {
+		return
+	}
+	switch f.Language {
+	case "sql":
+		c.bodies.parse(f.Source)
+	case "plpgsql":
+		if root, _ := c.plpgsqlParse(createStatement(&f)); root != nil {
+			c.parseExpressions(root, 0)
+		}
+	}
+}
+
+// parseExpressions parses the SQL texts of the PLpgSQL_expr nodes under n, as plWalker.expression
+// will when it analyses them.
+func (c *Classifier) parseExpressions(n *jsonNode, depth int) {
+	if n == nil || depth > maxJSONDepth {
+		return
+	}
+	for i, key := range n.keys {
+		if key == "PLpgSQL_expr" {
+			texts, _ := expressionTexts(n.values[i])
+			for _, text := range texts {
+				c.bodies.parse(text)
+			}
+			continue
+		}
+		c.parseExpressions(n.values[i], depth+1)
+	}
+	if n.array {
+		for _, value := range n.values {
+			c.parseExpressions(value, depth+1)
+		}
+	}
+}
