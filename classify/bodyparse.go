@@ -13,75 +13,63 @@ const (
 	maxBodyParseText  = 8 << 10
 )
 
+// keptParses keeps parses by the text they were made of, across catalogues: a catalogue change
+// makes a new catalogue whose memoised analyses start empty, and the functions analysed again are
+// mostly unchanged, their texts parse the same. Nothing in the analysis modifies a parse, so one
+// serves every analysis, concurrently. A text longer than maxBodyParseText is not kept; when the
+// kept texts would exceed maxBodyParseBytes, all are dropped.
+type keptParses[T any] struct {
+	mu     sync.Mutex
+	parses map[string]T
+	bytes  int
+}
+
+// get returns the kept parse of text.
+func (k *keptParses[T]) get(text string) (T, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	parse, ok := k.parses[text]
+	return parse, ok
+}
+
+// keep keeps parse as that of text.
+func (k *keptParses[T]) keep(text string, parse T) {
+	if len(text) > maxBodyParseText {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.parses == nil || k.bytes+len(text) > maxBodyParseBytes {
+		k.parses, k.bytes = make(map[string]T), 0
+	}
+	if _, ok := k.parses[text]; !ok {
+		k.parses[text] = parse
+		k.bytes += len(text)
+	}
+}
+
+// len is how many parses are kept.
+func (k *keptParses[T]) len() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.parses)
+}
+
 // bodyParses keeps the parse trees of the texts the analysis of function bodies and view
-// definitions parses (SQL bodies, view queries, PL/pgSQL expressions), by text, across catalogues.
-// A catalogue change makes a new catalogue whose memoised analyses start empty, and the functions
-// analysed again are mostly unchanged: their texts parse to the same trees. Nothing in the analysis
-// modifies a parse tree, so one tree serves every analysis, concurrently. When the kept texts
-// would exceed maxBodyParseBytes, all are dropped.
+// definitions parses (SQL bodies, view queries, PL/pgSQL expressions).
 type bodyParses struct {
-	mu    sync.Mutex
-	trees map[string]*pg_query.ParseResult
-	bytes int
+	keptParses[*pg_query.ParseResult]
 }
 
 // parse returns pg_query.Parse(sql), from the kept trees when it was parsed before.
 func (p *bodyParses) parse(sql string) (*pg_query.ParseResult, error) {
-	if len(sql) > maxBodyParseText {
-		return pg_query.Parse(sql)
-	}
-	p.mu.Lock()
-	tree, ok := p.trees[sql]
-	p.mu.Unlock()
-	if ok {
+	if tree, ok := p.get(sql); ok {
 		return tree, nil
 	}
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
 		return tree, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.trees == nil || p.bytes+len(sql) > maxBodyParseBytes {
-		p.trees, p.bytes = make(map[string]*pg_query.ParseResult), 0
-	}
-	if _, ok := p.trees[sql]; !ok {
-		p.trees[sql] = tree
-		p.bytes += len(sql)
-	}
+	p.keep(sql, tree)
 	return tree, nil
-}
-
-// plpgsqlParses keeps the decoded parses of PL/pgSQL bodies, by the CREATE statement
-// createStatement makes of the function, across catalogues, as bodyParses keeps SQL texts': a
-// function analysed again (in a new catalogue, or once a read gave it PostgreSQL's OID), or
-// parsed ahead while its CREATE statement ran (Classifier.PrepareCreated), is not parsed again.
-// Nothing modifies a decoded parse. The same bounds hold.
-type plpgsqlParses struct {
-	mu    sync.Mutex
-	roots map[string]*jsonNode
-	bytes int
-}
-
-// get returns the kept parse of text, nil when none is kept.
-func (p *plpgsqlParses) get(text string) *jsonNode {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.roots[text]
-}
-
-// keep keeps root as the parse of text.
-func (p *plpgsqlParses) keep(text string, root *jsonNode) {
-	if len(text) > maxBodyParseText {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.roots == nil || p.bytes+len(text) > maxBodyParseBytes {
-		p.roots, p.bytes = make(map[string]*jsonNode), 0
-	}
-	if _, ok := p.roots[text]; !ok {
-		p.roots[text] = root
-		p.bytes += len(text)
-	}
 }

@@ -52,9 +52,12 @@ type Classifier struct {
 	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
 	bodies bodyParses
 	// plpgsqlJSON are the parsers of pg_query's JSON of PL/pgSQL bodies (see decodeOrdered);
-	// plpgsql keeps their decoded parses across catalogues.
+	// plpgsql keeps their decoded parses, by the CREATE statement createStatement makes of the
+	// function, so that a function analysed again (in a new catalogue, or once a read gave it
+	// PostgreSQL's OID), or parsed ahead while its CREATE ran (PrepareCreated), is not parsed
+	// again.
 	plpgsqlJSON fastjson.ParserPool
-	plpgsql     plpgsqlParses
+	plpgsql     keptParses[*jsonNode]
 	// cacheMisses counts cached classifications that had to classify: the
 	// statement was in neither the text nor the shape cache.
 	cacheMisses atomic.Uint64

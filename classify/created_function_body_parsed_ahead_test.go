@@ -51,7 +51,7 @@ $$`, "SELECT made(1)", Write},
 				t.Fatalf("%s: not taken from the statement", c.sql)
 			}
 			ahead.PrepareCreated(created, ctx)
-			keptTrees, keptRoots := len(ahead.bodies.trees), len(ahead.plpgsql.roots)
+			keptTrees, keptRoots := ahead.bodies.len(), ahead.plpgsql.len()
 			if keptTrees == 0 {
 				t.Fatalf("nothing parsed ahead")
 			}
@@ -66,7 +66,7 @@ $$`, "SELECT made(1)", Write},
 			data.Functions = append(append([]Function(nil), base.Functions...), f)
 			source.cat = NewCatalogue(data)
 			got := ahead.ClassifyIn(c.call, ctx)
-			if n, m := len(ahead.bodies.trees), len(ahead.plpgsql.roots); n != keptTrees+1 || m != keptRoots {
+			if n, m := ahead.bodies.len(), ahead.plpgsql.len(); n != keptTrees+1 || m != keptRoots {
 				// +1: the body of held, which the function calls, parsed by its own first
 				// analysis; nothing of the created function's is parsed again.
 				t.Errorf("the analysis parsed %d body texts and %d PL/pgSQL bodies more than were parsed ahead, want none", n-keptTrees-1, m-keptRoots)

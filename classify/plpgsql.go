@@ -44,7 +44,7 @@ func (a *analysis) plpgsqlBody(f *Function) fnResult {
 // createStatement makes it), from the kept parses when it was parsed before; nil and the problem,
 // as a verdict's detail, when it cannot be parsed or read.
 func (c *Classifier) plpgsqlParse(text string) (*jsonNode, string) {
-	if root := c.plpgsql.get(text); root != nil {
+	if root, ok := c.plpgsql.get(text); ok {
 		return root, ""
 	}
 	out, err := pg_query.ParsePlPgSqlToJSON(text)

@@ -2,7 +2,7 @@ package classify
 
 // PrepareCreated parses ahead what the first analysis of obj, a function its CREATE statement
 // made in the context ctx, will parse: its SQL body, or its PL/pgSQL body with the statements and
-// expressions in it. The parses are kept across catalogues (bodyParses, plpgsqlParses), so the
+// expressions in it. The parses are kept across catalogues (Classifier.bodies, Classifier.plpgsql), so the
 // statement that calls the function right after it is made, as a migration does, finds them done
 // and has only the analysis left. The proxy calls it while the node runs the CREATE statement,
 // when it would otherwise wait. Nothing else changes: a body that does not parse is parsed, and

@@ -85,11 +85,11 @@ type database struct {
 	mu      sync.Mutex
 	loading chan struct{} // non-nil while a read runs or a session's read is patched in; closed when it ends
 	// patching: loading is a session's read being patched in (ChangedAndRead), not a read.
-	// readWhenPatched: a committed change was told meanwhile; it is read once the patch is in
+	// readWhenDone: a committed change was told meanwhile; it is read once the patch is in
 	// (or the read of the objects taken before, confirming, is done).
 	// (A change only about to be made, told while the patch runs, is not: the session that
 	// makes it reads it itself, or a statement that needs it starts the read.)
-	patching, readWhenPatched bool
+	patching, readWhenDone bool
 	// generation advances with every Changed and Lookup; changed is the generation of the last
 	// Changed, and applied the generation the held catalogue reflects.
 	generation, changed, applied uint64
@@ -274,7 +274,7 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 			if db.loading == nil && db.cat.Load() != nil {
 				m.startLoad(db)
 			} else if db.patching || db.confirming {
-				db.readWhenPatched = true
+				db.readWhenDone = true
 			}
 		}()
 	}
@@ -354,7 +354,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		next := false // start the next read once this one is marked done
 		confirming := db.confirming
 		defer func() {
-			db.loading, db.confirming, db.readWhenPatched = nil, false, false
+			db.loading, db.confirming, db.readWhenDone = nil, false, false
 			if next {
 				m.startLoad(db)
 			}
@@ -398,7 +398,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.applied = generation
 		if db.applied >= db.changed {
 			db.dirty.Store(false)
-		} else if !db.pending.Empty() && (!confirming || db.readWhenPatched) {
+		} else if !db.pending.Empty() && (!confirming || db.readWhenDone) {
 			// Changes arrived while this read ran: read them now rather than when a statement
 			// asks. Not after the read of the objects taken before, unless one was committed:
 			// a change told as its statement was classified is taken in by its session once
@@ -499,11 +499,10 @@ func (m *Manager) confirmTaken(db *database) {
 		m.confirmLater(db)
 		return
 	}
-	// One name of each part, not all (CatalogueChanges.Merge turns a migration's worth of
-	// names into a change of everything): confirmWith adds the rest.
-	db.pending = classify.CatalogueChanges{Functions: slices.Clone(db.unconfirmed.Functions[:min(1, len(db.unconfirmed.Functions))]),
-		Relations: slices.Clone(db.unconfirmed.Relations[:min(1, len(db.unconfirmed.Relations))]),
-		Types:     slices.Clone(db.unconfirmed.Types[:min(1, len(db.unconfirmed.Types))])}
+	// Set, not merged (CatalogueChanges.Merge turns a migration's worth of names into a change
+	// of everything): beginLoad bounds them (confirmWith, maxChangedNamesRead).
+	db.pending = classify.CatalogueChanges{Functions: slices.Clone(db.unconfirmed.Functions),
+		Relations: slices.Clone(db.unconfirmed.Relations), Types: slices.Clone(db.unconfirmed.Types)}
 	m.startLoad(db)
 	db.confirming = true
 }

@@ -53,19 +53,7 @@ func TestManagerFailsClosedWithoutServer(t *testing.T) {
 func TestManagerAgainstPostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	primary, admin := startPrimary(t, ctx)
-	exec := func(conn *pgx.Conn, sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec(admin, "CREATE DATABASE app")
-	db, err := pgx.Connect(ctx, primary.DatabaseDSN("app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
+	db, connect, exec := startAppDatabase(t, ctx)
 	exec(db, "CREATE TABLE audit (msg text)")
 	exec(db, "CREATE FUNCTION report() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$")
 	exec(db, "CREATE FUNCTION refreshed() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
@@ -74,7 +62,7 @@ func TestManagerAgainstPostgres(t *testing.T) {
 	m := catalog.New(catalog.Options{
 		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
 			connects.Add(1)
-			return pgx.Connect(ctx, primary.DatabaseDSN(database))
+			return connect(ctx, database)
 		},
 		RefreshInterval: time.Hour, // the refresh is tested below, with a second manager
 		Wait:            10 * time.Second,
@@ -129,9 +117,7 @@ func TestManagerAgainstPostgres(t *testing.T) {
 
 	// A change made elsewhere is picked up by the periodic refresh.
 	m = catalog.New(catalog.Options{
-		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
-			return pgx.Connect(ctx, primary.DatabaseDSN(database))
-		},
+		Connect:         connect,
 		RefreshInterval: 300 * time.Millisecond,
 	})
 	classifier = classify.New(classify.Options{Catalogues: m})

@@ -515,12 +515,12 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *c
 	next := false
 	if db.applied >= db.changed {
 		db.dirty.Store(false)
-	} else if db.readWhenPatched && !db.pending.Empty() {
+	} else if db.readWhenDone && !db.pending.Empty() {
 		// Committed changes told while the patch ran: read them now rather than when a
 		// statement asks.
 		next = true
 	}
-	db.loading, db.patching, db.readWhenPatched = nil, false, false
+	db.loading, db.patching, db.readWhenDone = nil, false, false
 	if next {
 		m.startLoad(db)
 	}
