@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -391,20 +392,50 @@ func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChan
 
 func ptr[T any](v T) *T { return &v }
 
-// patchFunction returns the data of oldCatalogue with function f added, or in place of the one
-// of its OID (OR REPLACE), and what that changed; like patch, it copies what it must only.
-func patchFunction(oldCatalogue *classify.Catalogue, f *classify.Function) (*classify.CatalogueData, *classify.CatalogueDelta) {
+// patchTaken returns the data of oldCatalogue with the objects taken from a statement (fresh)
+// added, each in place of the held object of its OID if any (OR REPLACE), and what that changed.
+// Unlike patch, which replaces every object of a name read again, it takes nothing else out: a
+// statement makes its object in one schema, and the objects of the same name in other schemas
+// stay as they are. New objects have OIDs above all held (derivedOID), so a take appends to each
+// part, without a look through it.
+func patchTaken(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData) (*classify.CatalogueData, *classify.CatalogueDelta) {
 	old := oldCatalogue.Data()
 	data := *old
 	data.LoadedAt = time.Now()
 	delta := &classify.CatalogueDelta{}
-	var drop func(*classify.Function) bool
-	if _, held := oldCatalogue.Function(f.OID); held {
-		drop = func(held *classify.Function) bool { return held.OID == f.OID }
-	}
-	data.Functions, delta.RemovedFunctions, delta.AddedFunctions, delta.Parts.Functions = replace(old.Functions, []classify.Function{*f}, drop,
-		func(a, b *classify.Function) int { return cmp.Compare(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
+	parts := &delta.Parts
+	var views, relations bool
+	data.Functions, delta.RemovedFunctions, delta.AddedFunctions, parts.Functions = replaceByOID(old.Functions, fresh.Functions,
+		func(f *classify.Function) uint32 { return f.OID }, oldCatalogue.AppendedFunctions)
+	data.Views, delta.RemovedViews, delta.AddedViews, views = replaceByOID(old.Views, fresh.Views,
+		func(v *classify.View) uint32 { return v.OID }, oldCatalogue.AppendedViews)
+	data.Relations, delta.RemovedRelations, delta.AddedRelations, relations = replaceByOID(old.Relations, fresh.Relations,
+		func(r *classify.Relation) uint32 { return r.OID }, oldCatalogue.AppendedRelations)
+	parts.Relations = views || relations
+	data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replaceByOID(old.Types, fresh.Types,
+		func(t *classify.Type) uint32 { return t.OID }, oldCatalogue.AppendedTypes)
 	return &data, delta
+}
+
+// replaceByOID is replace for objects that take the place of the held objects of their OIDs
+// only: the held ones are found by a binary search of list (sorted by OID), so that adding
+// objects past all held costs what is added.
+func replaceByOID[T any](list, fresh []T, oid func(*T) uint32, appended func([]T) []T) (out, removed, added []T, changed bool) {
+	if len(fresh) == 0 {
+		return list, nil, nil, false
+	}
+	var held []uint32
+	for i := range fresh {
+		want := oid(&fresh[i])
+		if _, found := slices.BinarySearchFunc(list, want, func(v T, want uint32) int { return cmp.Compare(oid(&v), want) }); found {
+			held = append(held, want)
+		}
+	}
+	var drop func(*T) bool
+	if len(held) > 0 {
+		drop = func(v *T) bool { return slices.Contains(held, oid(v)) }
+	}
+	return replace(list, fresh, drop, func(a, b *T) int { return cmp.Compare(oid(a), oid(b)) }, appended)
 }
 
 // derivedOID returns an OID for a function the Manager adds without reading it: from the top of
@@ -495,8 +526,8 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *c
 	covers *classify.CatalogueChanges, fromStatement bool, generation uint64, done chan struct{}, started time.Time) {
 	var data *classify.CatalogueData
 	var delta *classify.CatalogueDelta
-	if fromStatement && len(fresh.Functions) == 1 && len(fresh.Relations)+len(fresh.Types) == 0 {
-		data, delta = patchFunction(old, &fresh.Functions[0])
+	if fromStatement {
+		data, delta = patchTaken(old, fresh)
 	} else {
 		data, delta = patch(old, fresh, wanted)
 	}
