@@ -47,7 +47,6 @@ type Classifier struct {
 	maxCachedBytes int
 	maxDepth       int
 	functions      functionTable
-	walkPlans      walkPlans
 	catalogues     CatalogueSource
 	// bodies keeps the parse trees of function bodies and view definitions across catalogues.
 	bodies bodyParses

@@ -2,10 +2,8 @@ package classify
 
 import (
 	"strings"
-	"sync"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // finding is what a scan of a statement's tree found: the strongest reason to send it to the primary
@@ -45,11 +43,14 @@ func reasonRank(reason Reason) int {
 	return 0
 }
 
-// scanner walks every message of a parse tree by protobuf reflection, so that no node type (and no
-// field added by a future pg_query) can hide a function call or a row lock from it.
+//go:generate go run ./internal/genwalk -out walk_generated.go
+
+// scanner walks every message of a parse tree (eachChild, generated from pg_query's descriptors
+// for every message type, and checked against them by TestGeneratedWalkIsCurrent), so that no
+// node type (and no field added by a future pg_query) can hide a function call or a row lock from
+// it.
 type scanner struct {
 	a     *analysis
-	plans *walkPlans
 	found finding
 	// relations are the RangeVars met, resolved after the walk, when every CTE name is known.
 	relations []*pg_query.RangeVar
@@ -58,57 +59,12 @@ type scanner struct {
 	targets map[*pg_query.RangeVar]bool
 }
 
-// walkPlans caches, per message type, which fields can hold messages. Without it the walk would ask
-// each of Node's ~250 oneof members whether it is set, for every node of the tree.
-type walkPlans struct {
-	byType sync.Map // protoreflect.MessageDescriptor -> *walkPlan
-}
-
-// walkPlan lists the message-holding fields of one message type in declaration order.
-type walkPlan struct {
-	fields []walkField
-}
-
-// walkField is either a plain field (possibly a list or map) or a oneof group.
-type walkField struct {
-	field protoreflect.FieldDescriptor // nil for a oneof
-	oneof protoreflect.OneofDescriptor
-}
-
-func (p *walkPlans) plan(descriptor protoreflect.MessageDescriptor) *walkPlan {
-	if cached, ok := p.byType.Load(descriptor); ok {
-		return cached.(*walkPlan)
-	}
-	plan := &walkPlan{}
-	seenOneofs := make(map[protoreflect.FullName]bool)
-	fields := descriptor.Fields()
-	for i := 0; i < fields.Len(); i++ {
-		field := fields.Get(i)
-		if oneof := field.ContainingOneof(); oneof != nil {
-			if !seenOneofs[oneof.FullName()] {
-				seenOneofs[oneof.FullName()] = true
-				plan.fields = append(plan.fields, walkField{oneof: oneof})
-			}
-			continue
-		}
-		holdsMessages := field.Kind() == protoreflect.MessageKind || field.Kind() == protoreflect.GroupKind
-		if field.IsMap() {
-			holdsMessages = field.MapValue().Kind() == protoreflect.MessageKind
-		}
-		if holdsMessages {
-			plan.fields = append(plan.fields, walkField{field: field})
-		}
-	}
-	actual, _ := p.byType.LoadOrStore(descriptor, plan)
-	return actual.(*walkPlan)
-}
-
 // scan walks the whole tree under root. Relations are resolved (views analysed, node-local
 // statistics found) only for statements that are not writes already: a write goes to the primary
 // whatever it reads, and the targets it creates are not in any catalogue.
 func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
-	s := scanner{a: a, plans: &a.c.walkPlans}
-	s.walk(root.ProtoReflect())
+	s := scanner{a: a}
+	s.walk(root)
 	if resolveRelations && s.found.reason != ReasonWrite {
 		for _, rv := range s.relations {
 			if !s.targets[rv] {
@@ -148,31 +104,9 @@ func (s *scanner) recordChain(reason Reason, subject string, chain []string, det
 }
 
 // walk visits m and then every message below it, fields in declaration order.
-func (s *scanner) walk(m protoreflect.Message) {
-	s.visit(m.Interface())
-	for _, entry := range s.plans.plan(m.Descriptor()).fields {
-		field := entry.field
-		if entry.oneof != nil {
-			field = m.WhichOneof(entry.oneof)
-			if field == nil || (field.Kind() != protoreflect.MessageKind && field.Kind() != protoreflect.GroupKind) {
-				continue
-			}
-		}
-		switch {
-		case field.IsMap():
-			m.Get(field).Map().Range(func(_ protoreflect.MapKey, value protoreflect.Value) bool {
-				s.walk(value.Message())
-				return true
-			})
-		case field.IsList():
-			list := m.Get(field).List()
-			for j := 0; j < list.Len(); j++ {
-				s.walk(list.Get(j).Message())
-			}
-		case m.Has(field):
-			s.walk(m.Get(field).Message())
-		}
-	}
+func (s *scanner) walk(m any) {
+	s.visit(m)
+	eachChild(m, s.walk)
 }
 
 // visit inspects one message of the tree.

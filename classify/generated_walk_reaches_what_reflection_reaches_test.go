@@ -1,0 +1,170 @@
+package classify
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/pgowl/pgowl/classify/internal/walksource"
+)
+
+// walk_generated.go is what genwalk writes for the pg_query module this build links: a pg_query
+// upgrade that adds a node type or a field fails here until `go generate ./classify` is run.
+func TestGeneratedWalkIsCurrent(t *testing.T) {
+	want, err := walksource.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("walk_generated.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatal("walk_generated.go is stale: run `go generate ./classify`")
+	}
+}
+
+// The generated walk (eachChild) reaches every message a walk by protobuf reflection reaches, in
+// the same order, for every statement of the classifier's golden tables, catalogue scripts and
+// fuzz seeds: the scanner sees exactly what it saw when it walked by reflection.
+func TestGeneratedWalkReachesWhatReflectionReaches(t *testing.T) {
+	statements := walkCorpus(t)
+	if len(statements) < 500 {
+		t.Fatalf("only %d statements in the corpus; the testdata layout changed", len(statements))
+	}
+	var nodes, parsed int
+	for _, sql := range statements {
+		tree, err := pg_query.Parse(sql)
+		if err != nil {
+			continue
+		}
+		parsed++
+		var byReflection, generated []any
+		reflectionWalk(tree.ProtoReflect(), func(m any) { byReflection = append(byReflection, m) })
+		var walk func(any)
+		walk = func(m any) {
+			generated = append(generated, m)
+			eachChild(m, walk)
+		}
+		walk(tree)
+		nodes += len(byReflection)
+		if len(generated) != len(byReflection) {
+			t.Errorf("%q: the generated walk reaches %d messages, reflection %d", sql, len(generated), len(byReflection))
+			continue
+		}
+		for i := range generated {
+			if generated[i] != byReflection[i] {
+				t.Errorf("%q: message %d is %T by the generated walk, %T by reflection", sql, i, generated[i], byReflection[i])
+				break
+			}
+		}
+	}
+	if parsed < 500 {
+		t.Fatalf("only %d statements of the corpus parse", parsed)
+	}
+	t.Logf("%d statements, %d messages reached alike", parsed, nodes)
+}
+
+// reflectionWalk is the scanner's walk as it was before the generated one: m, then every
+// message below it by protobuf reflection, fields in declaration order.
+func reflectionWalk(m protoreflect.Message, visit func(any)) {
+	visit(m.Interface())
+	fields := m.Descriptor().Fields()
+	seenOneofs := map[protoreflect.Name]bool{}
+	for i := 0; i < fields.Len(); i++ {
+		field := fields.Get(i)
+		if oneof := field.ContainingOneof(); oneof != nil {
+			if seenOneofs[oneof.Name()] {
+				continue
+			}
+			seenOneofs[oneof.Name()] = true
+			field = m.WhichOneof(oneof)
+			if field == nil {
+				continue
+			}
+		}
+		if field.Kind() != protoreflect.MessageKind && field.Kind() != protoreflect.GroupKind {
+			continue
+		}
+		switch {
+		case field.IsList():
+			list := m.Get(field).List()
+			for j := 0; j < list.Len(); j++ {
+				reflectionWalk(list.Get(j).Message(), visit)
+			}
+		case m.Has(field):
+			reflectionWalk(m.Get(field).Message(), visit)
+		}
+	}
+}
+
+// walkCorpus returns every "sql" of the JSON tables under testdata, every statement of its SQL
+// scripts, and the fuzz seeds' strings.
+func walkCorpus(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	var collect func(v any)
+	collect = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for key, value := range v {
+				if s, ok := value.(string); ok && (key == "sql" || key == "setup") {
+					out = append(out, s)
+				} else {
+					collect(value)
+				}
+			}
+		case []any:
+			for _, value := range v {
+				if s, ok := value.(string); ok {
+					out = append(out, s) // a list of setup statements
+				} else {
+					collect(value)
+				}
+			}
+		}
+	}
+	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.HasSuffix(path, ".json"):
+			var v any
+			if err := json.Unmarshal(data, &v); err != nil {
+				return err
+			}
+			collect(v)
+		case strings.HasSuffix(path, ".sql"):
+			parts, err := pg_query.SplitWithParser(string(data), true)
+			if err != nil {
+				return err
+			}
+			out = append(out, parts...)
+		case strings.Contains(path, "fuzz"):
+			for _, line := range strings.Split(string(data), "\n") {
+				if quoted, ok := strings.CutPrefix(line, "string("); ok {
+					if s, err := strconv.Unquote(strings.TrimSuffix(quoted, ")")); err == nil {
+						out = append(out, s)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
