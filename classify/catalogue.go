@@ -282,9 +282,13 @@ type Catalogue struct {
 	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
 	// from, newest layer first; set before the catalogue is in use and never modified after, so
 	// read without a lock. memo, where later analyses go, is looked at first.
-	kept   []keptLayer
-	missMu sync.Mutex
-	misses map[string]bool // names looked up in vain since this catalogue was loaded
+	kept []keptLayer
+	// keptStep numbers c in the chain of catalogues KeepAnalysesFrom linked (0: c was not derived
+	// so), and changedAt holds the step of the last change of each name changed along it.
+	keptStep  uint64
+	changedAt layered[string, uint64]
+	missMu    sync.Mutex
+	misses    map[string]bool // names looked up in vain since this catalogue was loaded
 	// rooms are the room past the end of each part's slice of data, which the Appended methods
 	// let one derivation append to in place; catalogues that share a slice share its room.
 	rooms [dataParts]*room
@@ -692,28 +696,29 @@ func withoutFunction(list []*Function, oid uint32) ([]*Function, bool) {
 }
 
 // maxKeptAnalyses bounds the memoised analyses KeepAnalysesFrom carries; maxKeptLayers bounds
-// the layers they are carried in before those are merged into one.
+// the layers they are carried in (the sizes KeepAnalysesFrom keeps them at make it far fewer).
 const (
 	maxKeptAnalyses = 100_000
-	maxKeptLayers   = 8
+	maxKeptLayers   = 24
 )
 
 // keptLayer is analyses memoised in an older catalogue, carried into this one: each holds here
-// unless one of the function names its result rests on is in changedSince (the names changed
-// since it was memoised). A layer's maps are never modified once the catalogue is in use.
+// unless one of the names its result rests on changed after step since of the chain (see
+// changedAfter). A layer's map is never modified once the catalogue is in use.
 type keptLayer struct {
-	analyses     map[memoKey]any // fnResult, boxed as in memo: carried without copying the result
-	changedSince map[string]bool
+	analyses map[memoKey]any // fnResult, boxed as in memo: carried without copying the result
+	since    uint64
 }
 
-// holds reports whether a carried analysis still holds after the changes named changedSince.
-func (l *keptLayer) holds(value any) bool {
+// holdsSince reports whether an analysis carried from step since of c's chain still holds in c:
+// no name its result rests on changed after it.
+func (c *Catalogue) holdsSince(value any, since uint64) bool {
 	result := value.(fnResult)
 	if result.dependsOnTooMany {
 		return false
 	}
 	for _, name := range result.dependsOn {
-		if l.changedSince[name] {
+		if step, changed := c.changedAt.get(name); changed && step > since {
 			return false
 		}
 	}
@@ -735,51 +740,61 @@ func (l *keptLayer) holds(value any) bool {
 // name them) or anything to pg_catalog, or changes everything keeps nothing: do not call it then.
 //
 // A migration calls this after every change, so it costs what old analysed, not what all the
-// catalogues before it did: old's own analyses become a new layer, and old's layers are carried
-// as they are, each with the changed names added to those it must not rest on; past
-// maxKeptLayers, the layers are merged into one (a copy of what still holds), so a lookup checks
-// a few layers at most and a layer's maps are copied once per maxKeptLayers changes. The layers
-// are plain maps: storing each analysis into the concurrent memo would cost ten times more.
+// catalogues before it did. The catalogues it links form a chain of steps; c is one step past
+// old, and changedAt records, for each name changed along the chain, the step of its last change
+// (a layered index: a step copies a bounded part of it). old's own analyses become a new layer,
+// stamped with old's step; old's layers are carried as they are. An analysis of a layer holds
+// while no name it rests on changed after the layer's step, which a lookup checks. Layers are
+// merged, newest into the next, while the newer is at least half the size of the next (what
+// still holds is copied): their sizes grow toward the oldest, so an analysis is copied a few
+// times in all, a lookup checks a few layers, and a change costs what it adds. The layers are
+// plain maps: storing each analysis into the concurrent memo would cost ten times more.
 func (c *Catalogue) KeepAnalysesFrom(old *Catalogue, changedNames []string) int {
-	changed := make(map[string]bool, len(changedNames))
+	c.keptStep = old.keptStep + 1
+	c.changedAt = old.changedAt
+	c.changedAt.own()
 	for _, name := range changedNames {
-		changed[name] = true
+		c.changedAt.set(name, c.keptStep)
 	}
-	newest := keptLayer{analyses: make(map[memoKey]any), changedSince: map[string]bool{}}
-	check := keptLayer{changedSince: changed}
+	c.changedAt.settle()
+	newest := keptLayer{analyses: make(map[memoKey]any), since: old.keptStep}
 	old.memo.Range(func(key, value any) bool {
-		if check.holds(value) {
-			newest.analyses[key.(memoKey)] = value
-		}
+		newest.analyses[key.(memoKey)] = value
 		return len(newest.analyses) < maxKeptAnalyses
 	})
 	layers := make([]keptLayer, 0, len(old.kept)+1)
-	layers = append(layers, newest)
-	carried := len(newest.analyses)
-	for _, layer := range old.kept {
-		since := make(map[string]bool, len(layer.changedSince)+len(changed))
-		for name := range layer.changedSince {
-			since[name] = true
-		}
-		for name := range changed {
-			since[name] = true
-		}
-		layers = append(layers, keptLayer{analyses: layer.analyses, changedSince: since})
+	if len(newest.analyses) > 0 {
+		layers = append(layers, newest)
+	}
+	layers = append(layers, old.kept...)
+	carried := 0
+	for _, layer := range layers {
 		carried += len(layer.analyses)
 	}
-	if len(layers) > maxKeptLayers || carried > maxKeptAnalyses {
-		merged := keptLayer{analyses: make(map[memoKey]any), changedSince: map[string]bool{}}
-		for i := range layers { // newest first: a newer analysis of a key wins
-			for key, value := range layers[i].analyses {
-				if _, found := merged.analyses[key]; !found && len(merged.analyses) < maxKeptAnalyses && layers[i].holds(value) {
-					merged.analyses[key] = value
-				}
-			}
-		}
-		layers, carried = []keptLayer{merged}, len(merged.analyses)
+	for len(layers) >= 2 && (2*len(layers[0].analyses) >= len(layers[1].analyses) || len(layers) > maxKeptLayers || carried > maxKeptAnalyses) {
+		merged := c.mergeLayers(layers[0], layers[1])
+		carried -= len(layers[0].analyses) + len(layers[1].analyses) - len(merged.analyses)
+		layers = append([]keptLayer{merged}, layers[2:]...)
 	}
 	c.kept = layers
 	return carried
+}
+
+// mergeLayers returns one layer of what still holds in c of newer and older, newer's analysis of
+// a key winning: stamped with c's step, since every analysis in it holds at that step.
+func (c *Catalogue) mergeLayers(newer, older keptLayer) keptLayer {
+	merged := keptLayer{analyses: make(map[memoKey]any, len(newer.analyses)+len(older.analyses)), since: c.keptStep}
+	for _, layer := range [2]keptLayer{newer, older} {
+		for key, value := range layer.analyses {
+			if len(merged.analyses) >= maxKeptAnalyses {
+				return merged
+			}
+			if _, found := merged.analyses[key]; !found && c.holdsSince(value, layer.since) {
+				merged.analyses[key] = value
+			}
+		}
+	}
+	return merged
 }
 
 // memoised returns the memoised analysis of key, if any: one made with this catalogue, else the
@@ -789,7 +804,7 @@ func (c *Catalogue) memoised(key memoKey) (fnResult, bool) {
 		return cached.(fnResult), true
 	}
 	for i := range c.kept {
-		if kept, ok := c.kept[i].analyses[key]; ok && c.kept[i].holds(kept) {
+		if kept, ok := c.kept[i].analyses[key]; ok && c.holdsSince(kept, c.kept[i].since) {
 			return kept.(fnResult), true
 		}
 	}
