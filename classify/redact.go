@@ -45,11 +45,18 @@ func redact(sql string) (string, error) {
 //     takes as a bare word (SET application_name = secret), becomes $n, as
 //     does each item of a list of them (SET search_path = a, b).
 func maskLiterals(text string) (string, error) {
+	if holdsNothingToMask(text) {
+		return text, nil
+	}
 	scan, err := pg_query.Scan(text)
 	if err != nil {
 		return "", err
 	}
-	tokens := scan.GetTokens()
+	return maskLiteralTokens(text, scan.GetTokens())
+}
+
+// maskLiteralTokens is maskLiterals with the scanner's tokens of text.
+func maskLiteralTokens(text string, tokens []*pg_query.ScanToken) (string, error) {
 	next := 1
 	for _, tok := range tokens {
 		if tok.Token == pg_query.Token_PARAM {
@@ -195,4 +202,52 @@ func setValues(tokens []*pg_query.ScanToken, set int) (start, end int) {
 // isNameToken reports a token that can name a setting: an identifier or any keyword.
 func isNameToken(tok *pg_query.ScanToken) bool {
 	return tok.Token == pg_query.Token_IDENT || tok.Token == pg_query.Token_UIDENT || tok.KeywordKind != pg_query.KeywordKind_NO_KEYWORD
+}
+
+// holdsNothingToMask reports, without scanning, that maskLiterals would return text as it is: a
+// single statement that starts with none of SET, ALTER and CREATE (which take SET clauses), with
+// no quote of any kind ('...', E'...', "...", $$...$$: a quoted identifier may hide anything), no
+// comment, and no digit outside an identifier or a parameter ($1): pg_query's normalised text of
+// most queries, whose constants it replaced already. It errs toward false: then the scanner
+// decides. What pg_query.Normalize returns has scanned already, so skipping the scan loses no
+// error.
+func holdsNothingToMask(text string) bool {
+	if strings.ContainsAny(text, "'\";") || strings.Contains(text, "--") || strings.Contains(text, "/*") {
+		return false
+	}
+	first := strings.TrimLeft(text, " \t\n\r\f(")
+	for _, keyword := range [...]string{"set", "alter", "create"} {
+		if len(first) >= len(keyword) && strings.EqualFold(first[:len(keyword)], keyword) {
+			return false
+		}
+	}
+	identifier := false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c >= 0x80:
+			identifier = true
+		case c >= '0' && c <= '9':
+			if !identifier {
+				return false // a number
+			}
+		case c == '$':
+			if identifier {
+				continue // a $ inside an identifier (a$b)
+			}
+			// A parameter: digits, then no identifier character.
+			j := i + 1
+			for j < len(text) && text[j] >= '0' && text[j] <= '9' {
+				j++
+			}
+			if j == i+1 || (j < len(text) && (text[j] == '_' || text[j] == '$' || text[j] >= 0x80 ||
+				text[j] >= 'a' && text[j] <= 'z' || text[j] >= 'A' && text[j] <= 'Z')) {
+				return false // a dollar quote, or something the scanner must read
+			}
+			i = j - 1
+		default:
+			identifier = false
+		}
+	}
+	return true
 }

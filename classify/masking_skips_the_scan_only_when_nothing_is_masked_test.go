@@ -1,0 +1,47 @@
+package classify
+
+import (
+	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+)
+
+// maskLiterals skips the scanner only for a text it would return unchanged: for every statement of
+// the testdata corpus, and pg_query's normalised text of each, a text holdsNothingToMask passes
+// is what the scanner-driven masking makes of it. The skip must also apply to the common case,
+// normalised queries, or it saves nothing.
+func TestMaskingSkipsTheScanOnlyWhenNothingIsMasked(t *testing.T) {
+	var texts []string
+	for _, sql := range walkCorpus(t) {
+		texts = append(texts, sql)
+		if normalized, err := pg_query.Normalize(sql); err == nil {
+			texts = append(texts, normalized)
+		}
+	}
+	texts = append(texts, "SELECT f_12($1)", "SELECT a$1 FROM t WHERE x = $2", "select x1, $10 from t_2",
+		"SELECT $1abc", "SELECT $$x$$", "SELECT 1", "SELECT x.1", "SELECT é1 FROM t", "SET search_path = a", "(SELECT $1)")
+	skipped := 0
+	for _, text := range texts {
+		if !holdsNothingToMask(text) {
+			continue
+		}
+		skipped++
+		scan, err := pg_query.Scan(text)
+		if err != nil {
+			t.Errorf("%q: skipped, but the scanner fails: %v", text, err)
+			continue
+		}
+		masked, err := maskLiteralTokens(text, scan.GetTokens())
+		if err != nil || masked != text {
+			t.Errorf("%q: skipped, but masking by the scanner gives %q (%v)", text, masked, err)
+		}
+	}
+	if skipped < 200 {
+		t.Fatalf("only %d of %d texts skip the scan", skipped, len(texts))
+	}
+	for _, text := range []string{"SELECT 1", "SELECT $$x$$", "SELECT $1abc", "SET search_path = a", "SELECT 'x'", "SELECT x -- y"} {
+		if holdsNothingToMask(text) {
+			t.Errorf("%q skips the scan", text)
+		}
+	}
+}
