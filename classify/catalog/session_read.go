@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -427,7 +428,10 @@ func replaceByOID[T any](list, fresh []T, oid func(*T) uint32, appended func([]T
 	var held []uint32
 	for i := range fresh {
 		want := oid(&fresh[i])
-		if _, found := slices.BinarySearchFunc(list, want, func(v T, want uint32) int { return cmp.Compare(oid(&v), want) }); found {
+		if len(list) == 0 || want > oid(&list[len(list)-1]) {
+			continue // past all held: the common case of a new object
+		}
+		if at := sort.Search(len(list), func(j int) bool { return oid(&list[j]) >= want }); at < len(list) && oid(&list[at]) == want {
 			held = append(held, want)
 		}
 	}
