@@ -13,8 +13,9 @@
 //     DELETE, MERGE, COPY FROM, CALL, DO, LOCK, NOTIFY, VACUUM, ANALYZE, all DDL, GRANT/REVOKE,
 //     COMMENT and the two-phase commit commands are writes.
 //   - Statements that run a query (SELECT, DECLARE, COPY (query) TO STDOUT, EXPLAIN ANALYZE, and the
-//     DML and CREATE TABLE AS forms) are walked completely, by protobuf reflection, so no node type
-//     can hide anything: a locking clause anywhere gives ROW_LOCK, a data-modifying WITH or SELECT
+//     DML and CREATE TABLE AS forms) are walked completely, by code generated from pg_query's
+//     descriptors for every message type (walk_generated.go, go generate; a test fails when a
+//     pg_query upgrade leaves it stale), so no node type can hide anything: a locking clause anywhere gives ROW_LOCK, a data-modifying WITH or SELECT
 //     INTO anywhere gives WRITE, and every function call is looked up.
 //   - Functions: a reviewed table in builtins.go lists the pg_catalog functions that write or only
 //     make sense on the primary (nextval, setval, currval, advisory locks, pg_notify, large-object
@@ -70,8 +71,10 @@
 // names (none unlogged, row-secured, a domain or in pg_catalog), carries the memoised analyses that do not rest on
 // the changed names: every name an analysis resolved a call, read a relation or cast to a type by,
 // found or not (Catalogue.KeepAnalysesFrom): in layers shared with the catalogues
-// before it, each checked against the names changed since, merged every few changes, so that a
-// change costs what was analysed since the last one rather than everything analysed so far.
+// before it, each stamped with the step of the chain it was made at and checked against the step
+// of each name's last change, merged newest into next while the newer is at least half the size,
+// so that a change costs what was analysed since the last one rather than everything analysed so
+// far.
 //
 // # Hints
 //
