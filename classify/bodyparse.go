@@ -61,12 +61,12 @@ type bodyParses struct {
 	keptParses[*pg_query.ParseResult]
 }
 
-// parse returns pg_query.Parse(sql), from the kept trees when it was parsed before.
+// parse returns parseSQL(sql), from the kept trees when it was parsed before.
 func (p *bodyParses) parse(sql string) (*pg_query.ParseResult, error) {
 	if tree, ok := p.get(sql); ok {
 		return tree, nil
 	}
-	tree, err := pg_query.Parse(sql)
+	tree, err := parseSQL(sql)
 	if err != nil {
 		return tree, err
 	}

@@ -461,7 +461,7 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 		tree = parsed.tree
 	} else {
 		var err error
-		if tree, err = pg_query.Parse(sql); err != nil {
+		if tree, err = parseSQL(sql); err != nil {
 			return unparseable(err), false
 		}
 		if parsed != nil {

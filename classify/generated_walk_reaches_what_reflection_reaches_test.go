@@ -12,22 +12,28 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/pgowl/pgowl/classify/internal/walksource"
+	"github.com/pgowl/pgowl/classify/internal/treesource"
 )
 
-// walk_generated.go is what genwalk writes for the pg_query module this build links: a pg_query
-// upgrade that adds a node type or a field fails here until `go generate ./classify` is run.
-func TestGeneratedWalkIsCurrent(t *testing.T) {
-	want, err := walksource.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("walk_generated.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Fatal("walk_generated.go is stale: run `go generate ./classify`")
+// walk_generated.go and decode_generated.go are what gentree writes for the pg_query module this
+// build links: a pg_query upgrade that adds a node type or a field fails here until
+// `go generate ./classify` is run.
+func TestGeneratedTreeCodeIsCurrent(t *testing.T) {
+	for _, file := range []struct {
+		name     string
+		generate func() ([]byte, error)
+	}{{"walk_generated.go", treesource.Walk}, {"decode_generated.go", treesource.Decode}} {
+		want, err := file.generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(file.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s is stale: run `go generate ./classify`", file.name)
+		}
 	}
 }
 

@@ -308,7 +308,7 @@ func literalSQL(holder *jsonNode) (string, bool) {
 	if query == nil {
 		return "", false
 	}
-	tree, err := pg_query.Parse("SELECT " + query.text)
+	tree, err := parseSQL("SELECT " + query.text)
 	if err != nil || len(tree.GetStmts()) != 1 {
 		return "", false
 	}

@@ -43,8 +43,6 @@ func reasonRank(reason Reason) int {
 	return 0
 }
 
-//go:generate go run ./internal/genwalk -out walk_generated.go
-
 // scanner walks every message of a parse tree (eachChild, generated from pg_query's descriptors
 // for every message type, and checked against them by TestGeneratedWalkIsCurrent), so that no
 // node type (and no field added by a future pg_query) can hide a function call or a row lock from
