@@ -100,6 +100,9 @@ type database struct {
 	// read by name reads them too (confirmWith), so that what it reads (an aggregate made of such
 	// a function, a function that takes such a type) finds them as PostgreSQL made them.
 	unconfirmed classify.CatalogueChanges
+	// unconfirmedIndex holds unconfirmed's names, by part, so that a take looks a name up
+	// instead of through a migration's worth of them (nil: to be built from unconfirmed).
+	unconfirmedIndex map[unconfirmedName]struct{}
 	// viewUses are the names the queries of unconfirmed views use (classify.CreatedView.Uses): an
 	// object of such a name is read with them rather than taken from its statement.
 	viewUses map[string]struct{}
@@ -441,6 +444,7 @@ func (db *database) confirmWith(changes *classify.CatalogueChanges, limit int) (
 // confirmed forgets the unconfirmed objects a read has read: all after a whole read. db.mu must
 // be held.
 func (db *database) confirmed(read *classify.CatalogueChanges, whole bool) {
+	db.unconfirmedIndex = nil
 	if whole || read.Everything {
 		db.unconfirmed, db.viewUses = classify.CatalogueChanges{}, nil
 		return
@@ -458,13 +462,36 @@ func (db *database) confirmed(read *classify.CatalogueChanges, whole bool) {
 	}
 }
 
+// unconfirmedName is a name of database.unconfirmed: part 0 its functions, 1 relations, 2 types.
+type unconfirmedName struct {
+	part int
+	name string
+}
+
 // takenUnread records obj, taken from its statement without a read, as unconfirmed. db.mu must
 // be held.
 func (db *database) takenUnread(obj classify.CreatedObject) {
 	changes := obj.Changes()
-	db.unconfirmed.Functions = addMissing(db.unconfirmed.Functions, changes.Functions)
-	db.unconfirmed.Relations = addMissing(db.unconfirmed.Relations, changes.Relations)
-	db.unconfirmed.Types = addMissing(db.unconfirmed.Types, changes.Types)
+	if db.unconfirmedIndex == nil {
+		db.unconfirmedIndex = make(map[unconfirmedName]struct{})
+		for part, names := range [...][]string{db.unconfirmed.Functions, db.unconfirmed.Relations, db.unconfirmed.Types} {
+			for _, name := range names {
+				db.unconfirmedIndex[unconfirmedName{part, name}] = struct{}{}
+			}
+		}
+	}
+	add := func(part int, list, names []string) []string {
+		for _, name := range names {
+			if _, held := db.unconfirmedIndex[unconfirmedName{part, name}]; !held {
+				db.unconfirmedIndex[unconfirmedName{part, name}] = struct{}{}
+				list = append(list, name)
+			}
+		}
+		return list
+	}
+	db.unconfirmed.Functions = add(0, db.unconfirmed.Functions, changes.Functions)
+	db.unconfirmed.Relations = add(1, db.unconfirmed.Relations, changes.Relations)
+	db.unconfirmed.Types = add(2, db.unconfirmed.Types, changes.Types)
 	if view, ok := obj.(*classify.CreatedView); ok {
 		if db.viewUses == nil {
 			db.viewUses = make(map[string]struct{})
