@@ -513,29 +513,36 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		return
 	}
 	c.rels.own()
-	c.unlogged.own()
-	c.readPolicies.own()
+	var unlogged, readPolicies owning
 	for i := range delta.RemovedRelations {
 		r := &delta.RemovedRelations[i]
 		key := qualified{r.Schema, r.Name}
 		c.rels.remove(key)
-		c.unlogged.remove(key)
-		c.readPolicies.remove(key)
+		if _, held := c.unlogged.get(key); held {
+			unlogged.own(&c.unlogged)
+			c.unlogged.remove(key)
+		}
+		if _, held := c.readPolicies.get(key); held {
+			readPolicies.own(&c.readPolicies)
+			c.readPolicies.remove(key)
+		}
 	}
 	for i := range delta.AddedRelations {
 		r := &delta.AddedRelations[i]
 		key := qualified{r.Schema, r.Name}
 		c.rels.set(key, r.Kind)
 		if r.Unlogged {
+			unlogged.own(&c.unlogged)
 			c.unlogged.set(key, true)
 		}
 		if r.ReadPolicy != "" {
+			readPolicies.own(&c.readPolicies)
 			c.readPolicies.set(key, r)
 		}
 	}
 	c.rels.settle()
-	c.unlogged.settle()
-	c.readPolicies.settle()
+	unlogged.settle(&c.unlogged)
+	readPolicies.settle(&c.readPolicies)
 }
 
 // deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
@@ -544,34 +551,46 @@ func (c *Catalogue) deriveTypes(old *Catalogue, delta *CatalogueDelta) []uint32 
 	if len(delta.RemovedTypes)+len(delta.AddedTypes) == 0 {
 		return nil
 	}
+	// Each index is owned (its changed entries copied) only when the delta changes it: a new
+	// composite type leaves the domains' as they are.
 	c.types.own()
-	c.rowTypes.own()
-	c.domainBase.own()
-	c.domainChecks.own()
+	var rowTypes, domainBase, domainChecks owning
 	for i := range delta.RemovedTypes {
 		t := &delta.RemovedTypes[i]
 		c.types.remove(qualified{t.Schema, t.Name})
-		c.rowTypes.remove(t.OID)
-		c.domainBase.remove(t.OID)
-		c.domainChecks.remove(t.OID)
+		if _, held := c.rowTypes.get(t.OID); held {
+			rowTypes.own(&c.rowTypes)
+			c.rowTypes.remove(t.OID)
+		}
+		if _, held := c.domainBase.get(t.OID); held {
+			domainBase.own(&c.domainBase)
+			c.domainBase.remove(t.OID)
+		}
+		if _, held := c.domainChecks.get(t.OID); held {
+			domainChecks.own(&c.domainChecks)
+			c.domainChecks.remove(t.OID)
+		}
 	}
 	for i := range delta.AddedTypes {
 		t := &delta.AddedTypes[i]
 		c.types.set(qualified{t.Schema, t.Name}, t.OID)
 		switch t.Kind {
 		case 'c':
+			rowTypes.own(&c.rowTypes)
 			c.rowTypes.set(t.OID, true)
 		case 'd':
+			domainBase.own(&c.domainBase)
 			c.domainBase.set(t.OID, t.Base)
 			if t.Check != "" {
+				domainChecks.own(&c.domainChecks)
 				c.domainChecks.set(t.OID, t)
 			}
 		}
 	}
 	c.types.settle()
-	c.rowTypes.settle()
-	c.domainBase.settle()
-	c.domainChecks.settle()
+	rowTypes.settle(&c.rowTypes)
+	domainBase.settle(&c.domainBase)
+	domainChecks.settle(&c.domainChecks)
 	var changed []uint32
 	note := func(oid uint32) {
 		if old.rowTypes.at(oid) != c.rowTypes.at(oid) && !slices.Contains(changed, oid) {
@@ -624,12 +643,13 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 	if len(delta.RemovedFunctions)+len(delta.AddedFunctions)+len(rowTypesChanged) == 0 {
 		return
 	}
-	c.rowFunctions.own()
+	var rowFunctions owning
 	set := func(oid uint32, name string, f *Function) { // f nil: oid is not callable so
 		list, found := withoutFunction(c.rowFunctions.at(name), oid)
 		if !found && f == nil {
 			return
 		}
+		rowFunctions.own(&c.rowFunctions)
 		if f != nil {
 			list = withFunction(list, f)
 		}
@@ -666,7 +686,7 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 			set(f.OID, f.Name, nil)
 		}
 	}
-	c.rowFunctions.settle()
+	rowFunctions.settle(&c.rowFunctions)
 }
 
 // withFunction returns list, ordered by OID, with f in it (in place of one of the same OID); list

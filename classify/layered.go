@@ -118,3 +118,26 @@ func (l *layered[K, V]) settle() {
 	}
 	l.base, l.changed = base, nil
 }
+
+// owning owns one layered index of a derived catalogue the first time the derivation changes it,
+// and settles it at the end only then: an index the change leaves alone stays shared, uncopied.
+type owning struct{ owned bool }
+
+// ownable is a layered index of any key and value.
+type ownable interface {
+	own()
+	settle()
+}
+
+func (o *owning) own(l ownable) {
+	if !o.owned {
+		l.own()
+		o.owned = true
+	}
+}
+
+func (o *owning) settle(l ownable) {
+	if o.owned {
+		l.settle()
+	}
+}
