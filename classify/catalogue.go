@@ -724,7 +724,7 @@ const (
 
 // keptLayer is analyses memoised in an older catalogue, carried into this one: each holds here
 // unless one of the names its result rests on changed after step since of the chain (see
-// changedAfter). A layer's map is never modified once the catalogue is in use.
+// holdsSince). A layer's map is never modified once the catalogue is in use.
 type keptLayer struct {
 	analyses map[memoKey]any // fnResult, boxed as in memo: carried without copying the result
 	since    uint64

@@ -44,7 +44,7 @@ func reasonRank(reason Reason) int {
 }
 
 // scanner walks every message of a parse tree (eachChild, generated from pg_query's descriptors
-// for every message type, and checked against them by TestGeneratedWalkIsCurrent), so that no
+// for every message type, and checked against them by TestGeneratedTreeCodeIsCurrent), so that no
 // node type (and no field added by a future pg_query) can hide a function call or a row lock from
 // it.
 type scanner struct {
