@@ -221,32 +221,25 @@ func holdsNothingToMask(text string) bool {
 			return false
 		}
 	}
-	identifier := false
+	identifier := false // the previous byte belongs to an identifier or keyword
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c >= 0x80:
-			identifier = true
-		case c >= '0' && c <= '9':
-			if !identifier {
-				return false // a number
-			}
+		case identifier && isIdentByte(c): // digits and $ inside a word (f_12, a$b)
+		case isDigit(c):
+			return false // a number
 		case c == '$':
-			if identifier {
-				continue // a $ inside an identifier (a$b)
-			}
-			// A parameter: digits, then no identifier character.
+			// A parameter: digits, then no identifier byte.
 			j := i + 1
-			for j < len(text) && text[j] >= '0' && text[j] <= '9' {
+			for j < len(text) && isDigit(text[j]) {
 				j++
 			}
-			if j == i+1 || (j < len(text) && (text[j] == '_' || text[j] == '$' || text[j] >= 0x80 ||
-				text[j] >= 'a' && text[j] <= 'z' || text[j] >= 'A' && text[j] <= 'Z')) {
+			if j == i+1 || (j < len(text) && isIdentByte(text[j])) {
 				return false // a dollar quote, or something the scanner must read
 			}
-			i = j - 1
+			i, identifier = j-1, false
 		default:
-			identifier = false
+			identifier = isIdentByte(c)
 		}
 	}
 	return true
