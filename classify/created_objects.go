@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // CreatedObject is an object a CREATE statement makes whose catalogue rows, as far as the
@@ -100,7 +99,7 @@ func createdView(stmt *pg_query.ViewStmt) *CreatedView {
 	if !creatableName(cv.Schema, cv.Name) {
 		return nil
 	}
-	cv.uses = stringsIn(cv.query.ProtoReflect(), nil)
+	cv.uses = stringsIn(cv.query, nil)
 	return cv
 }
 
@@ -115,27 +114,15 @@ func creatableName(schema, name string) bool {
 // maxNameBytes is NAMEDATALEN-1: the longest name PostgreSQL keeps whole.
 const maxNameBytes = 63
 
-// stringsIn appends every string field of message and the messages it holds to out, once each.
-func stringsIn(message protoreflect.Message, out []string) []string {
-	message.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList():
-			list := v.List()
-			for i := 0; i < list.Len(); i++ {
-				if fd.Kind() == protoreflect.MessageKind {
-					out = stringsIn(list.Get(i).Message(), out)
-				} else if fd.Kind() == protoreflect.StringKind {
-					out = appendName(out, list.Get(i).String())
-				}
-			}
-		case fd.IsMap():
-		case fd.Kind() == protoreflect.MessageKind:
-			out = stringsIn(v.Message(), out)
-		case fd.Kind() == protoreflect.StringKind:
-			out = appendName(out, v.String())
-		}
-		return true
-	})
+// stringsIn appends every string of message and of the messages below it to out, once each
+// (eachString, eachChild).
+func stringsIn(message any, out []string) []string {
+	var walk func(m any)
+	walk = func(m any) {
+		eachString(m, func(s string) { out = appendName(out, s) })
+		eachChild(m, walk)
+	}
+	walk(message)
 	return out
 }
 

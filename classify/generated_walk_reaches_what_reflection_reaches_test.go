@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,55 @@ func TestGeneratedWalkReachesWhatReflectionReaches(t *testing.T) {
 		t.Fatalf("only %d statements of the corpus parse", parsed)
 	}
 	t.Logf("%d statements, %d messages reached alike", parsed, nodes)
+}
+
+// The generated string walk (stringsIn over eachString and eachChild) finds the strings a walk by
+// protobuf reflection finds, each once, over the same corpus: a CREATE VIEW's
+// uses (CreatedView) are what they were when they were found by reflection.
+func TestGeneratedStringWalkFindsWhatReflectionFinds(t *testing.T) {
+	var parsed, found int
+	for _, sql := range walkCorpus(t) {
+		tree, err := pg_query.Parse(sql)
+		if err != nil {
+			continue
+		}
+		parsed++
+		want := reflectionStrings(tree.ProtoReflect(), nil)
+		got := stringsIn(tree, nil)
+		found += len(want)
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: the generated walk finds %q, reflection %q", sql, got, want)
+		}
+	}
+	if parsed < 500 || found < 1000 {
+		t.Fatalf("only %d statements and %d strings; the testdata layout changed", parsed, found)
+	}
+}
+
+// reflectionStrings is stringsIn as it was before the generated walk: every string field set, by
+// protobuf reflection.
+func reflectionStrings(message protoreflect.Message, out []string) []string {
+	message.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			list := v.List()
+			for i := 0; i < list.Len(); i++ {
+				if fd.Kind() == protoreflect.MessageKind {
+					out = reflectionStrings(list.Get(i).Message(), out)
+				} else if fd.Kind() == protoreflect.StringKind {
+					out = appendName(out, list.Get(i).String())
+				}
+			}
+		case fd.Kind() == protoreflect.MessageKind:
+			out = reflectionStrings(v.Message(), out)
+		case fd.Kind() == protoreflect.StringKind:
+			out = appendName(out, v.String())
+		}
+		return true
+	})
+	return out
 }
 
 // reflectionWalk is the scanner's walk as it was before the generated one: m, then every

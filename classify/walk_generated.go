@@ -3647,3 +3647,587 @@ func eachChild(m any, visit func(any)) {
 		}
 	}
 }
+
+// eachString calls visit with every string field of m, a message of pg_query's parse tree, that
+// is set, and each element of a repeated string field, in declaration order; not those of the
+// messages below m.
+func eachString(m any, visit func(string)) {
+	switch m := m.(type) {
+	case *pg_query.Float:
+		if m.Fval != "" {
+			visit(m.Fval)
+		}
+	case *pg_query.String:
+		if m.Sval != "" {
+			visit(m.Sval)
+		}
+	case *pg_query.BitString:
+		if m.Bsval != "" {
+			visit(m.Bsval)
+		}
+	case *pg_query.Alias:
+		if m.Aliasname != "" {
+			visit(m.Aliasname)
+		}
+	case *pg_query.RangeVar:
+		if m.Catalogname != "" {
+			visit(m.Catalogname)
+		}
+		if m.Schemaname != "" {
+			visit(m.Schemaname)
+		}
+		if m.Relname != "" {
+			visit(m.Relname)
+		}
+		if m.Relpersistence != "" {
+			visit(m.Relpersistence)
+		}
+	case *pg_query.IntoClause:
+		if m.AccessMethod != "" {
+			visit(m.AccessMethod)
+		}
+		if m.TableSpaceName != "" {
+			visit(m.TableSpaceName)
+		}
+	case *pg_query.Aggref:
+		if m.Aggkind != "" {
+			visit(m.Aggkind)
+		}
+	case *pg_query.NamedArgExpr:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.SubPlan:
+		if m.PlanName != "" {
+			visit(m.PlanName)
+		}
+	case *pg_query.XmlExpr:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.CurrentOfExpr:
+		if m.CursorName != "" {
+			visit(m.CursorName)
+		}
+	case *pg_query.TargetEntry:
+		if m.Resname != "" {
+			visit(m.Resname)
+		}
+	case *pg_query.RoleSpec:
+		if m.Rolename != "" {
+			visit(m.Rolename)
+		}
+	case *pg_query.ResTarget:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.WindowDef:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+		if m.Refname != "" {
+			visit(m.Refname)
+		}
+	case *pg_query.RangeTableFuncCol:
+		if m.Colname != "" {
+			visit(m.Colname)
+		}
+	case *pg_query.ColumnDef:
+		if m.Colname != "" {
+			visit(m.Colname)
+		}
+		if m.Compression != "" {
+			visit(m.Compression)
+		}
+		if m.Storage != "" {
+			visit(m.Storage)
+		}
+		if m.StorageName != "" {
+			visit(m.StorageName)
+		}
+		if m.Identity != "" {
+			visit(m.Identity)
+		}
+		if m.Generated != "" {
+			visit(m.Generated)
+		}
+	case *pg_query.IndexElem:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+		if m.Indexcolname != "" {
+			visit(m.Indexcolname)
+		}
+	case *pg_query.DefElem:
+		if m.Defnamespace != "" {
+			visit(m.Defnamespace)
+		}
+		if m.Defname != "" {
+			visit(m.Defname)
+		}
+	case *pg_query.PartitionElem:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.PartitionBoundSpec:
+		if m.Strategy != "" {
+			visit(m.Strategy)
+		}
+	case *pg_query.RangeTblEntry:
+		if m.Relkind != "" {
+			visit(m.Relkind)
+		}
+		if m.Ctename != "" {
+			visit(m.Ctename)
+		}
+		if m.Enrname != "" {
+			visit(m.Enrname)
+		}
+	case *pg_query.WithCheckOption:
+		if m.Relname != "" {
+			visit(m.Relname)
+		}
+		if m.Polname != "" {
+			visit(m.Polname)
+		}
+	case *pg_query.WindowClause:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+		if m.Refname != "" {
+			visit(m.Refname)
+		}
+	case *pg_query.InferClause:
+		if m.Conname != "" {
+			visit(m.Conname)
+		}
+	case *pg_query.CTESearchClause:
+		if m.SearchSeqColumn != "" {
+			visit(m.SearchSeqColumn)
+		}
+	case *pg_query.CTECycleClause:
+		if m.CycleMarkColumn != "" {
+			visit(m.CycleMarkColumn)
+		}
+		if m.CyclePathColumn != "" {
+			visit(m.CyclePathColumn)
+		}
+	case *pg_query.CommonTableExpr:
+		if m.Ctename != "" {
+			visit(m.Ctename)
+		}
+	case *pg_query.TriggerTransition:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.PLAssignStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.CreateSchemaStmt:
+		if m.Schemaname != "" {
+			visit(m.Schemaname)
+		}
+	case *pg_query.ReplicaIdentityStmt:
+		if m.IdentityType != "" {
+			visit(m.IdentityType)
+		}
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.AlterTableCmd:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.AlterDomainStmt:
+		if m.Subtype != "" {
+			visit(m.Subtype)
+		}
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.AccessPriv:
+		if m.PrivName != "" {
+			visit(m.PrivName)
+		}
+	case *pg_query.CopyStmt:
+		if m.Filename != "" {
+			visit(m.Filename)
+		}
+	case *pg_query.VariableSetStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.VariableShowStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.CreateStmt:
+		if m.Tablespacename != "" {
+			visit(m.Tablespacename)
+		}
+		if m.AccessMethod != "" {
+			visit(m.AccessMethod)
+		}
+	case *pg_query.Constraint:
+		if m.Conname != "" {
+			visit(m.Conname)
+		}
+		if m.CookedExpr != "" {
+			visit(m.CookedExpr)
+		}
+		if m.GeneratedWhen != "" {
+			visit(m.GeneratedWhen)
+		}
+		if m.Indexname != "" {
+			visit(m.Indexname)
+		}
+		if m.Indexspace != "" {
+			visit(m.Indexspace)
+		}
+		if m.AccessMethod != "" {
+			visit(m.AccessMethod)
+		}
+		if m.FkMatchtype != "" {
+			visit(m.FkMatchtype)
+		}
+		if m.FkUpdAction != "" {
+			visit(m.FkUpdAction)
+		}
+		if m.FkDelAction != "" {
+			visit(m.FkDelAction)
+		}
+	case *pg_query.CreateTableSpaceStmt:
+		if m.Tablespacename != "" {
+			visit(m.Tablespacename)
+		}
+		if m.Location != "" {
+			visit(m.Location)
+		}
+	case *pg_query.DropTableSpaceStmt:
+		if m.Tablespacename != "" {
+			visit(m.Tablespacename)
+		}
+	case *pg_query.AlterTableSpaceOptionsStmt:
+		if m.Tablespacename != "" {
+			visit(m.Tablespacename)
+		}
+	case *pg_query.AlterTableMoveAllStmt:
+		if m.OrigTablespacename != "" {
+			visit(m.OrigTablespacename)
+		}
+		if m.NewTablespacename != "" {
+			visit(m.NewTablespacename)
+		}
+	case *pg_query.CreateExtensionStmt:
+		if m.Extname != "" {
+			visit(m.Extname)
+		}
+	case *pg_query.AlterExtensionStmt:
+		if m.Extname != "" {
+			visit(m.Extname)
+		}
+	case *pg_query.AlterExtensionContentsStmt:
+		if m.Extname != "" {
+			visit(m.Extname)
+		}
+	case *pg_query.CreateFdwStmt:
+		if m.Fdwname != "" {
+			visit(m.Fdwname)
+		}
+	case *pg_query.AlterFdwStmt:
+		if m.Fdwname != "" {
+			visit(m.Fdwname)
+		}
+	case *pg_query.CreateForeignServerStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+		if m.Servertype != "" {
+			visit(m.Servertype)
+		}
+		if m.Version != "" {
+			visit(m.Version)
+		}
+		if m.Fdwname != "" {
+			visit(m.Fdwname)
+		}
+	case *pg_query.AlterForeignServerStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+		if m.Version != "" {
+			visit(m.Version)
+		}
+	case *pg_query.CreateForeignTableStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+	case *pg_query.CreateUserMappingStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+	case *pg_query.AlterUserMappingStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+	case *pg_query.DropUserMappingStmt:
+		if m.Servername != "" {
+			visit(m.Servername)
+		}
+	case *pg_query.ImportForeignSchemaStmt:
+		if m.ServerName != "" {
+			visit(m.ServerName)
+		}
+		if m.RemoteSchema != "" {
+			visit(m.RemoteSchema)
+		}
+		if m.LocalSchema != "" {
+			visit(m.LocalSchema)
+		}
+	case *pg_query.CreatePolicyStmt:
+		if m.PolicyName != "" {
+			visit(m.PolicyName)
+		}
+		if m.CmdName != "" {
+			visit(m.CmdName)
+		}
+	case *pg_query.AlterPolicyStmt:
+		if m.PolicyName != "" {
+			visit(m.PolicyName)
+		}
+	case *pg_query.CreateAmStmt:
+		if m.Amname != "" {
+			visit(m.Amname)
+		}
+		if m.Amtype != "" {
+			visit(m.Amtype)
+		}
+	case *pg_query.CreateTrigStmt:
+		if m.Trigname != "" {
+			visit(m.Trigname)
+		}
+	case *pg_query.CreateEventTrigStmt:
+		if m.Trigname != "" {
+			visit(m.Trigname)
+		}
+		if m.Eventname != "" {
+			visit(m.Eventname)
+		}
+	case *pg_query.AlterEventTrigStmt:
+		if m.Trigname != "" {
+			visit(m.Trigname)
+		}
+		if m.Tgenabled != "" {
+			visit(m.Tgenabled)
+		}
+	case *pg_query.CreatePLangStmt:
+		if m.Plname != "" {
+			visit(m.Plname)
+		}
+	case *pg_query.CreateRoleStmt:
+		if m.Role != "" {
+			visit(m.Role)
+		}
+	case *pg_query.AlterRoleSetStmt:
+		if m.Database != "" {
+			visit(m.Database)
+		}
+	case *pg_query.CreateOpClassStmt:
+		if m.Amname != "" {
+			visit(m.Amname)
+		}
+	case *pg_query.CreateOpFamilyStmt:
+		if m.Amname != "" {
+			visit(m.Amname)
+		}
+	case *pg_query.AlterOpFamilyStmt:
+		if m.Amname != "" {
+			visit(m.Amname)
+		}
+	case *pg_query.CommentStmt:
+		if m.Comment != "" {
+			visit(m.Comment)
+		}
+	case *pg_query.SecLabelStmt:
+		if m.Provider != "" {
+			visit(m.Provider)
+		}
+		if m.Label != "" {
+			visit(m.Label)
+		}
+	case *pg_query.DeclareCursorStmt:
+		if m.Portalname != "" {
+			visit(m.Portalname)
+		}
+	case *pg_query.ClosePortalStmt:
+		if m.Portalname != "" {
+			visit(m.Portalname)
+		}
+	case *pg_query.FetchStmt:
+		if m.Portalname != "" {
+			visit(m.Portalname)
+		}
+	case *pg_query.IndexStmt:
+		if m.Idxname != "" {
+			visit(m.Idxname)
+		}
+		if m.AccessMethod != "" {
+			visit(m.AccessMethod)
+		}
+		if m.TableSpace != "" {
+			visit(m.TableSpace)
+		}
+		if m.Idxcomment != "" {
+			visit(m.Idxcomment)
+		}
+	case *pg_query.CreateStatsStmt:
+		if m.Stxcomment != "" {
+			visit(m.Stxcomment)
+		}
+	case *pg_query.StatsElem:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.FunctionParameter:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.InlineCodeBlock:
+		if m.SourceText != "" {
+			visit(m.SourceText)
+		}
+	case *pg_query.RenameStmt:
+		if m.Subname != "" {
+			visit(m.Subname)
+		}
+		if m.Newname != "" {
+			visit(m.Newname)
+		}
+	case *pg_query.AlterObjectSchemaStmt:
+		if m.Newschema != "" {
+			visit(m.Newschema)
+		}
+	case *pg_query.RuleStmt:
+		if m.Rulename != "" {
+			visit(m.Rulename)
+		}
+	case *pg_query.NotifyStmt:
+		if m.Conditionname != "" {
+			visit(m.Conditionname)
+		}
+		if m.Payload != "" {
+			visit(m.Payload)
+		}
+	case *pg_query.ListenStmt:
+		if m.Conditionname != "" {
+			visit(m.Conditionname)
+		}
+	case *pg_query.UnlistenStmt:
+		if m.Conditionname != "" {
+			visit(m.Conditionname)
+		}
+	case *pg_query.TransactionStmt:
+		if m.SavepointName != "" {
+			visit(m.SavepointName)
+		}
+		if m.Gid != "" {
+			visit(m.Gid)
+		}
+	case *pg_query.AlterEnumStmt:
+		if m.OldVal != "" {
+			visit(m.OldVal)
+		}
+		if m.NewVal != "" {
+			visit(m.NewVal)
+		}
+		if m.NewValNeighbor != "" {
+			visit(m.NewValNeighbor)
+		}
+	case *pg_query.LoadStmt:
+		if m.Filename != "" {
+			visit(m.Filename)
+		}
+	case *pg_query.CreatedbStmt:
+		if m.Dbname != "" {
+			visit(m.Dbname)
+		}
+	case *pg_query.AlterDatabaseStmt:
+		if m.Dbname != "" {
+			visit(m.Dbname)
+		}
+	case *pg_query.AlterDatabaseRefreshCollStmt:
+		if m.Dbname != "" {
+			visit(m.Dbname)
+		}
+	case *pg_query.AlterDatabaseSetStmt:
+		if m.Dbname != "" {
+			visit(m.Dbname)
+		}
+	case *pg_query.DropdbStmt:
+		if m.Dbname != "" {
+			visit(m.Dbname)
+		}
+	case *pg_query.ClusterStmt:
+		if m.Indexname != "" {
+			visit(m.Indexname)
+		}
+	case *pg_query.ReindexStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.CreateConversionStmt:
+		if m.ForEncodingName != "" {
+			visit(m.ForEncodingName)
+		}
+		if m.ToEncodingName != "" {
+			visit(m.ToEncodingName)
+		}
+	case *pg_query.CreateTransformStmt:
+		if m.Lang != "" {
+			visit(m.Lang)
+		}
+	case *pg_query.PrepareStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.ExecuteStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.DeallocateStmt:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.PublicationObjSpec:
+		if m.Name != "" {
+			visit(m.Name)
+		}
+	case *pg_query.CreatePublicationStmt:
+		if m.Pubname != "" {
+			visit(m.Pubname)
+		}
+	case *pg_query.AlterPublicationStmt:
+		if m.Pubname != "" {
+			visit(m.Pubname)
+		}
+	case *pg_query.CreateSubscriptionStmt:
+		if m.Subname != "" {
+			visit(m.Subname)
+		}
+		if m.Conninfo != "" {
+			visit(m.Conninfo)
+		}
+	case *pg_query.AlterSubscriptionStmt:
+		if m.Subname != "" {
+			visit(m.Subname)
+		}
+		if m.Conninfo != "" {
+			visit(m.Conninfo)
+		}
+	case *pg_query.DropSubscriptionStmt:
+		if m.Subname != "" {
+			visit(m.Subname)
+		}
+	}
+}

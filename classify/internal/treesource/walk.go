@@ -34,7 +34,45 @@ func eachChild(m any, visit func(any)) {
 		}
 	}
 	b.WriteString("\t}\n}\n")
+	b.WriteString(`
+// eachString calls visit with every string field of m, a message of pg_query's parse tree, that
+// is set, and each element of a repeated string field, in declaration order; not those of the
+// messages below m.
+func eachString(m any, visit func(string)) {
+	switch m := m.(type) {
+`)
+	for _, m := range msgs {
+		if err := writeStringsCase(&b, m); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteString("\t}\n}\n")
 	return format.Source(b.Bytes())
+}
+
+// writeStringsCase writes the case of one message type for eachString, when it has string fields.
+func writeStringsCase(b *bytes.Buffer, m *message) error {
+	var body bytes.Buffer
+	fields := m.desc.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		field := fields.Get(i)
+		if field.Kind() != protoreflect.StringKind {
+			continue
+		}
+		if field.ContainingOneof() != nil {
+			return fmt.Errorf("%s: string members of a oneof are not handled", field.FullName())
+		}
+		name := m.fields[field.Name()]
+		if field.IsList() {
+			fmt.Fprintf(&body, "\t\tfor _, s := range m.%s {\n\t\t\tvisit(s)\n\t\t}\n", name)
+		} else {
+			fmt.Fprintf(&body, "\t\tif m.%s != \"\" {\n\t\t\tvisit(m.%s)\n\t\t}\n", name, name)
+		}
+	}
+	if body.Len() > 0 {
+		fmt.Fprintf(b, "\tcase *pg_query.%s:\n%s", m.goName, body.String())
+	}
+	return nil
 }
 
 // writeWalkCase writes the case of one message type, when it holds messages.
