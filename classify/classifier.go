@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -113,7 +114,9 @@ func New(opts Options) *Classifier {
 // that are not pg_catalog built-ins are unknown (unless Options.Functions knows them) and relations
 // are tables. It never panics and fails closed (Write) on anything it cannot see through.
 func (c *Classifier) Classify(sql string) Effects {
-	return c.classifyCached(sql, nil, nil, false)
+	effects := c.classifyCached(sql, nil, nil, false)
+	effects.Label()
+	return effects
 }
 
 // ClassifyIn returns the effects of the SQL string as a session described by ctx would run it: names
@@ -121,6 +124,15 @@ func (c *Classifier) Classify(sql string) Effects {
 // of a database may wait, bounded, while the catalogue loads). A statement that changes functions
 // or views invalidates the database's catalogue at once.
 func (c *Classifier) ClassifyIn(sql string, ctx *Context) Effects {
+	effects := c.ClassifyToRoute(sql, ctx)
+	effects.Label()
+	return effects
+}
+
+// ClassifyToRoute is ClassifyIn without the labels: Fingerprint and Normalized may be left for
+// Effects.Label to compute, which the proxy calls once the statement is on its way to its node
+// (they take two more runs of the parser, and routing needs neither).
+func (c *Classifier) ClassifyToRoute(sql string, ctx *Context) Effects {
 	fetch := c.catalogues != nil && ctx != nil && ctx.Database != ""
 	effects := c.classifyCached(sql, ctx, nil, fetch)
 	if effects.CatalogueChange && c.catalogues != nil && ctx != nil && ctx.Database != "" {
@@ -133,7 +145,9 @@ func (c *Classifier) ClassifyIn(sql string, ctx *Context) Effects {
 // ClassifyWith returns the effects of the SQL string with the given catalogue (nil for none) and
 // context, without consulting Options.Catalogues; `pgowl explain --dsn` and tests use it.
 func (c *Classifier) ClassifyWith(sql string, ctx *Context, cat *Catalogue) Effects {
-	return c.classifyCached(sql, ctx, cat, false)
+	effects := c.classifyCached(sql, ctx, cat, false)
+	effects.Label()
+	return effects
 }
 
 // CatalogueChanged tells the catalogue source what changed in ctx's database (Effects.CatalogueChanges;
@@ -367,7 +381,9 @@ func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects
 		if parsed.tree == nil {
 			return effects, nil // not parsed: fullParsed's verdict on it, as ClassifyIn gives it
 		}
-		return withFingerprint(sql, effects), nil
+		effects.labels = &statementLabels{sql: sql}
+		effects.Label()
+		return effects, nil
 	}
 	parsed.provisional = false
 	return effects, &PendingStatement{sql: sql, parsed: parsed}
@@ -443,6 +459,7 @@ func (c *Classifier) classifyFull(sql string) Effects {
 // full parses sql with pg_query and applies the statement rules and a leading hint.
 func (a *analysis) full(sql string) Effects {
 	effects, _ := a.fullUnless(sql, false)
+	effects.Label()
 	return effects
 }
 
@@ -504,22 +521,39 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 	if parsed != nil && parsed.provisional {
 		return effects, false
 	}
-	return withFingerprint(sql, effects), false
+	effects.labels = &statementLabels{sql: sql}
+	return effects, false
 }
 
-// withFingerprint fills Fingerprint and Normalized; a failure here means the input did not parse after all.
-func withFingerprint(sql string, effects Effects) Effects {
-	fingerprint, err := pg_query.Fingerprint(sql)
-	if err != nil {
-		return unparseable(err)
+// statementLabels computes a statement string's Fingerprint and Normalized once, for every copy of
+// the effects that carries it (the cache's among them), when first asked.
+type statementLabels struct {
+	once                    sync.Once
+	sql                     string
+	fingerprint, normalized string
+}
+
+// Label fills Fingerprint and Normalized when they were left to be computed (ClassifyToRoute). The
+// string parsed when it was classified, so the parser does not fail on it now; if it did, the
+// fingerprint would stay empty and the normalised text be UnparseablePlaceholder, never the text.
+func (e *Effects) Label() {
+	l := e.labels
+	if l == nil {
+		return
 	}
-	normalized, err := redact(sql)
-	if err != nil {
-		return unparseable(err)
-	}
-	effects.Fingerprint = fingerprint
-	effects.Normalized = normalized
-	return effects
+	l.once.Do(func() {
+		fingerprint, err := pg_query.Fingerprint(l.sql)
+		normalized := UnparseablePlaceholder
+		if err == nil {
+			if n, err := redact(l.sql); err == nil {
+				normalized = n
+			} else {
+				fingerprint = ""
+			}
+		}
+		l.fingerprint, l.normalized = fingerprint, normalized
+	})
+	e.Fingerprint, e.Normalized, e.labels = l.fingerprint, l.normalized, nil
 }
 
 // stringEffects gives the effects of a string's statements: each verdict's effects, merged by Merge. A

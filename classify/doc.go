@@ -117,7 +117,11 @@
 // takes a few hundred nanoseconds, allocates nothing and does no catalogue I/O. On a miss a keyword fast path handles BEGIN, COMMIT, ROLLBACK, END,
 // SET name = literal and SHOW name without building the Go parse tree; TestFastPathMatchesFullPath
 // and FuzzClassify check that it always agrees with the full parse. Fingerprint and Normalized are
-// computed on a miss only; Normalized (pg_query's normalised text, with the literals, SET values and
+// computed on a miss only, and after the full parse not at once: they take two more runs of the
+// parser (pg_query's Fingerprint and Normalize), and routing needs neither. ClassifyToRoute leaves
+// them to Effects.Label, computed once for every copy of the verdict (the cached one too); the
+// proxy labels a statement once it has sent it, while the node runs it. ClassifyIn, Classify and
+// ClassifyWith label before they return. Normalized (pg_query's normalised text, with the literals, SET values and
 // comments it keeps masked as well: see Redact) is what logs may carry, and for unparseable input it is
 // a fixed placeholder.
 //

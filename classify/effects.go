@@ -380,6 +380,10 @@ type Effects struct {
 	Fingerprint string `json:"fingerprint"`
 	// Normalized is the string with literals replaced by $n; for unparseable input a fixed placeholder.
 	Normalized string `json:"normalized"`
+	// labels, when not nil, computes Fingerprint and Normalized when first asked (Label): effects
+	// from Classifier.ClassifyToRoute may carry them so, for the proxy to label a statement once
+	// it is on its way.
+	labels *statementLabels
 	// ParseError is the parser's message when the string does not parse; it may quote part of the input.
 	ParseError string `json:"parse_error,omitempty"`
 	// Chain lists the functions and views through which the deciding effect was found, outermost first,

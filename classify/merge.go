@@ -30,7 +30,7 @@ func Merge(parts []Effects) Effects {
 		if i == 0 {
 			merged.Access, merged.Reason, merged.Subject = part.Access, part.Reason, part.Subject
 			merged.Chain, merged.Detail = part.Chain, part.Detail
-			merged.Fingerprint, merged.Normalized, merged.ParseError = part.Fingerprint, part.Normalized, part.ParseError
+			merged.Fingerprint, merged.Normalized, merged.ParseError, merged.labels = part.Fingerprint, part.Normalized, part.ParseError, part.labels
 		} else {
 			switch {
 			case part.Access == Write && merged.Access == Read:

@@ -77,7 +77,7 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
-	effects := c.ClassifyIn(sql, &ctx)
+	effects := c.ClassifyToRoute(sql, &ctx) // labelled once sent (exchangeOn) or logged
 	if effects.CatalogueChange {
 		st.changes.Merge(effects.CatalogueChanges)
 		if effects.CatalogueChanges == nil {

@@ -11,6 +11,7 @@ import (
 
 // logUnit writes the routing-log line of one routed unit.
 func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
+	u.effects.Label() // done already when u was sent (exchangeOn)
 	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true, guard: u.guard.explainText(dec.Node, outcome)}
 	eff := &sess.last.effects
 	if u.prepareOnly {

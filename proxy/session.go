@@ -500,6 +500,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 			sent = true
 			sess.sentAheadOfRead(u, be)
 			sess.prepareCreatedWhileItRuns()
+			u.effects.Label() // for the NOTICE's log line, while the node runs u
 			timeout := sess.armQueryTimeout(be)
 			out, err = sess.relay(be, u)
 			if timeout != nil {
