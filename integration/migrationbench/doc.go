@@ -20,6 +20,12 @@
 // one write, as PgJDBC (Flyway, Liquibase) sends a statement it has not prepared. (pgx's Exec
 // cannot be used for it: without arguments it sends a Query whatever its QueryExecMode, so until
 // 2026-12-03 the "extended" runs of this benchmark were simple-protocol runs.)
+// Each run's names carry the run's number (f_007_12), so that no statement text repeats across
+// runs: a migration runs once, and pgowl's caches by text (verdicts, function bodies parsed) must
+// not serve it what an earlier run left there. With -repeat-texts every run sends the same texts,
+// as for a migration applied to many databases alike; the runs after the first then find their
+// CREATE statements' verdicts and bodies cached. (Until 2026-12-04 that was the only mode, and
+// its ratios were 0.1-0.2x below those of texts never seen.)
 // Runs alternate between the targets ("direct" to the primary, "pgowl" through the proxy), for
 // -rounds rounds; the report gives each target's median time, the ratio pgowl/direct, and the
 // time spent in the statements that change the catalogue and in those that use the change.
@@ -35,6 +41,7 @@
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
 //	go run ./integration/migrationbench -rounds 1    # one quick round
 //	go run ./integration/migrationbench -process     # pgowl as a process of its own, as deployed
+//	go run ./integration/migrationbench -repeat-texts # every run the same texts: caches by text serve
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

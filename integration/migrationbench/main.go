@@ -80,7 +80,11 @@ type options struct {
 	// process runs pgowl as a process of its own (cmd/pgowl built from this module), not in the
 	// benchmark's process.
 	process bool
-	command string
+	// repeatTexts sends every run the same statement texts: pgowl's caches by text (verdicts,
+	// bodies parsed) then serve every run after the first, as for a migration applied to many
+	// databases alike. Without it each run's names carry its number, as a migration runs once.
+	repeatTexts bool
+	command     string
 }
 
 // timing is one run's result.
@@ -96,6 +100,7 @@ func main() {
 	flag.StringVar(&o.logPath, "log", "", "write pgowl's debug log to this file")
 	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
 	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
+	flag.BoolVar(&o.repeatTexts, "repeat-texts", false, "send every run the same texts, so that pgowl's caches by text serve the runs after the first (by default each run's names are its own, as a migration runs once)")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -217,13 +222,18 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
 		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
 	}
-	steps := script(o.functions)
+	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
 	results := map[string][]timing{} // protocol/target -> runs
 	began, loadBefore := time.Now(), loadAverage()
+	run := 0
 	for round := 1; round <= o.rounds; round++ {
 		for _, proto := range protocols {
 			for _, target := range targets {
+				run++
+				if !o.repeatTexts {
+					steps = script(o.functions, fmt.Sprintf("%03d", run))
+				}
 				schema := fmt.Sprintf("mig_%s_%s_%d", proto.name, target, round)
 				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
 					return nil, err
@@ -260,7 +270,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		where = "as a process of its own (`-process`: cmd/pgowl built from this checkout)"
 	}
 	report.WriteString(" The simple protocol sends each statement as a Query; the extended one as the unnamed statement's Parse, Bind, Describe, Execute and Sync in one write, as PgJDBC sends a statement it has not prepared.")
-	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; the table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, where)
+	texts := "each run's names carry its number, so that no statement text repeats across runs, as a migration runs once: pgowl's caches by text serve no run"
+	if o.repeatTexts {
+		texts = "with `-repeat-texts`: every run sends the same texts, so pgowl's caches by text (verdicts, bodies parsed) serve every run after the first, as for a migration applied to many databases alike"
+	}
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, where)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
 		direct, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
@@ -418,30 +432,35 @@ func (w *warningLog) lines() []string {
 }
 
 // script is the migration.
-func script(functionCount int) []step {
+// script returns the statements of one run; tag, when not empty, goes into every name it creates,
+// so that no two runs send the same text.
+func script(functionCount int, tag string) []step {
+	if tag != "" {
+		tag += "_"
+	}
 	var steps []step
 	for i := 0; i < functionCount; i++ {
 		switch {
 		case i%2 == 0:
-			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%d(x integer) RETURNS integer LANGUAGE plpgsql AS $$
+			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%s%d(x integer) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   result integer;
 BEGIN
   SELECT x + %d INTO result;
   RETURN result;
 END
-$$`, i, i), change: true})
+$$`, tag, i, i), change: true})
 		default:
-			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%d(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT f_%d(x) + 1 $$`, i, i-1), change: true})
+			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%s%d(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT f_%s%d(x) + 1 $$`, tag, i, tag, i-1), change: true})
 		}
-		steps = append(steps, step{sql: fmt.Sprintf("SELECT f_%d(%d)", i, i)})
+		steps = append(steps, step{sql: fmt.Sprintf("SELECT f_%s%d(%d)", tag, i, i)})
 		if i%typeEvery == typeEvery-1 {
 			n := i / typeEvery
 			steps = append(steps,
-				step{sql: fmt.Sprintf("CREATE TYPE t_%d AS (a integer, b text)", n), change: true},
-				step{sql: fmt.Sprintf("SELECT (ROW(%d, 'x')::t_%d).a", n, n)},
-				step{sql: fmt.Sprintf("CREATE VIEW v_%d AS SELECT g, f_%d(g) AS y FROM generate_series(1, 3) AS g", n, i), change: true},
-				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%d", n)},
+				step{sql: fmt.Sprintf("CREATE TYPE t_%s%d AS (a integer, b text)", tag, n), change: true},
+				step{sql: fmt.Sprintf("SELECT (ROW(%d, 'x')::t_%s%d).a", n, tag, n)},
+				step{sql: fmt.Sprintf("CREATE VIEW v_%s%d AS SELECT g, f_%s%d(g) AS y FROM generate_series(1, 3) AS g", tag, n, tag, i), change: true},
+				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%s%d", tag, n)},
 			)
 		}
 	}
