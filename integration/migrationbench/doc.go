@@ -36,12 +36,18 @@
 // what pgowl adds to each statement of the script, and gives the ratio the script would have if
 // pgowl added only the floor. The -max-ratio target can be met only where that ratio is below it.
 //
+// With -pgbouncer, PgBouncer (session pooling, a process of its own, from PATH or /usr/sbin) is
+// a third target, run as often and interleaved with the others: a relay that does nothing else.
+// What it adds is what any proxy's extra hop costs on the machine, the part of pgowl's ratio that
+// is not pgowl's work; a third table sets the two side by side.
+//
 // # Usage
 //
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
 //	go run ./integration/migrationbench -rounds 1    # one quick round
 //	go run ./integration/migrationbench -process     # pgowl as a process of its own, as deployed
 //	go run ./integration/migrationbench -repeat-texts # every run the same texts: caches by text serve
+//	go run ./integration/migrationbench -process -pgbouncer # as deployed, beside PgBouncer
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

@@ -46,14 +46,12 @@ const (
 
 // Target and protocol names, in report order.
 const (
-	targetDirect = "direct"
-	targetPgowl  = "pgowl"
+	targetDirect    = "direct"
+	targetPgowl     = "pgowl"
+	targetPgBouncer = "pgbouncer"
 )
 
-var (
-	targets   = []string{targetDirect, targetPgowl}
-	protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
-)
+var protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
 
 // protocol is how the client sends each statement: a Query message, or (extended) the unnamed
 // statement's Parse, Bind, Describe, Execute and Sync in one write, as PgJDBC sends a statement it
@@ -84,7 +82,9 @@ type options struct {
 	// bodies parsed) then serve every run after the first, as for a migration applied to many
 	// databases alike. Without it each run's names carry its number, as a migration runs once.
 	repeatTexts bool
-	command     string
+	// pgbouncer adds PgBouncer as a third target: what a relay that does nothing else costs.
+	pgbouncer bool
+	command   string
 }
 
 // timing is one run's result.
@@ -101,6 +101,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
 	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
 	flag.BoolVar(&o.repeatTexts, "repeat-texts", false, "send every run the same texts, so that pgowl's caches by text serve the runs after the first (by default each run's names are its own, as a migration runs once)")
+	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "add PgBouncer (session pooling, from PATH or /usr/sbin) as a third target: what a relay that does nothing else costs on this machine")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -222,6 +223,16 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
 		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
 	}
+	targets := []string{targetDirect, targetPgowl}
+	if o.pgbouncer {
+		bouncerAddr, stopBouncer, err := startPgBouncer(startCtx, primary)
+		if err != nil {
+			return nil, err
+		}
+		defer stopBouncer()
+		dsn[targetPgBouncer] = "postgres://" + benchUser + ":" + benchPassword + "@" + bouncerAddr + "/postgres?sslmode=disable"
+		targets = append(targets, targetPgBouncer)
+	}
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
 	results := map[string][]timing{} // protocol/target -> runs
@@ -238,14 +249,16 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
 					return nil, err
 				}
-				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly)
+				// PgBouncer does not pass search_path on from the startup packet: it is SET.
+				setPath := target == targetPgBouncer
+				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly, setPath)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
 				}
 				key := proto.name + "/" + target
 				results[key] = append(results[key], t)
 				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
-				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false)
+				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false, setPath)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s, floor: %w", round, proto.name, target, err)
 				}
@@ -293,6 +306,18 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		scriptAdded := float64(scriptOwl.total-scriptDirect.total) / statements
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
+	}
+	if o.pgbouncer {
+		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.\n\n")
+		report.WriteString("| protocol | direct | PgBouncer | PgBouncer / direct | pgowl / PgBouncer | floor: added per statement by PgBouncer | by pgowl |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, proto := range protocols {
+			direct, bouncer, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgBouncer]), median(results[proto.name+"/"+targetPgowl])
+			floorDirect, floorBouncer, floorOwl := median(results[proto.name+"/"+targetDirect+"/floor"]), median(results[proto.name+"/"+targetPgBouncer+"/floor"]), median(results[proto.name+"/"+targetPgowl+"/floor"])
+			floorStatements := floorRepeat * float64(statementsRun(steps, o.changesOnly))
+			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× | %.0f µs | %.0f µs |\n", proto.name, ms(direct.total), ms(bouncer.total),
+				float64(bouncer.total)/float64(direct.total), float64(owl.total)/float64(bouncer.total),
+				float64(floorBouncer.total-floorDirect.total)/floorStatements/1e3, float64(floorOwl.total-floorDirect.total)/floorStatements/1e3)
+		}
 	}
 	if o.logPath != "" {
 		log, err := os.Open(o.logPath)
@@ -496,7 +521,8 @@ func floorScript(count int) []step {
 }
 
 // runScript runs the script over one new connection whose search_path is schema, timing each statement.
-func runScript(ctx context.Context, dsn string, proto protocol, steps []step, schema string, changesOnly bool) (timing, error) {
+// With setPath it is SET after connecting (not timed), for a target that does not pass it on.
+func runScript(ctx context.Context, dsn string, proto protocol, steps []step, schema string, changesOnly, setPath bool) (timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	config, err := pgconn.ParseConfig(dsn)
@@ -509,6 +535,11 @@ func runScript(ctx context.Context, dsn string, proto protocol, steps []step, sc
 		return timing{}, err
 	}
 	defer conn.Close(context.Background())
+	if setPath {
+		if err := conn.Exec(ctx, "SET search_path = "+schema).Close(); err != nil {
+			return timing{}, err
+		}
+	}
 	exec := func(sql string) error { return conn.Exec(ctx, sql).Close() }
 	if proto.extended {
 		exec = func(sql string) error { return conn.ExecParams(ctx, sql, nil, nil, nil, nil).Read().Err }
