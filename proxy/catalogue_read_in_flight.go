@@ -49,6 +49,9 @@ type aheadStatement struct {
 	paramTypes []uint32
 	// pending is its parse, for the final classification.
 	pending *classify.PendingStatement
+	// unparsed: a CREATE its first words describe, classified once sent (classifyOnceSent), not
+	// a statement ahead of a read; pending is nil.
+	unparsed bool
 	// stmt is the prepared statement of an extended batch that holds the effects, nil for a
 	// simple Query's.
 	stmt *preparedStmt
@@ -105,6 +108,14 @@ func (ahead *aheadStatement) runs(u *unit) bool {
 // sends to the same primary (it is then finished when it has been sent, see exchangeOn). Any
 // other unit has the read read first, and a statement of it ahead of the read classified again.
 func (sess *session) routeAheadOfRead(u *unit) {
+	if ahead := sess.cls.ahead; ahead != nil && ahead.unparsed {
+		if ahead.runs(u) && sess.held == nil && sess.deferred == nil {
+			sess.cls.aheadUnit = u
+		} else {
+			sess.finishAhead(u, false, nil) // parsed now, before u is routed
+		}
+		return
+	}
 	if !sess.cls.changeToTakeIn() {
 		return
 	}
@@ -121,6 +132,9 @@ func (sess *session) routeAheadOfRead(u *unit) {
 func (sess *session) forgetAheadUnit(u *unit) {
 	if sess.cls.aheadUnit == u {
 		sess.cls.aheadUnit = nil
+		if ahead := sess.cls.ahead; ahead != nil && ahead.unparsed {
+			sess.finishAhead(u, false, nil) // not sent: parsed now, for its log line
+		}
 	}
 }
 
@@ -330,8 +344,11 @@ func (sess *session) finishAhead(u *unit, beside bool, times *aheadTimes) {
 				}
 				ev = ev.Float64("patch_ms", milliseconds(times.patch))
 			}
-			ev.Float64("classify_ms", milliseconds(classified)).
-				Msg("statement sent before its session's catalogue change was taken in; classified again with it")
+			msg := "statement sent before its session's catalogue change was taken in; classified again with it"
+			if ahead.unparsed {
+				msg = "statement sent before it was parsed; classified while the node ran it"
+			}
+			ev.Float64("classify_ms", milliseconds(classified)).Msg(msg)
 		}
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")
@@ -345,11 +362,14 @@ func (sess *session) classifyAhead(ahead *aheadStatement) classify.Effects {
 	st := &sess.cls
 	c := sess.srv.opts.Classifier
 	st.refresh(sess, c)
+	if ahead.unparsed {
+		return sess.classifyNow(ahead.sql, ahead.paramTypes)
+	}
 	ctx := st.ctx
 	ctx.ParamTypes = ahead.paramTypes
 	final := c.ClassifyPending(ahead.pending, &ctx)
 	if final.CatalogueChange {
-		return sess.classify(ahead.sql, ahead.paramTypes)
+		return sess.classifyNow(ahead.sql, ahead.paramTypes)
 	}
 	return final
 }

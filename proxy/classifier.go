@@ -75,6 +75,17 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 			sess.drainCatalogueRead(nil, false)
 		}
 	}
+	if effects, ok := sess.classifyOnceSent(sql, paramTypes); ok {
+		return effects
+	}
+	return sess.classifyNow(sql, paramTypes)
+}
+
+// classifyNow classifies sql with the session's context as it is, the session's own changes
+// told, and records the catalogue changes it makes.
+func (sess *session) classifyNow(sql string, paramTypes []uint32) classify.Effects {
+	c := sess.srv.opts.Classifier
+	st := &sess.cls
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
 	effects := c.ClassifyToRoute(sql, &ctx) // labelled once sent (exchangeOn) or logged

@@ -487,7 +487,10 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		}
 		sess.guardStarted(u, be)
 		write(be)
-		sess.sendCatalogueRead(be, u, dec.Role)
+		beforeParse := sess.cls.sendsBeforeParse(u)
+		if !beforeParse {
+			sess.sendCatalogueRead(be, u, dec.Role)
+		}
 		be.running.behindRead = nil
 		be.running.cancelAfterRead.Store(false)
 		// The read at the head of be's replies is one sent before u (u's own goes behind u).
@@ -499,6 +502,11 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		if err == nil {
 			sent = true
 			sess.sentAheadOfRead(u, be)
+			if beforeParse {
+				err = sess.parsedOnceSent(be, u, dec.Role)
+			}
+		}
+		if err == nil {
 			sess.prepareCreatedWhileItRuns()
 			u.effects.Label() // for the NOTICE's log line, while the node runs u
 			timeout := sess.armQueryTimeout(be)
