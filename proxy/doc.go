@@ -219,6 +219,17 @@
 // sessionSettings): held on a lock, it fails, and neither the unit behind it nor the session's
 // next unit waits for the lock's release.
 //
+// # A CREATE sent before it is parsed
+//
+// A CREATE [OR REPLACE] FUNCTION, PROCEDURE, TYPE or VIEW that is not temporary is a write that
+// changes the catalogue whatever its parse says (classify.ProvisionalCreate reads that from its
+// first words). In an idle session outside a transaction block, holding no backend, with no change
+// of its own to tell and no guard configured, it is routed on those effects and classified while
+// the node runs it, before any reply reaches the client: the statement is ahead of its own parse
+// (aheadStatement.unparsed) and is finished as a statement ahead of a read is (finishAhead). The
+// read of its change is written behind it then, or the object it makes kept for the catalogue
+// to take (parsedOnceSent). See sent_before_parsed.go.
+//
 // # Read-only batches
 //
 // An extended batch sent at a Flush (without Sync) leaves an implicit
