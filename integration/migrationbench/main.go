@@ -308,7 +308,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
 	if o.pgbouncer {
-		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.\n\n")
+		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.")
+		if !o.process {
+			report.WriteString(" pgowl runs in the benchmark's process here, so the client's hop to it wakes no other process, as the hop to PgBouncer does: run with `-process` to compare the two as deployed.")
+		}
+		report.WriteString("\n\n")
 		report.WriteString("| protocol | direct | PgBouncer | PgBouncer / direct | pgowl / PgBouncer | floor: added per statement by PgBouncer | by pgowl |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, proto := range protocols {
 			direct, bouncer, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgBouncer]), median(results[proto.name+"/"+targetPgowl])
