@@ -96,16 +96,9 @@ log_pooler_errors = 1
 		cleanup()
 		return "", nil, err
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	exited := waitInBackground(cmd)
 	stop = func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+		terminate(cmd, exited, 10*time.Second)
 		cleanup()
 	}
 	deadline := time.Now().Add(pgbouncerStartTimeout)

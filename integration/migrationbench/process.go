@@ -84,16 +84,9 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 		cleanup()
 		return "", nil, nil, err
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	exited := waitInBackground(cmd)
 	stop = func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+		terminate(cmd, exited, 30*time.Second)
 		cleanup()
 	}
 	// A pgowl that exits at start (a bad configuration, a port taken) ends the wait at once,
@@ -158,4 +151,23 @@ type teeLines struct {
 func (t *teeLines) Write(p []byte) (int, error) {
 	t.file.Write(p)
 	return t.next.Write(p)
+}
+
+// waitInBackground waits for the started cmd to exit; the channel closes when it has.
+func waitInBackground(cmd *exec.Cmd) <-chan struct{} {
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	return exited
+}
+
+// terminate asks cmd to stop (SIGTERM, a clean shutdown for pgowl and PgBouncer alike) and kills
+// it when it has not exited within grace.
+func terminate(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-exited
+	}
 }
