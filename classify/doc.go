@@ -125,6 +125,12 @@
 // comments it keeps masked as well: see Redact) is what logs may carry, and for unparseable input it is
 // a fixed placeholder.
 //
+// ProvisionalCreate goes further for one kind of statement: a CREATE [OR REPLACE] FUNCTION,
+// PROCEDURE, TYPE or VIEW that is not temporary is a write that changes the catalogue whatever its
+// parse says, and its first words say so; the proxy routes it on those effects and classifies it
+// while the node runs it. TestProvisionalCreateAgrees and FuzzProvisionalCreate check every
+// routing fact against ClassifyIn.
+//
 // # Testing
 //
 // Golden tables in testdata/*_cases.json state, per SQL string, the expected access, reason,
