@@ -351,7 +351,7 @@ func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effe
 	if !dependent {
 		return effects, true, !a.run.uncacheable, nil
 	}
-	parsed.finish(sql)
+	parsed.finish()
 	return effects, false, !a.run.uncacheable, parsed
 }
 
@@ -381,7 +381,7 @@ func (c *Classifier) ClassifyWithoutCatalogue(sql string, ctx *Context) (effects
 		if parsed.tree == nil {
 			return effects, nil // not parsed: fullParsed's verdict on it, as ClassifyIn gives it
 		}
-		effects.labels = &statementLabels{sql: sql}
+		effects.labels = parsed.labels
 		effects.Label()
 		return effects, nil
 	}
@@ -400,9 +400,7 @@ type PendingStatement struct {
 // and the normalised text), so that ClassifyPending has only the analysis left; the proxy calls it
 // while the catalogue read runs.
 func (p *PendingStatement) Prepare() {
-	if !p.parsed.done {
-		p.parsed.finish(p.sql)
-	}
+	p.parsed.finish()
 }
 
 // ClassifyPending returns the effects of a statement ClassifyWithoutCatalogue left pending, with
@@ -418,32 +416,27 @@ func (c *Classifier) ClassifyPending(p *PendingStatement, ctx *Context) Effects 
 		cat = c.catalogues.Catalogue(ctx.Database)
 	}
 	effects, _, _, _ := c.classifyUncached(p.sql, ctx, cat, p.parsed)
+	effects.Label()
 	return effects
 }
 
 // parsedStatement is what classifying a statement string needs that no catalogue changes: its
-// parse tree, and its fingerprint and normalised text (done false until finish computed them).
-// Nothing in the analysis modifies the tree, so one parse serves the attempt without a catalogue
-// and the analysis with it.
+// parse tree, and its fingerprint and normalised text (labels, computed by finish or when first
+// asked). Nothing in the analysis modifies the tree, so one parse serves the attempt without a
+// catalogue and the analysis with it.
 type parsedStatement struct {
-	tree *pg_query.ParseResult
-	// provisional: the effects computed with it are not final; their fingerprint is computed
-	// with the final ones.
-	provisional             bool
-	done                    bool
-	fingerprint, normalized string
-	err                     error
+	tree   *pg_query.ParseResult
+	labels *statementLabels
+	// provisional: the effects computed with it are not final; they carry no labels (the final
+	// ones do).
+	provisional bool
 }
 
-// finish computes the fingerprint and the normalised text.
-func (p *parsedStatement) finish(sql string) {
-	if p.tree == nil {
-		return
+// finish computes the fingerprint and the normalised text, when the string parsed.
+func (p *parsedStatement) finish() {
+	if p.labels != nil {
+		p.labels.compute()
 	}
-	if p.fingerprint, p.err = pg_query.Fingerprint(sql); p.err == nil {
-		p.normalized, p.err = redact(sql)
-	}
-	p.done = true
 }
 
 // newAnalysis starts the analysis of one statement string.
@@ -470,7 +463,7 @@ func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects
 }
 
 // fullParsed is fullUnless with sql's parse kept in parsed: a parsedStatement with a tree is used
-// (and its fingerprint and normalised text, when done), an empty one receives the tree; nil parses
+// (and its labels, shared), an empty one receives the tree and the labels to compute; nil parses
 // as fullUnless does.
 func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDependent bool) (effects Effects, stopped bool) {
 	var tree *pg_query.ParseResult
@@ -482,7 +475,7 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 			return unparseable(err), false
 		}
 		if parsed != nil {
-			parsed.tree = tree
+			parsed.tree, parsed.labels = tree, &statementLabels{sql: sql}
 		}
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
@@ -511,17 +504,13 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}
 	applyHint(leadingHint(sql), &effects)
-	if parsed != nil && parsed.done {
-		if parsed.err != nil {
-			return unparseable(parsed.err), false
-		}
-		effects.Fingerprint, effects.Normalized = parsed.fingerprint, parsed.normalized
-		return effects, false
+	switch {
+	case parsed != nil && parsed.provisional:
+	case parsed != nil:
+		effects.labels = parsed.labels // computed already when the proxy prepared the statement
+	default:
+		effects.labels = &statementLabels{sql: sql}
 	}
-	if parsed != nil && parsed.provisional {
-		return effects, false
-	}
-	effects.labels = &statementLabels{sql: sql}
 	return effects, false
 }
 
@@ -537,10 +526,14 @@ type statementLabels struct {
 // string parsed when it was classified, so the parser does not fail on it now; if it did, the
 // fingerprint would stay empty and the normalised text be UnparseablePlaceholder, never the text.
 func (e *Effects) Label() {
-	l := e.labels
-	if l == nil {
-		return
+	if l := e.labels; l != nil {
+		l.compute()
+		e.Fingerprint, e.Normalized, e.labels = l.fingerprint, l.normalized, nil
 	}
+}
+
+// compute computes the labels, once.
+func (l *statementLabels) compute() {
 	l.once.Do(func() {
 		fingerprint, err := pg_query.Fingerprint(l.sql)
 		normalized := UnparseablePlaceholder
@@ -553,7 +546,6 @@ func (e *Effects) Label() {
 		}
 		l.fingerprint, l.normalized = fingerprint, normalized
 	})
-	e.Fingerprint, e.Normalized, e.labels = l.fingerprint, l.normalized, nil
 }
 
 // stringEffects gives the effects of a string's statements: each verdict's effects, merged by Merge. A
