@@ -132,25 +132,3 @@ func oneStatement(s string) bool {
 	}
 	return true
 }
-
-// dollarQuoteEnd returns the index just past the dollar-quoted string that starts at start ($tag$
-// ... $tag$, the tag possibly empty); ok is false when the text there is no such string or it is
-// left open.
-func dollarQuoteEnd(s string, start int) (int, bool) {
-	i := start + 1
-	for i < len(s) && s[i] != '$' {
-		if !(isASCIILetter(s[i]) || s[i] == '_' || s[i] >= 0x80 || (i > start+1 && isDigit(s[i]))) {
-			return 0, false
-		}
-		i++
-	}
-	if i >= len(s) {
-		return 0, false
-	}
-	tag := s[start : i+1]
-	end := strings.Index(s[i+1:], tag)
-	if end < 0 {
-		return 0, false
-	}
-	return i + 1 + end + len(tag), true
-}

@@ -140,21 +140,13 @@ func appendShape(dst []byte, sql string) ([]byte, bool) {
 				prevIdent = true
 				continue
 			}
-			tagEnd := i + 1
-			for tagEnd < len(sql) && isIdentByte(sql[tagEnd]) && sql[tagEnd] != '$' {
-				tagEnd++
-			}
-			if tagEnd >= len(sql) || sql[tagEnd] != '$' || (tagEnd > i+1 && isDigit(sql[i+1])) {
+			end, ok := dollarQuoteEnd(sql, i)
+			if !ok {
 				return dst, false // not a dollar quote we understand
-			}
-			tag := sql[i : tagEnd+1]
-			close := strings.Index(sql[tagEnd+1:], tag)
-			if close < 0 {
-				return dst, false
 			}
 			b = append(b, "?s"...)
 			replaced = true
-			i = tagEnd + 1 + close + len(tag)
+			i = end
 			prevIdent = false
 		case (isDigit(c) || (c == '.' && i+1 < len(sql) && isDigit(sql[i+1]))) && !prevIdent:
 			j, decimal := i, false
@@ -305,6 +297,25 @@ func quotedEnd(sql string, start int, quote byte, backslashEscapes bool) (int, b
 		}
 	}
 	return 0, false
+}
+
+// dollarQuoteEnd returns the index just past the dollar-quoted string that starts at start ($tag$
+// ... $tag$, the tag empty or an identifier); ok is false when the text there is no such string or
+// it is left open.
+func dollarQuoteEnd(sql string, start int) (int, bool) {
+	tagEnd := start + 1
+	for tagEnd < len(sql) && isIdentByte(sql[tagEnd]) && sql[tagEnd] != '$' {
+		tagEnd++
+	}
+	if tagEnd >= len(sql) || sql[tagEnd] != '$' || (tagEnd > start+1 && isDigit(sql[start+1])) {
+		return 0, false
+	}
+	tag := sql[start : tagEnd+1]
+	close := strings.Index(sql[tagEnd+1:], tag)
+	if close < 0 {
+		return 0, false
+	}
+	return tagEnd + 1 + close + len(tag), true
 }
 
 // isIdentByte reports whether c can be part of an identifier or keyword (after its first byte).
