@@ -228,12 +228,14 @@ func (c *Catalogue) CreatedFunction(cf *CreatedFunction, ctx *Context, newOID fu
 	return f, true
 }
 
-// creationSchema is the schema an unqualified CREATE makes its object in: the first schema of
-// the search_path as set ("$user" standing for user) that exists, where pg_temp and pg_catalog
-// count only when named. "" when a schema the catalogue does not know of comes first: it may
-// have been made since the catalogue's last whole read.
+// creationSchema is the schema an unqualified CREATE that succeeded made its object in: the first
+// schema of the search_path as set ("$user" standing for user) that exists, where pg_temp and
+// pg_catalog count only when named. A schema the catalogue does not know of may have been made
+// since the catalogue's last whole read: when it is the last of the path, PostgreSQL had no other
+// schema to make the object in, so it is that one (the statement would have failed with "no
+// schema has been selected to create in"); when another follows, "" (the catalogue cannot tell).
 func (c *Catalogue) creationSchema(schemas []string, user string) string {
-	for _, schema := range schemas {
+	for i, schema := range schemas {
 		fromUser := schema == "$user"
 		if fromUser {
 			if user == "" {
@@ -252,6 +254,8 @@ func (c *Catalogue) creationSchema(schemas []string, user string) string {
 			// it. Only "$user" is taken to be missing so: it is missing in most databases,
 			// while a schema named in search_path that the catalogue does not know of was
 			// more likely made since.
+		case i == len(schemas)-1:
+			return schema // the last the statement could go to: it exists
 		default:
 			return ""
 		}

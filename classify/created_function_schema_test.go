@@ -6,9 +6,10 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
-// A function taken from its CREATE statement goes where PostgreSQL put it: the named schema, or
-// the first schema of the session's search_path that exists. Where the catalogue cannot tell, the
-// function is not taken (the change is read instead).
+// A function taken from its CREATE statement, which succeeded, goes where PostgreSQL put it: the
+// named schema, or the first schema of the session's search_path that exists, which is the last
+// one when the catalogue knows of none before it. Where the catalogue cannot tell, the function is
+// not taken (the change is read instead).
 func TestCreatedFunctionGoesWhereTheStatementPutIt(t *testing.T) {
 	cat := NewCatalogue(CatalogueData{
 		Database: "app",
@@ -46,9 +47,12 @@ func TestCreatedFunctionGoesWhereTheStatementPutIt(t *testing.T) {
 		{"$user missing from the schemas read", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", nil, "u", "public", 0},
 		{"$user a schema", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", nil, "billing", "billing", 0},
 		{"$user with no schema list", unread, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", nil, "u", "", 0},
-		{"a schema the catalogue does not know", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"made_since", "public"}, "u", "", 0},
+		{"a schema the catalogue does not know, another after it", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"made_since", "public"}, "u", "", 0},
+		{"a schema the catalogue does not know, last on the path", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"made_since"}, "u", "made_since", 0},
+		{"a schema the catalogue does not know, last after $user", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"$user", "made_since"}, "u", "made_since", 0},
+		{"$user unknown and last, with no schema list", unread, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"$user"}, "u", "u", 0},
 		{"named schema", cat, "CREATE FUNCTION billing.f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"app"}, "u", "billing", 0},
-		{"named schema unknown", cat, "CREATE FUNCTION nowhere.f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"app"}, "u", "", 0},
+		{"named schema the catalogue does not know", cat, "CREATE FUNCTION made_since.f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"app"}, "u", "made_since", 0},
 		{"pg_catalog searched after a schema", cat, "CREATE FUNCTION f(x int4) RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"app", "pg_catalog"}, "u", "", 0},
 		{"pg_temp first", cat, "CREATE FUNCTION f() RETURNS integer LANGUAGE sql AS 'SELECT 1'", []string{"pg_temp", "app"}, "u", "", 0},
 		{"held, replaced", cat, "CREATE OR REPLACE FUNCTION held(x integer) RETURNS integer LANGUAGE sql STABLE AS 'SELECT 1'", []string{"app"}, "u", "app", 500},

@@ -155,8 +155,10 @@ func (c *Catalogue) TakeCreated(obj CreatedObject, ctx *Context, newOID func() u
 	return nil, false
 }
 
-// createdSchema is the schema a CREATE makes its object in (named, else along the search_path
-// of ctx), or "" when the catalogue cannot tell or it is one no catalogue pgowl reads holds.
+// createdSchema is the schema a CREATE that succeeded made its object in (named, else along the
+// search_path of ctx), or "" when the catalogue cannot tell or it is one no catalogue pgowl reads
+// holds. A named schema exists, since the statement succeeded, whether the catalogue knew of it
+// or not.
 func (c *Catalogue) createdSchema(named string, ctx *Context) (schema string, effective []byte) {
 	schemas, user := contextSchemas(ctx, c)
 	if ctx != nil && ctx.SearchPathUnknown {
@@ -169,8 +171,6 @@ func (c *Catalogue) createdSchema(named string, ctx *Context) (schema string, ef
 	schema = named
 	if schema == "" {
 		schema = c.creationSchema(schemas, user)
-	} else if !c.SchemaExists(schema) {
-		schema = ""
 	}
 	if schema == "pg_catalog" || strings.HasPrefix(schema, "pg_temp") || strings.HasPrefix(schema, "pg_toast") {
 		schema = ""

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +131,75 @@ func TestReadByNameLearnsSchemasMadeSince(t *testing.T) {
 	if f := findFunction(m.Loaded("app"), "public", "made_in_fresh", ""); f != nil {
 		t.Errorf("the catalogue holds public.made_in_fresh(), where PostgreSQL made it in fresh")
 	}
+}
+
+// A schema made outside pgowl since the last read, last on the session's search_path, is where
+// an unqualified CREATE that succeeded made its object: PostgreSQL had no other schema to make it
+// in. So the object is taken from its statement with no read, as a migration tool that connects
+// with search_path set to the schema it has just made sends it. A schema named in the statement
+// exists for the same reason.
+func TestCreateInASchemaMadeSinceIsTakenWhenNothingElseCouldHoldIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	db, connect, exec := startAppDatabase(t, ctx)
+	log := &readLog{}
+	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 10 * time.Second,
+		ConfirmTakenAfter: time.Hour, Logger: zerolog.New(log).Level(zerolog.DebugLevel)})
+	classifier := classify.New(classify.Options{Catalogues: m})
+	if m.Catalogue("app") == nil {
+		t.Fatal("no catalogue")
+	}
+	exec(db, "CREATE SCHEMA made_since; CREATE SCHEMA named_since") // outside pgowl
+	readsBefore := len(log.reads(t))
+	for _, c := range []struct{ path, sql, schema string }{
+		{"made_since", "CREATE FUNCTION only_here() RETURNS integer LANGUAGE sql AS $$ SELECT 1 $$", "made_since"},
+		{`"$user", made_since`, "CREATE FUNCTION after_user() RETURNS integer LANGUAGE sql AS $$ SELECT 2 $$", "made_since"},
+		{"public", "CREATE FUNCTION named_since.qualified() RETURNS integer LANGUAGE sql AS $$ SELECT 3 $$", "named_since"},
+	} {
+		session := &classify.Context{Database: "app", User: "postgres", SearchPath: splitPath(c.path)}
+		if _, err := db.Exec(ctx, "SET search_path = "+c.path); err != nil {
+			t.Fatal(err)
+		}
+		effects := classifier.ClassifyIn(c.sql, session)
+		exec(db, c.sql)
+		if effects.CatalogueChanges == nil || !m.ChangedAndCreated("app", effects.CatalogueChanges, effects.CatalogueChanges.Created, session) {
+			t.Fatalf("search_path %s, %s: not taken from the statement", c.path, c.sql)
+		}
+		var where string
+		if err := db.QueryRow(ctx, "SELECT n.nspname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = $1",
+			created(effects)).Scan(&where); err != nil {
+			t.Fatal(err)
+		}
+		if where != c.schema {
+			t.Fatalf("PostgreSQL made %s in %s; the case expects %s", created(effects), where, c.schema)
+		}
+		if f := findFunction(m.Loaded("app"), where, created(effects), ""); f == nil {
+			t.Errorf("search_path %s, %s: the catalogue holds no %s.%s", c.path, c.sql, where, created(effects))
+		}
+	}
+	if reads := log.reads(t)[readsBefore:]; len(reads) > 0 {
+		t.Errorf("the catalogue read %d time(s) (the first %+v); want every function taken from its statement", len(reads), reads[0])
+	}
+	if _, err := db.Exec(ctx, "RESET search_path"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// splitPath splits a search_path setting at its commas, unquoting "$user".
+func splitPath(path string) []string {
+	var out []string
+	for _, part := range strings.Split(path, ",") {
+		out = append(out, strings.Trim(strings.TrimSpace(part), `"`))
+	}
+	return out
+}
+
+// created is the name of the function effects say their statement made.
+func created(effects classify.Effects) string {
+	if f, ok := effects.CatalogueChanges.Created.(*classify.CreatedFunction); ok {
+		return f.Name
+	}
+	return ""
 }
 
 // readLog collects the Manager's log lines.
