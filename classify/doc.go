@@ -129,7 +129,12 @@
 // PROCEDURE, TYPE or VIEW that is not temporary is a write that changes the catalogue whatever its
 // parse says, and its first words say so; the proxy routes it on those effects and classifies it
 // while the node runs it. TestProvisionalCreateAgrees and FuzzProvisionalCreate check every
-// routing fact against ClassifyIn.
+// routing fact against ClassifyIn. ProvisionalSelect is weaker: a SELECT that selects into no
+// table is one statement with no transaction control and no pgowl command, and nothing else is
+// known of it, so its effects are a write of unknown effect; the proxy sends it early only where
+// every verdict sends it to the same primary (a session's next statement after its own catalogue
+// change, with no standby to read on). TestProvisionalSelectHoldsNoCommandTheProxyActsOnBeforeTheSend
+// and FuzzProvisionalSelect check it against ClassifyIn.
 //
 // # Testing
 //

@@ -62,8 +62,8 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 			// The catalogue is held from here: a change is read, not the whole catalogue.
 			aheadMust(t, conn, "SELECT sa_probe()")
 			conn.routes(t)
-			before, createdBefore := aheadLines(t, o), createdWithoutRead(t, o)
-			uses := 0
+			before, createdBefore, unparsedBefore := aheadLines(t, o), createdWithoutRead(t, o), unparsedAheadLines(t, o)
+			uses, selects := 0, 0
 			for round := 0; round < 3; round++ {
 				writes := fmt.Sprintf("sa_w_%s_%d", mode.name, round)
 				reads := fmt.Sprintf("sa_r_%s_%d", mode.name, round)
@@ -78,12 +78,19 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 					// The same function made to read, in place: the verdict follows the change.
 					{"CREATE OR REPLACE FUNCTION " + writes + "() RETURNS bigint LANGUAGE sql STABLE AS $$SELECT 2::bigint$$",
 						"SELECT " + writes + "()", "NO_STANDBY_CONFIGURED"},
+					// A use that does not start with SELECT is parsed before it is sent, still
+					// ahead of the change being taken in.
+					{"CREATE OR REPLACE FUNCTION " + reads + "() RETURNS bigint LANGUAGE sql VOLATILE AS $$SELECT nextval('sa_app.sa_seq')$$",
+						"WITH w AS (SELECT " + reads + "() AS n) SELECT n FROM w", "WRITING_FUNCTION"},
 				}
 				for _, step := range steps {
 					aheadMust(t, conn, step.change)
 					conn.routes(t)
 					aheadMust(t, conn, step.use)
 					uses++
+					if strings.HasPrefix(step.use, "SELECT") {
+						selects++
+					}
 					rs := conn.routes(t)
 					if len(rs) == 0 {
 						t.Errorf("%s after %s: no routing NOTICE", step.use, step.change)
@@ -101,10 +108,15 @@ func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 			if sent := aheadLines(t, o) - before; sent < uses {
 				t.Errorf("%d of %d statements that used a change were sent before their session's catalogue read was read; want all", sent, uses)
 			}
-			// Three of each round's four changes are functions their statement describes in
+			// Every use that starts with SELECT is sent before it is parsed (classify.ProvisionalSelect),
+			// and parsed once the change is taken in, while the node runs it; the WITH is parsed first.
+			if unparsed := unparsedAheadLines(t, o) - unparsedBefore; unparsed != selects {
+				t.Errorf("%d statements were sent ahead of their session's change before they were parsed; want the %d uses that start with SELECT", unparsed, selects)
+			}
+			// Four of each round's five changes are functions their statement describes in
 			// full: the catalogue takes them without a read.
-			if taken := createdWithoutRead(t, o) - createdBefore; taken < 3*3 {
-				t.Errorf("%d functions were taken from their CREATE statement without a read; want the 9 this test made so", taken)
+			if taken := createdWithoutRead(t, o) - createdBefore; taken < 3*4 {
+				t.Errorf("%d functions were taken from their CREATE statement without a read; want the 12 this test made so", taken)
 			}
 		})
 	}
@@ -163,6 +175,14 @@ func TestStatementWaitsForItsCatalogueReadWhereItsVerdictPicksTheNode(t *testing
 		writes := fmt.Sprintf("sa_ws_%d", round)
 		createWritingFunction(t, conn, writes)
 		runOnPrimary(t, conn, "SELECT "+writes+"()")
+		// A read right after a change: its first words would let it go before its parse, but
+		// its verdict picks the node, so it is parsed, with the change taken in, and read on a
+		// standby (never on the primary its provisional verdict, a write, would send it to).
+		createWritingFunction(t, conn, writes+"_next")
+		aheadMust(t, conn, "SELECT sa_probe()")
+		if rs := conn.routes(t); len(rs) != 1 || rs[0].Role != "standby" || rs[0].Reason != "READ_ONLY" {
+			t.Errorf("SELECT sa_probe() right after a change, with standbys: NOTICEs %v, want one on a standby with READ_ONLY", rs)
+		}
 	}
 	if sent := aheadLines(t, o) - before; sent != 0 {
 		t.Errorf("%d statements were sent ahead of their catalogue read with standbys to read on; want none", sent)
@@ -200,6 +220,19 @@ func aheadLinesWhere(t *testing.T, o *owl, besideOnly bool) int {
 	n := 0
 	for _, e := range o.logs.Entries(t) {
 		if e["message"] == aheadLogMessage && (!besideOnly || e["beside_read"] == true) {
+			n++
+		}
+	}
+	return n
+}
+
+// unparsedAheadLines counts pgowl's log lines for units sent ahead of their session's catalogue
+// change being taken in before they were parsed.
+func unparsedAheadLines(t *testing.T, o *owl) int {
+	t.Helper()
+	n := 0
+	for _, e := range o.logs.Entries(t) {
+		if e["message"] == aheadLogMessage && e["parsed_once_sent"] == true {
 			n++
 		}
 	}

@@ -49,8 +49,8 @@ type aheadStatement struct {
 	paramTypes []uint32
 	// pending is its parse, for the final classification.
 	pending *classify.PendingStatement
-	// unparsed: a CREATE its first words describe, classified once sent (classifyOnceSent), not
-	// a statement ahead of a read; pending is nil.
+	// unparsed: a statement its first words describe (a CREATE, classifyOnceSent, or a SELECT
+	// ahead of the session's change, classifyAheadOfRead), classified once sent; pending is nil.
 	unparsed bool
 	// stmt is the prepared statement of an extended batch that holds the effects, nil for a
 	// simple Query's.
@@ -63,10 +63,17 @@ var errSessionLeftRead = errors.New("the session's backend went before the read 
 // classifyAheadOfRead classifies sql while the session's catalogue read is in flight, when it
 // need not wait for the read: its verdict cannot depend on the catalogue (final effects), or the
 // session has no statement ahead of the read yet (provisional effects; the statement is now
-// ahead). A statement that changes the catalogue itself is not classified ahead: the changes
+// ahead). A SELECT whose first words settle what routing reads before the send
+// (classify.ProvisionalSelect) is not even parsed yet: it is ahead of its parse as well, parsed
+// once sent or, when it is not sent ahead, before it is routed (routeAheadOfRead). A statement that changes the catalogue itself is not classified ahead: the changes
 // told with the read must be those that ran before it.
 func (sess *session) classifyAheadOfRead(sql string, paramTypes []uint32) (classify.Effects, bool) {
 	st := &sess.cls
+	if effects, ok := classify.ProvisionalSelect(sql); ok && st.ahead == nil {
+		// Parsed once sent, if it is sent ahead (routeAheadOfRead), else before it is routed.
+		st.ahead = &aheadStatement{sql: sql, paramTypes: paramTypes, unparsed: true}
+		return effects, true
+	}
 	ctx := st.ctx
 	ctx.ParamTypes = paramTypes
 	effects, pending := sess.srv.opts.Classifier.ClassifyWithoutCatalogue(sql, &ctx)
@@ -109,10 +116,11 @@ func (ahead *aheadStatement) runs(u *unit) bool {
 // other unit has the read read first, and a statement of it ahead of the read classified again.
 func (sess *session) routeAheadOfRead(u *unit) {
 	if ahead := sess.cls.ahead; ahead != nil && ahead.unparsed {
-		if ahead.runs(u) && sess.held == nil && sess.deferred == nil {
+		if ahead.runs(u) && sess.held == nil && sess.deferred == nil &&
+			(!sess.cls.changeToTakeIn() || sess.sendsAlikeForAnyEffect(u)) {
 			sess.cls.aheadUnit = u
 		} else {
-			sess.finishAhead(u, false, nil) // parsed now, before u is routed
+			sess.parseAheadNow(u) // before u is routed
 		}
 		return
 	}
@@ -133,7 +141,7 @@ func (sess *session) forgetAheadUnit(u *unit) {
 	if sess.cls.aheadUnit == u {
 		sess.cls.aheadUnit = nil
 		if ahead := sess.cls.ahead; ahead != nil && ahead.unparsed {
-			sess.finishAhead(u, false, nil) // not sent: parsed now, for its log line
+			sess.parseAheadNow(u) // not sent: parsed now, for its log line
 		}
 	}
 }
@@ -143,7 +151,7 @@ func (sess *session) forgetAheadUnit(u *unit) {
 // classified again, before any reply of u is relayed.
 func (sess *session) sentAheadOfRead(u *unit, be *backend) {
 	if sess.cls.aheadUnit == u && sess.cls.changeToTakeIn() {
-		if ahead := sess.cls.ahead; ahead != nil {
+		if ahead := sess.cls.ahead; ahead != nil && ahead.pending != nil {
 			ahead.pending.Prepare() // while the node runs the read
 		}
 		sess.drainCatalogueRead(u, sess.cls.readOn != be)
@@ -345,10 +353,10 @@ func (sess *session) finishAhead(u *unit, beside bool, times *aheadTimes) {
 				ev = ev.Float64("patch_ms", milliseconds(times.patch))
 			}
 			msg := "statement sent before its session's catalogue change was taken in; classified again with it"
-			if ahead.unparsed {
+			if ahead.unparsed && times == nil {
 				msg = "statement sent before it was parsed; classified while the node ran it"
 			}
-			ev.Float64("classify_ms", milliseconds(classified)).Msg(msg)
+			ev.Bool("parsed_once_sent", ahead.unparsed).Float64("classify_ms", milliseconds(classified)).Msg(msg)
 		}
 	} else {
 		sess.log.Warn().Str("node", u.decision.Node).Msg("a statement sent before its session's catalogue read was read would now be routed elsewhere; it ran where it was sent")

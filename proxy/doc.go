@@ -230,6 +230,14 @@
 // read of its change is written behind it then, or the object it makes kept for the catalogue
 // to take (parsedOnceSent). See sent_before_parsed.go.
 //
+// A SELECT that selects into no table, arriving while the session's own change is still to be
+// taken in, goes before its parse too (classify.ProvisionalSelect: one statement, no transaction
+// control, no pgowl command). Its provisional effects are a write of unknown effect, so it is sent
+// ahead only where every verdict sends it to the same primary (sendsAlikeForAnyEffect); the change
+// is taken in and the statement parsed and classified right after it is sent (sentAheadOfRead).
+// Where its verdict picks the node (a standby to read on), the change is taken in and the
+// statement parsed before it is routed (parseAheadNow), as before.
+//
 // # Read-only batches
 //
 // An extended batch sent at a Flush (without Sync) leaves an implicit

@@ -5,7 +5,7 @@ import (
 	"github.com/pgowl/pgowl/route"
 )
 
-// A CREATE sent before it is parsed.
+// A statement sent before it is parsed.
 //
 // A CREATE [OR REPLACE] FUNCTION, PROCEDURE, TYPE or VIEW that is not temporary is a write that
 // changes the catalogue whatever its parse says, and its first words say it is one
@@ -22,6 +22,12 @@ import (
 // before. A unit that is not sent after all (no node could take it) is classified when it is
 // given up (forgetAheadUnit); one routed with other statements that are not its own is
 // classified before it is routed (routeAheadOfRead).
+//
+// A SELECT that the session's next statement after its own catalogue change is goes the same way
+// (classify.ProvisionalSelect, classifyAheadOfRead), when every verdict sends it to the same
+// primary: the change is taken in and the statement parsed once it is sent (sentAheadOfRead).
+// Otherwise the change is taken in and the statement parsed before it is routed (parseAheadNow),
+// so that no verdict is planned on a catalogue that misses the session's committed change.
 
 // classifyOnceSent gives sql the effects its first words give when it is a CREATE that
 // classify.ProvisionalCreate takes and the session may send it before it is parsed; the
@@ -35,6 +41,17 @@ func (sess *session) classifyOnceSent(sql string, paramTypes []uint32) (classify
 	}
 	st.ahead = &aheadStatement{sql: sql, paramTypes: paramTypes, unparsed: true}
 	return effects, true
+}
+
+// parseAheadNow classifies the statement ahead of its parse now, u not being sent ahead of it
+// (after all): once the session's change is taken in, when one is to be (drainCatalogueRead
+// finishes the statement then).
+func (sess *session) parseAheadNow(u *unit) {
+	if sess.cls.changeToTakeIn() {
+		sess.drainCatalogueRead(u, true)
+		return
+	}
+	sess.finishAhead(u, false, nil)
 }
 
 // sendsBeforeParse reports whether u is the unit of a statement ahead of its parse.
