@@ -104,6 +104,7 @@ func main() {
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "add PgBouncer (session pooling, from PATH or /usr/sbin) as a third target: what a relay that does nothing else costs on this machine")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
+	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
 	mutexProfile := flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
 	tracePath := flag.String("trace", "", "write an execution trace (go tool trace: goroutine handoffs, scheduling, network waits) to this file")
@@ -133,6 +134,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ratios, err := run(ctx, o)
+	if *memProfile != "" {
+		if werr := writeAllocations(*memProfile); werr != nil {
+			fmt.Fprintln(os.Stderr, "migrationbench:", werr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "migrationbench:", err)
 		pprof.StopCPUProfile()
@@ -151,6 +157,17 @@ func main() {
 		stopProfiles()
 		os.Exit(1)
 	}
+}
+
+// writeAllocations writes the allocation profile (every allocation since the start, sampled) to
+// path.
+func writeAllocations(path string) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	return pprof.Lookup("allocs").WriteTo(file, 0)
 }
 
 // startProfiles starts the block and mutex profiles and the execution trace that have a path;
