@@ -213,7 +213,11 @@ func batchEffects(stmts []*preparedStmt) classify.Effects {
 	if len(stmts) == 0 {
 		return classify.Effects{Access: classify.Read, Reason: classify.ReasonReadOnly, Subject: "protocol bookkeeping"}
 	}
-	parts := make([]classify.Effects, 0, len(stmts))
+	var small [2]classify.Effects // most batches run one statement: no allocation
+	parts := small[:0]
+	if len(stmts) > len(small) {
+		parts = make([]classify.Effects, 0, len(stmts))
+	}
 	var seen map[*preparedStmt]bool
 	if len(stmts) > shortBatch {
 		seen = make(map[*preparedStmt]bool, len(stmts))
