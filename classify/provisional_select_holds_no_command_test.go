@@ -73,26 +73,11 @@ func TestProvisionalSelectHoldsNoCommandTheProxyActsOnBeforeTheSend(t *testing.T
 				t.Errorf("%q (database %q): classified %d statement(s), tx %v, pgowl %+v, deallocates %q",
 					sql, ctx.Database, final.Statements, final.Tx, final.Pgowl, final.Deallocates)
 			}
-			labelled := provisional
-			labelled.Label()
-			if labelled.Fingerprint != final.Fingerprint || labelled.Normalized != final.Normalized {
-				t.Errorf("%q: labelled %q %q, by ClassifyIn %q %q", sql, labelled.Fingerprint, labelled.Normalized, final.Fingerprint, final.Normalized)
-			}
+			checkProvisionalLabels(t, sql, provisional, final)
 		}
 		return true
 	}
-	for sql, want := range provisionalSelectCases {
-		if got := check(sql); got != want {
-			t.Errorf("%q: taken %v, want %v", sql, got, want)
-		}
-	}
-	for _, sql := range walkCorpus(t) {
-		check(sql)
-	}
-	if taken < 100 {
-		t.Fatalf("only %d statements taken provisionally", taken)
-	}
-	t.Logf("%d statements taken provisionally", taken)
+	checkProvisionalTakes(t, provisionalSelectCases, check, func() int { return taken }, 100)
 }
 
 // FuzzProvisionalSelect checks the same on arbitrary texts that start like a SELECT.
