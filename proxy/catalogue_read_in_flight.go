@@ -65,8 +65,9 @@ var errSessionLeftRead = errors.New("the session's backend went before the read 
 // session has no statement ahead of the read yet (provisional effects; the statement is now
 // ahead). A SELECT whose first words settle what routing reads before the send
 // (classify.ProvisionalSelect) is not even parsed yet: it is ahead of its parse as well, parsed
-// once sent or, when it is not sent ahead, before it is routed (routeAheadOfRead). A statement that changes the catalogue itself is not classified ahead: the changes
-// told with the read must be those that ran before it.
+// once sent or, when it is not sent ahead, before it is routed (routeAheadOfRead). A statement
+// that changes the catalogue itself is not classified ahead: the changes told with the read must
+// be those that ran before it.
 func (sess *session) classifyAheadOfRead(sql string, paramTypes []uint32) (classify.Effects, bool) {
 	st := &sess.cls
 	if effects, ok := classify.ProvisionalSelect(sql); ok && st.ahead == nil {

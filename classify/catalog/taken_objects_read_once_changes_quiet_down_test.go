@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,7 +155,7 @@ func TestCreateInASchemaMadeSinceIsTakenWhenNothingElseCouldHoldIt(t *testing.T)
 		{`"$user", made_since`, "CREATE FUNCTION after_user() RETURNS integer LANGUAGE sql AS $$ SELECT 2 $$", "made_since"},
 		{"public", "CREATE FUNCTION named_since.qualified() RETURNS integer LANGUAGE sql AS $$ SELECT 3 $$", "named_since"},
 	} {
-		session := &classify.Context{Database: "app", User: "postgres", SearchPath: splitPath(c.path)}
+		session := &classify.Context{Database: "app", User: "postgres", SearchPath: classify.SplitSearchPath(c.path)}
 		if _, err := db.Exec(ctx, "SET search_path = "+c.path); err != nil {
 			t.Fatal(err)
 		}
@@ -183,15 +182,6 @@ func TestCreateInASchemaMadeSinceIsTakenWhenNothingElseCouldHoldIt(t *testing.T)
 	if _, err := db.Exec(ctx, "RESET search_path"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// splitPath splits a search_path setting at its commas, unquoting "$user".
-func splitPath(path string) []string {
-	var out []string
-	for _, part := range strings.Split(path, ",") {
-		out = append(out, strings.Trim(strings.TrimSpace(part), `"`))
-	}
-	return out
 }
 
 // created is the name of the function effects say their statement made.
