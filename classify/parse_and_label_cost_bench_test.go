@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"testing"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -29,41 +30,31 @@ func BenchmarkParseAndLabelCost(b *testing.B) {
 		{"create_view", "CREATE VIEW v_a3 AS SELECT g, f_a12(g) AS y FROM generate_series(1, 3) AS g"},
 		{"view_read", "SELECT sum(y) FROM v_a3"},
 	}
+	steps := []struct {
+		name string
+		run  func(sql string) error
+	}{
+		{"parse_to_protobuf", func(sql string) error { _, err := parser.ParseToProtobuf(sql); return err }},
+		{"parse", func(sql string) error { _, err := parseSQL(sql); return err }},
+		{"fingerprint", func(sql string) error { _, err := pg_query.Fingerprint(sql); return err }},
+		{"labels", func(sql string) error {
+			l := statementLabels{sql: sql}
+			if l.compute(); l.fingerprint == "" {
+				return fmt.Errorf("%s: no fingerprint", sql)
+			}
+			return nil
+		}},
+	}
 	for _, shape := range shapes {
-		sql := shape.sql
-		b.Run(shape.name+"/parse_to_protobuf", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if _, err := parser.ParseToProtobuf(sql); err != nil {
-					b.Fatal(err)
+		for _, step := range steps {
+			b.Run(shape.name+"/"+step.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := step.run(shape.sql); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
-		b.Run(shape.name+"/parse", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if _, err := parseSQL(sql); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(shape.name+"/fingerprint", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				if _, err := pg_query.Fingerprint(sql); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(shape.name+"/labels", func(b *testing.B) {
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				l := statementLabels{sql: sql}
-				l.compute()
-				if l.fingerprint == "" {
-					b.Fatalf("%s: no fingerprint", sql)
-				}
-			}
-		})
+			})
+		}
 	}
 }
