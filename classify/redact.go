@@ -205,20 +205,24 @@ func isNameToken(tok *pg_query.ScanToken) bool {
 }
 
 // holdsNothingToMask reports, without scanning, that maskLiterals would return text as it is: a
-// single statement without the letters "set" in any case (so with no SET clause, whose bare words
-// are values: SET, ALTER ... SET, CREATE FUNCTION ... SET), with no quote of any kind ('...', E'...', "...", $$...$$: a quoted identifier may hide anything), no
-// comment, and no digit outside an identifier or a parameter ($1): pg_query's normalised text of
-// most queries, whose constants it replaced already. It errs toward false: then the scanner
-// decides. What pg_query.Normalize returns has scanned already, so skipping the scan loses no
-// error.
+// single statement that holds no SET clause, whose bare words are values (one that starts with
+// SET, ALTER or CREATE holds none when the letters "set" appear nowhere in it, in any case; in an
+// UPDATE, SET takes expressions), with no quote of any kind ('...', E'...', "...", $$...$$: a
+// quoted identifier may hide anything), no comment, and no digit outside an identifier or a
+// parameter ($1): pg_query's normalised text of most queries, whose constants it replaced
+// already. It errs toward false: then the scanner decides. What pg_query.Normalize returns has
+// scanned already, so skipping the scan loses no error.
 func holdsNothingToMask(text string) bool {
 	if strings.ContainsAny(text, "'\";") || strings.Contains(text, "--") || strings.Contains(text, "/*") {
 		return false
 	}
-	if containsFold(text, "set") {
-		// Perhaps a SET clause, of SET, ALTER ... SET or CREATE FUNCTION ... SET, whose bare
-		// words are values. (Also RESET, OFFSET, a name holding "set": the scanner decides.)
-		return false
+	first := strings.TrimLeft(text, " \t\n\r\f(")
+	for _, keyword := range [...]string{"set", "alter", "create"} {
+		if len(first) >= len(keyword) && strings.EqualFold(first[:len(keyword)], keyword) && containsFold(first, "set") {
+			// Perhaps a SET clause (SET, ALTER ... SET, CREATE FUNCTION ... SET), whose bare
+			// words are values; or RESET, a name holding "set": the scanner decides.
+			return false
+		}
 	}
 	identifier := false // the previous byte belongs to an identifier or keyword
 	for i := 0; i < len(text); i++ {
