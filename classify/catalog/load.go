@@ -926,10 +926,12 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 func replace[T any](list, fresh []T, drop func(*T) bool, order func(a, b *T) int, appended func([]T) []T) (out, removed, added []T, changed bool) {
 	var droppedAt []int
 	var dropped []T
-	for i := range list {
-		if drop != nil && drop(&list[i]) {
-			droppedAt = append(droppedAt, i)
-			dropped = append(dropped, list[i])
+	if drop != nil {
+		for i := range list {
+			if drop(&list[i]) {
+				droppedAt = append(droppedAt, i)
+				dropped = append(dropped, list[i])
+			}
 		}
 	}
 	if len(fresh) == 0 && len(dropped) == 0 {
