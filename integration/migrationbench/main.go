@@ -87,9 +87,21 @@ type options struct {
 	command   string
 }
 
+// pgowlInstance is the pgowl the benchmark runs against: its address, the warning lines it logged
+// so far, how to stop it, and its process when it runs as one of its own (0 in this process).
+type pgowlInstance struct {
+	addr     string
+	warnings func() []string
+	stop     func()
+	pid      int
+}
+
 // timing is one run's result.
 type timing struct {
 	total, change, use time.Duration
+	// cpu is the CPU time used while the run's statements ran (not while it connected): this
+	// process's (the client's, and pgowl's when it runs here) and pgowl's process's.
+	cpu cpuReading
 }
 
 func main() {
@@ -231,11 +243,12 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		start = startPgowlProcess
 	}
-	addr, warnings, stopPgowl, err := start(startCtx, primary, o.logPath)
+	owl, err := start(startCtx, primary, o.logPath)
 	if err != nil {
 		return nil, err
 	}
-	defer stopPgowl()
+	defer owl.stop()
+	addr, warnings, meter := owl.addr, owl.warnings, cpuMeter{pgowlPID: owl.pid}
 	dsn := map[string]string{
 		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
 		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
@@ -268,14 +281,14 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				}
 				// PgBouncer does not pass search_path on from the startup packet: it is SET.
 				setPath := target == targetPgBouncer
-				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly, setPath)
+				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly, setPath, meter)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
 				}
 				key := proto.name + "/" + target
 				results[key] = append(results[key], t)
 				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
-				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false, setPath)
+				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false, setPath, meter)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s, floor: %w", round, proto.name, target, err)
 				}
@@ -324,6 +337,23 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
+	report.WriteString("\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and pgowl's process with `-process`. \"added by pgowl\" is the difference between the pgowl and direct runs plus pgowl's process: what pgowl costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it.\n\n")
+	report.WriteString("| protocol | direct: this process | pgowl: this process | pgowl's process | script: added by pgowl | floor: added by pgowl |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, proto := range protocols {
+		statements := float64(statementsRun(steps, o.changesOnly))
+		perStatement := func(key string, part func(cpuReading) time.Duration, count float64) float64 {
+			return float64(medianCPU(results[key], part)) / count / 1e3
+		}
+		self := func(r cpuReading) time.Duration { return r.self }
+		ofPgowl := func(r cpuReading) time.Duration { return r.pgowl }
+		direct, owl := proto.name+"/"+targetDirect, proto.name+"/"+targetPgowl
+		added := func(suffix string, count float64) float64 {
+			return perStatement(owl+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(owl+suffix, ofPgowl, count)
+		}
+		fmt.Fprintf(&report, "| %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs |\n", proto.name,
+			perStatement(direct, self, statements), perStatement(owl, self, statements), perStatement(owl, ofPgowl, statements),
+			added("", statements), added("/floor", floorRepeat*statements))
+	}
 	if o.pgbouncer {
 		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.")
 		if !o.process {
@@ -368,19 +398,19 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 
 // startPgowl runs pgowl in this process in front of primary with benchUser as its login, and
 // waits until a statement passes through it. warnings returns the warning lines logged so far.
-func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (addr string, warnings func() []string, stop func(), err error) {
+func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (started pgowlInstance, err error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Nodes = []config.Node{{Name: primary.Name, Host: primary.Host, Port: primary.Port}}
 	cfg.Users = []config.User{{Name: benchUser, Password: benchPassword, Auth: config.AuthSCRAM}}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	cfg.Listen = ln.Addr().String()
 	if err := cfg.Validate(); err != nil {
 		ln.Close()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	logs := &warningLog{}
 	logger := zerolog.New(logs).Level(zerolog.WarnLevel)
@@ -388,7 +418,7 @@ func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (add
 		file, err := os.Create(logPath)
 		if err != nil {
 			ln.Close()
-			return "", nil, nil, err
+			return pgowlInstance{}, err
 		}
 		defer func() {
 			if err != nil {
@@ -401,12 +431,12 @@ func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (add
 	inst, err := proxy.Build(cfg, logger)
 	if err != nil {
 		ln.Close()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- inst.Run(runCtx, ln) }()
-	stop = func() {
+	stop := func() {
 		cancel()
 		select {
 		case <-done:
@@ -415,9 +445,9 @@ func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (add
 	}
 	if err := waitForPgowl(ctx, cfg.Listen); err != nil {
 		stop()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
-	return cfg.Listen, logs.lines, stop, nil
+	return pgowlInstance{addr: cfg.Listen, warnings: logs.lines, stop: stop}, nil
 }
 
 // waitForPgowl returns once pgowl at addr answers a statement as benchUser (at most 10 s).
@@ -543,7 +573,7 @@ func floorScript(count int) []step {
 
 // runScript runs the script over one new connection whose search_path is schema, timing each statement.
 // With setPath it is SET after connecting (not timed), for a target that does not pass it on.
-func runScript(ctx context.Context, dsn string, proto protocol, steps []step, schema string, changesOnly, setPath bool) (timing, error) {
+func runScript(ctx context.Context, dsn string, proto protocol, steps []step, schema string, changesOnly, setPath bool, meter cpuMeter) (timing, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	config, err := pgconn.ParseConfig(dsn)
@@ -566,6 +596,7 @@ func runScript(ctx context.Context, dsn string, proto protocol, steps []step, sc
 		exec = func(sql string) error { return conn.ExecParams(ctx, sql, nil, nil, nil, nil).Read().Err }
 	}
 	var t timing
+	cpuBefore := meter.read()
 	began := time.Now()
 	for _, s := range steps {
 		if !s.change && changesOnly {
@@ -583,6 +614,7 @@ func runScript(ctx context.Context, dsn string, proto protocol, steps []step, sc
 		}
 	}
 	t.total = time.Since(began)
+	t.cpu = meter.read().since(cpuBefore)
 	return t, nil
 }
 
@@ -594,6 +626,19 @@ func median(runs []timing) timing {
 	sorted := slices.Clone(runs)
 	slices.SortFunc(sorted, func(a, b timing) int { return int(a.total - b.total) })
 	return sorted[len(sorted)/2]
+}
+
+// medianCPU returns the median of one part of the runs' CPU time.
+func medianCPU(runs []timing, part func(cpuReading) time.Duration) time.Duration {
+	if len(runs) == 0 {
+		return 0
+	}
+	values := make([]time.Duration, len(runs))
+	for i, r := range runs {
+		values[i] = part(r.cpu)
+	}
+	slices.Sort(values)
+	return values[len(values)/2]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

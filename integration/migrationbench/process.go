@@ -27,10 +27,10 @@ const (
 // a user deploys it, with the configuration startPgowl gives the pgowl in this process (the
 // defaults, warnings and errors logged). Its log goes to logPath when given (at debug level), or
 // is kept for the report's warnings.
-func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath string) (addr string, warnings func() []string, stop func(), err error) {
+func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath string) (started pgowlInstance, err error) {
 	dir, err := os.MkdirTemp("", "migrationbench-pgowl-")
 	if err != nil {
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	binary := filepath.Join(dir, "pgowl")
@@ -42,18 +42,18 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 	build.Dir, err = gomodule.Root(ctx)
 	if err != nil {
 		cleanup()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	if out, err := build.CombinedOutput(); err != nil {
 		cleanup()
-		return "", nil, nil, fmt.Errorf("build pgowl: %v: %s", err, out)
+		return pgowlInstance{}, fmt.Errorf("build pgowl: %v: %s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cleanup()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
-	addr = ln.Addr().String()
+	addr := ln.Addr().String()
 	ln.Close()
 	level := "warn"
 	if logPath != "" {
@@ -64,7 +64,7 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 	configPath := filepath.Join(dir, "pgowl.yaml")
 	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
 		cleanup()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	logs := &warningLog{}
 	cmd := exec.Command(binary, "serve", "--config", configPath)
@@ -73,7 +73,7 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 		file, err := os.Create(logPath)
 		if err != nil {
 			cleanup()
-			return "", nil, nil, err
+			return pgowlInstance{}, err
 		}
 		// The file is written by cmd's copy of stderr until cmd.Wait returns, so it is closed
 		// only then.
@@ -82,10 +82,10 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 	}
 	if err := cmd.Start(); err != nil {
 		cleanup()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
 	exited := waitInBackground(cmd)
-	stop = func() {
+	stop := func() {
 		terminate(cmd, exited, 30*time.Second)
 		cleanup()
 	}
@@ -108,9 +108,9 @@ func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath strin
 		default:
 		}
 		stop()
-		return "", nil, nil, err
+		return pgowlInstance{}, err
 	}
-	return addr, logs.lines, stop, nil
+	return pgowlInstance{addr: addr, warnings: logs.lines, stop: stop, pid: cmd.Process.Pid}, nil
 }
 
 // warningLines passes on the lines of a JSON log at level warn or above, one per Write.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cpuMeter reads the CPU time used so far by this process (the clients, and pgowl when it runs
+// here) and, when pgowl runs as a process of its own, by that process. A run's CPU per statement
+// varies far less between runs than its wall time does on a machine whose scheduling delays move
+// a run by tens of percent: it is the measure to compare two builds by.
+type cpuMeter struct {
+	// pgowlPID is pgowl's process, or 0 when pgowl runs in this process.
+	pgowlPID int
+}
+
+// cpuReading is the CPU time used so far: by this process, and by pgowl's process.
+type cpuReading struct{ self, pgowl time.Duration }
+
+func (m cpuMeter) read() cpuReading {
+	var r cpuReading
+	var usage syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) == nil {
+		r.self = time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+	}
+	if m.pgowlPID != 0 {
+		r.pgowl = threadsOnCPU(m.pgowlPID)
+	}
+	return r
+}
+
+// since returns the CPU time used from earlier to r.
+func (r cpuReading) since(earlier cpuReading) cpuReading {
+	return cpuReading{self: r.self - earlier.self, pgowl: r.pgowl - earlier.pgowl}
+}
+
+// threadsOnCPU returns the time process pid's threads have run so far, in nanoseconds as the
+// scheduler counts it (/proc/PID/task/*/schedstat): the clock-tick counters of /proc/PID/stat are
+// too coarse for a run of a few hundred milliseconds. A thread that ended takes its time with
+// it; Go's threads live as long as the process.
+func threadsOnCPU(pid int) time.Duration {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, path := range tasks {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		fields := strings.Fields(string(data))
+		if len(fields) == 0 {
+			continue
+		}
+		if ns, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+			total += time.Duration(ns)
+		}
+	}
+	return total
+}
