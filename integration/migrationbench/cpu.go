@@ -10,16 +10,17 @@ import (
 )
 
 // cpuMeter reads the CPU time used so far by this process (the clients, and pgowl when it runs
-// here) and, when pgowl runs as a process of its own, by that process. A run's CPU per statement
+// here) and by the proxy a target runs through when that is a process of its own (pgowl with
+// -process, PgBouncer). A run's CPU per statement
 // varies far less between runs than its wall time does on a machine whose scheduling delays move
 // a run by tens of percent: it is the measure to compare two builds by.
 type cpuMeter struct {
-	// pgowlPID is pgowl's process, or 0 when pgowl runs in this process.
-	pgowlPID int
+	// proxyPID is the proxy's process, or 0 for none (a direct target, or pgowl in this process).
+	proxyPID int
 }
 
-// cpuReading is the CPU time used so far: by this process, and by pgowl's process.
-type cpuReading struct{ self, pgowl time.Duration }
+// cpuReading is the CPU time used so far: by this process, and by the proxy's process.
+type cpuReading struct{ self, proxy time.Duration }
 
 func (m cpuMeter) read() cpuReading {
 	var r cpuReading
@@ -27,15 +28,15 @@ func (m cpuMeter) read() cpuReading {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) == nil {
 		r.self = time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 	}
-	if m.pgowlPID != 0 {
-		r.pgowl = threadsOnCPU(m.pgowlPID)
+	if m.proxyPID != 0 {
+		r.proxy = threadsOnCPU(m.proxyPID)
 	}
 	return r
 }
 
 // since returns the CPU time used from earlier to r.
 func (r cpuReading) since(earlier cpuReading) cpuReading {
-	return cpuReading{self: r.self - earlier.self, pgowl: r.pgowl - earlier.pgowl}
+	return cpuReading{self: r.self - earlier.self, proxy: r.proxy - earlier.proxy}
 }
 
 // threadsOnCPU returns the time process pid's threads have run so far, in nanoseconds as the

@@ -248,20 +248,22 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		return nil, err
 	}
 	defer owl.stop()
-	addr, warnings, meter := owl.addr, owl.warnings, cpuMeter{pgowlPID: owl.pid}
+	addr, warnings := owl.addr, owl.warnings
+	meters := map[string]cpuMeter{targetPgowl: {proxyPID: owl.pid}}
 	dsn := map[string]string{
 		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
 		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
 	}
 	targets := []string{targetDirect, targetPgowl}
 	if o.pgbouncer {
-		bouncerAddr, stopBouncer, err := startPgBouncer(startCtx, primary)
+		bouncerAddr, bouncerPID, stopBouncer, err := startPgBouncer(startCtx, primary)
 		if err != nil {
 			return nil, err
 		}
 		defer stopBouncer()
 		dsn[targetPgBouncer] = "postgres://" + benchUser + ":" + benchPassword + "@" + bouncerAddr + "/postgres?sslmode=disable"
 		targets = append(targets, targetPgBouncer)
+		meters[targetPgBouncer] = cpuMeter{proxyPID: bouncerPID}
 	}
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
@@ -281,14 +283,14 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				}
 				// PgBouncer does not pass search_path on from the startup packet: it is SET.
 				setPath := target == targetPgBouncer
-				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly, setPath, meter)
+				t, err := runScript(ctx, dsn[target], proto, steps, schema, o.changesOnly, setPath, meters[target])
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s: %w", round, proto.name, target, err)
 				}
 				key := proto.name + "/" + target
 				results[key] = append(results[key], t)
 				fmt.Fprintf(os.Stderr, "round %d %-8s %-6s %8.1f ms\n", round, proto.name, target, ms(t.total))
-				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false, setPath, meter)
+				floorRun, err := runScript(ctx, dsn[target], proto, floor, schema, false, setPath, meters[target])
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s protocol, %s, floor: %w", round, proto.name, target, err)
 				}
@@ -337,22 +339,29 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
-	report.WriteString("\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and pgowl's process with `-process`. \"added by pgowl\" is the difference between the pgowl and direct runs plus pgowl's process: what pgowl costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it.\n\n")
-	report.WriteString("| protocol | direct: this process | pgowl: this process | pgowl's process | script: added by pgowl | floor: added by pgowl |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it.\n\n")
+	cpuTargets := []string{targetPgowl}
+	if o.pgbouncer {
+		cpuTargets = append(cpuTargets, targetPgBouncer)
+	}
+	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	self := func(r cpuReading) time.Duration { return r.self }
+	ofProxy := func(r cpuReading) time.Duration { return r.proxy }
 	for _, proto := range protocols {
 		statements := float64(statementsRun(steps, o.changesOnly))
 		perStatement := func(key string, part func(cpuReading) time.Duration, count float64) float64 {
 			return float64(medianCPU(results[key], part)) / count / 1e3
 		}
-		self := func(r cpuReading) time.Duration { return r.self }
-		ofPgowl := func(r cpuReading) time.Duration { return r.pgowl }
-		direct, owl := proto.name+"/"+targetDirect, proto.name+"/"+targetPgowl
-		added := func(suffix string, count float64) float64 {
-			return perStatement(owl+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(owl+suffix, ofPgowl, count)
+		direct := proto.name + "/" + targetDirect
+		for _, target := range cpuTargets {
+			through := proto.name + "/" + target
+			added := func(suffix string, count float64) float64 {
+				return perStatement(through+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(through+suffix, ofProxy, count)
+			}
+			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs |\n", proto.name, target,
+				perStatement(direct, self, statements), perStatement(through, self, statements), perStatement(through, ofProxy, statements),
+				added("", statements), added("/floor", floorRepeat*statements))
 		}
-		fmt.Fprintf(&report, "| %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs |\n", proto.name,
-			perStatement(direct, self, statements), perStatement(owl, self, statements), perStatement(owl, ofPgowl, statements),
-			added("", statements), added("/floor", floorRepeat*statements))
 	}
 	if o.pgbouncer {
 		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.")

@@ -24,23 +24,23 @@ const pgbouncerStartTimeout = 15 * time.Second
 // a SET holds), SCRAM with benchUser's password, logging off. PgBouncer refuses to run as root,
 // so a root benchmark runs it as the postgres user. The binary is pgbouncer from PATH or
 // /usr/sbin (Debian's package).
-func startPgBouncer(ctx context.Context, primary *cluster.Node) (addr string, stop func(), err error) {
+func startPgBouncer(ctx context.Context, primary *cluster.Node) (addr string, pid int, stop func(), err error) {
 	binary, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if _, statErr := os.Stat("/usr/sbin/pgbouncer"); statErr != nil {
-			return "", nil, fmt.Errorf("-pgbouncer: no pgbouncer in PATH or /usr/sbin (Debian: apt-get install pgbouncer)")
+			return "", 0, nil, fmt.Errorf("-pgbouncer: no pgbouncer in PATH or /usr/sbin (Debian: apt-get install pgbouncer)")
 		}
 		binary = "/usr/sbin/pgbouncer"
 	}
 	dir, err := os.MkdirTemp("", "migrationbench-pgbouncer-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cleanup()
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	addr = ln.Addr().String()
 	ln.Close()
@@ -66,12 +66,12 @@ log_pooler_errors = 1
 	confPath := filepath.Join(dir, "pgbouncer.ini")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		cleanup()
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	// The auth file holds the password in clear: readable by its owner only.
 	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("%q %q\n", benchUser, benchPassword)), 0o600); err != nil {
 		cleanup()
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.Command(binary, confPath)
 	var output strings.Builder
@@ -80,21 +80,21 @@ log_pooler_errors = 1
 		owner, err := user.Lookup("postgres")
 		if err != nil {
 			cleanup()
-			return "", nil, fmt.Errorf("-pgbouncer runs PgBouncer as the postgres user when run as root: %w", err)
+			return "", 0, nil, fmt.Errorf("-pgbouncer runs PgBouncer as the postgres user when run as root: %w", err)
 		}
 		uid, _ := strconv.Atoi(owner.Uid)
 		gid, _ := strconv.Atoi(owner.Gid)
 		for _, path := range []string{dir, confPath, userlist} {
 			if err := os.Chown(path, uid, gid); err != nil {
 				cleanup()
-				return "", nil, err
+				return "", 0, nil, err
 			}
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	}
 	if err := cmd.Start(); err != nil {
 		cleanup()
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	exited := waitInBackground(cmd)
 	stop = func() {
@@ -106,20 +106,20 @@ log_pooler_errors = 1
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			conn.Close()
-			return addr, stop, nil
+			return addr, cmd.Process.Pid, stop, nil
 		}
 		select {
 		case <-exited:
 			cleanup()
-			return "", nil, fmt.Errorf("pgbouncer exited at start: %s", strings.TrimSpace(output.String()))
+			return "", 0, nil, fmt.Errorf("pgbouncer exited at start: %s", strings.TrimSpace(output.String()))
 		case <-ctx.Done():
 			stop()
-			return "", nil, ctx.Err()
+			return "", 0, nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("pgbouncer did not accept connections within %s: %s", pgbouncerStartTimeout, strings.TrimSpace(output.String()))
+			return "", 0, nil, fmt.Errorf("pgbouncer did not accept connections within %s: %s", pgbouncerStartTimeout, strings.TrimSpace(output.String()))
 		}
 	}
 }
