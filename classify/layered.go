@@ -3,21 +3,29 @@ package classify
 import (
 	"iter"
 	"maps"
+	"math"
 )
 
-// minLayered is the fewest changed entries a layered index holds before merging them into its
-// base; past that, it merges them when they outnumber the square root of the base's size.
+// minLayered is the most changed entries a layered index's top layer holds before it merges them
+// into its middle layer, and the fewest its middle layer holds before it merges them into its base
+// (see layered for the sizes past those).
 const minLayered = 32
 
 // layered is one index of a catalogue, shared with the catalogues derived from it
-// (DeriveCatalogue): base, which no catalogue modifies once built, under the entries changed
-// since base was built (set, or removed). A derived catalogue copies only the changed entries
-// and adds its own; when they outnumber the square root of base's size, it merges them into a new
-// base. With n entries, a derivation copies about √n entries, and the whole index once every √n
-// changes, instead of n every time: maps.Clone of a map of pointers costs about what inserting
-// does. A lookup costs one more map lookup while changes are held.
+// (DeriveCatalogue), in three layers, none of which a catalogue modifies once another may read it:
+// base, the entries when the index was last built whole; middle, the entries changed (set, or
+// removed) since base was built; and changed, the entries changed since middle was built. A
+// derived catalogue copies only changed and adds its own changes there. When changed outgrows
+// the cube root of the index's size n (at least minLayered), it is merged into a new middle, and
+// when middle outgrows the square root of n times that, into a new base. A derivation then copies
+// on average a number of entries that grows as ∛n (changed's, and its share of the next middle
+// and of the next base), where two layers (changed merged into base past √n) copied about
+// 1.5·√n: TestLayeredIndexCopiesFewEntriesPerDerivation counts them. maps.Clone of a map of
+// pointers costs about what inserting does. A lookup costs one more map lookup for each of middle
+// and changed while they hold entries.
 type layered[K comparable, V any] struct {
 	base    map[K]V
+	middle  map[K]layeredEntry[V]
 	changed map[K]layeredEntry[V]
 	size    int
 }
@@ -37,6 +45,16 @@ func newLayered[K comparable, V any](m map[K]V) layered[K, V] {
 func (l *layered[K, V]) get(key K) (V, bool) {
 	if len(l.changed) > 0 {
 		if e, ok := l.changed[key]; ok {
+			return e.value, e.present
+		}
+	}
+	return l.below(key)
+}
+
+// below returns the value of key in the layers under changed (middle, then base).
+func (l *layered[K, V]) below(key K) (V, bool) {
+	if len(l.middle) > 0 {
+		if e, ok := l.middle[key]; ok {
 			return e.value, e.present
 		}
 	}
@@ -61,8 +79,16 @@ func (l *layered[K, V]) all() iter.Seq2[K, V] {
 				return
 			}
 		}
+		for key, e := range l.middle {
+			if _, changed := l.changed[key]; !changed && e.present && !yield(key, e.value) {
+				return
+			}
+		}
 		for key, v := range l.base {
-			if _, changed := l.changed[key]; !changed && !yield(key, v) {
+			if _, changed := l.changed[key]; changed {
+				continue
+			}
+			if _, inMiddle := l.middle[key]; !inMiddle && !yield(key, v) {
 				return
 			}
 		}
@@ -70,7 +96,7 @@ func (l *layered[K, V]) all() iter.Seq2[K, V] {
 }
 
 // own makes l, a copy of another catalogue's index, one that set and remove may change without
-// changing the other: its changed entries are copied (base stays shared).
+// changing the other: its top layer is copied (middle and base stay shared).
 func (l *layered[K, V]) own() {
 	l.changed = maps.Clone(l.changed)
 	if l.changed == nil {
@@ -92,31 +118,57 @@ func (l *layered[K, V]) remove(key K) {
 		return
 	}
 	l.size--
-	if _, inBase := l.base[key]; inBase {
+	if _, below := l.below(key); below {
 		l.changed[key] = layeredEntry[V]{}
 	} else {
 		delete(l.changed, key)
 	}
 }
 
-// settle merges the changed entries into a new base when they have grown past what a derivation
-// should copy (see layered).
+// settle merges the top layer into a new middle one, and the middle one into a new base, when they
+// have grown past what a derivation should copy (see layered). The layers it replaces stay as
+// they were: other catalogues' indexes share them.
 func (l *layered[K, V]) settle() {
-	if len(l.changed) <= minLayered || len(l.changed)*len(l.changed) <= len(l.base) {
+	top := max(minLayered, cubeRoot(len(l.base)))
+	if len(l.changed) <= top {
+		return
+	}
+	middle := make(map[K]layeredEntry[V], len(l.middle)+len(l.changed))
+	maps.Copy(middle, l.middle)
+	for key, e := range l.changed {
+		if _, inBase := l.base[key]; e.present || inBase {
+			middle[key] = e
+		} else {
+			delete(middle, key) // removed, and base never held it
+		}
+	}
+	l.middle, l.changed = middle, nil
+	// Middle balances its own copies (its size every top derivations) against the base's (n
+	// every middle's size of them): about the square root of n times top.
+	if len(l.middle) <= max(minLayered, int(math.Sqrt(float64(len(l.base)*top)))) {
 		return
 	}
 	base := maps.Clone(l.base)
 	if base == nil {
-		base = make(map[K]V, len(l.changed))
+		base = make(map[K]V, len(l.middle))
 	}
-	for key, e := range l.changed {
+	for key, e := range l.middle {
 		if e.present {
 			base[key] = e.value
 		} else {
 			delete(base, key)
 		}
 	}
-	l.base, l.changed = base, nil
+	l.base, l.middle = base, nil
+}
+
+// cubeRoot returns the integer cube root of n (rounded down).
+func cubeRoot(n int) int {
+	r := 0
+	for (r+1)*(r+1)*(r+1) <= n {
+		r++
+	}
+	return r
 }
 
 // owning owns one layered index of a derived catalogue the first time the derivation changes it,
