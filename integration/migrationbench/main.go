@@ -339,14 +339,15 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
-	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it.\n\n")
+	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it. The last column is what pgowl allocates per statement when it runs in this process (0 for a proxy of its own process): the garbage collector's work grows with it.\n\n")
 	cpuTargets := []string{targetPgowl}
 	if o.pgbouncer {
 		cpuTargets = append(cpuTargets, targetPgBouncer)
 	}
-	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	self := func(r cpuReading) time.Duration { return r.self }
 	ofProxy := func(r cpuReading) time.Duration { return r.proxy }
+	allocated := func(r cpuReading) time.Duration { return time.Duration(r.allocated) } // bytes, in medianCPU's type
 	for _, proto := range protocols {
 		statements := float64(statementsRun(steps, o.changesOnly))
 		perStatement := func(key string, part func(cpuReading) time.Duration, count float64) float64 {
@@ -358,9 +359,10 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			added := func(suffix string, count float64) float64 {
 				return perStatement(through+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(through+suffix, ofProxy, count)
 			}
-			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs |\n", proto.name, target,
+			allocatedAdded := float64(medianCPU(results[through], allocated)-medianCPU(results[direct], allocated)) / statements
+			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f B |\n", proto.name, target,
 				perStatement(direct, self, statements), perStatement(through, self, statements), perStatement(through, ofProxy, statements),
-				added("", statements), added("/floor", floorRepeat*statements))
+				added("", statements), added("/floor", floorRepeat*statements), allocatedAdded)
 		}
 	}
 	if o.pgbouncer {
