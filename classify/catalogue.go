@@ -366,8 +366,8 @@ func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
 // it and patching keeps it (field casts by composite, then target). It answers every lookup as
 // NewCatalogue(data) would, at a cost that grows with delta, not with the catalogue: each index
 // delta touches is old's, shared, with the entries of the removed objects replaced by those of
-// the added ones in a layer of changes (see layered: about √n entries copied per derivation,
-// and the whole index once every √n changes). The result is a new catalogue, with a new Version
+// the added ones in a layer of changes (see layered: a number of entries that grows as ∛n copied
+// per derivation, counting the layers merged now and then). The result is a new catalogue, with a new Version
 // and no memoised analyses (see KeepAnalysesFrom). old is read, never modified: other sessions
 // may be using it. The slices of data that are not old's become the new catalogue's own: nothing
 // else may append to them in place (slices the Appended methods and copies return are nobody

@@ -20,7 +20,7 @@ const minLayered = 32
 // when middle outgrows the square root of n times that, into a new base. A derivation then copies
 // on average a number of entries that grows as ∛n (changed's, and its share of the next middle
 // and of the next base), where two layers (changed merged into base past √n) copied about
-// 1.5·√n: TestLayeredIndexCopiesFewEntriesPerDerivation counts them. maps.Clone of a map of
+// 1.5·√n: TestLayeredIndexCopiesFewEntriesPerDerivation bounds the bytes they take. maps.Clone of a map of
 // pointers costs about what inserting does. A lookup costs one more map lookup for each of middle
 // and changed while they hold entries.
 type layered[K comparable, V any] struct {
