@@ -100,7 +100,8 @@ type pgowlInstance struct {
 type timing struct {
 	total, change, use time.Duration
 	// cpu is the CPU time used while the run's statements ran (not while it connected): this
-	// process's (the client's, and pgowl's when it runs here) and pgowl's process's.
+	// process's (the client's, and pgowl's when it runs here) and the proxy's process's; and the
+	// bytes this process allocated meanwhile.
 	cpu cpuReading
 }
 
@@ -339,30 +340,31 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
-	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it. The last column is what pgowl allocates per statement when it runs in this process (0 for a proxy of its own process): the garbage collector's work grows with it.\n\n")
+	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it. The last column is what this process allocates per statement more than in a direct run: what pgowl allocates when it runs here (the garbage collector's work grows with it), only the client's difference for a proxy of its own process.\n\n")
 	cpuTargets := []string{targetPgowl}
 	if o.pgbouncer {
 		cpuTargets = append(cpuTargets, targetPgBouncer)
 	}
 	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	self := func(r cpuReading) time.Duration { return r.self }
-	ofProxy := func(r cpuReading) time.Duration { return r.proxy }
-	allocated := func(r cpuReading) time.Duration { return time.Duration(r.allocated) } // bytes, in medianCPU's type
+	self := func(r cpuReading) float64 { return float64(r.self) }
+	ofProxy := func(r cpuReading) float64 { return float64(r.proxy) }
+	allocated := func(r cpuReading) float64 { return float64(r.allocated) }
 	for _, proto := range protocols {
 		statements := float64(statementsRun(steps, o.changesOnly))
-		perStatement := func(key string, part func(cpuReading) time.Duration, count float64) float64 {
-			return float64(medianCPU(results[key], part)) / count / 1e3
+		// perStatement is the median of part over the runs of key, per statement (µs for times).
+		perStatement := func(key string, part func(cpuReading) float64, count float64) float64 {
+			return medianCPU(results[key], part) / count
 		}
 		direct := proto.name + "/" + targetDirect
 		for _, target := range cpuTargets {
 			through := proto.name + "/" + target
 			added := func(suffix string, count float64) float64 {
-				return perStatement(through+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(through+suffix, ofProxy, count)
+				return (perStatement(through+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(through+suffix, ofProxy, count)) / 1e3
 			}
-			allocatedAdded := float64(medianCPU(results[through], allocated)-medianCPU(results[direct], allocated)) / statements
 			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f B |\n", proto.name, target,
-				perStatement(direct, self, statements), perStatement(through, self, statements), perStatement(through, ofProxy, statements),
-				added("", statements), added("/floor", floorRepeat*statements), allocatedAdded)
+				perStatement(direct, self, statements)/1e3, perStatement(through, self, statements)/1e3, perStatement(through, ofProxy, statements)/1e3,
+				added("", statements), added("/floor", floorRepeat*statements),
+				perStatement(through, allocated, statements)-perStatement(direct, allocated, statements))
 		}
 	}
 	if o.pgbouncer {
@@ -639,12 +641,12 @@ func median(runs []timing) timing {
 	return sorted[len(sorted)/2]
 }
 
-// medianCPU returns the median of one part of the runs' CPU time.
-func medianCPU(runs []timing, part func(cpuReading) time.Duration) time.Duration {
+// medianCPU returns the median of one part of the runs' CPU readings.
+func medianCPU(runs []timing, part func(cpuReading) float64) float64 {
 	if len(runs) == 0 {
 		return 0
 	}
-	values := make([]time.Duration, len(runs))
+	values := make([]float64, len(runs))
 	for i, r := range runs {
 		values[i] = part(r.cpu)
 	}
