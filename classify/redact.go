@@ -48,15 +48,15 @@ func maskLiterals(text string) (string, error) {
 	if holdsNothingToMask(text) {
 		return text, nil
 	}
-	scan, err := pg_query.Scan(text)
+	tokens, err := scanSQL(text)
 	if err != nil {
 		return "", err
 	}
-	return maskLiteralTokens(text, scan.GetTokens())
+	return maskLiteralTokens(text, tokens)
 }
 
 // maskLiteralTokens is maskLiterals with the scanner's tokens of text.
-func maskLiteralTokens(text string, tokens []*pg_query.ScanToken) (string, error) {
+func maskLiteralTokens(text string, tokens []scanToken) (string, error) {
 	next := 1
 	for _, tok := range tokens {
 		if tok.Token == pg_query.Token_PARAM {
@@ -102,7 +102,7 @@ func maskLiteralTokens(text string, tokens []*pg_query.ScanToken) (string, error
 		case tok.Token == pg_query.Token_SET && settingStatement:
 			start, end := setValues(tokens, i)
 			for j := start; j < end; j++ {
-				if v := tokens[j]; isSetValueWord(v) {
+				if v := &tokens[j]; isSetValueWord(v) {
 					replace(v.Start, v.End, placeholder())
 				} else if isConstantToken(v.Token) {
 					replace(v.Start, v.End, placeholder())
@@ -132,7 +132,7 @@ func isConstantToken(t pg_query.Token) bool {
 // isSetValueWord reports a bare word that a SET clause takes as its value:
 // an identifier or a keyword that is not reserved (on, off, true, local).
 // DEFAULT stays: it names no value.
-func isSetValueWord(tok *pg_query.ScanToken) bool {
+func isSetValueWord(tok *scanToken) bool {
 	switch {
 	case tok.Token == pg_query.Token_DEFAULT:
 		return false
@@ -150,7 +150,7 @@ func isSetValueWord(tok *pg_query.ScanToken) bool {
 // clause "SET [SESSION|LOCAL] name[.name] {TO|=} value[, value ...]" that
 // starts at tokens[set]; the range is empty when the tokens there are not
 // such a clause (SET ROLE, SET TRANSACTION, SET SCHEMA 'x').
-func setValues(tokens []*pg_query.ScanToken, set int) (start, end int) {
+func setValues(tokens []scanToken, set int) (start, end int) {
 	i := set + 1
 	skipComments := func() {
 		for i < len(tokens) && (tokens[i].Token == pg_query.Token_SQL_COMMENT || tokens[i].Token == pg_query.Token_C_COMMENT) {
@@ -164,7 +164,7 @@ func setValues(tokens []*pg_query.ScanToken, set int) (start, end int) {
 	}
 	// The setting's name: words joined by dots.
 	for {
-		if i >= len(tokens) || !isNameToken(tokens[i]) {
+		if i >= len(tokens) || !isNameToken(&tokens[i]) {
 			return set, set
 		}
 		i++
@@ -186,7 +186,7 @@ func setValues(tokens []*pg_query.ScanToken, set int) (start, end int) {
 		if i < len(tokens) && (tokens[i].Token == pg_query.Token_ASCII_45 || tokens[i].Token == pg_query.Token_ASCII_43) {
 			i++
 		}
-		if i >= len(tokens) || !(isSetValueWord(tokens[i]) || isConstantToken(tokens[i].Token) ||
+		if i >= len(tokens) || !(isSetValueWord(&tokens[i]) || isConstantToken(tokens[i].Token) ||
 			tokens[i].Token == pg_query.Token_DEFAULT || tokens[i].Token == pg_query.Token_PARAM) {
 			return start, i
 		}
@@ -200,7 +200,7 @@ func setValues(tokens []*pg_query.ScanToken, set int) (start, end int) {
 }
 
 // isNameToken reports a token that can name a setting: an identifier or any keyword.
-func isNameToken(tok *pg_query.ScanToken) bool {
+func isNameToken(tok *scanToken) bool {
 	return tok.Token == pg_query.Token_IDENT || tok.Token == pg_query.Token_UIDENT || tok.KeywordKind != pg_query.KeywordKind_NO_KEYWORD
 }
 
