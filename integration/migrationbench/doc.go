@@ -41,6 +41,13 @@
 // What it adds is what any proxy's extra hop costs on the machine, the part of pgowl's ratio that
 // is not pgowl's work; a third table sets the two side by side.
 //
+// A table gives the CPU per statement each proxy adds (this process's CPU while a run's
+// statements run, against a direct run's, plus the proxy's process's, read from
+// /proc/PID/task/*/schedstat), for the script and the floor, and the bytes this process
+// allocates per statement more than in a direct run (pgowl's, when it runs here). On a machine
+// whose scheduling moves the wall time of a run by tens of percent, these move less (CPU by about
+// ±15% between sittings, allocation by a few percent): compare two builds by them.
+//
 // # Usage
 //
 //	go run ./integration/migrationbench              # 5 rounds (about 1 minute on 2 cores)
