@@ -34,29 +34,17 @@ func scanSQL(sql string) ([]scanToken, error) {
 		return nil, err
 	}
 	tokens := make([]scanToken, 0, len(encoded)/scanTokensPerByteGuess+1)
-	for b := encoded; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
+	err = eachField(encoded, func(num protowire.Number, typ protowire.Type, value []byte) error {
 		if num != scanResultTokens || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
+			return nil
 		}
-		message, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
-		}
-		b = b[n:]
+		message, _ := protowire.ConsumeBytes(value) // whole: eachField consumed it
 		token, err := decodeScanTokenValue(message)
-		if err != nil {
-			return nil, err
-		}
 		tokens = append(tokens, token)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return tokens, nil
 }
@@ -64,24 +52,11 @@ func scanSQL(sql string) ([]scanToken, error) {
 // decodeScanTokenValue decodes one ScanToken message.
 func decodeScanTokenValue(b []byte) (scanToken, error) {
 	var t scanToken
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return t, protowire.ParseError(n)
-		}
-		b = b[n:]
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, value []byte) error {
 		if typ != protowire.VarintType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return t, protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
+			return nil
 		}
-		v, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return t, protowire.ParseError(n)
-		}
-		b = b[n:]
+		v, _ := protowire.ConsumeVarint(value) // whole: eachField consumed it
 		switch num {
 		case scanTokenStart:
 			t.Start = int32(v)
@@ -92,6 +67,7 @@ func decodeScanTokenValue(b []byte) (scanToken, error) {
 		case scanTokenKeywordKind:
 			t.KeywordKind = pg_query.KeywordKind(int32(v))
 		}
-	}
-	return t, nil
+		return nil
+	})
+	return t, err
 }
