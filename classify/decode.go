@@ -4,27 +4,10 @@ import (
 	"errors"
 	"unicode/utf8"
 
-	pg_query "github.com/pganalyze/pg_query_go/v5"
-	"github.com/pganalyze/pg_query_go/v5/parser"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 //go:generate go run ./internal/gentree -dir .
-
-// parseSQL is pg_query.Parse, with the C parser's protobuf decoded by decode_generated.go instead
-// of proto.Unmarshal: the same tree (TestGeneratedDecodeMatchesProtoUnmarshal), in about a third of
-// the time, without protobuf reflection.
-func parseSQL(sql string) (*pg_query.ParseResult, error) {
-	encoded, err := parser.ParseToProtobuf(sql)
-	if err != nil {
-		return nil, err
-	}
-	tree := &pg_query.ParseResult{}
-	if err := decodeParseResult(encoded, tree); err != nil {
-		return nil, err
-	}
-	return tree, nil
-}
 
 // errInvalidUTF8 fails a decoded string that is not UTF-8, as proto.Unmarshal fails a proto3
 // string.

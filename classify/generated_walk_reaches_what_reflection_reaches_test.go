@@ -16,14 +16,14 @@ import (
 	"github.com/pgowl/pgowl/classify/internal/treesource"
 )
 
-// walk_generated.go and decode_generated.go are what gentree writes for the pg_query module this
+// walk_generated.go, decode_generated.go and decodejson_generated.go are what gentree writes for the pg_query module this
 // build links: a pg_query upgrade that adds a node type or a field fails here until
 // `go generate ./classify` is run.
 func TestGeneratedTreeCodeIsCurrent(t *testing.T) {
 	for _, file := range []struct {
 		name     string
 		generate func() ([]byte, error)
-	}{{"walk_generated.go", treesource.Walk}, {"decode_generated.go", treesource.Decode}} {
+	}{{"walk_generated.go", treesource.Walk}, {"decode_generated.go", treesource.Decode}, {"decodejson_generated.go", treesource.DecodeJSON}} {
 		want, err := file.generate()
 		if err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".", "directory to write walk_generated.go and decode_generated.go into")
+	dir := flag.String("dir", ".", "directory to write walk_generated.go, decode_generated.go and decodejson_generated.go into")
 	flag.Parse()
 	for _, file := range []struct {
 		name     string
@@ -18,6 +18,7 @@ func main() {
 	}{
 		{"walk_generated.go", treesource.Walk},
 		{"decode_generated.go", treesource.Decode},
+		{"decodejson_generated.go", treesource.DecodeJSON},
 	} {
 		source, err := file.generate()
 		if err == nil {
