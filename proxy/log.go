@@ -5,13 +5,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/route"
 )
 
 // logUnit writes the routing-log line of one routed unit.
 func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
-	u.effects.Label() // done already when u was sent (exchangeOn)
+	if sess.labelsRead() {
+		u.effects.Label() // done already when u was sent (exchangeOn)
+	}
 	sess.last = lastUnit{effects: u.effects, decision: dec, outcome: outcome, valid: true, guard: u.guard.explainText(dec.Node, outcome)}
 	eff := &sess.last.effects
 	if u.prepareOnly {
@@ -81,6 +85,15 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 	ev.Bool("ai", ai).Msg("routed")
 }
 
+// labelsRead reports whether a unit's labels (its fingerprint and normalised text, two more runs
+// of the parser) will be read when it is logged: by the routing log's info line or by the
+// observer (history, metrics). When neither is on, they are computed only if SHOW pgowl.explain
+// asks for them.
+func (sess *session) labelsRead() bool {
+	return sess.srv.opts.Observer != nil ||
+		(sess.log.GetLevel() <= zerolog.InfoLevel && zerolog.GlobalLevel() <= zerolog.InfoLevel)
+}
+
 // lastUnit remembers the session's last routed unit for SHOW pgowl.explain.
 type lastUnit struct {
 	effects  classify.Effects
@@ -96,6 +109,7 @@ func (l *lastUnit) explain() string {
 	if !l.valid {
 		return "no statement has been routed in this session yet"
 	}
+	l.effects.Label() // left to be computed when nothing else read them (labelsRead)
 	eff, dec := &l.effects, &l.decision
 	if dec.Node == "" {
 		text := fmt.Sprintf("not routed: %s; effect=%s reason=%s subject=%q statement=%q", l.outcome, eff.Access, eff.Reason, eff.Subject, eff.Normalized)

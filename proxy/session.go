@@ -508,7 +508,9 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		}
 		if err == nil {
 			sess.prepareCreatedWhileItRuns()
-			u.effects.Label() // for the NOTICE's log line, while the node runs u
+			if sess.labelsRead() {
+				u.effects.Label() // for the NOTICE's log line, while the node runs u
+			}
 			timeout := sess.armQueryTimeout(be)
 			out, err = sess.relay(be, u)
 			if timeout != nil {
