@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/admin"
+	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/nodetls"
@@ -214,9 +215,11 @@ func (in *Instance) PeerAddr() net.Addr {
 }
 
 // Run starts the monitor, waits briefly for its first round, and serves
-// clients on ln until ctx ends. It closes the pool when it returns.
+// clients on ln until ctx ends. It closes the pool and the function catalogue's
+// manager when it returns.
 func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	defer in.Pool.Close()
+	defer in.closeCatalogues()
 	// The monitor outlives ctx until the server has drained: statements of
 	// the sessions that finish during a shutdown are routed as usual.
 	in.monitorCtx = context.WithoutCancel(ctx)
@@ -312,4 +315,13 @@ func readUsersFile(cfg config.Config, logger zerolog.Logger) ([]*auth.Credential
 		creds = append(creds, c)
 	}
 	return creds, nil
+}
+
+// closeCatalogues stops the function catalogue's manager once the server has drained: its timers
+// (a confirmation read, the settling of changes) and kept connections would outlive the proxy, and
+// a read they start would fail against nodes being stopped with it.
+func (in *Instance) closeCatalogues() {
+	if m, ok := in.Server.opts.Classifier.Catalogues().(*catalog.Manager); ok {
+		m.Close()
+	}
 }

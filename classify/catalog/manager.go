@@ -73,6 +73,46 @@ type Manager struct {
 	dbs  map[string]*database
 	// derivedOIDs counts the OIDs given to functions added without a read (derivedOID).
 	derivedOIDs atomic.Uint32
+	// closed: Close was called; no read starts a connection, no timer starts a read.
+	closed atomic.Bool
+}
+
+// errManagerClosed fails a read that would start after Close.
+var errManagerClosed = errors.New("catalog: the catalogue manager is closed")
+
+// Close stops m, for the proxy that owns it stopping: the timers that would start reads (the
+// settling of changes, the confirmation of objects taken without a read) and close the kept
+// connections are stopped, the kept connections closed, and no read starts a connection after
+// it. The catalogues held stay as they are and are still served. A read running finishes and
+// closes its connection. Close may be called more than once.
+func (m *Manager) Close() {
+	if m.closed.Swap(true) {
+		return
+	}
+	m.mu.RLock()
+	dbs := make([]*database, 0, len(m.dbs))
+	for _, db := range m.dbs {
+		dbs = append(dbs, db)
+	}
+	m.mu.RUnlock()
+	for _, db := range dbs {
+		db.mu.Lock()
+		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer} {
+			if timer != nil {
+				timer.Stop()
+			}
+		}
+		var conn *pgx.Conn
+		if db.loading == nil {
+			conn, db.conn = db.conn, nil
+		}
+		db.mu.Unlock()
+		if conn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(ctx)
+			cancel()
+		}
+	}
 }
 
 type database struct {
@@ -299,7 +339,7 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 func (m *Manager) settlePending(db *database) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.loading == nil && db.dirty.Load() && db.cat.Load() != nil {
+	if !m.closed.Load() && db.loading == nil && db.dirty.Load() && db.cat.Load() != nil {
 		m.startLoad(db)
 	}
 }
@@ -371,6 +411,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			db.conn = nil
 			db.failedAt, db.failedGeneration = time.Now(), generation
 			db.pending.Merge(&pending)
+			if m.closed.Load() {
+				return // stopped: nothing will use what it would have read
+			}
 			m.opts.Logger.Warn().Err(err).Str("database", db.name).Bool("whole", whole).
 				Msg("could not read the function catalogue; unknown functions go to the primary")
 			time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
@@ -378,7 +421,12 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		}
 		db.conn, db.lastUse = conn, time.Now()
 		db.confirmed(&pending, whole)
-		db.idleTimer = time.AfterFunc(keepIdle, func() { m.closeIdle(db) })
+		if m.closed.Load() {
+			db.conn = nil
+			go conn.Close(context.Background())
+		} else {
+			db.idleTimer = time.AfterFunc(keepIdle, func() { m.closeIdle(db) })
+		}
 		db.failedAt = time.Time{}
 		if whole {
 			db.assertions = assertions
@@ -519,7 +567,7 @@ func (m *Manager) confirmLater(db *database) {
 func (m *Manager) confirmTaken(db *database) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.unconfirmed.Empty() || db.cat.Load() == nil {
+	if m.closed.Load() || db.unconfirmed.Empty() || db.cat.Load() == nil {
 		return
 	}
 	if db.loading != nil || !db.pending.Empty() {
@@ -563,6 +611,12 @@ func addMissing(list, names []string) []string {
 
 // connection returns conn if it is usable, else a new connection to database.
 func (m *Manager) connection(database string, conn *pgx.Conn) (*pgx.Conn, error) {
+	if m.closed.Load() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+		return nil, errManagerClosed
+	}
 	if conn != nil && !conn.IsClosed() {
 		return conn, nil
 	}
