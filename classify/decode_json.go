@@ -24,12 +24,20 @@ import (
 // Nodes), a string that is not UTF-8 (as proto.Unmarshal, the protobuf path fails it), a key the
 // message does not have (a writer that differs from the descriptors).
 //
+// Statements longer than jsonTextBound, and those that may hold a multi-column assignment, are
+// parsed through protobuf from the start: their JSON could outgrow what the C writer can hold,
+// which ends the process (see jsonTextBound).
+//
 // Strings in the tree are substrings of the JSON text, not copies, unless they hold an escape:
 // a tree kept keeps its statement's JSON text.
 
 // parseSQL is pg_query.Parse: PostgreSQL's parser in C, the tree read into pg_query's Go
-// messages without protobuf reflection, through JSON where it says the tree exactly.
+// messages without protobuf reflection, through JSON where it says the tree exactly and cannot
+// outgrow what the C writer can hold (readsThroughJSON).
 func parseSQL(sql string) (*pg_query.ParseResult, error) {
+	if !readsThroughJSON(sql) {
+		return parseSQLThroughProtobuf(sql)
+	}
 	text, err := parser.ParseToJSON(sql)
 	if err != nil {
 		return nil, err
@@ -38,6 +46,48 @@ func parseSQL(sql string) (*pg_query.ParseResult, error) {
 		return tree, nil
 	}
 	return parseSQLThroughProtobuf(sql)
+}
+
+// jsonTextBound is the longest statement parseSQL parses through JSON.
+//
+// pg_query writes the JSON into a PostgreSQL string buffer, which cannot grow past 1 GB, and the
+// error it raises there is outside the parse's error handler: it ends the process. (The protobuf
+// is written with malloc, without that bound.) Without subtrees shared in the tree, the JSON is
+// at most some tens of times its statement. The grammar shares one: the source of a multi-column
+// assignment, SET (a, b, ...) = (...), which both writers write once per column, so that the
+// text written grows as the product of the two (a 205 KB UPDATE of 1000 columns from a 200 KB
+// string of '<', which the JSON writes as \u003c: 200 MB of protobuf, over 1 GB of JSON). Such
+// statements are parsed through protobuf (mayShareSubtrees); the bound keeps a sharing this does
+// not know of, if one exists, from reaching 1 GB where it would grow as the square of the text:
+// 1.5 times the square of 16 KB is 400 MB. Longer statements are rare and cost the parse more
+// than the writer does.
+const jsonTextBound = 16 << 10
+
+// readsThroughJSON reports whether parseSQL parses sql through JSON (see jsonTextBound).
+func readsThroughJSON(sql string) bool {
+	return len(sql) <= jsonTextBound && !mayShareSubtrees(sql)
+}
+
+// mayShareSubtrees reports whether sql may hold a multi-column assignment, whose source the
+// grammar shares among the columns. The assignment is part of a SET list after UPDATE (an UPDATE,
+// an INSERT's ON CONFLICT DO UPDATE, a MERGE's THEN UPDATE), and keywords are ASCII, matched
+// without case, never quoted and never split by a comment: a text without both words holds none.
+func mayShareSubtrees(sql string) bool {
+	return containsASCIIFold(sql, "update") && containsASCIIFold(sql, "set")
+}
+
+// containsASCIIFold reports whether s contains lower, a lower-case ASCII word, in any case.
+func containsASCIIFold(s, lower string) bool {
+	for i := 0; i+len(lower) <= len(s); i++ {
+		j := 0
+		for j < len(lower) && s[i+j]|0x20 == lower[j] {
+			j++
+		}
+		if j == len(lower) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseSQLThroughProtobuf is pg_query.Parse, with the C parser's protobuf decoded by
