@@ -617,6 +617,12 @@ func failClosed(subject string) Effects {
 // unparseable is the verdict for input pg_query rejects. The subject omits the parser's quote of the
 // input (`at or near "..."`) so that logs of the subject carry no literals; ParseError keeps it.
 func unparseable(err error) Effects {
+	var tooCostly *treeTooCostlyError
+	if errors.As(err, &tooCostly) {
+		effects := failClosed("not parsed: a multi-column assignment could copy its source into too large a tree")
+		effects.ParseError = err.Error()
+		return effects
+	}
 	message := err.Error()
 	short := message
 	var parseErr *parser.Error

@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,6 +36,9 @@ import (
 // messages without protobuf reflection, through JSON where it says the tree exactly and cannot
 // outgrow what the C writer can hold (readsThroughJSON).
 func parseSQL(sql string) (*pg_query.ParseResult, error) {
+	if bound := sharedTreeBound(sql); bound > sharedTreeBudget {
+		return nil, &treeTooCostlyError{bound: bound}
+	}
 	if !readsThroughJSON(sql) {
 		return parseSQLThroughProtobuf(sql)
 	}
@@ -78,16 +82,112 @@ func mayShareSubtrees(sql string) bool {
 
 // containsASCIIFold reports whether s contains lower, a lower-case ASCII word, in any case.
 func containsASCIIFold(s, lower string) bool {
-	for i := 0; i+len(lower) <= len(s); i++ {
+	return countASCIIFold(s, lower, 1) > 0
+}
+
+// countASCIIFold counts the places s holds lower, a lower-case ASCII word, in any case, up to
+// limit.
+func countASCIIFold(s, lower string, limit int) int {
+	count := 0
+	for i := 0; i+len(lower) <= len(s) && count < limit; i++ {
 		j := 0
 		for j < len(lower) && s[i+j]|0x20 == lower[j] {
 			j++
 		}
 		if j == len(lower) {
-			return true
+			count++
 		}
 	}
-	return false
+	return count
+}
+
+// sharedTreeBudget is the most sharedTreeBound lets a statement's parse tree reach.
+//
+// Both of pg_query's writers write a multi-column assignment's source once per column, and an
+// UPDATE inside a WITH inside such a source copies its own source again for each copy (the raw
+// grammar takes it; only analysis refuses it). So the written tree can grow as a power of the
+// statement: through protobuf, a 105 KB UPDATE of 1000 columns from a 100 KB string took 2.7 s
+// and 320 MB, one of 211 KB 10 s and 1.2 GB, and one of 1 MB (the default
+// limits.max_message_size is 64 MB) would take the proxy's memory. A source of many small nodes
+// costs more per byte than a string: up to some hundreds of bytes of tree per byte. Such a
+// statement is not parsed: like input the parser rejects, it goes to the primary as of unknown
+// effect, the reason saying why. A statement that holds the assignment writes (UPDATE, INSERT ...
+// ON CONFLICT DO UPDATE, MERGE), so its routing does not change.
+const sharedTreeBudget = 2 << 20
+
+// sharedTreeBound bounds the bytes of source text that copies of shared sources can put in sql's
+// parse tree: 0 when sql holds no multi-column assignment, else its length times the columns of
+// each assignment's target list, SET (a, b, ...) = or , (a, b, ...) = (a nested one multiplies
+// the copies; others only add, but the product bounds both), saturating past sharedTreeBudget.
+// The scanner finds the lists, only for a statement whose length times its commas (and one), for
+// each UPDATE in it, passes the budget.
+func sharedTreeBound(sql string) uint64 {
+	if !mayShareSubtrees(sql) {
+		return 0
+	}
+	commas := uint64(strings.Count(sql, ",") + 1)
+	crude := uint64(len(sql))
+	for range countASCIIFold(sql, "update", 8) {
+		if crude *= commas; crude > sharedTreeBudget {
+			break
+		}
+	}
+	if crude <= sharedTreeBudget {
+		return crude
+	}
+	tokens, err := scanSQL(sql)
+	if err != nil {
+		return 0 // the parser rejects it as well
+	}
+	code := tokens[:0:0]
+	for _, tok := range tokens {
+		if tok.Token != pg_query.Token_SQL_COMMENT && tok.Token != pg_query.Token_C_COMMENT {
+			code = append(code, tok)
+		}
+	}
+	text := func(i int) string { return sql[code[i].Start:code[i].End] }
+	bound, lists := uint64(len(sql)), 0
+	var open []int // the '(' not closed yet
+	for i := range code {
+		switch text(i) {
+		case "(":
+			open = append(open, i)
+		case ")":
+			if len(open) == 0 {
+				continue
+			}
+			first := open[len(open)-1]
+			open = open[:len(open)-1]
+			if first == 0 || i+1 >= len(code) || text(i+1) != "=" {
+				continue
+			}
+			if before := text(first - 1); before != "," && !strings.EqualFold(before, "set") {
+				continue
+			}
+			columns := uint64(1)
+			for j := first + 1; j < i; j++ {
+				if text(j) == "," {
+					columns++
+				}
+			}
+			lists++
+			if bound *= columns; bound > sharedTreeBudget {
+				return bound
+			}
+		}
+	}
+	if lists == 0 {
+		return 0
+	}
+	return bound
+}
+
+// treeTooCostlyError is why a statement is not parsed (sharedTreeBudget).
+type treeTooCostlyError struct{ bound uint64 }
+
+func (e *treeTooCostlyError) Error() string {
+	return fmt.Sprintf("not parsed: a multi-column assignment could copy its source into a parse tree of up to %d MB (the bound is %d MB)",
+		e.bound>>20, sharedTreeBudget>>20)
 }
 
 // parseSQLThroughProtobuf is pg_query.Parse, with the C parser's protobuf decoded by
