@@ -129,8 +129,11 @@
 // The tree comes from PostgreSQL's parser in pg_query's C library, read into pg_query's Go
 // messages by generated code: from the JSON the library writes (decode_json.go), which it writes in
 // a third of the time its protobuf takes for a short statement, and from the protobuf
-// (decode_generated.go) where the JSON cannot say the tree exactly. Both give what proto.Unmarshal
-// gives (TestJSONTreeMatchesProtobufTree, TestGeneratedDecodeMatchesProtoUnmarshal).
+// (decode_generated.go) where the JSON cannot say the tree exactly, or could outgrow what the C
+// writer holds. Both give what proto.Unmarshal gives (TestJSONTreeMatchesProtobufTree,
+// TestGeneratedDecodeMatchesProtoUnmarshal). A statement whose multi-column assignments could copy
+// their sources into a tree past sharedTreeBudget is not parsed at all and fails closed, as input
+// the parser rejects does.
 //
 // ProvisionalCreate goes further for one kind of statement: a CREATE [OR REPLACE] FUNCTION,
 // PROCEDURE, TYPE or VIEW that is not temporary is a write that changes the catalogue whatever its
