@@ -36,10 +36,13 @@ import (
 // messages without protobuf reflection, through JSON where it says the tree exactly and cannot
 // outgrow what the C writer can hold (readsThroughJSON).
 func parseSQL(sql string) (*pg_query.ParseResult, error) {
-	if bound := sharedTreeBound(sql); bound > sharedTreeBudget {
-		return nil, &treeTooCostlyError{bound: bound}
+	shares := mayShareSubtrees(sql)
+	if shares {
+		if bound := sharedTreeBound(sql); bound > sharedTreeBudget {
+			return nil, &treeTooCostlyError{bound: bound}
+		}
 	}
-	if !readsThroughJSON(sql) {
+	if shares || len(sql) > jsonTextBound { // !readsThroughJSON, the words looked for once
 		return parseSQLThroughProtobuf(sql)
 	}
 	text, err := parser.ParseToJSON(sql)
@@ -77,28 +80,7 @@ func readsThroughJSON(sql string) bool {
 // an INSERT's ON CONFLICT DO UPDATE, a MERGE's THEN UPDATE), and keywords are ASCII, matched
 // without case, never quoted and never split by a comment: a text without both words holds none.
 func mayShareSubtrees(sql string) bool {
-	return containsASCIIFold(sql, "update") && containsASCIIFold(sql, "set")
-}
-
-// containsASCIIFold reports whether s contains lower, a lower-case ASCII word, in any case.
-func containsASCIIFold(s, lower string) bool {
-	return countASCIIFold(s, lower, 1) > 0
-}
-
-// countASCIIFold counts the places s holds lower, a lower-case ASCII word, in any case, up to
-// limit.
-func countASCIIFold(s, lower string, limit int) int {
-	count := 0
-	for i := 0; i+len(lower) <= len(s) && count < limit; i++ {
-		j := 0
-		for j < len(lower) && s[i+j]|0x20 == lower[j] {
-			j++
-		}
-		if j == len(lower) {
-			count++
-		}
-	}
-	return count
+	return containsFold(sql, "update") && containsFold(sql, "set")
 }
 
 // sharedTreeBudget is the most sharedTreeBound lets a statement's parse tree reach.
@@ -116,18 +98,16 @@ func countASCIIFold(s, lower string, limit int) int {
 const sharedTreeBudget = 2 << 20
 
 // sharedTreeBound bounds the bytes of source text that copies of shared sources can put in sql's
-// parse tree: 0 when sql holds no multi-column assignment, else its length times the columns of
+// parse tree, for sql that may share subtrees (mayShareSubtrees): 0 when it holds no multi-column
+// assignment, else its length times the columns of
 // each assignment's target list, SET (a, b, ...) = or , (a, b, ...) = (a nested one multiplies
 // the copies; others only add, but the product bounds both), saturating past sharedTreeBudget.
 // The scanner finds the lists, only for a statement whose length times its commas (and one), for
 // each UPDATE in it, passes the budget.
 func sharedTreeBound(sql string) uint64 {
-	if !mayShareSubtrees(sql) {
-		return 0
-	}
 	commas := uint64(strings.Count(sql, ",") + 1)
 	crude := uint64(len(sql))
-	for range countASCIIFold(sql, "update", 8) {
+	for range countFold(sql, "update", 8) {
 		if crude *= commas; crude > sharedTreeBudget {
 			break
 		}

@@ -29,10 +29,22 @@ func ProvisionalSelect(sql string) (Effects, bool) {
 
 // containsFold reports whether s holds word (lower-case ASCII letters) in any case.
 func containsFold(s, word string) bool {
-	for i := 0; i+len(word) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(word)], word) {
-			return true
+	return countFold(s, word, 1) > 0
+}
+
+// countFold counts the places s holds word (lower-case ASCII letters) in any case, up to limit.
+// Keywords are matched in ASCII only, as PostgreSQL's scanner matches them; a byte or'd with 0x20
+// equals a lower-case letter only when it is that letter in either case.
+func countFold(s, word string, limit int) int {
+	count := 0
+	for i := 0; i+len(word) <= len(s) && count < limit; i++ {
+		j := 0
+		for j < len(word) && s[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == len(word) {
+			count++
 		}
 	}
-	return false
+	return count
 }
