@@ -41,6 +41,15 @@
 // What it adds is what any proxy's extra hop costs on the machine, the part of pgowl's ratio that
 // is not pgowl's work; a third table sets the two side by side.
 //
+// With -byte-relay, a relay in this process that copies bytes and does nothing else (io.Copy each
+// way) is a target too: the extra hop of any proxy written in Go and run where pgowl runs, so
+// that pgowl's ratio can be split into the hop's part and its own work's.
+//
+// A table splits the time by statement kind (each CREATE, and each use of what it made): per
+// kind, the median time per statement directly and what each target adds to it. A relay adds
+// about the same to every kind; what pgowl adds beyond that to the uses is its catalogue work
+// left on their path.
+//
 // A table gives the CPU per statement each proxy adds (this process's CPU while a run's
 // statements run, against a direct run's, plus the proxy's process's, read from
 // /proc/PID/task/*/schedstat), for the script and the floor, and the bytes this process
@@ -55,6 +64,7 @@
 //	go run ./integration/migrationbench -process     # pgowl as a process of its own, as deployed
 //	go run ./integration/migrationbench -repeat-texts # every run the same texts: caches by text serve
 //	go run ./integration/migrationbench -process -pgbouncer # as deployed, beside PgBouncer
+//	go run ./integration/migrationbench -byte-relay  # beside a Go relay that does nothing else
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

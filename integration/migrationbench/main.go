@@ -49,6 +49,7 @@ const (
 	targetDirect    = "direct"
 	targetPgowl     = "pgowl"
 	targetPgBouncer = "pgbouncer"
+	targetByteRelay = "relay"
 )
 
 var protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
@@ -66,7 +67,23 @@ type protocol struct {
 type step struct {
 	sql    string
 	change bool
+	// kind names the statement's shape in the report's breakdown (stepKinds).
+	kind string
 }
+
+// The statement shapes of the script, in the report's order.
+const (
+	kindPLpgSQLFunction = "CREATE FUNCTION (PL/pgSQL)"
+	kindSQLFunction     = "CREATE FUNCTION (SQL, calls the previous)"
+	kindFunctionCall    = "SELECT f_n(n)"
+	kindType            = "CREATE TYPE"
+	kindTypeCast        = "a cast to the type"
+	kindView            = "CREATE VIEW"
+	kindViewRead        = "a read of the view"
+	kindFloor           = "SELECT n"
+)
+
+var stepKinds = []string{kindPLpgSQLFunction, kindSQLFunction, kindFunctionCall, kindType, kindTypeCast, kindView, kindViewRead}
 
 // options are the command-line settings.
 type options struct {
@@ -84,6 +101,8 @@ type options struct {
 	repeatTexts bool
 	// pgbouncer adds PgBouncer as a third target: what a relay that does nothing else costs.
 	pgbouncer bool
+	// byteRelay adds a relay in this process that copies bytes and does nothing else.
+	byteRelay bool
 	command   string
 }
 
@@ -99,6 +118,9 @@ type pgowlInstance struct {
 // timing is one run's result.
 type timing struct {
 	total, change, use time.Duration
+	// byKind is the time of the run's statements of each kind (step.kind), and counts how many.
+	byKind map[string]time.Duration
+	counts map[string]int
 	// cpu is the CPU time used while the run's statements ran (not while it connected): this
 	// process's (the client's, and pgowl's when it runs here) and the proxy's process's; and the
 	// bytes this process allocated meanwhile.
@@ -116,6 +138,7 @@ func main() {
 	flag.BoolVar(&o.repeatTexts, "repeat-texts", false, "send every run the same texts, so that pgowl's caches by text serve the runs after the first (by default each run's names are its own, as a migration runs once)")
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "add PgBouncer (session pooling, from PATH or /usr/sbin) as a third target: what a relay that does nothing else costs on this machine")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
+	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -266,6 +289,16 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targets = append(targets, targetPgBouncer)
 		meters[targetPgBouncer] = cpuMeter{proxyPID: bouncerPID}
 	}
+	if o.byteRelay {
+		host := primary.Host
+		relayAddr, stopRelay, err := startByteRelay(net.JoinHostPort(host, fmt.Sprint(primary.Port)))
+		if err != nil {
+			return nil, err
+		}
+		defer stopRelay()
+		dsn[targetByteRelay] = "postgres://" + benchUser + ":" + benchPassword + "@" + relayAddr + "/postgres?sslmode=disable"
+		targets = append(targets, targetByteRelay)
+	}
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
 	results := map[string][]timing{} // protocol/target -> runs
@@ -329,6 +362,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.0f + %.0f ms | %.0f + %.0f ms |\n", proto.name, ms(direct.total), ms(owl.total), ratio,
 			ms(direct.change), ms(direct.use), ms(owl.change), ms(owl.use))
 	}
+	report.WriteString(kindBreakdown(results, targets))
 	fmt.Fprintf(&report, "\nThe relay's floor: %d times as many statements that change nothing and cost the node almost nothing (`SELECT n`), over one connection, right after each run of the script. What pgowl adds per statement there is what any statement costs it; the script's own ratio is that floor plus what its catalogue changes cost. The floor's statements are so short that a run's scheduling delays move it by tens of µs per statement (even below zero): compare it over several runs.\n\n", floorRepeat)
 	report.WriteString("| protocol | floor: direct | floor: pgowl | added per statement | script: added per statement | script's ratio if it added only the floor |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
@@ -344,6 +378,9 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	cpuTargets := []string{targetPgowl}
 	if o.pgbouncer {
 		cpuTargets = append(cpuTargets, targetPgBouncer)
+	}
+	if o.byteRelay {
+		cpuTargets = append(cpuTargets, targetByteRelay)
 	}
 	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	self := func(r cpuReading) float64 { return float64(r.self) }
@@ -381,6 +418,15 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× | %.0f µs | %.0f µs |\n", proto.name, ms(direct.total), ms(bouncer.total),
 				float64(bouncer.total)/float64(direct.total), float64(owl.total)/float64(bouncer.total),
 				float64(floorBouncer.total-floorDirect.total)/floorStatements/1e3, float64(floorOwl.total-floorDirect.total)/floorStatements/1e3)
+		}
+	}
+	if o.byteRelay {
+		report.WriteString("\nThe byte relay (`-byte-relay`): a relay in this process, where pgowl runs, that copies bytes between the client and the primary and does nothing else (two goroutines and io.Copy per connection): what the extra hop of any proxy written in Go costs here, before it parses, routes or logs anything. pgowl's ratio less the relay's is what pgowl's own work costs the script.\n\n")
+		report.WriteString("| protocol | direct | byte relay | relay / direct | pgowl / relay |\n| --- | ---: | ---: | ---: | ---: |\n")
+		for _, proto := range protocols {
+			direct, relay, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetByteRelay]), median(results[proto.name+"/"+targetPgowl])
+			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× |\n", proto.name, ms(direct.total), ms(relay.total),
+				float64(relay.total)/float64(direct.total), float64(owl.total)/float64(relay.total))
 		}
 	}
 	if o.logPath != "" {
@@ -538,18 +584,18 @@ BEGIN
   SELECT x + %d INTO result;
   RETURN result;
 END
-$$`, tag, i, i), change: true})
+$$`, tag, i, i), change: true, kind: kindPLpgSQLFunction})
 		default:
-			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%s%d(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT f_%s%d(x) + 1 $$`, tag, i, tag, i-1), change: true})
+			steps = append(steps, step{sql: fmt.Sprintf(`CREATE FUNCTION f_%s%d(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT f_%s%d(x) + 1 $$`, tag, i, tag, i-1), change: true, kind: kindSQLFunction})
 		}
-		steps = append(steps, step{sql: fmt.Sprintf("SELECT f_%s%d(%d)", tag, i, i)})
+		steps = append(steps, step{sql: fmt.Sprintf("SELECT f_%s%d(%d)", tag, i, i), kind: kindFunctionCall})
 		if i%typeEvery == typeEvery-1 {
 			n := i / typeEvery
 			steps = append(steps,
-				step{sql: fmt.Sprintf("CREATE TYPE t_%s%d AS (a integer, b text)", tag, n), change: true},
-				step{sql: fmt.Sprintf("SELECT (ROW(%d, 'x')::t_%s%d).a", n, tag, n)},
-				step{sql: fmt.Sprintf("CREATE VIEW v_%s%d AS SELECT g, f_%s%d(g) AS y FROM generate_series(1, 3) AS g", tag, n, tag, i), change: true},
-				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%s%d", tag, n)},
+				step{sql: fmt.Sprintf("CREATE TYPE t_%s%d AS (a integer, b text)", tag, n), change: true, kind: kindType},
+				step{sql: fmt.Sprintf("SELECT (ROW(%d, 'x')::t_%s%d).a", n, tag, n), kind: kindTypeCast},
+				step{sql: fmt.Sprintf("CREATE VIEW v_%s%d AS SELECT g, f_%s%d(g) AS y FROM generate_series(1, 3) AS g", tag, n, tag, i), change: true, kind: kindView},
+				step{sql: fmt.Sprintf("SELECT sum(y) FROM v_%s%d", tag, n), kind: kindViewRead},
 			)
 		}
 	}
@@ -579,7 +625,7 @@ const floorRepeat = 4
 func floorScript(count int) []step {
 	steps := make([]step, count)
 	for i := range steps {
-		steps[i] = step{sql: fmt.Sprintf("SELECT %d", i)}
+		steps[i] = step{sql: fmt.Sprintf("SELECT %d", i), kind: kindFloor}
 	}
 	return steps
 }
@@ -608,7 +654,7 @@ func runScript(ctx context.Context, dsn string, proto protocol, steps []step, sc
 	if proto.extended {
 		exec = func(sql string) error { return conn.ExecParams(ctx, sql, nil, nil, nil, nil).Read().Err }
 	}
-	var t timing
+	t := timing{byKind: map[string]time.Duration{}, counts: map[string]int{}}
 	cpuBefore := meter.read()
 	began := time.Now()
 	for _, s := range steps {
@@ -620,6 +666,8 @@ func runScript(ctx context.Context, dsn string, proto protocol, steps []step, sc
 			return timing{}, fmt.Errorf("%.60s: %w", s.sql, err)
 		}
 		took := time.Since(start)
+		t.byKind[s.kind] += took
+		t.counts[s.kind]++
 		if s.change {
 			t.change += took
 		} else {
@@ -692,4 +740,51 @@ func writeSection(path, text string) error {
 		content = strings.TrimRight(content, "\n") + "\n\n" + section + "\n"
 	}
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// kindBreakdown is the report's table of where the time goes by statement kind: per protocol and
+// kind, the median over the runs of the time per statement directly, and what each proxy added
+// to it.
+func kindBreakdown(results map[string][]timing, targets []string) string {
+	var b strings.Builder
+	b.WriteString("\nBy statement kind: the median over the runs of the time per statement directly, and what each target added to it (its median less the direct one). What a relay adds to every statement alike is in each row; the rest is what pgowl's catalogue work leaves on the statement's path.\n\n")
+	b.WriteString("| protocol | kind | per run | direct |")
+	for _, target := range targets[1:] {
+		fmt.Fprintf(&b, " %s: added |", target)
+	}
+	b.WriteString("\n| --- | --- | ---: | ---: |")
+	for range targets[1:] {
+		b.WriteString(" ---: |")
+	}
+	b.WriteString("\n")
+	for _, proto := range protocols {
+		for _, kind := range stepKinds {
+			direct := results[proto.name+"/"+targetDirect]
+			if len(direct) == 0 || direct[0].counts[kind] == 0 {
+				continue
+			}
+			directPer := medianPerStatement(direct, kind)
+			fmt.Fprintf(&b, "| %s | %s | %d | %.0f µs |", proto.name, kind, direct[0].counts[kind], directPer/1e3)
+			for _, target := range targets[1:] {
+				fmt.Fprintf(&b, " %+.0f µs |", (medianPerStatement(results[proto.name+"/"+target], kind)-directPer)/1e3)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// medianPerStatement is the median over runs of the time per statement of kind, in ns.
+func medianPerStatement(runs []timing, kind string) float64 {
+	var values []float64
+	for _, r := range runs {
+		if n := r.counts[kind]; n > 0 {
+			values = append(values, float64(r.byKind[kind])/float64(n))
+		}
+	}
+	if len(values) == 0 {
+		return 0
+	}
+	slices.Sort(values)
+	return values[len(values)/2]
 }
