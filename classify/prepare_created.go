@@ -56,3 +56,28 @@ func (c *Classifier) parseExpressions(n *jsonNode, depth int) {
 		}
 	}
 }
+
+// PrepareUses analyses, in cat, the objects taken (the rows a statement made, as
+// Catalogue.TakeCreated gives them, taken into cat): each function's effect and each view's, as
+// a statement of a session in ctx that calls the function or reads the view analyses them,
+// memoised in cat. The statement that uses the object right after it is made, as a migration
+// does, then finds its analysis done and has only its own parse and a lookup left. The proxy
+// calls it while the node runs the CREATE statement, with the catalogue it will store once the
+// statement has committed (catalog.Manager.PrepareTake); nothing changes when it is never
+// stored. An analysis that fails is left to the statement that needs it, which reports it.
+func (c *Classifier) PrepareUses(cat *Catalogue, taken *CatalogueData, ctx *Context) {
+	if cat == nil || taken == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	for i := range taken.Functions {
+		if f, ok := cat.Function(taken.Functions[i].OID); ok {
+			c.newAnalysis(ctx, cat).functionEffect(f)
+		}
+	}
+	for i := range taken.Views {
+		if v, ok := cat.views.get(qualified{taken.Views[i].Schema, taken.Views[i].Name}); ok {
+			c.newAnalysis(ctx, cat).viewEffect(v)
+		}
+	}
+}

@@ -48,6 +48,10 @@ type classifierState struct {
 	// prepareCreated: created is the unit's being sent, whose body is parsed ahead while the node
 	// runs it (prepareCreatedWhileItRuns).
 	prepareCreated bool
+	// preparedTake is the catalogue with created taken in, derived while the node ran the unit
+	// that makes it (prepareCreatedWhileItRuns), for tellChanges to store; nil when none was, or
+	// it is not created's.
+	preparedTake *catalog.PreparedTake
 	// readOn is the backend whose replies to read are still to be read (the read is in flight,
 	// see catalogue_read_in_flight.go), nil when none are; ahead is the statement classified
 	// without the catalogue meanwhile whose verdict may depend on it, and aheadUnit the unit sent
@@ -130,12 +134,21 @@ func (st *classifierState) tellChanges(c *classify.Classifier) {
 	switch {
 	case ok && st.read != nil && st.ctx.Database != "":
 		m.ChangedAndRead(st.ctx.Database, &changes, st.read)
+	case ok && st.created != nil && st.ctx.Database != "" && st.preparedTake != nil && st.preparedTake.Created() == st.created:
+		m.TakePrepared(st.ctx.Database, &changes, st.preparedTake)
 	case ok && st.created != nil && st.ctx.Database != "":
 		m.ChangedAndCreated(st.ctx.Database, &changes, st.created, &st.createdIn)
 	default:
 		c.CatalogueChanged(&st.ctx, &changes)
 	}
-	st.changeRan, st.changes, st.read, st.created = false, classify.CatalogueChanges{}, nil, nil
+	st.changeRan, st.changes, st.read = false, classify.CatalogueChanges{}, nil
+	st.forgetCreated()
+}
+
+// forgetCreated forgets the object the session's last change created, and the catalogue derived
+// with it, when the catalogue has been told, or the change is to be read instead.
+func (st *classifierState) forgetCreated() {
+	st.created, st.preparedTake = nil, nil
 }
 
 // coveredByCreated reports whether changes, the session's since its last tell, are those of the
@@ -156,7 +169,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	st := &sess.cls
 	st.prepareCreated = false
 	if u.effects.CatalogueChange {
-		st.created = nil // a created function is the last change's alone
+		st.forgetCreated() // a created function is the last change's alone
 	}
 	if !u.effects.CatalogueChange || u.runsNothing || !u.expectsReady || u.effects.Statements != 1 || u.effects.Tx != 0 ||
 		u.carriesBegin || u.replaysFailure || sess.deferred != nil || role != route.RolePrimary ||
@@ -186,16 +199,29 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 	st.read, st.readOn = read, be
 }
 
-// prepareCreatedWhileItRuns parses ahead, once the unit that makes it is sent, what the analysis
-// of the function the catalogue takes from its statement will parse (Classifier.PrepareCreated):
-// the node runs the CREATE meanwhile, and the statement that calls the function next, as a
-// migration's does, has only the analysis left.
+// prepareCreatedWhileItRuns does ahead, once the unit that makes the object the catalogue takes
+// from its statement is sent, while the node runs the CREATE, what the statement that uses the
+// object next (as a migration's does) would otherwise wait for once it is sent ahead of the
+// take-in (catalogue_read_in_flight.go): it parses what the analysis of a function will parse
+// (Classifier.PrepareCreated), derives the catalogue with the object taken in
+// (catalog.Manager.PrepareTake), and analyses the object in it (Classifier.PrepareUses). The
+// catalogue is stored only once the CREATE has committed (tellChanges, catalog.Manager.TakePrepared),
+// and only when no other change was stored meanwhile; else the object is taken in as before. The
+// CREATE's time on the node covers this work: measured by integration/migrationbench, the take-in
+// and the final classification of each use otherwise outran the node's time for the use.
 func (sess *session) prepareCreatedWhileItRuns() {
 	if st := &sess.cls; st.prepareCreated {
 		st.prepareCreated = false
 		if st.created != nil {
 			ctx := st.createdIn
-			sess.srv.opts.Classifier.PrepareCreated(st.created, &ctx)
+			c := sess.srv.opts.Classifier
+			c.PrepareCreated(st.created, &ctx)
+			if m, ok := c.Catalogues().(*catalog.Manager); ok && ctx.Database != "" {
+				if take := m.PrepareTake(ctx.Database, st.created, &ctx); take != nil {
+					c.PrepareUses(take.Catalogue(), take.Taken(), &ctx)
+					st.preparedTake = take
+				}
+			}
 		}
 	}
 }

@@ -530,7 +530,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 // gets an error and can go on with its next statement on the current roles.
 func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause error) error {
 	listening := sess.held == be && sess.pins.has(classify.SessionListen)
-	sess.cls.created = nil // whether the unit made it is not known: the change is read
+	sess.cls.forgetCreated() // whether the unit made it is not known: the change is read
 	sess.dropBackend(be)
 	if listening {
 		// The LISTEN is gone with the backend, and nothing would tell the
@@ -599,7 +599,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	}
 	if u.effects.CatalogueChange && !u.runsNothing {
 		if out.failed() {
-			sess.cls.created = nil // nothing was made
+			sess.cls.forgetCreated() // nothing was made
 		}
 		sess.catalogueChangeRan(status)
 	}

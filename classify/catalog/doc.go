@@ -40,6 +40,13 @@
 // patch. Every read by name reads the list of schemas too: an unqualified CREATE goes to the
 // first schema of the search_path that exists, made since the last whole read or not.
 //
+// The session can derive that patched catalogue ahead, while the node runs the CREATE
+// (PrepareTake, a PreparedTake; the proxy also has the object's uses analysed in it,
+// classify.Classifier.PrepareUses). Nothing is stored then: once the statement has committed,
+// TakePrepared stores the derived catalogue when the held one is still the one it was derived
+// from, under ChangedAndCreated's conditions, and otherwise takes the object in as
+// ChangedAndCreated does. A statement that failed never has its take stored.
+//
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and
 // ChangedAndRead patches the held catalogue with it, when nothing else was told or looked up since

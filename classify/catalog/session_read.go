@@ -343,15 +343,15 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		m.Changed(name, changes, true)
 		return false
 	}
-	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (*classify.CatalogueData, namedReads, *classify.CatalogueChanges, bool) {
+	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (ownPatch, bool) {
 		if db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
-			return nil, namedReads{}, nil, false
+			return ownPatch{}, false
 		}
 		for i := range read.fresh.Functions {
 			read.fresh.Functions[i].Override = db.assertions[read.fresh.Functions[i].OID]
 		}
 		db.confirmed(&read.changes, false)
-		return &read.fresh, read.wanted, &read.changes, true
+		return ownPatch{fresh: &read.fresh, wanted: read.wanted, covers: &read.changes}, true
 	}, false)
 }
 
@@ -369,26 +369,92 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 // casts and aggregates that name an object by OID are read, with what they name, when they are
 // made.
 func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context) (applied bool) {
+	return m.changedAndCreated(name, changes, created, ctx, nil)
+}
+
+// TakePrepared is ChangedAndCreated for the object prepared describes (PrepareTake), with the
+// catalogue prepared derived while the statement ran stored as it is when the held catalogue is
+// still the one it was derived from: the change then costs the session a few map writes.
+// Otherwise it does what ChangedAndCreated does.
+func (m *Manager) TakePrepared(name string, changes *classify.CatalogueChanges, prepared *PreparedTake) (applied bool) {
+	return m.changedAndCreated(name, changes, prepared.created, &prepared.ctx, prepared)
+}
+
+func (m *Manager) changedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context, prepared *PreparedTake) (applied bool) {
 	if created == nil || changes == nil || changes.Empty() || !changes.Within(ptr(created.Changes())) ||
 		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
 		m.Changed(name, changes, true)
 		return false
 	}
-	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (*classify.CatalogueData, namedReads, *classify.CatalogueChanges, bool) {
+	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (ownPatch, bool) {
 		if !coveredBy(&db.pending, changes) || db.usedByUnconfirmedView(created) {
 			// Another change is pending (the statement's own was told when it was
 			// classified), or an unconfirmed view uses the name: it is read.
-			return nil, namedReads{}, nil, false
+			return ownPatch{}, false
+		}
+		if prepared != nil && prepared.old == old {
+			db.takenUnread(created)
+			m.confirmLater(db)
+			return ownPatch{fresh: prepared.fresh, wanted: prepared.wanted, covers: &prepared.covers, derived: prepared.derived}, true
 		}
 		fresh, ok := old.TakeCreated(created, ctx, m.derivedOID)
 		if !ok {
-			return nil, namedReads{}, nil, false
+			return ownPatch{}, false
 		}
 		db.takenUnread(created)
 		m.confirmLater(db)
 		covers := created.Changes()
-		return fresh, namedReadsFor(old.Data(), &covers), &covers, true
+		return ownPatch{fresh: fresh, wanted: namedReadsFor(old.Data(), &covers), covers: &covers}, true
 	}, true)
+}
+
+// PreparedTake is the catalogue of a database with an object a statement makes taken in
+// (classify.Catalogue.TakeCreated), derived from the catalogue held while the node runs the
+// statement, before it is known to succeed: TakePrepared stores it once the statement has
+// committed, when the held catalogue is still the one it was derived from. Nothing is stored
+// before: a statement that fails, or a catalogue that changed meanwhile, leaves it unused.
+type PreparedTake struct {
+	created classify.CreatedObject
+	ctx     classify.Context
+	// old is the catalogue it was derived from; derived is old with fresh taken in.
+	old, derived *classify.Catalogue
+	fresh        *classify.CatalogueData
+	wanted       namedReads
+	covers       classify.CatalogueChanges
+}
+
+// Catalogue is the catalogue with the object taken in, for analyses the statements that use the
+// object will want (classify.Classifier.PrepareUses) before it is stored.
+func (p *PreparedTake) Catalogue() *classify.Catalogue { return p.derived }
+
+// Created is the object the statement makes.
+func (p *PreparedTake) Created() classify.CreatedObject { return p.created }
+
+// Taken is the rows of the object taken in (the functions, types, views and relations it makes).
+func (p *PreparedTake) Taken() *classify.CatalogueData { return p.fresh }
+
+// PrepareTake derives, from the held catalogue of database name, the catalogue with the object
+// created describes taken in, as ChangedAndCreated would once the statement that makes it has
+// committed; ctx is the session's context then. It returns nil when ChangedAndCreated would not
+// take the object from its statement by what the held catalogue says (nothing is held, it cannot
+// tell the object's rows, overrides are configured). A session calls it while the node runs the
+// statement, when it would otherwise wait, and hands the result to TakePrepared.
+func (m *Manager) PrepareTake(name string, created classify.CreatedObject, ctx *classify.Context) *PreparedTake {
+	if created == nil || ctx == nil || len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
+		return nil
+	}
+	old := m.state(name).cat.Load()
+	if old == nil {
+		return nil
+	}
+	fresh, ok := old.TakeCreated(created, ctx, m.derivedOID)
+	if !ok {
+		return nil
+	}
+	p := &PreparedTake{created: created, ctx: *ctx, old: old, fresh: fresh, covers: created.Changes()}
+	p.wanted = namedReadsFor(old.Data(), &p.covers)
+	p.derived = derivePatched(old, fresh, p.wanted, true)
+	return p
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -481,8 +547,7 @@ const derivedOIDFloor = 0xFF000000
 // catalogue is stored, so a statement of another session whose verdict depends on the catalogue
 // waits for it (Catalogue, Lookup).
 func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges,
-	take func(db *database, old *classify.Catalogue) (fresh *classify.CatalogueData, wanted namedReads, covers *classify.CatalogueChanges, ok bool),
-	fromStatement bool) bool {
+	take func(db *database, old *classify.Catalogue) (ownPatch, bool), fromStatement bool) bool {
 	started := time.Now()
 	db := m.state(name)
 	db.mu.Lock()
@@ -497,12 +562,10 @@ func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges
 		db.mu.Lock()
 	}
 	old := db.cat.Load()
-	var fresh *classify.CatalogueData
-	var wanted namedReads
-	var covers *classify.CatalogueChanges
+	var own ownPatch
 	ok := db.loading == nil && old != nil
 	if ok {
-		fresh, wanted, covers, ok = take(db, old)
+		own, ok = take(db, old)
 	}
 	if !ok {
 		db.mu.Unlock()
@@ -519,15 +582,24 @@ func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges
 	db.pending = classify.CatalogueChanges{}
 	db.dirty.Store(true)
 	db.mu.Unlock()
-	m.applyOwnChange(db, old, fresh, wanted, covers, fromStatement, generation, done, started)
+	m.applyOwnChange(db, old, &own, fromStatement, generation, done, started)
 	return true
 }
 
-// applyOwnChange patches old with fresh for wanted (read by the session, or taken from its
-// statement: fromStatement), stores the result as reflecting generation,
-// and frees the read slot (done); changes told meanwhile are then read by the Manager.
-func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *classify.CatalogueData, wanted namedReads,
-	covers *classify.CatalogueChanges, fromStatement bool, generation uint64, done chan struct{}, started time.Time) {
+// ownPatch is what a session's change patches the held catalogue with: the rows read or taken
+// (fresh) for the names wanted, the change they cover, and the catalogue already derived with
+// them (PrepareTake), nil when it is yet to be derived.
+type ownPatch struct {
+	fresh   *classify.CatalogueData
+	wanted  namedReads
+	covers  *classify.CatalogueChanges
+	derived *classify.Catalogue
+}
+
+// derivePatched returns old patched with fresh for wanted (read by a session, or taken from its
+// statement: fromStatement), with the analyses that hold over the patch kept; old itself when the
+// patch changes nothing.
+func derivePatched(old *classify.Catalogue, fresh *classify.CatalogueData, wanted namedReads, fromStatement bool) *classify.Catalogue {
 	var data *classify.CatalogueData
 	var delta *classify.CatalogueDelta
 	if fromStatement {
@@ -535,13 +607,25 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *c
 	} else {
 		data, delta = patch(old, fresh, wanted)
 	}
-	cat := old
-	if delta.Changed() {
-		cat = classify.DeriveCatalogue(old, *data, delta)
-		if keepsAnalyses(old.Data(), fresh, wanted, delta) && (fromStatement || !readsDerivedOIDs(fresh)) {
-			cat.KeepAnalysesFrom(old, wanted.names())
-		}
+	if !delta.Changed() {
+		return old
 	}
+	cat := classify.DeriveCatalogue(old, *data, delta)
+	if keepsAnalyses(old.Data(), fresh, wanted, delta) && (fromStatement || !readsDerivedOIDs(fresh)) {
+		cat.KeepAnalysesFrom(old, wanted.names())
+	}
+	return cat
+}
+
+// applyOwnChange patches old with fresh for wanted (read by the session, or taken from its
+// statement: fromStatement), stores the result as reflecting generation,
+// and frees the read slot (done); changes told meanwhile are then read by the Manager.
+func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, own *ownPatch, fromStatement bool, generation uint64, done chan struct{}, started time.Time) {
+	cat := own.derived
+	if cat == nil {
+		cat = derivePatched(old, own.fresh, own.wanted, fromStatement)
+	}
+	covers := own.covers
 	db.mu.Lock()
 	if cat != old {
 		db.cat.Store(cat)
@@ -563,7 +647,7 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, fresh *c
 	close(done)
 	m.opts.Logger.Debug().Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
 		Bool("session", true).Strs("functions", covers.Functions).Strs("relations", covers.Relations).
-		Strs("types", covers.Types).Bool("from_statement", fromStatement).Dur("took", time.Since(started)).Msg("function catalogue read")
+		Strs("types", covers.Types).Bool("from_statement", fromStatement).Bool("prepared", own.derived != nil).Dur("took", time.Since(started)).Msg("function catalogue read")
 }
 
 // coveredBy reports whether every name pending names is one read names (and pending is not a change
