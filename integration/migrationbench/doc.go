@@ -45,6 +45,11 @@
 // way) is a target too: the extra hop of any proxy written in Go and run where pgowl runs, so
 // that pgowl's ratio can be split into the hop's part and its own work's.
 //
+// With -baseline-binary, a pgowl binary built at another commit (go build -o /tmp/pgowl-old
+// ./cmd/pgowl in a git worktree) runs as a process of its own beside the one built from this
+// module (-process), interleaved with it: on a machine whose sittings differ by tens of percent,
+// two builds are compared only within one.
+//
 // A table splits the time by statement kind (each CREATE, and each use of what it made): per
 // kind, the median time per statement directly and what each target adds to it. A relay adds
 // about the same to every kind; what pgowl adds beyond that to the uses is its catalogue work
@@ -65,6 +70,7 @@
 //	go run ./integration/migrationbench -repeat-texts # every run the same texts: caches by text serve
 //	go run ./integration/migrationbench -process -pgbouncer # as deployed, beside PgBouncer
 //	go run ./integration/migrationbench -byte-relay  # beside a Go relay that does nothing else
+//	go run ./integration/migrationbench -process -baseline-binary /tmp/pgowl-old # two builds, one sitting
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

@@ -50,6 +50,7 @@ const (
 	targetPgowl     = "pgowl"
 	targetPgBouncer = "pgbouncer"
 	targetByteRelay = "relay"
+	targetBaseline  = "baseline"
 )
 
 var protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
@@ -103,7 +104,10 @@ type options struct {
 	pgbouncer bool
 	// byteRelay adds a relay in this process that copies bytes and does nothing else.
 	byteRelay bool
-	command   string
+	// baselineBinary is a pgowl binary built at another commit, run as a process of its own as
+	// a further target ("" for none).
+	baselineBinary string
+	command        string
 }
 
 // pgowlInstance is the pgowl the benchmark runs against: its address, the warning lines it logged
@@ -139,6 +143,7 @@ func main() {
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "add PgBouncer (session pooling, from PATH or /usr/sbin) as a third target: what a relay that does nothing else costs on this machine")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
+	flag.StringVar(&o.baselineBinary, "baseline-binary", "", "add a pgowl binary built elsewhere (go build -o /tmp/pgowl-old ./cmd/pgowl in a worktree at another commit) as a target, run as a process of its own and interleaved with the others: with -process, two builds compared in one sitting")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -299,6 +304,16 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		dsn[targetByteRelay] = "postgres://" + benchUser + ":" + benchPassword + "@" + relayAddr + "/postgres?sslmode=disable"
 		targets = append(targets, targetByteRelay)
 	}
+	if o.baselineBinary != "" {
+		base, err := startPgowlBinary(startCtx, primary, "", o.baselineBinary)
+		if err != nil {
+			return nil, fmt.Errorf("-baseline-binary: %w", err)
+		}
+		defer base.stop()
+		dsn[targetBaseline] = "postgres://" + benchUser + ":" + benchPassword + "@" + base.addr + "/postgres?sslmode=disable"
+		targets = append(targets, targetBaseline)
+		meters[targetBaseline] = cpuMeter{proxyPID: base.pid}
+	}
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
 	results := map[string][]timing{} // protocol/target -> runs
@@ -382,6 +397,9 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.byteRelay {
 		cpuTargets = append(cpuTargets, targetByteRelay)
 	}
+	if o.baselineBinary != "" {
+		cpuTargets = append(cpuTargets, targetBaseline)
+	}
 	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	self := func(r cpuReading) float64 { return float64(r.self) }
 	ofProxy := func(r cpuReading) float64 { return float64(r.proxy) }
@@ -427,6 +445,18 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			direct, relay, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetByteRelay]), median(results[proto.name+"/"+targetPgowl])
 			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× |\n", proto.name, ms(direct.total), ms(relay.total),
 				float64(relay.total)/float64(direct.total), float64(owl.total)/float64(relay.total))
+		}
+	}
+	if o.baselineBinary != "" {
+		fmt.Fprintf(&report, "\nThe baseline (`-baseline-binary`): `%s`, another build of pgowl, as a process of its own with the same configuration, run as often and interleaved with the other targets.", o.baselineBinary)
+		if !o.process {
+			report.WriteString(" pgowl runs in the benchmark's process here: run with `-process` to compare the two builds alike.")
+		}
+		report.WriteString("\n\n| protocol | direct | baseline | baseline / direct | pgowl / direct | pgowl / baseline |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, proto := range protocols {
+			direct, base, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetBaseline]), median(results[proto.name+"/"+targetPgowl])
+			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× | %.2f× |\n", proto.name, ms(direct.total), ms(base.total),
+				float64(base.total)/float64(direct.total), float64(owl.total)/float64(direct.total), float64(owl.total)/float64(base.total))
 		}
 	}
 	if o.logPath != "" {

@@ -28,25 +28,33 @@ const (
 // defaults, warnings and errors logged). Its log goes to logPath when given (at debug level), or
 // is kept for the report's warnings.
 func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath string) (started pgowlInstance, err error) {
+	return startPgowlBinary(ctx, primary, logPath, "")
+}
+
+// startPgowlBinary is startPgowlProcess with binary, a pgowl built elsewhere (another commit's),
+// run instead of the one built from this module; "" builds this module's.
+func startPgowlBinary(ctx context.Context, primary *cluster.Node, logPath, binary string) (started pgowlInstance, err error) {
 	dir, err := os.MkdirTemp("", "migrationbench-pgowl-")
 	if err != nil {
 		return pgowlInstance{}, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	binary := filepath.Join(dir, "pgowl")
-	// The build has a bound of its own: a cold cgo build of the parser can take longer than the
-	// bound on starting the cluster and pgowl.
-	buildCtx, cancelBuild := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
-	defer cancelBuild()
-	build := exec.CommandContext(buildCtx, "go", "build", "-o", binary, "./cmd/pgowl")
-	build.Dir, err = gomodule.Root(ctx)
-	if err != nil {
-		cleanup()
-		return pgowlInstance{}, err
-	}
-	if out, err := build.CombinedOutput(); err != nil {
-		cleanup()
-		return pgowlInstance{}, fmt.Errorf("build pgowl: %v: %s", err, out)
+	if binary == "" {
+		binary = filepath.Join(dir, "pgowl")
+		// The build has a bound of its own: a cold cgo build of the parser can take longer than the
+		// bound on starting the cluster and pgowl.
+		buildCtx, cancelBuild := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
+		defer cancelBuild()
+		build := exec.CommandContext(buildCtx, "go", "build", "-o", binary, "./cmd/pgowl")
+		build.Dir, err = gomodule.Root(ctx)
+		if err != nil {
+			cleanup()
+			return pgowlInstance{}, err
+		}
+		if out, err := build.CombinedOutput(); err != nil {
+			cleanup()
+			return pgowlInstance{}, fmt.Errorf("build pgowl: %v: %s", err, out)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
