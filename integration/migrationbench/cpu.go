@@ -26,6 +26,11 @@ type cpuMeter struct {
 type cpuReading struct {
 	self, proxy time.Duration
 	allocated   uint64
+	// selfWait and proxyWait are the time the threads of this process and of the proxy's spent
+	// runnable but waiting for a CPU (the second field of /proc/PID/task/*/schedstat): on a
+	// machine with fewer CPUs than the client, the proxy and the node's backend keep busy, what
+	// the one that woke another waits while the other runs in its place.
+	selfWait, proxyWait time.Duration
 }
 
 func (m cpuMeter) read() cpuReading {
@@ -34,8 +39,9 @@ func (m cpuMeter) read() cpuReading {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) == nil {
 		r.self = time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 	}
+	_, r.selfWait = threadsOnCPU(os.Getpid())
 	if m.proxyPID != 0 {
-		r.proxy = threadsOnCPU(m.proxyPID)
+		r.proxy, r.proxyWait = threadsOnCPU(m.proxyPID)
 	}
 	var memory runtime.MemStats
 	runtime.ReadMemStats(&memory)
@@ -45,31 +51,35 @@ func (m cpuMeter) read() cpuReading {
 
 // since returns the CPU time used from earlier to r.
 func (r cpuReading) since(earlier cpuReading) cpuReading {
-	return cpuReading{self: r.self - earlier.self, proxy: r.proxy - earlier.proxy, allocated: r.allocated - earlier.allocated}
+	return cpuReading{self: r.self - earlier.self, proxy: r.proxy - earlier.proxy, allocated: r.allocated - earlier.allocated,
+		selfWait: r.selfWait - earlier.selfWait, proxyWait: r.proxyWait - earlier.proxyWait}
 }
 
-// threadsOnCPU returns the time process pid's threads have run so far, in nanoseconds as the
-// scheduler counts it (/proc/PID/task/*/schedstat): the clock-tick counters of /proc/PID/stat are
-// too coarse for a run of a few hundred milliseconds. A thread that ended takes its time with
-// it; Go's threads live as long as the process.
-func threadsOnCPU(pid int) time.Duration {
+// threadsOnCPU returns the time process pid's threads have run so far, and the time they have
+// waited on a run queue, in nanoseconds as the scheduler counts them (/proc/PID/task/*/schedstat):
+// the clock-tick counters of /proc/PID/stat are too coarse for a run of a few hundred
+// milliseconds. A thread that ended takes its time with it; Go's threads live as long as the
+// process.
+func threadsOnCPU(pid int) (onCPU, waiting time.Duration) {
 	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	var total time.Duration
 	for _, path := range tasks {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
 		fields := strings.Fields(string(data))
-		if len(fields) == 0 {
+		if len(fields) < 2 {
 			continue
 		}
 		if ns, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-			total += time.Duration(ns)
+			onCPU += time.Duration(ns)
+		}
+		if ns, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
+			waiting += time.Duration(ns)
 		}
 	}
-	return total
+	return onCPU, waiting
 }

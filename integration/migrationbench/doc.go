@@ -60,7 +60,11 @@
 // /proc/PID/task/*/schedstat), for the script and the floor, and the bytes this process
 // allocates per statement more than in a direct run (pgowl's, when it runs here). On a machine
 // whose scheduling moves the wall time of a run by tens of percent, these move less (CPU by about
-// ±15% between sittings, allocation by a few percent): compare two builds by them.
+// ±15% between sittings, allocation by a few percent): compare two builds by them. The same
+// table gives the time the threads of this process and of the proxy's spent per statement
+// runnable but waiting for a CPU (schedstat's run-queue time): where the client, the proxy and
+// the node's backend want more CPUs than the machine has, the proxy's work waits for the node's
+// statement instead of running beside it, and the wall time grows by its CPU nearly in full.
 //
 // # Usage
 //

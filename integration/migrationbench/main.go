@@ -389,7 +389,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.0f µs | %.0f µs | %.2f× |\n", proto.name, ms(direct.total), ms(owl.total),
 			floorAdded/1e3, scriptAdded/1e3, (float64(scriptDirect.total)+floorAdded*statements)/float64(scriptDirect.total))
 	}
-	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it. The last column is what this process allocates per statement more than in a direct run: what pgowl allocates when it runs here (the garbage collector's work grows with it), only the client's difference for a proxy of its own process.\n\n")
+	fmt.Fprintf(&report, "\nCPU per statement, the medians of the runs: what this process used while a run's statements ran (the client alone in a direct run; the client and pgowl in a pgowl run when pgowl runs in this process), and the proxy's process (pgowl with `-process`, PgBouncer). \"added\" is the difference between a proxy's runs and the direct ones plus the proxy's process: what the proxy costs in CPU per statement, which on this machine adds to the wall time nearly in full. It moves far less between runs than the wall time does: compare two builds by it. The last column is what this process allocates per statement more than in a direct run: what pgowl allocates when it runs here (the garbage collector's work grows with it), only the client's difference for a proxy of its own process. The last two columns are the time the threads of this process, and of the proxy's process, spent per statement runnable but waiting for a CPU (schedstat's run-queue time): on a machine with fewer CPUs than the client, the proxy and the node's backend keep busy, the work a proxy does while the node runs a statement waits there instead of running beside it.\n\n")
 	cpuTargets := []string{targetPgowl}
 	if o.pgbouncer {
 		cpuTargets = append(cpuTargets, targetPgBouncer)
@@ -400,10 +400,12 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.baselineBinary != "" {
 		cpuTargets = append(cpuTargets, targetBaseline)
 	}
-	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	report.WriteString("| protocol | proxy | direct: this process | through the proxy: this process | the proxy's process | script: added | floor: added | script: bytes allocated here, added | script: waited for a CPU, direct / through the proxy: this process | the proxy's process |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	self := func(r cpuReading) float64 { return float64(r.self) }
 	ofProxy := func(r cpuReading) float64 { return float64(r.proxy) }
 	allocated := func(r cpuReading) float64 { return float64(r.allocated) }
+	selfWaited := func(r cpuReading) float64 { return float64(r.selfWait) }
+	proxyWaited := func(r cpuReading) float64 { return float64(r.proxyWait) }
 	for _, proto := range protocols {
 		statements := float64(statementsRun(steps, o.changesOnly))
 		// perStatement is the median of part over the runs of key, per statement (µs for times).
@@ -416,10 +418,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			added := func(suffix string, count float64) float64 {
 				return (perStatement(through+suffix, self, count) - perStatement(direct+suffix, self, count) + perStatement(through+suffix, ofProxy, count)) / 1e3
 			}
-			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f B |\n", proto.name, target,
+			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %.0f B | %.0f / %.0f µs | %.0f µs |\n", proto.name, target,
 				perStatement(direct, self, statements)/1e3, perStatement(through, self, statements)/1e3, perStatement(through, ofProxy, statements)/1e3,
 				added("", statements), added("/floor", floorRepeat*statements),
-				perStatement(through, allocated, statements)-perStatement(direct, allocated, statements))
+				perStatement(through, allocated, statements)-perStatement(direct, allocated, statements),
+				perStatement(direct, selfWaited, statements)/1e3, perStatement(through, selfWaited, statements)/1e3, perStatement(through, proxyWaited, statements)/1e3)
 		}
 	}
 	if o.pgbouncer {
