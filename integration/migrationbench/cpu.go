@@ -31,6 +31,10 @@ type cpuReading struct {
 	// machine with fewer CPUs than the client, the proxy and the node's backend keep busy, what
 	// the one that woke another waits while the other runs in its place.
 	selfWait, proxyWait time.Duration
+	// node and nodeWait are the same for PostgreSQL's processes (every process named
+	// postgres: the backends, and the server's own): what the node ran, and how long it waited
+	// for a CPU, while a run's statements ran.
+	node, nodeWait time.Duration
 }
 
 func (m cpuMeter) read() cpuReading {
@@ -40,6 +44,7 @@ func (m cpuMeter) read() cpuReading {
 		r.self = time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 	}
 	_, r.selfWait = threadsOnCPU(os.Getpid())
+	r.node, r.nodeWait = postgresOnCPU()
 	if m.proxyPID != 0 {
 		r.proxy, r.proxyWait = threadsOnCPU(m.proxyPID)
 	}
@@ -52,7 +57,8 @@ func (m cpuMeter) read() cpuReading {
 // since returns the CPU time used from earlier to r.
 func (r cpuReading) since(earlier cpuReading) cpuReading {
 	return cpuReading{self: r.self - earlier.self, proxy: r.proxy - earlier.proxy, allocated: r.allocated - earlier.allocated,
-		selfWait: r.selfWait - earlier.selfWait, proxyWait: r.proxyWait - earlier.proxyWait}
+		selfWait: r.selfWait - earlier.selfWait, proxyWait: r.proxyWait - earlier.proxyWait,
+		node: r.node - earlier.node, nodeWait: r.nodeWait - earlier.nodeWait}
 }
 
 // threadsOnCPU returns the time process pid's threads have run so far, and the time they have
@@ -80,6 +86,30 @@ func threadsOnCPU(pid int) (onCPU, waiting time.Duration) {
 		if ns, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
 			waiting += time.Duration(ns)
 		}
+	}
+	return onCPU, waiting
+}
+
+// postgresOnCPU is threadsOnCPU summed over the processes named postgres (/proc/PID/comm): the
+// benchmark's cluster is the only one it starts. A backend that ended meanwhile takes its time
+// with it: the runs keep one connection each, opened before the first reading.
+func postgresOnCPU() (onCPU, waiting time.Duration) {
+	comms, err := filepath.Glob("/proc/[0-9]*/comm")
+	if err != nil {
+		return 0, 0
+	}
+	for _, path := range comms {
+		comm, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err != nil {
+			continue
+		}
+		on, wait := threadsOnCPU(pid)
+		onCPU += on
+		waiting += wait
 	}
 	return onCPU, waiting
 }

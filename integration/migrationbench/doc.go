@@ -65,6 +65,8 @@
 // runnable but waiting for a CPU (schedstat's run-queue time): where the client, the proxy and
 // the node's backend want more CPUs than the machine has, the proxy's work waits for the node's
 // statement instead of running beside it, and the wall time grows by its CPU nearly in full.
+// Another table gives the node's side: what PostgreSQL's processes ran per statement, and how
+// long they waited for a CPU, for each target.
 //
 // # Usage
 //

@@ -425,6 +425,17 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				perStatement(direct, selfWaited, statements)/1e3, perStatement(through, selfWaited, statements)/1e3, perStatement(through, proxyWaited, statements)/1e3)
 		}
 	}
+	report.WriteString("\nThe node's processes (every process named postgres) while the script ran, per statement, the medians of the runs: the time they ran, and the time they were runnable but waited for a CPU. What a target adds to the node's wait is the node's statements waiting behind the proxy's work (or the client's) for a CPU.\n\n| protocol | target | node ran | node waited for a CPU |\n| --- | --- | ---: | ---: |\n")
+	nodeRan := func(r cpuReading) float64 { return float64(r.node) }
+	nodeWaited := func(r cpuReading) float64 { return float64(r.nodeWait) }
+	for _, proto := range protocols {
+		statements := float64(statementsRun(steps, o.changesOnly))
+		for _, target := range targets {
+			key := proto.name + "/" + target
+			fmt.Fprintf(&report, "| %s | %s | %.0f µs | %.0f µs |\n", proto.name, target,
+				medianCPU(results[key], nodeRan)/statements/1e3, medianCPU(results[key], nodeWaited)/statements/1e3)
+		}
+	}
 	if o.pgbouncer {
 		fmt.Fprintf(&report, "\nThe anchor (`-pgbouncer`): PgBouncer in session pooling in front of the same primary, as a process of its own, run as often and interleaved with the other targets. It relays and does nothing else: what any proxy's extra hop costs on this machine.")
 		if !o.process {
