@@ -25,10 +25,7 @@ const beforeParseLogMessage = "statement sent before it was parsed; classified w
 func TestCreateSentBeforeItIsParsed(t *testing.T) {
 	c := sharedClusterFor(t)
 	alone := startOwlOnPrimaryAlone(t, c, aheadSetupSQL)
-	for _, mode := range []struct {
-		name string
-		mode pgx.QueryExecMode
-	}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}} {
+	for _, mode := range bothProtocols {
 		t.Run(mode.name, func(t *testing.T) {
 			conn := alone.connect(t, withMode(mode.mode))
 			aheadMust(t, conn, "SET search_path = sa_app, public")

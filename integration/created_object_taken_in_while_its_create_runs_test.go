@@ -21,10 +21,7 @@ func TestCreatedObjectIsTakenInWhileItsCreateRuns(t *testing.T) {
 	_, o := setupAndStart(t, "prepared takes", aheadSetupSQL, func(cfg *config.Config) {
 		cfg.Classify.RefreshInterval = 10 * time.Minute
 	})
-	for _, mode := range []struct {
-		name string
-		mode pgx.QueryExecMode
-	}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}} {
+	for _, mode := range bothProtocols {
 		t.Run(mode.name, func(t *testing.T) {
 			conn := o.connect(t, withMode(mode.mode))
 			aheadMust(t, conn, "SET search_path = sa_app, public")
@@ -75,11 +72,5 @@ func TestCreatedObjectIsTakenInWhileItsCreateRuns(t *testing.T) {
 // them while the node ran the statement that made them.
 func preparedTakes(t *testing.T, o *owl) int {
 	t.Helper()
-	n := 0
-	for _, e := range o.logs.Entries(t) {
-		if e["message"] == "function catalogue read" && e["prepared"] == true {
-			n++
-		}
-	}
-	return n
+	return catalogueChangesWhere(t, o, "prepared")
 }

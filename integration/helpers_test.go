@@ -276,6 +276,16 @@ func (o *owl) connect(t *testing.T, adjust func(*pgx.ConnConfig)) *client {
 	return &client{Conn: conn, notices: notices}
 }
 
+// queryProtocol is a protocol a test runs its statements in: pgx's simple protocol, or the
+// extended one with statements prepared and cached.
+type queryProtocol struct {
+	name string
+	mode pgx.QueryExecMode
+}
+
+// bothProtocols are the protocols a test that must hold for each runs in, in subtests named after them.
+var bothProtocols = []queryProtocol{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}}
+
 // withMode sets the connection's default query exec mode.
 func withMode(mode pgx.QueryExecMode) func(*pgx.ConnConfig) {
 	return func(cfg *pgx.ConnConfig) { cfg.DefaultQueryExecMode = mode }

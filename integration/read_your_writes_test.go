@@ -123,12 +123,9 @@ var rywSettings = []struct {
 // protocol, a Parse/Describe-only batch right after CREATE TABLE, and BEGIN
 // READ ONLY after a write.
 func rywSameSession(t *testing.T, c *cluster.Cluster, o *owl, params map[string]string) {
-	for _, mode := range []struct {
-		name string
-		exec pgx.QueryExecMode
-	}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}} {
+	for _, mode := range bothProtocols {
 		t.Run(mode.name, func(t *testing.T) {
-			conn := o.connect(t, func(cfg *pgx.ConnConfig) { withParams(params)(cfg); withMode(mode.exec)(cfg) })
+			conn := o.connect(t, func(cfg *pgx.ConnConfig) { withParams(params)(cfg); withMode(mode.mode)(cfg) })
 			key := rywKey(t, conn, "ryw-"+mode.name)
 			ctx := timeoutCtx(t, 5*time.Minute)
 			var ty rywTally

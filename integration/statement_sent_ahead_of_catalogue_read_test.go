@@ -52,10 +52,7 @@ const aheadLogMessage = "statement sent before its session's catalogue change wa
 
 func TestStatementSentAheadOfItsCatalogueReadGetsTheFinalVerdict(t *testing.T) {
 	o := startOwlOnPrimaryAlone(t, sharedClusterFor(t), aheadSetupSQL)
-	for _, mode := range []struct {
-		name string
-		mode pgx.QueryExecMode
-	}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeCacheStatement}} {
+	for _, mode := range bothProtocols {
 		t.Run(mode.name, func(t *testing.T) {
 			conn := o.connect(t, withMode(mode.mode))
 			aheadMust(t, conn, "SET search_path = sa_app, public")
@@ -243,9 +240,16 @@ func unparsedAheadLines(t *testing.T, o *owl) int {
 // made them (a created function), without a read.
 func createdWithoutRead(t *testing.T, o *owl) int {
 	t.Helper()
+	return catalogueChangesWhere(t, o, "from_statement")
+}
+
+// catalogueChangesWhere counts pgowl's debug lines for catalogue changes taken in ("function
+// catalogue read") whose boolean field flag is true.
+func catalogueChangesWhere(t *testing.T, o *owl, flag string) int {
+	t.Helper()
 	n := 0
 	for _, e := range o.logs.Entries(t) {
-		if e["message"] == "function catalogue read" && e["from_statement"] == true {
+		if e["message"] == "function catalogue read" && e[flag] == true {
 			n++
 		}
 	}
