@@ -238,6 +238,14 @@
 // Where its verdict picks the node (a standby to read on), the change is taken in and the
 // statement parsed before it is routed (parseAheadNow), as before.
 //
+// The object a CREATE makes, when the catalogue takes it from the statement, is prepared while
+// the node runs the CREATE (prepareCreatedWhileItRuns): the catalogue with it taken in is derived
+// and the object analysed there as its uses will be (catalog.Manager.PrepareTake,
+// classify.Classifier.PrepareUses). The session keeps it beside the object
+// (classifierState.preparedTake); once the CREATE has committed, the take-in stores it
+// (catalog.Manager.TakePrepared), unless the held catalogue changed meanwhile. A CREATE that
+// failed, or whose outcome is unknown, forgets both (forgetCreated).
+//
 // # Read-only batches
 //
 // An extended batch sent at a Flush (without Sync) leaves an implicit
