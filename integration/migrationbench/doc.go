@@ -45,6 +45,12 @@
 // way) is a target too: the extra hop of any proxy written in Go and run where pgowl runs, so
 // that pgowl's ratio can be split into the hop's part and its own work's.
 //
+// With -standby, a streaming standby stands behind pgowl beside the primary, as users deploy it
+// (direct still runs on the primary). A use's verdict then picks its node, so it is not sent
+// ahead of its session's change being taken in: it waits for the take-in before it is routed,
+// and read_your_writes (on by default) sends it to the primary until the standby has replayed the
+// change.
+//
 // With -baseline-binary, a pgowl binary built at another commit (go build -o /tmp/pgowl-old
 // ./cmd/pgowl in a git worktree) runs as a process of its own beside the one built from this
 // module (-process), interleaved with it: on a machine whose sittings differ by tens of percent,
@@ -77,6 +83,7 @@
 //	go run ./integration/migrationbench -process -pgbouncer # as deployed, beside PgBouncer
 //	go run ./integration/migrationbench -byte-relay  # beside a Go relay that does nothing else
 //	go run ./integration/migrationbench -process -baseline-binary /tmp/pgowl-old # two builds, one sitting
+//	go run ./integration/migrationbench -process -standby # as deployed, with a standby to read on
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

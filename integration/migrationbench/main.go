@@ -104,6 +104,10 @@ type options struct {
 	pgbouncer bool
 	// byteRelay adds a relay in this process that copies bytes and does nothing else.
 	byteRelay bool
+	// standby puts a streaming standby behind pgowl beside the primary, as deployed: the uses,
+	// reads, may then go to it, and a statement whose verdict picks the node is not sent ahead
+	// of its session's change being taken in.
+	standby bool
 	// baselineBinary is a pgowl binary built at another commit, run as a process of its own as
 	// a further target ("" for none).
 	baselineBinary string
@@ -144,6 +148,7 @@ func main() {
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
 	flag.StringVar(&o.baselineBinary, "baseline-binary", "", "add a pgowl binary built elsewhere (go build -o /tmp/pgowl-old ./cmd/pgowl in a worktree at another commit) as a target, run as a process of its own and interleaved with the others: with -process, two builds compared in one sitting")
+	flag.BoolVar(&o.standby, "standby", false, "put a streaming standby behind pgowl beside the primary, as deployed (direct still runs on the primary): a use's verdict then picks its node, so it waits for its session's change to be taken in before it is routed")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -259,7 +264,11 @@ func startProfiles(blockPath, mutexPath, tracePath string) (stop func(), err err
 func run(ctx context.Context, o options) (map[string]float64, error) {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	c, err := cluster.StartWatched(startCtx, cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}})
+	clusterOptions := cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}}
+	if o.standby {
+		clusterOptions.Standbys = 1
+	}
+	c, err := cluster.StartWatched(startCtx, clusterOptions)
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -272,7 +281,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		start = startPgowlProcess
 	}
-	owl, err := start(startCtx, primary, o.logPath)
+	owl, err := start(startCtx, c.Nodes, o.logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +314,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targets = append(targets, targetByteRelay)
 	}
 	if o.baselineBinary != "" {
-		base, err := startPgowlBinary(startCtx, primary, "", o.baselineBinary)
+		base, err := startPgowlBinary(startCtx, c.Nodes, "", o.baselineBinary)
 		if err != nil {
 			return nil, fmt.Errorf("-baseline-binary: %w", err)
 		}
@@ -368,7 +377,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.repeatTexts {
 		texts = "with `-repeat-texts`: every run sends the same texts, so pgowl's caches by text (verdicts, bodies parsed) serve every run after the first, as for a migration applied to many databases alike"
 	}
-	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs in front of the primary alone (no standby: routing plays no part), %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, where)
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
 		direct, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetPgowl])
@@ -499,12 +508,23 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	return ratios, nil
 }
 
-// startPgowl runs pgowl in this process in front of primary with benchUser as its login, and
-// waits until a statement passes through it. warnings returns the warning lines logged so far.
-func startPgowl(ctx context.Context, primary *cluster.Node, logPath string) (started pgowlInstance, err error) {
+// behind says what pgowl runs in front of, for the report.
+func behind(standby bool) string {
+	if standby {
+		return "in front of the primary and a streaming standby (`-standby`, as deployed: the uses, reads, may go to the standby, and read_your_writes, on by default, sends one right after its session's change to the primary until the standby has replayed it; direct runs on the primary)"
+	}
+	return "in front of the primary alone (no standby: routing plays no part)"
+}
+
+// startPgowl runs pgowl in this process in front of nodes (the primary first) with benchUser as
+// its login, and waits until a statement passes through it. warnings returns the warning lines
+// logged so far.
+func startPgowl(ctx context.Context, nodes []*cluster.Node, logPath string) (started pgowlInstance, err error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.Nodes = []config.Node{{Name: primary.Name, Host: primary.Host, Port: primary.Port}}
+	for _, n := range nodes {
+		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
+	}
 	cfg.Users = []config.User{{Name: benchUser, Password: benchPassword, Auth: config.AuthSCRAM}}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

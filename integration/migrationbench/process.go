@@ -23,17 +23,17 @@ const (
 	processStartTimeout = 30 * time.Second
 )
 
-// startPgowlProcess builds cmd/pgowl and runs it as a process of its own in front of primary, as
+// startPgowlProcess builds cmd/pgowl and runs it as a process of its own in front of nodes, as
 // a user deploys it, with the configuration startPgowl gives the pgowl in this process (the
 // defaults, warnings and errors logged). Its log goes to logPath when given (at debug level), or
 // is kept for the report's warnings.
-func startPgowlProcess(ctx context.Context, primary *cluster.Node, logPath string) (started pgowlInstance, err error) {
-	return startPgowlBinary(ctx, primary, logPath, "")
+func startPgowlProcess(ctx context.Context, nodes []*cluster.Node, logPath string) (started pgowlInstance, err error) {
+	return startPgowlBinary(ctx, nodes, logPath, "")
 }
 
 // startPgowlBinary is startPgowlProcess with binary, a pgowl built elsewhere (another commit's),
 // run instead of the one built from this module; "" builds this module's.
-func startPgowlBinary(ctx context.Context, primary *cluster.Node, logPath, binary string) (started pgowlInstance, err error) {
+func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, logPath, binary string) (started pgowlInstance, err error) {
 	dir, err := os.MkdirTemp("", "migrationbench-pgowl-")
 	if err != nil {
 		return pgowlInstance{}, err
@@ -67,8 +67,12 @@ func startPgowlBinary(ctx context.Context, primary *cluster.Node, logPath, binar
 	if logPath != "" {
 		level = "debug"
 	}
-	yaml := fmt.Sprintf("listen: %s\nnodes:\n  - {name: %s, host: %s, port: %d}\nusers:\n  - {name: %s, password: %q, auth: scram-sha-256}\nlog: {level: %s}\nadmin: {listen: \"\"}\n",
-		addr, primary.Name, primary.Host, primary.Port, benchUser, benchPassword, level)
+	var nodeLines strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&nodeLines, "  - {name: %s, host: %s, port: %d}\n", n.Name, n.Host, n.Port)
+	}
+	yaml := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q, auth: scram-sha-256}\nlog: {level: %s}\nadmin: {listen: \"\"}\n",
+		addr, nodeLines.String(), benchUser, benchPassword, level)
 	configPath := filepath.Join(dir, "pgowl.yaml")
 	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
 		cleanup()
