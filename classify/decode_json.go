@@ -42,7 +42,7 @@ func parseSQL(sql string) (*pg_query.ParseResult, error) {
 			return nil, &treeTooCostlyError{bound: bound}
 		}
 	}
-	if shares || len(sql) > jsonTextBound { // !readsThroughJSON, the words looked for once
+	if !throughJSON(sql, shares) {
 		return parseSQLThroughProtobuf(sql)
 	}
 	text, err := parser.ParseToJSON(sql)
@@ -72,7 +72,13 @@ const jsonTextBound = 16 << 10
 
 // readsThroughJSON reports whether parseSQL parses sql through JSON (see jsonTextBound).
 func readsThroughJSON(sql string) bool {
-	return len(sql) <= jsonTextBound && !mayShareSubtrees(sql)
+	return throughJSON(sql, mayShareSubtrees(sql))
+}
+
+// throughJSON is readsThroughJSON for sql of which mayShareSubtrees said shares: parseSQL asks
+// it with the words already looked for.
+func throughJSON(sql string, shares bool) bool {
+	return !shares && len(sql) <= jsonTextBound
 }
 
 // mayShareSubtrees reports whether sql may hold a multi-column assignment, whose source the
