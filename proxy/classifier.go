@@ -202,9 +202,10 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 // prepareCreatedWhileItRuns does ahead, once the unit that makes the object the catalogue takes
 // from its statement is sent, while the node runs the CREATE, what the statement that uses the
 // object next (as a migration's does) would otherwise wait for once it is sent ahead of the
-// take-in (catalogue_read_in_flight.go): it parses what the analysis of a function will parse
-// (Classifier.PrepareCreated), derives the catalogue with the object taken in
-// (catalog.Manager.PrepareTake), and analyses the object in it (Classifier.PrepareUses). The
+// take-in (catalogue_read_in_flight.go): it derives the catalogue with the object taken in
+// (catalog.Manager.PrepareTake) and analyses the object in it (Classifier.PrepareUses), parsing
+// what that analysis needs; where no take can be prepared, it only parses what the analysis of a
+// function will parse (Classifier.PrepareCreated). The
 // catalogue is stored only once the CREATE has committed (tellChanges, catalog.Manager.TakePrepared),
 // and only when no other change was stored meanwhile; else the object is taken in as before. The
 // CREATE's time on the node covers this work: measured by integration/migrationbench, the take-in
@@ -215,13 +216,15 @@ func (sess *session) prepareCreatedWhileItRuns() {
 		if st.created != nil {
 			ctx := st.createdIn
 			c := sess.srv.opts.Classifier
-			c.PrepareCreated(st.created, &ctx)
 			if m, ok := c.Catalogues().(*catalog.Manager); ok && ctx.Database != "" {
 				if take := m.PrepareTake(ctx.Database, st.created, &ctx); take != nil {
+					// The analysis parses what it needs, as PrepareCreated would.
 					c.PrepareUses(take.Catalogue(), take.Taken(), &ctx)
 					st.preparedTake = take
+					return
 				}
 			}
+			c.PrepareCreated(st.created, &ctx)
 		}
 	}
 }

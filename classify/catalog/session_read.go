@@ -392,19 +392,20 @@ func (m *Manager) changedAndCreated(name string, changes *classify.CatalogueChan
 			// classified), or an unconfirmed view uses the name: it is read.
 			return ownPatch{}, false
 		}
+		var own ownPatch
 		if prepared != nil && prepared.old == old {
-			db.takenUnread(created)
-			m.confirmLater(db)
-			return ownPatch{fresh: prepared.fresh, wanted: prepared.wanted, covers: &prepared.covers, derived: prepared.derived}, true
-		}
-		fresh, ok := old.TakeCreated(created, ctx, m.derivedOID)
-		if !ok {
-			return ownPatch{}, false
+			own = ownPatch{fresh: prepared.fresh, wanted: prepared.wanted, covers: &prepared.covers, derived: prepared.derived}
+		} else {
+			fresh, ok := old.TakeCreated(created, ctx, m.derivedOID)
+			if !ok {
+				return ownPatch{}, false
+			}
+			covers := created.Changes()
+			own = ownPatch{fresh: fresh, wanted: namedReadsFor(old.Data(), &covers), covers: &covers}
 		}
 		db.takenUnread(created)
 		m.confirmLater(db)
-		covers := created.Changes()
-		return ownPatch{fresh: fresh, wanted: namedReadsFor(old.Data(), &covers), covers: &covers}, true
+		return own, true
 	}, true)
 }
 
