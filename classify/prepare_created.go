@@ -5,7 +5,9 @@ package classify
 // expressions in it. The parses are kept across catalogues (Classifier.bodies, Classifier.plpgsql), so the
 // statement that calls the function right after it is made, as a migration does, finds them done
 // and has only the analysis left. The proxy calls it while the node runs the CREATE statement,
-// when it would otherwise wait. Nothing else changes: a body that does not parse is parsed, and
+// when it would otherwise wait, where it cannot prepare the catalogue with the function taken in
+// (catalog.Manager.PrepareTake); where it can, PrepareUses does the analysis itself, parsing what
+// it needs. Nothing else changes: a body that does not parse is parsed, and
 // reported, when it is analysed; other objects have nothing to parse ahead (a view's query was
 // parsed with its statement).
 func (c *Classifier) PrepareCreated(obj CreatedObject, ctx *Context) {
