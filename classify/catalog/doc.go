@@ -64,5 +64,10 @@
 //
 // Reads survive DDL running beside them (load.go): each part is its own statement, a part that
 // fails on an object that vanished meanwhile is read again with a new snapshot, and objects that
-// keep failing are left out with a warning, found by halving the OID range.
+// keep failing are left out with a warning, found by halving the OID range. Nor does DDL fail for
+// a read: pg_get_viewdef locks the views it prints until its statement ends, so a read and a
+// DROP SCHEMA ... CASCADE can each hold a view the other waits for, and PostgreSQL fails whichever
+// waited deadlock_timeout first. The Manager's connections and Load wait on a lock for half
+// deadlock_timeout at most (100 ms; giveWayToDDL), so the read gives up, lets its locks go and
+// is run again (up to 50 times), and the DDL goes on.
 package catalog

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,11 +29,12 @@ type Overrides struct {
 // the role and database defaults of search_path. Each part is read in its own statement, after
 // every change committed before Load was called; an object dropped or changed while it is read is
 // read again or, when it is gone, left out (see readRows), so DDL running beside a load never fails
-// it. conn must be connected to database; Load leaves it idle with its search_path as it found it.
+// it, and a read never makes such DDL fail (giveWayToDDL). conn must be connected to database; Load
+// leaves it idle with its search_path and lock_timeout as the session's defaults make them.
 func Load(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.Catalogue, error) {
 	data, _, err := loadData(ctx, conn, database, overrides)
-	if _, resetErr := conn.Exec(ctx, "RESET search_path"); err == nil && resetErr != nil {
-		err = fmt.Errorf("catalog: reset search_path: %w", resetErr)
+	if _, resetErr := conn.Exec(ctx, "RESET search_path; RESET lock_timeout"); err == nil && resetErr != nil {
+		err = fmt.Errorf("catalog: reset search_path and lock_timeout: %w", resetErr)
 	}
 	if err != nil {
 		return nil, err
@@ -49,14 +51,47 @@ func prepareConnection(ctx context.Context, conn *pgx.Conn) error {
 	if err := checkPrimary(ctx, conn); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog; SET plan_cache_mode = force_generic_plan"); err != nil {
+	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog; SET plan_cache_mode = force_generic_plan; "+giveWayToDDL()); err != nil {
 		return fmt.Errorf("catalog: prepare the connection: %w", err)
 	}
 	return nil
 }
 
+// giveWayToDDL is a statement that sets the connection's lock_timeout to half the server's deadlock_timeout, at most
+// maxLockWait, so that a catalogue read never waits on a lock long enough to be the one that
+// stays in a deadlock.
+//
+// pg_get_viewdef locks each view it prints until its statement ends, in the read's order (by
+// OID); DROP SCHEMA ... CASCADE and other DDL over many objects lock them in their own order. The
+// two can each hold a view the other waits for. PostgreSQL breaks the deadlock by failing the
+// statement that has waited deadlock_timeout first, which could be the user's DDL: a migration
+// failed by its proxy's bookkeeping. With a shorter lock_timeout the read always gives up first
+// (lock_not_available), its locks go, the DDL goes on, and the read is run again (readRows).
+func giveWayToDDL() string {
+	return "SELECT pg_catalog.set_config('lock_timeout', greatest(1, least(" +
+		strconv.FormatInt(maxLockWait.Milliseconds(), 10) + ", s.setting::int / 2))::text || 'ms', false) " +
+		"FROM pg_catalog.pg_settings s WHERE s.name = 'deadlock_timeout'"
+}
+
+// maxLockWait bounds a catalogue read's lock_timeout (giveWayToDDL): a read that meets a lock held
+// longer waits again in slices of it (lockWaitRetries), its own locks let go between them.
+const maxLockWait = 100 * time.Millisecond
+
+// lockWaitRetries is how often readRows runs a read again that gave up waiting on a lock
+// (lockWaited), before it treats that as any other failure: each try waits on the lock up to the
+// connection's lock_timeout, so together they wait about as long as a read without the bound would
+// wait for a DDL statement of a few seconds.
+const lockWaitRetries = 50
+
+// lockWaited reports whether err is a statement that gave up waiting on a lock (lock_timeout,
+// lock_not_available), which the same statement run again may take once the holder commits.
+func lockWaited(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
 // loadData reads a whole catalogue's data and the resolved overrides (function OID → kind); it
-// leaves the connection's search_path at pg_catalog.
+// leaves the connection's search_path at pg_catalog and its lock_timeout short (giveWayToDDL).
 func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.CatalogueData, map[uint32]string, error) {
 	data := classify.CatalogueData{Database: database, LoadedAt: time.Now(), DefaultSearchPath: map[string][]string{}}
 	if err := checkPrimary(ctx, conn); err != nil {
@@ -76,8 +111,8 @@ func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Ov
 		return nil, nil, err
 	}
 	// With only pg_catalog on the path, pg_get_viewdef and pg_get_functiondef qualify every other name.
-	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog"); err != nil {
-		return nil, nil, fmt.Errorf("catalog: set search_path: %w", err)
+	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog; "+giveWayToDDL()); err != nil {
+		return nil, nil, fmt.Errorf("catalog: set search_path and lock_timeout: %w", err)
 	}
 	all := filter{}
 	for _, part := range []func() error{
@@ -209,17 +244,24 @@ const (
 // miss an object that the statement's snapshot still lists ("could not open relation with OID N",
 // "cache lookup failed for type N"). Such a read is tried again, with a new snapshot in which the
 // object is gone; if it keeps failing, the OID range is halved until the failing objects are
-// alone, and those are left out with a warning. Only a broken connection fails the read.
+// alone, and those are left out with a warning. A read that gave up waiting on a lock (the
+// connection's lock_timeout, giveWayToDDL) is run again, up to lockWaitRetries times, before it
+// counts as such a failure. Only a broken connection fails the read.
 func readRows[T any](ctx context.Context, conn *pgx.Conn, p part[T], f filter, warnings *[]string) ([]T, error) {
 	var err error
-	for attempt := 0; attempt < readAttempts; attempt++ {
+	for attempt, lockWaits := 0, 0; attempt < readAttempts; {
 		var list []T
 		if list, err = queryPart(ctx, conn, p, f); err == nil {
 			return list, nil
 		}
+		if lockWaited(err) && lockWaits < lockWaitRetries {
+			lockWaits++ // a DDL statement holds an object the read locks: wait again for it
+			continue
+		}
 		if !objectError(err) {
 			return nil, fmt.Errorf("catalog: read %s: %w", p.what, err)
 		}
+		attempt++
 	}
 	return splitRead(ctx, conn, p, filter{Names: f.Names, First: 0, Last: ^uint32(0), ranged: true}, warnings, 0)
 }
@@ -275,7 +317,8 @@ func objectError(err error) bool {
 		"42P01",          // undefined_table
 		"42704",          // undefined_object
 		"42883",          // undefined_function
-		"40001", "40P01": // serialization failure, deadlock
+		"40001", "40P01", // serialization failure, deadlock
+		"55P03": // lock_not_available: waited lock_timeout on an object DDL holds (giveWayToDDL)
 		return true
 	}
 	return false
