@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,4 +28,16 @@ func primaryWithFunctions(b *testing.B, ctx context.Context, prefix string, func
 		}
 	}
 	return primary, conn
+}
+
+// startPrimaryForTest starts a throw-away PostgreSQL primary for t, stopped when t ends, and a
+// context bounded by timeout; it skips t under -short.
+func startPrimaryForTest(t *testing.T, timeout time.Duration) (*cluster.Node, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return cluster.StartForTest(t, cluster.Options{}).Nodes[0], ctx
 }

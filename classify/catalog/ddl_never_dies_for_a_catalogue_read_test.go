@@ -12,8 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestDDLNeverDiesForACatalogueRead makes and drops, again and again, a schema of functions and
@@ -28,12 +26,7 @@ import (
 // DDL: a catalogue read waits on a lock for less than deadlock_timeout (giveWayToDDL), so that it
 // is the one to give up, and it is read again.
 func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	primary := cluster.StartForTest(t, cluster.Options{}).Nodes[0]
+	primary, ctx := startPrimaryForTest(t, 3*time.Minute)
 	connect := func() *pgx.Conn {
 		t.Helper()
 		conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestSessionReadPatchIsWaitedForByTheNextStatement runs what a session does on a real primary: a
@@ -22,12 +21,7 @@ import (
 // (never the catalogue before it), and the manager must not read anything itself, also when
 // every other CREATE OR REPLACE comes right behind the CREATE, without a use between them.
 func TestSessionReadPatchIsWaitedForByTheNextStatement(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	primary := cluster.StartForTest(t, cluster.Options{}).Nodes[0]
+	primary, ctx := startPrimaryForTest(t, 3*time.Minute)
 	session, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
