@@ -57,12 +57,13 @@ func prepareConnection(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// giveWayToDDL is a statement that sets the connection's lock_timeout to half the server's deadlock_timeout, at most
-// maxLockWait, so that a catalogue read never waits on a lock long enough to be the one that
-// stays in a deadlock.
+// giveWayToDDL is a statement that sets the connection's lock_timeout to half the server's
+// deadlock_timeout, at most maxLockWait, so that a catalogue read never waits on a lock long
+// enough to be the one that stays in a deadlock.
 //
-// pg_get_viewdef locks each view it prints until its statement ends, in the read's order (by
-// OID); DROP SCHEMA ... CASCADE and other DDL over many objects lock them in their own order. The
+// pg_get_viewdef locks each view it prints, and the relations that view reads, until its
+// statement ends, in the order the read meets them; DROP SCHEMA ... CASCADE and other DDL over
+// many objects lock them in the order they walk their dependencies. The
 // two can each hold a view the other waits for. PostgreSQL breaks the deadlock by failing the
 // statement that has waited deadlock_timeout first, which could be the user's DDL: a migration
 // failed by its proxy's bookkeeping. With a shorter lock_timeout the read always gives up first
