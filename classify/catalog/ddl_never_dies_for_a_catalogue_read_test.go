@@ -12,19 +12,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify"
 )
 
 // TestDDLNeverDiesForACatalogueRead makes and drops, again and again, a schema of functions and
 // views that read each other (DROP SCHEMA ... CASCADE, as a migration's down step or a test
-// suite's teardown does) while the Manager's reads of the schema's names, and whole loads, run
-// beside it without a pause.
+// suite's teardown does) while the Manager's reads of the schema's names, a session's own read of
+// them (SessionRead), and whole loads, run beside it without a pause.
 //
 // pg_get_viewdef locks each view it prints, and what that view reads, until its statement ends;
 // the DROP locks the schema's objects as it walks them and what depends on each, in another
 // order. Each can then hold a view the other waits for: a deadlock, which PostgreSQL breaks by
 // failing the statement that has waited deadlock_timeout first. That must never be the user's
-// DDL: a catalogue read waits on a lock for less than deadlock_timeout (giveWayToDDL), so that it
-// is the one to give up, and it is read again.
+// DDL: a catalogue read waits on a lock for less than deadlock_timeout (giveWayToDDL,
+// sessionGiveWay), so that it is the one to give up; the Manager reads again, and a session's read
+// fails and leaves the change to the Manager.
 func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, 3*time.Minute)
 	connect := func() *pgx.Conn {
@@ -114,6 +118,57 @@ func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
 			}
 		}()
 	}
+	// A session's own read of its change (SessionRead), as the proxy sends it on the session's
+	// connection, of as many of the views as it reads.
+	m := New(Options{Logger: zerolog.Nop(), Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
+		return pgx.Connect(ctx, primary.DatabaseDSN(database))
+	}})
+	defer m.Close()
+	// A call of a function the catalogue must look up loads it.
+	classify.New(classify.Options{Catalogues: m}).ClassifyIn("SELECT no_such_function()", &classify.Context{Database: "postgres", User: "postgres"})
+	sessionChanges := &classify.CatalogueChanges{Relations: wanted.relations[:maxSessionReadNames]}
+	if m.PrepareSessionRead("postgres", sessionChanges) == nil {
+		t.Fatal("no session read prepared once the catalogue is loaded")
+	}
+	var sessionReads, sessionReadsFailed atomic.Int64
+	session := connect().PgConn()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		prepared := map[string]struct{}{}
+		for churnCtx.Err() == nil && sessionReads.Load() < 100000 {
+			read := m.PrepareSessionRead("postgres", sessionChanges)
+			if read == nil {
+				fail("session read %d: none prepared", sessionReads.Load())
+				return
+			}
+			if _, err := session.Conn().Write(read.Messages(prepared)); err != nil {
+				fail("session read %d: %v", sessionReads.Load(), err)
+				return
+			}
+			for done := false; !done; {
+				msg, err := session.ReceiveMessage(ctx)
+				if err != nil {
+					fail("session read %d: %v", sessionReads.Load(), err)
+					return
+				}
+				frame, err := msg.Encode(nil)
+				if err != nil {
+					fail("session read %d: %v", sessionReads.Load(), err)
+					return
+				}
+				done = read.Receive(frame[0], frame[5:])
+			}
+			if read.Err() != nil {
+				sessionReadsFailed.Add(1) // gave way, or met a view dropped meanwhile: the Manager reads it
+				for _, name := range read.StatementNames() {
+					delete(prepared, name)
+				}
+			}
+			sessionReads.Add(1)
+		}
+	}()
+
 	loader := connect()
 	wg.Add(1)
 	go func() {
@@ -131,11 +186,12 @@ func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
 	for _, failure := range failures {
 		t.Error(failure)
 	}
-	if dropped.Load() < 5 || reads.Load() < 20 || loads.Load() < 5 {
-		t.Errorf("too little ran to show anything: %d schemas dropped, %d reads, %d loads", dropped.Load(), reads.Load(), loads.Load())
+	if dropped.Load() < 5 || reads.Load() < 20 || loads.Load() < 5 || sessionReads.Load() < 20 {
+		t.Errorf("too little ran to show anything: %d schemas dropped, %d reads, %d session reads, %d loads",
+			dropped.Load(), reads.Load(), sessionReads.Load(), loads.Load())
 	}
-	t.Logf("%d schemas of %d functions and %d views made and dropped beside %d reads of their names (%d of them deadlocked and read again) and %d whole loads",
-		dropped.Load(), objects, objects, reads.Load(), deadlocksOfTheRead.Load(), loads.Load())
+	t.Logf("%d schemas of %d functions and %d views made and dropped beside %d reads of their names (%d of them deadlocked and read again), %d session reads (%d failed) and %d whole loads",
+		dropped.Load(), objects, objects, reads.Load(), deadlocksOfTheRead.Load(), sessionReads.Load(), sessionReadsFailed.Load(), loads.Load())
 }
 
 func isDeadlock(err error) bool {

@@ -93,6 +93,12 @@ func (m *Manager) PrepareSessionRead(database string, changes *classify.Catalogu
 		}
 	}
 	queue(r.wanted.functions, "functions", functionsPart.query, functionsPart.nameColumn, collectInto(functionsPart, &r.fresh.Functions))
+	if len(r.wanted.relations) > 0 {
+		// From here on (the reads that lock views), wait on a lock briefly: see sessionGiveWay.
+		giveWayName, giveWay := sessionGiveWay(sessionReadLimit * m.opts.Wait)
+		r.statements = append(r.statements, sessionStatement{name: giveWayName, query: giveWay})
+		r.collectors = append(r.collectors, func(pgx.CollectableRow) error { return nil })
+	}
 	queue(r.wanted.relations, "views", viewsPart.query, viewsPart.nameColumn, collectInto(viewsPart, &r.fresh.Views))
 	queue(r.wanted.relations, "relations", relationsPart.query, relationsPart.nameColumn, collectInto(relationsPart, &r.fresh.Relations))
 	queue(r.wanted.types, "types", typesPart.query, typesPart.nameColumn, collectInto(typesPart, &r.fresh.Types))
@@ -122,6 +128,22 @@ func sessionSettings(limit time.Duration) (name, query string) {
 			"pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), " +
 			"pg_catalog.set_config('lock_timeout', '" + ms + "', true), " +
 			"pg_catalog.set_config('statement_timeout', '" + ms + "', true)"
+}
+
+// sessionGiveWay returns a statement of a SessionRead, and its name on a connection, that lowers
+// the read's lock_timeout, for the rest of its transaction, to maxLockWait (or limit, when
+// shorter). It runs before the reads of views: pg_get_viewdef locks each view it prints, and the
+// relations that view reads, until the transaction ends, so that the read and another session's
+// DDL over the same views (DROP SCHEMA ... CASCADE) can each hold a view the other waits for.
+// PostgreSQL then fails whichever waited deadlock_timeout (1 s by default) first; with the
+// shorter wait the read gives up first, fails, and the change is read by the Manager (which gives
+// way too, giveWayToDDL). The reads before it keep the read's whole limit: a lock held on a
+// catalogue table there (TestSessionCatalogueReadHeldOnALockDoesNotHoldTheSession) is no DDL
+// over views.
+func sessionGiveWay(limit time.Duration) (name, query string) {
+	ms := strconv.FormatInt(max(min(limit, maxLockWait).Milliseconds(), 1), 10)
+	return sessionStatementPrefix + "give_way." + ms + "ms",
+		"SELECT pg_catalog.set_config('lock_timeout', '" + ms + "', true)"
 }
 
 // sessionReadLimit is how long a session's read may run, as a multiple of Options.Wait: longer
