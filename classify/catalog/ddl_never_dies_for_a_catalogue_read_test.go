@@ -146,18 +146,9 @@ func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
 				fail("session read %d: %v", sessionReads.Load(), err)
 				return
 			}
-			for done := false; !done; {
-				msg, err := session.ReceiveMessage(ctx)
-				if err != nil {
-					fail("session read %d: %v", sessionReads.Load(), err)
-					return
-				}
-				frame, err := msg.Encode(nil)
-				if err != nil {
-					fail("session read %d: %v", sessionReads.Load(), err)
-					return
-				}
-				done = read.Receive(frame[0], frame[5:])
+			if err := passReplies(ctx, session, read); err != nil {
+				fail("session read %d: %v", sessionReads.Load(), err)
+				return
 			}
 			if read.Err() != nil {
 				sessionReadsFailed.Add(1) // gave way, or met a view dropped meanwhile: the Manager reads it

@@ -91,31 +91,48 @@ func TestSessionReadPatchIsWaitedForByTheNextStatement(t *testing.T) {
 	}
 }
 
-// receive passes the connection's reply messages up to a ReadyForQuery to read (nil: discards them).
-func receive(t testing.TB, ctx context.Context, conn interface {
+// replySource is a connection whose reply messages a test reads one by one (pgconn.PgConn).
+type replySource interface {
 	ReceiveMessage(context.Context) (pgproto3.BackendMessage, error)
-}, read *SessionRead) {
+}
+
+// receive passes the connection's reply messages up to a ReadyForQuery to read (nil: discards them).
+func receive(t testing.TB, ctx context.Context, conn replySource, read *SessionRead) {
 	t.Helper()
+	if read != nil {
+		if err := passReplies(ctx, conn, read); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	for {
 		msg, err := conn.ReceiveMessage(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if read == nil {
-			if e, ok := msg.(*pgproto3.ErrorResponse); ok {
-				t.Fatalf("the change failed: %s", e.Message)
-			}
-			if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
-				return
-			}
-			continue
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("the change failed: %s", e.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			return
+		}
+	}
+}
+
+// passReplies passes the connection's reply frames to read up to its ReadyForQuery: what the proxy
+// does with a session read's replies. It may run outside the test's goroutine.
+func passReplies(ctx context.Context, conn replySource, read *SessionRead) error {
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return err
 		}
 		frame, err := msg.Encode(nil)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if read.Receive(frame[0], frame[5:]) {
-			return
+			return nil
 		}
 	}
 }
