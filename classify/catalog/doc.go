@@ -69,6 +69,7 @@
 // DROP SCHEMA ... CASCADE can each hold a view the other waits for, and PostgreSQL fails whichever
 // waited deadlock_timeout first. The Manager's connections and Load wait on a lock for half
 // deadlock_timeout at most (100 ms; giveWayToDDL), so the read gives up, lets its locks go and
-// is run again (up to 50 times), and the DDL goes on. A SessionRead does the same from its read of
+// is run again (up to 50 times), and the DDL goes on; so are the reads that have no objects to
+// leave out (schemas, default search paths, assertions: waitingOutLocks). A SessionRead does the same from its read of
 // views on (sessionGiveWay); it is not run again: the change is left to the Manager.
 package catalog

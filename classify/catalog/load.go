@@ -91,6 +91,20 @@ func lockWaited(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
+// waitingOutLocks runs read, and runs it again while it gives up waiting on a lock (lockWaited),
+// up to lockWaitRetries times: what readRows does for the parts, for the reads that have no
+// objects to leave out (the schemas, the default search paths, the assertions). Under the
+// connection's short lock_timeout (giveWayToDDL) such a read would otherwise fail the load where,
+// without it, it waited: a system catalogue held by VACUUM FULL or LOCK TABLE for longer than
+// maxLockWait. read must start over each time it is called.
+func waitingOutLocks(read func() error) error {
+	err := read()
+	for tries := 0; lockWaited(err) && tries < lockWaitRetries; tries++ {
+		err = read()
+	}
+	return err
+}
+
 // loadData reads a whole catalogue's data and the resolved overrides (function OID → kind); it
 // leaves the connection's search_path at pg_catalog and its lock_timeout short (giveWayToDDL).
 func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.CatalogueData, map[uint32]string, error) {
@@ -158,11 +172,21 @@ func checkPrimary(ctx context.Context, conn *pgx.Conn) error {
 
 // resolveOverrides resolves the configured assertions with to_regprocedure, in the connection's
 // default search_path.
-func resolveOverrides(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (map[uint32]string, []string, error) {
-	assertions := map[uint32]string{}
+func resolveOverrides(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (assertions map[uint32]string, warnings []string, err error) {
 	if len(overrides.Readonly)+len(overrides.Writes) == 0 {
-		return assertions, nil, nil
+		return map[uint32]string{}, nil, nil
 	}
+	err = waitingOutLocks(func() (err error) {
+		assertions, warnings, err = resolveOverridesOnce(ctx, conn, database, overrides)
+		return err
+	})
+	return assertions, warnings, err
+}
+
+// resolveOverridesOnce is one try of resolveOverrides: an entry whose lookup gave up waiting on a
+// lock fails the try, so that it is made again rather than the entry dropped with a warning.
+func resolveOverridesOnce(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (map[uint32]string, []string, error) {
+	assertions := map[uint32]string{}
 	var warnings []string
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -182,6 +206,9 @@ func resolveOverrides(ctx context.Context, conn *pgx.Conn, database string, over
 				return nil, nil, fmt.Errorf("catalog: savepoint: %w", err)
 			}
 			if err := tx.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", entry).Scan(&oid); err != nil {
+				if lockWaited(err) {
+					return nil, nil, fmt.Errorf("catalog: resolve %q: %w", entry, err)
+				}
 				warnings = append(warnings, fmt.Sprintf("classify.functions.%s: %q: %v", list.kind, entry, err))
 				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT entry"); err != nil {
 					return nil, nil, fmt.Errorf("catalog: rollback to savepoint: %w", err)
@@ -512,12 +539,14 @@ ORDER BY 1, 2`,
 // loadSchemas reads the names of every schema, sorted: where an unqualified CREATE FUNCTION
 // makes its function when "$user" comes first in search_path (classify.Catalogue.CreatedFunction).
 func loadSchemas(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
-	rows, err := conn.Query(ctx, schemasQuery)
-	if err != nil {
-		return fmt.Errorf("catalog: read schemas: %w", err)
-	}
-	data.Schemas, err = collectSchemas(rows)
-	return err
+	return waitingOutLocks(func() error {
+		rows, err := conn.Query(ctx, schemasQuery)
+		if err != nil {
+			return fmt.Errorf("catalog: read schemas: %w", err)
+		}
+		data.Schemas, err = collectSchemas(rows)
+		return err
+	})
 }
 
 // schemasQuery reads the name of every schema.
@@ -536,6 +565,12 @@ func collectSchemas(rows pgx.Rows) ([]string, error) {
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
 // the role in this database, else for the role, else for this database, else the server's.
 func loadDefaultSearchPaths(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
+	return waitingOutLocks(func() error { return loadDefaultSearchPathsOnce(ctx, conn, data) })
+}
+
+// loadDefaultSearchPathsOnce is one try of loadDefaultSearchPaths; it sets data's paths only once
+// every row is read.
+func loadDefaultSearchPathsOnce(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
 	var server, source string
 	if err := conn.QueryRow(ctx, "SELECT coalesce(reset_val, boot_val), source FROM pg_settings WHERE name = 'search_path'").Scan(&server, &source); err != nil {
 		return fmt.Errorf("catalog: read search_path default: %w", err)
