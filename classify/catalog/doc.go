@@ -70,6 +70,7 @@
 // waited deadlock_timeout first. The Manager's connections and Load wait on a lock for half
 // deadlock_timeout at most (100 ms; giveWayToDDL), so the read gives up, lets its locks go and
 // is run again (up to 50 times), and the DDL goes on; so are the reads that have no objects to
-// leave out (schemas, default search paths, assertions: waitingOutLocks). A SessionRead does the same from its read of
-// views on (sessionGiveWay); it is not run again: the change is left to the Manager.
+// leave out (schemas, default search paths, assertions: waitingOutLocks). A SessionRead waits as
+// briefly from its read of views on (sessionGiveWay); it is not run again: the change is left to
+// the Manager.
 package catalog

@@ -69,9 +69,16 @@ func prepareConnection(ctx context.Context, conn *pgx.Conn) error {
 // failed by its proxy's bookkeeping. With a shorter lock_timeout the read always gives up first
 // (lock_not_available), its locks go, the DDL goes on, and the read is run again (readRows).
 func giveWayToDDL() string {
-	return "SELECT pg_catalog.set_config('lock_timeout', greatest(1, least(" +
-		strconv.FormatInt(maxLockWait.Milliseconds(), 10) + ", s.setting::int / 2))::text || 'ms', false) " +
-		"FROM pg_catalog.pg_settings s WHERE s.name = 'deadlock_timeout'"
+	return "SELECT pg_catalog.set_config('lock_timeout', " + lockWaitBelowDeadlockTimeout(maxLockWait) + ", false)"
+}
+
+// lockWaitBelowDeadlockTimeout is an SQL expression for a lock_timeout of half the session's
+// deadlock_timeout, at most limit and at least 1 ms, in milliseconds. It reads the setting with
+// current_setting (no scan of pg_settings), whose text ("1s", "150ms", "1min") reads as an interval.
+func lockWaitBelowDeadlockTimeout(limit time.Duration) string {
+	return "greatest(1, least(" + strconv.FormatInt(max(limit.Milliseconds(), 1), 10) +
+		", pg_catalog.date_part('epoch', pg_catalog.current_setting('deadlock_timeout')::pg_catalog.interval) * 500))" +
+		"::pg_catalog.int4::pg_catalog.text || 'ms'"
 }
 
 // maxLockWait bounds a catalogue read's lock_timeout (giveWayToDDL): a read that meets a lock held

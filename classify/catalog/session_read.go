@@ -131,8 +131,9 @@ func sessionSettings(limit time.Duration) (name, query string) {
 }
 
 // sessionGiveWay returns a statement of a SessionRead, and its name on a connection, that lowers
-// the read's lock_timeout, for the rest of its transaction, to maxLockWait (or limit, when
-// shorter). It runs before the reads of views: pg_get_viewdef locks each view it prints, and the
+// the read's lock_timeout, for the rest of its transaction, to half the session's
+// deadlock_timeout, at most maxLockWait (or limit, when shorter), as the Manager's (giveWayToDDL).
+// It runs before the reads of views: pg_get_viewdef locks each view it prints, and the
 // relations that view reads, until the transaction ends, so that the read and another session's
 // DDL over the same views (DROP SCHEMA ... CASCADE) can each hold a view the other waits for.
 // PostgreSQL then fails whichever waited deadlock_timeout (1 s by default) first; with the
@@ -141,9 +142,9 @@ func sessionSettings(limit time.Duration) (name, query string) {
 // catalogue table there (TestSessionCatalogueReadHeldOnALockDoesNotHoldTheSession) is no DDL
 // over views.
 func sessionGiveWay(limit time.Duration) (name, query string) {
-	ms := strconv.FormatInt(max(min(limit, maxLockWait).Milliseconds(), 1), 10)
-	return sessionStatementPrefix + "give_way." + ms + "ms",
-		"SELECT pg_catalog.set_config('lock_timeout', '" + ms + "', true)"
+	bound := min(limit, maxLockWait)
+	return sessionStatementPrefix + "give_way." + strconv.FormatInt(max(bound.Milliseconds(), 1), 10) + "ms",
+		"SELECT pg_catalog.set_config('lock_timeout', " + lockWaitBelowDeadlockTimeout(bound) + ", true)"
 }
 
 // sessionReadLimit is how long a session's read may run, as a multiple of Options.Wait: longer

@@ -1,0 +1,69 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestLockWaitStaysBelowDeadlockTimeout runs the statements that bound how long a catalogue read
+// waits on a lock (the Manager's giveWayToDDL, a session read's sessionGiveWay) under several
+// deadlock_timeout settings, and reads the lock_timeout each leaves. The read must always be the
+// one to give up in a deadlock with DDL, so its wait must stay below deadlock_timeout, whatever
+// the server's is: half of it, at most maxLockWait (and a session read's own limit), at least 1 ms.
+func TestLockWaitStaysBelowDeadlockTimeout(t *testing.T) {
+	primary, ctx := startPrimaryForTest(t, time.Minute)
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	_, sessionQuery := sessionGiveWay(sessionReadLimit * 2 * time.Second)
+	_, shortLimitQuery := sessionGiveWay(20 * time.Millisecond)
+	for _, c := range []struct {
+		deadlockTimeout                  string
+		manager, session, shortLimitRead string
+	}{
+		{deadlockTimeout: "1s", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "1min", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "1500ms", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "150ms", manager: "75ms", session: "75ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "60ms", manager: "30ms", session: "30ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "30ms", manager: "15ms", session: "15ms", shortLimitRead: "15ms"},
+		{deadlockTimeout: "1ms", manager: "1ms", session: "1ms", shortLimitRead: "1ms"},
+	} {
+		t.Run("deadlock_timeout="+c.deadlockTimeout, func(t *testing.T) {
+			lockTimeoutAfter := func(query string) string {
+				t.Helper()
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.Background()) //nolint:errcheck // settings only
+				if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '"+c.deadlockTimeout+"'"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tx.Exec(ctx, query); err != nil {
+					t.Fatalf("%s: %v", query, err)
+				}
+				var got string
+				if err := tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&got); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			if got := lockTimeoutAfter(giveWayToDDL()); got != c.manager {
+				t.Errorf("the Manager's reads wait %s on a lock, want %s", got, c.manager)
+			}
+			if got := lockTimeoutAfter(sessionQuery); got != c.session {
+				t.Errorf("a session's read waits %s on a lock, want %s", got, c.session)
+			}
+			if got := lockTimeoutAfter(shortLimitQuery); got != c.shortLimitRead {
+				t.Errorf("a session's read limited to 20ms waits %s on a lock, want %s", got, c.shortLimitRead)
+			}
+		})
+	}
+}
