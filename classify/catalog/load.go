@@ -100,7 +100,8 @@ func lockWaited(err error) bool {
 
 // waitingOutLocks runs read, and runs it again while it gives up waiting on a lock (lockWaited),
 // up to lockWaitRetries times: what readRows does for the parts, for the reads that have no
-// objects to leave out (the schemas, the default search paths, the assertions). Under the
+// objects to leave out (the role check, the schemas, the default search paths, the assertions,
+// and the statement that narrows search_path, whose function lookups can meet a locked pg_proc). Under the
 // connection's short lock_timeout (giveWayToDDL) such a read would otherwise fail the load where,
 // without it, it waited: a system catalogue held by VACUUM FULL or LOCK TABLE for longer than
 // maxLockWait. read must start over each time it is called.
@@ -116,7 +117,7 @@ func waitingOutLocks(read func() error) error {
 // leaves the connection's search_path at pg_catalog and its lock_timeout short (giveWayToDDL).
 func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Overrides) (*classify.CatalogueData, map[uint32]string, error) {
 	data := classify.CatalogueData{Database: database, LoadedAt: time.Now(), DefaultSearchPath: map[string][]string{}}
-	if err := checkPrimary(ctx, conn); err != nil {
+	if err := waitingOutLocks(func() error { return checkPrimary(ctx, conn) }); err != nil {
 		return nil, nil, err
 	}
 	// The configured overrides name functions the way a client would, so they are resolved with
@@ -133,7 +134,11 @@ func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Ov
 		return nil, nil, err
 	}
 	// With only pg_catalog on the path, pg_get_viewdef and pg_get_functiondef qualify every other name.
-	if _, err := conn.Exec(ctx, "SET search_path = pg_catalog; "+giveWayToDDL()); err != nil {
+	// Its lookups of functions (set_config and the like) can meet a locked pg_proc as well.
+	if err := waitingOutLocks(func() error {
+		_, err := conn.Exec(ctx, "SET search_path = pg_catalog; "+giveWayToDDL())
+		return err
+	}); err != nil {
 		return nil, nil, fmt.Errorf("catalog: set search_path and lock_timeout: %w", err)
 	}
 	all := filter{}

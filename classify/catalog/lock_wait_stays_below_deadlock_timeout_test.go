@@ -12,7 +12,10 @@ import (
 // waits on a lock (the Manager's giveWayToDDL, a session read's sessionGiveWay) under several
 // deadlock_timeout settings, and reads the lock_timeout each leaves. The read must always be the
 // one to give up in a deadlock with DDL, so its wait must stay below deadlock_timeout, whatever
-// the server's is: half of it, at most maxLockWait (and a session read's own limit), at least 1 ms.
+// the server's is: half of it, at most maxLockWait (and a session read's own limit), at least 1 ms
+// (lock_timeout's finest step; at deadlock_timeout = 1 ms the two are equal). The session read is
+// prepared once and run again after deadlock_timeout changes, as it is on a pooled connection,
+// so that a bound fixed in its plan would show.
 func TestLockWaitStaysBelowDeadlockTimeout(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, time.Minute)
 	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
@@ -21,8 +24,19 @@ func TestLockWaitStaysBelowDeadlockTimeout(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 
-	_, sessionQuery := sessionGiveWay(sessionReadLimit * 2 * time.Second)
-	_, shortLimitQuery := sessionGiveWay(20 * time.Millisecond)
+	// As a session read's statements are: prepared once, planned generically, run again.
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	prepare := func(name, query string) string {
+		t.Helper()
+		if _, err := conn.Prepare(ctx, name, query); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return name
+	}
+	sessionQuery := prepare(sessionGiveWay(sessionReadLimit * 2 * time.Second))
+	shortLimitQuery := prepare(sessionGiveWay(20 * time.Millisecond))
 	for _, c := range []struct {
 		deadlockTimeout                  string
 		manager, session, shortLimitRead string
@@ -30,9 +44,12 @@ func TestLockWaitStaysBelowDeadlockTimeout(t *testing.T) {
 		{deadlockTimeout: "1s", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
 		{deadlockTimeout: "1min", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
 		{deadlockTimeout: "1500ms", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "1h", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
+		{deadlockTimeout: "1d", manager: "100ms", session: "100ms", shortLimitRead: "20ms"},
 		{deadlockTimeout: "150ms", manager: "75ms", session: "75ms", shortLimitRead: "20ms"},
 		{deadlockTimeout: "60ms", manager: "30ms", session: "30ms", shortLimitRead: "20ms"},
 		{deadlockTimeout: "30ms", manager: "15ms", session: "15ms", shortLimitRead: "15ms"},
+		{deadlockTimeout: "5ms", manager: "2ms", session: "2ms", shortLimitRead: "2ms"}, // 2.5 rounds to even
 		{deadlockTimeout: "1ms", manager: "1ms", session: "1ms", shortLimitRead: "1ms"},
 	} {
 		t.Run("deadlock_timeout="+c.deadlockTimeout, func(t *testing.T) {
