@@ -67,7 +67,7 @@ func prepareConnection(ctx context.Context, conn *pgx.Conn) error {
 // two can each hold a view the other waits for. PostgreSQL breaks the deadlock by failing the
 // statement that has waited deadlock_timeout first, which could be the user's DDL: a migration
 // failed by its proxy's bookkeeping. With a shorter lock_timeout the read always gives up first
-// (lock_not_available), its locks go, the DDL goes on, and the read is run again (readRows).
+// (lock_not_available), its locks go, the DDL goes on, and the read is run again (waitingOutLocks).
 func giveWayToDDL() string {
 	return "SELECT pg_catalog.set_config('lock_timeout', " + lockWaitBelowDeadlockTimeout(maxLockWait) + ", false)"
 }
@@ -85,7 +85,7 @@ func lockWaitBelowDeadlockTimeout(limit time.Duration) string {
 // longer waits again in slices of it (lockWaitRetries), its own locks let go between them.
 const maxLockWait = 100 * time.Millisecond
 
-// lockWaitRetries is how often readRows runs a read again that gave up waiting on a lock
+// lockWaitRetries is how often waitingOutLocks runs a read again that gave up waiting on a lock
 // (lockWaited), before it treats that as any other failure: each try waits on the lock up to the
 // connection's lock_timeout, so together they wait about as long as a read without the bound would
 // wait for a DDL statement of a few seconds.
@@ -99,12 +99,12 @@ func lockWaited(err error) bool {
 }
 
 // waitingOutLocks runs read, and runs it again while it gives up waiting on a lock (lockWaited),
-// up to lockWaitRetries times: what readRows does for the parts, for the reads that have no
-// objects to leave out (the role check, the schemas, the default search paths, the assertions,
-// and the statement that narrows search_path, whose function lookups can meet a locked pg_proc). Under the
-// connection's short lock_timeout (giveWayToDDL) such a read would otherwise fail the load where,
-// without it, it waited: a system catalogue held by VACUUM FULL or LOCK TABLE for longer than
-// maxLockWait. read must start over each time it is called.
+// up to lockWaitRetries times: every read of a load goes through it (the parts in readRows; the
+// role check, the schemas, the default search paths, the assertions, and the statement that
+// narrows search_path, whose function lookups can meet a locked pg_proc). Under the connection's
+// short lock_timeout (giveWayToDDL) such a read would otherwise fail where, without it, it waited:
+// DDL holding what a part reads, or a system catalogue held by VACUUM FULL or LOCK TABLE for
+// longer than maxLockWait. read must start over each time it is called.
 func waitingOutLocks(read func() error) error {
 	err := read()
 	for tries := 0; lockWaited(err) && tries < lockWaitRetries; tries++ {
@@ -284,24 +284,22 @@ const (
 // miss an object that the statement's snapshot still lists ("could not open relation with OID N",
 // "cache lookup failed for type N"). Such a read is tried again, with a new snapshot in which the
 // object is gone; if it keeps failing, the OID range is halved until the failing objects are
-// alone, and those are left out with a warning. A read that gave up waiting on a lock (the
-// connection's lock_timeout, giveWayToDDL) is run again, up to lockWaitRetries times, before it
-// counts as such a failure. Only a broken connection fails the read.
+// alone, and those are left out with a warning. A read that gives up waiting on a lock (the
+// connection's lock_timeout, giveWayToDDL) is run again as the other reads are (waitingOutLocks);
+// one still held after that is split at once. Only a broken connection fails the read.
 func readRows[T any](ctx context.Context, conn *pgx.Conn, p part[T], f filter, warnings *[]string) ([]T, error) {
-	var err error
-	for attempt, lockWaits := 0, 0; attempt < readAttempts; {
+attempts:
+	for attempt := 0; attempt < readAttempts; attempt++ {
 		var list []T
-		if list, err = queryPart(ctx, conn, p, f); err == nil {
+		err := waitingOutLocks(func() (err error) { list, err = queryPart(ctx, conn, p, f); return err })
+		switch {
+		case err == nil:
 			return list, nil
-		}
-		if lockWaited(err) && lockWaits < lockWaitRetries {
-			lockWaits++ // a DDL statement holds an object the read locks: wait again for it
-			continue
-		}
-		if !objectError(err) {
+		case lockWaited(err):
+			break attempts // held past every slice: the objects still held are found and left out below
+		case !objectError(err):
 			return nil, fmt.Errorf("catalog: read %s: %w", p.what, err)
 		}
-		attempt++
 	}
 	return splitRead(ctx, conn, p, filter{Names: f.Names, First: 0, Last: ^uint32(0), ranged: true}, warnings, 0)
 }
