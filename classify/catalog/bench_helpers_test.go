@@ -41,3 +41,15 @@ func startPrimaryForTest(t *testing.T, timeout time.Duration) (*cluster.Node, co
 	t.Cleanup(cancel)
 	return cluster.StartForTest(t, cluster.Options{}).Nodes[0], ctx
 }
+
+// connectForTest connects to primary's postgres database as its superuser, for t; the connection
+// is closed when t (or the subtest it is) ends.
+func connectForTest(t *testing.T, ctx context.Context, primary *cluster.Node) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}

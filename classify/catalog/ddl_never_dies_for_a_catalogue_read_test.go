@@ -31,15 +31,7 @@ import (
 // fails and leaves the change to the Manager.
 func TestDDLNeverDiesForACatalogueRead(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, 3*time.Minute)
-	connect := func() *pgx.Conn {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close(context.Background()) })
-		return conn
-	}
+	connect := func() *pgx.Conn { return connectForTest(t, ctx, primary) }
 
 	const objects = 40
 	var wanted namedReads

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestLockWaitStaysBelowDeadlockTimeout runs the statements that bound how long a catalogue read
@@ -18,11 +16,7 @@ import (
 // so that a bound fixed in its plan would show.
 func TestLockWaitStaysBelowDeadlockTimeout(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, time.Minute)
-	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connectForTest(t, ctx, primary)
 
 	// As a session read's statements are: prepared once, planned generically, run again.
 	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {

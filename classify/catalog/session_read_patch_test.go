@@ -22,11 +22,7 @@ import (
 // every other CREATE OR REPLACE comes right behind the CREATE, without a use between them.
 func TestSessionReadPatchIsWaitedForByTheNextStatement(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, 3*time.Minute)
-	session, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close(context.Background())
+	session := connectForTest(t, ctx, primary)
 	if _, err := session.Exec(ctx, "CREATE TABLE audit (msg text)"); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgowl/pgowl/classify"
 )
 
@@ -22,11 +20,7 @@ import (
 // lock once must not fail the load, nor drop an assertion with a warning.
 func TestWholeLoadWaitsOutALongCatalogueLock(t *testing.T) {
 	primary, ctx := startPrimaryForTest(t, 2*time.Minute)
-	setup, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.Close(context.Background())
+	setup := connectForTest(t, ctx, primary)
 	if _, err := setup.Exec(ctx, `
 CREATE SCHEMA held;
 CREATE FUNCTION held.reader(n int) RETURNS int LANGUAGE sql AS $$ SELECT n $$;
@@ -42,11 +36,7 @@ ALTER DATABASE postgres SET search_path = held, public`); err != nil {
 	const held = 4 * maxLockWait
 	for _, catalogue := range []string{"pg_namespace", "pg_db_role_setting", "pg_proc", "pg_class"} {
 		t.Run(catalogue, func(t *testing.T) {
-			loader, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer loader.Close(context.Background())
+			loader := connectForTest(t, ctx, primary)
 			// As the Manager does, the connection is prepared before any lock is held.
 			if err := prepareConnection(ctx, loader); err != nil {
 				t.Fatal(err)
