@@ -30,8 +30,9 @@
 // -rounds rounds; the report gives each target's median time, the ratio pgowl/direct, and the
 // time spent in the statements that change the catalogue and in those that use the change. It
 // also gives the spread of the rounds' own ratios (each round's pgowl run over the same round's
-// direct run) and how many of them are within 1.5x, the bound pgowl is held to: on a small shared machine one run's
-// ratio moves by several tenths, and the median of a few rounds by a tenth or two between sittings.
+// direct run) and how many of them are within 1.5x, the bound pgowl is held to: on a small
+// shared machine one run's ratio moves by several tenths, and the median of a few rounds by a
+// tenth or two between sittings.
 //
 // After each run, the same connection settings run the relay's floor: as many statements that
 // change nothing and cost the node almost nothing (SELECT n). What pgowl adds to each of those is
