@@ -60,6 +60,16 @@
 // module (-process), interleaved with it: on a machine whose sittings differ by tens of percent,
 // two builds are compared only within one.
 //
+// With -node-cpus (a CPU list as taskset -c takes it), the node's processes are pinned to those
+// CPUs, and this process (the clients, and pgowl when it runs here) and the proxies it starts to
+// the other CPUs it may use. By default the kernel places every process, and a small virtual
+// machine's kernel may pack the client, the proxy and the node's backend onto one CPU while
+// another idles: the work pgowl does while the node runs a statement then delays the node
+// itself. Pinned, the node has CPUs of its own, as a database server has, and a proxy's work
+// competes only with the client. Direct runs are pinned alike, so both sides of the ratio pay
+// what a wakeup across CPUs costs. pgowl is never pinned by itself: this is the benchmark's
+// placement, not a setting of pgowl.
+//
 // A table splits the time by statement kind (each CREATE, and each use of what it made): per
 // kind, the median time per statement directly and what each target adds to it. A relay adds
 // about the same to every kind; what pgowl adds beyond that to the uses is its catalogue work
@@ -88,6 +98,7 @@
 //	go run ./integration/migrationbench -byte-relay  # beside a Go relay that does nothing else
 //	go run ./integration/migrationbench -process -baseline-binary /tmp/pgowl-old # two builds, one sitting
 //	go run ./integration/migrationbench -process -standby # as deployed, with a standby to read on
+//	go run ./integration/migrationbench -node-cpus 1 # the node on CPU 1 alone, the rest on the others
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
 //

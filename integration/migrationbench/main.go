@@ -111,7 +111,10 @@ type options struct {
 	// baselineBinary is a pgowl binary built at another commit, run as a process of its own as
 	// a further target ("" for none).
 	baselineBinary string
-	command        string
+	// nodeCPUs is -node-cpus: the CPUs the node's processes are pinned to, this process and
+	// the proxies it starts to the rest ("" leaves every process where the kernel puts it).
+	nodeCPUs string
+	command  string
 }
 
 // pgowlInstance is the pgowl the benchmark runs against: its address, the warning lines it logged
@@ -149,6 +152,7 @@ func main() {
 	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
 	flag.StringVar(&o.baselineBinary, "baseline-binary", "", "add a pgowl binary built elsewhere (go build -o /tmp/pgowl-old ./cmd/pgowl in a worktree at another commit) as a target, run as a process of its own and interleaved with the others: with -process, two builds compared in one sitting")
 	flag.BoolVar(&o.standby, "standby", false, "put a streaming standby behind pgowl beside the primary, as deployed (direct still runs on the primary): a use's verdict then picks its node, so it waits for its session's change to be taken in before it is routed")
+	flag.StringVar(&o.nodeCPUs, "node-cpus", "", "pin the node's processes to these CPUs (a list as taskset -c takes: 1, 2-3) and this process, the clients and pgowl in it, and the proxies it starts to the others, as a database server has CPUs of its own; by default the kernel places every process, and on a machine of few CPUs it often packs the proxy's work beside the node's backend")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -264,6 +268,21 @@ func startProfiles(blockPath, mutexPath, tracePath string) (stop func(), err err
 func run(ctx context.Context, o options) (map[string]float64, error) {
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	var split *cpuSplit
+	if o.nodeCPUs != "" {
+		allowed, err := allowedCPUs()
+		if err == nil {
+			split, err = newCPUSplit(o.nodeCPUs, allowed)
+		}
+		if err == nil {
+			// Before the cluster starts: the processes started from here on (the cluster's,
+			// until they are moved to the node's CPUs, pgowl's, PgBouncer's) take these CPUs.
+			err = pinProcess(os.Getpid(), split.rest)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	clusterOptions := cluster.Options{Users: []cluster.User{{Name: benchUser, Password: benchPassword}}}
 	if o.standby {
 		clusterOptions.Standbys = 1
@@ -273,6 +292,13 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	defer c.Close()
+	if split != nil {
+		for _, node := range c.Nodes {
+			if err := pinNode(node, split.node); err != nil {
+				return nil, err
+			}
+		}
+	}
 	primary := c.Nodes[0]
 	if err := primary.Exec(startCtx, "GRANT CREATE ON DATABASE postgres TO "+benchUser); err != nil {
 		return nil, err
@@ -377,7 +403,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.repeatTexts {
 		texts = "with `-repeat-texts`: every run sends the same texts, so pgowl's caches by text (verdicts, bodies parsed) serve every run after the first, as for a migration applied to many databases alike"
 	}
-	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration. \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where)
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration. %s \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where, split.describe())
 	fmt.Fprintf(&report, "\"Each round\" divides each round's pgowl run by the same round's direct run: the spread of those ratios is what one run's ratio can be on this machine, and the last column counts the rounds within %.2f×, the bound pgowl is held to (issue 17; `-max-ratio`'s default).\n\n", targetRatio)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses | each round: lowest, median, highest | rounds within the bound |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {

@@ -432,17 +432,29 @@ func (n *Node) PostmasterPID() (int, error) {
 	return pid, nil
 }
 
+// ServerPIDs returns the node's processes: the postmaster, then its children (the backends and
+// the server's own processes) as they are now. A backend started later is the postmaster's child
+// too, and starts with the postmaster's CPU affinity and scheduling settings.
+// It fails when postmaster.pid names no running postmaster of this node.
+func (n *Node) ServerPIDs() ([]int, error) {
+	pid, err := n.PostmasterPID()
+	if err != nil {
+		return nil, err
+	}
+	if !n.isPostmaster(pid) {
+		return nil, newError(CodeState, n.Name, fmt.Sprintf("postmaster.pid names pid %d, which is not this node's running postmaster", pid), nil)
+	}
+	return append([]int{pid}, childPIDs(pid)...), nil
+}
+
 // Kill simulates a crash: it SIGKILLs the postmaster and its child processes and waits until
 // they are gone. postmaster.pid stays behind, as after a real crash; Start recovers from it.
 func (n *Node) Kill() error {
-	pid, err := n.PostmasterPID()
+	victims, err := n.ServerPIDs()
 	if err != nil {
 		return err
 	}
-	if !n.isPostmaster(pid) {
-		return newError(CodeState, n.Name, fmt.Sprintf("postmaster.pid names pid %d, which is not this node's running postmaster", pid), nil)
-	}
-	victims := append([]int{pid}, childPIDs(pid)...)
+	pid := victims[0]
 	for _, victim := range victims {
 		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return newError(CodeState, n.Name, fmt.Sprintf("SIGKILL pid %d", victim), err)
