@@ -49,6 +49,9 @@ func newCPUSplit(nodeList string, allowed []int) (*cpuSplit, error) {
 	return split, nil
 }
 
+// maxCPUs is how many CPUs an affinity mask (unix.CPUSet) can name.
+const maxCPUs = len(unix.CPUSet{}) * 64
+
 // parseCPUList reads a CPU list as taskset -c and /sys/devices/system/cpu/online write it:
 // numbers and ranges separated by commas ("1", "2-3", "0,4-5"), each CPU once, in ascending order.
 func parseCPUList(list string) ([]int, error) {
@@ -60,7 +63,7 @@ func parseCPUList(list string) ([]int, error) {
 		if err == nil && isRange {
 			last, err = strconv.Atoi(high)
 		}
-		if err != nil || first < 0 || last < first {
+		if err != nil || first < 0 || last < first || last >= maxCPUs {
 			return nil, fmt.Errorf("CPU list %q: %q is neither a CPU number nor a range of them", list, part)
 		}
 		for cpu := first; cpu <= last; cpu++ {
@@ -102,7 +105,7 @@ func allowedCPUs() ([]int, error) {
 
 func cpusOf(set *unix.CPUSet) []int {
 	var cpus []int
-	for cpu := 0; cpu < len(set)*64; cpu++ {
+	for cpu := 0; cpu < maxCPUs; cpu++ {
 		if set.IsSet(cpu) {
 			cpus = append(cpus, cpu)
 		}

@@ -27,7 +27,7 @@ func TestCPUListsReadAsTasksetWritesThem(t *testing.T) {
 			t.Errorf("parseCPUList(%q) = %v, %v; want %v", c.list, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "a", "3-1", "-1", "1,", "1-"} {
+	for _, bad := range []string{"", "a", "3-1", "-1", "1,", "1-", "0-100000"} {
 		if got, err := parseCPUList(bad); err == nil {
 			t.Errorf("parseCPUList(%q) = %v, want an error", bad, got)
 		}
