@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,26 +129,18 @@ func cpuSetOf(cpus []int) *unix.CPUSet {
 func pinProcess(pid int, cpus []int) error {
 	want := cpuSetOf(cpus)
 	for pass := 0; pass < 10; pass++ {
-		threads, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
-		if err != nil || len(threads) == 0 {
-			return fmt.Errorf("list the threads of process %d: %v", pid, err)
+		threads, err := threadAffinities(pid)
+		if err != nil {
+			return err
 		}
 		changed := false
-		for _, path := range threads {
-			tid, err := strconv.Atoi(filepath.Base(path))
-			if err != nil {
-				continue
-			}
-			var have unix.CPUSet
-			if err := unix.SchedGetaffinity(tid, &have); err != nil {
-				continue // the thread ended meanwhile
-			}
+		for tid, have := range threads {
 			if have == *want {
 				continue
 			}
 			if err := unix.SchedSetaffinity(tid, want); err != nil {
-				if _, statErr := os.Stat(path); statErr != nil {
-					continue // ended meanwhile
+				if errors.Is(err, unix.ESRCH) {
+					continue // the thread ended meanwhile
 				}
 				return fmt.Errorf("pin thread %d of process %d to CPUs %s: %w", tid, pid, formatCPUList(cpus), err)
 			}
@@ -158,6 +151,28 @@ func pinProcess(pid int, cpus []int) error {
 		}
 	}
 	return fmt.Errorf("process %d kept starting threads while its threads were pinned to CPUs %s", pid, formatCPUList(cpus))
+}
+
+// threadAffinities returns the CPUs each thread of process pid may run on, by thread id. A thread
+// that ends while they are read is left out.
+func threadAffinities(pid int) (map[int]unix.CPUSet, error) {
+	paths, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
+	if err != nil || len(paths) == 0 {
+		return nil, fmt.Errorf("list the threads of process %d: %v", pid, err)
+	}
+	threads := make(map[int]unix.CPUSet, len(paths))
+	for _, path := range paths {
+		tid, err := strconv.Atoi(filepath.Base(path))
+		if err != nil {
+			continue
+		}
+		var have unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &have); err != nil {
+			continue // the thread ended meanwhile
+		}
+		threads[tid] = have
+	}
+	return threads, nil
 }
 
 // pinNode pins every process of node (the postmaster, its backends and the server's own

@@ -2,13 +2,9 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestCPUListsReadAsTasksetWritesThem(t *testing.T) {
@@ -92,19 +88,11 @@ func TestPinnedProcessKeepsEveryThreadOnItsCPUs(t *testing.T) {
 		}()
 		<-started
 	}
-	threads, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(os.Getpid()), "task", "*"))
+	threads, err := threadAffinities(os.Getpid())
 	if err != nil || len(threads) < 2 {
 		t.Fatalf("threads of this process: %v, %v", threads, err)
 	}
-	for _, path := range threads {
-		tid, err := strconv.Atoi(filepath.Base(path))
-		if err != nil {
-			continue
-		}
-		var have unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &have); err != nil {
-			continue // ended meanwhile
-		}
+	for tid, have := range threads {
 		if got := cpusOf(&have); !slices.Equal(got, first) {
 			t.Errorf("thread %d runs on CPUs %s, want %s", tid, formatCPUList(got), formatCPUList(first))
 		}
