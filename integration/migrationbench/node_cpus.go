@@ -68,13 +68,11 @@ func parseCPUList(list string) ([]int, error) {
 			return nil, fmt.Errorf("CPU list %q: %q is neither a CPU number nor a range of them", list, part)
 		}
 		for cpu := first; cpu <= last; cpu++ {
-			if !slices.Contains(cpus, cpu) {
-				cpus = append(cpus, cpu)
-			}
+			cpus = append(cpus, cpu)
 		}
 	}
 	slices.Sort(cpus)
-	return cpus, nil
+	return slices.Compact(cpus), nil
 }
 
 // formatCPUList writes cpus (ascending) as a CPU list, consecutive CPUs as a range.
