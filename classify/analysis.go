@@ -826,10 +826,15 @@ func (a *analysis) runEffect(f *Function) fnResult {
 		// The declaration does not cover everything that matters: a STABLE
 		// function may call nextval() or read node-local statistics. Its
 		// body decides (with what PostgreSQL refuses there taken as reads,
-		// see takeDeclared); an effect the analysis cannot know (a call into
-		// a function of another language) falls back to the declaration.
+		// see takeDeclared). What the analysis cannot see in the body itself
+		// (a statement it cannot parse, a search_path it cannot follow) falls
+		// back to the declaration, as its dynamic SQL does (plWalker.dynamic).
+		// An unknown effect reached through a call, a view or a relation
+		// (r.chain names it) does not: a VOLATILE function runs its own
+		// statements read-write whoever calls it, so a VOLATILE callee that
+		// cannot be analysed, or overloads of which one writes, may write.
 		r := a.functionBodyEffect(f)
-		if r.access == Write && r.reason == ReasonUnknownEffect {
+		if r.access == Write && r.reason == ReasonUnknownEffect && len(r.chain) == 0 {
 			assumption := chainSubject(r.reason, append([]string{f.Signature()}, r.chain...), r.detail) +
 				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
 			a.assume(assumption)
