@@ -125,7 +125,7 @@ func (s *scanner) visit(message any) {
 			}
 			s.targets[into.GetRel()] = true
 			s.record(ReasonWrite, "SELECT INTO")
-			if isTemp(into.GetRel()) {
+			if s.a.createsTemp(into.GetRel()) {
 				s.found.session |= SessionTempTable
 			}
 		}

@@ -98,6 +98,8 @@ type env struct {
 	path    []string
 	params  []uint32
 	pathKey string
+	// createsInTemp: an unqualified CREATE makes a temporary object (see createsInTemp).
+	createsInTemp bool
 	// session resolves names with the path in force, without parameters: the session's, or
 	// that of the nearest calling function with a SET search_path clause (which holds while the
 	// function runs). Function bodies without a setting of their own use it, from a view too.
@@ -141,12 +143,42 @@ func appendEffectivePath(buf []byte, schemas []string, user string) []byte {
 			if user != "" {
 				buf = append(append(buf, user...), 0)
 			}
-		case schema == "pg_temp" || strings.HasPrefix(schema, "pg_temp_"):
+		case isTempSchema(schema):
 		default:
 			buf = append(append(buf, schema...), 0)
 		}
 	}
+	if createsInTemp(schemas) {
+		buf = append(buf, tempCreationMark...)
+	}
 	return buf
+}
+
+// tempCreationMark ends an effective path whose unqualified CREATEs make temporary objects
+// (createsInTemp). No element of the path is pg_temp otherwise: the mark keeps such a path's
+// verdicts apart from those of the same path without it, and is not a schema to look names up in.
+const tempCreationMark = "pg_temp\x00"
+
+func isTempSchema(schema string) bool {
+	return schema == "pg_temp" || strings.HasPrefix(schema, "pg_temp_")
+}
+
+// createsInTemp reports whether PostgreSQL creates an unqualified table, view, sequence or
+// function in the session's temporary schema on this search path: when pg_temp is the first
+// schema of the path that exists. "$user" is taken as absent (a schema named after each role is
+// rare); any other schema before pg_temp as present. Such an object lives as long as the session,
+// as one created TEMP does.
+func createsInTemp(schemas []string) bool {
+	for _, schema := range schemas {
+		switch {
+		case schema == "$user":
+		case isTempSchema(schema):
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // newEnv resolves ctx against cat (which may be nil).
@@ -165,7 +197,7 @@ func newEnv(ctx *Context, cat *Catalogue) *env {
 func pathEnv(database, user string, params []uint32, schemas []string) *env {
 	e := &env{database: database, user: user, params: params}
 	e.setPath(schemas, user)
-	e.session = &env{database: database, user: user, path: e.path, pathKey: e.pathKey}
+	e.session = &env{database: database, user: user, path: e.path, pathKey: e.pathKey, createsInTemp: e.createsInTemp}
 	e.session.session = e.session
 	return e
 }
@@ -173,9 +205,11 @@ func pathEnv(database, user string, params []uint32, schemas []string) *env {
 func (e *env) setPath(schemas []string, user string) {
 	key := appendEffectivePath(nil, schemas, user)
 	e.pathKey = string(key)
+	lookup, tempFirst := strings.CutSuffix(e.pathKey, tempCreationMark)
+	e.createsInTemp = tempFirst
 	e.path = nil
-	if e.pathKey != "" {
-		e.path = strings.Split(strings.TrimSuffix(e.pathKey, "\x00"), "\x00")
+	if lookup != "" {
+		e.path = strings.Split(strings.TrimSuffix(lookup, "\x00"), "\x00")
 	}
 }
 

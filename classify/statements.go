@@ -74,7 +74,8 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 	}
 	if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok {
 		if names := fn.CreateFunctionStmt.GetFuncname(); len(names) > 1 &&
-			strings.HasPrefix(strings.ToLower(names[0].GetString_().GetSval()), "pg_temp") {
+			strings.HasPrefix(strings.ToLower(names[0].GetString_().GetSval()), "pg_temp") ||
+			len(names) == 1 && a.env.createsInTemp {
 			v.session |= SessionTempTable // a function in the temporary schema lives as long as the session
 		}
 	}
@@ -268,7 +269,7 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return write("ANALYZE")
 	case *pg_query.Node_CreateStmt:
 		v := write("CREATE TABLE")
-		if isTemp(stmt.CreateStmt.GetRelation()) {
+		if a.createsTemp(stmt.CreateStmt.GetRelation()) {
 			v.subject = "CREATE TEMP TABLE"
 			v.session = SessionTempTable
 		}
@@ -280,19 +281,19 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		}
 		v := a.executed(stmt.CreateTableAsStmt.GetQuery(), write(subject))
 		v.access, v.reason, v.subject = Write, ReasonWrite, subject
-		if isTemp(stmt.CreateTableAsStmt.GetInto().GetRel()) {
+		if a.createsTemp(stmt.CreateTableAsStmt.GetInto().GetRel()) {
 			v.session |= SessionTempTable
 		}
 		return v
 	case *pg_query.Node_ViewStmt:
 		v := write("CREATE VIEW")
-		if isTemp(stmt.ViewStmt.GetView()) {
+		if a.createsTemp(stmt.ViewStmt.GetView()) {
 			v.session = SessionTempTable
 		}
 		return v
 	case *pg_query.Node_CreateSeqStmt:
 		v := write("CREATE SEQUENCE")
-		if isTemp(stmt.CreateSeqStmt.GetSequence()) {
+		if a.createsTemp(stmt.CreateSeqStmt.GetSequence()) {
 			v.session = SessionTempTable
 		}
 		return v
@@ -845,6 +846,12 @@ func pgowlSetting(name string) (string, bool) {
 		return "", false
 	}
 	return strings.ToLower(name[len(pgowlPrefix):]), true
+}
+
+// createsTemp reports whether a relation is created TEMP/TEMPORARY, in the session's temporary
+// schema by name (pg_temp.x), or unqualified on a search path that creates there (pg_temp first).
+func (a *analysis) createsTemp(rel *pg_query.RangeVar) bool {
+	return isTemp(rel) || rel.GetSchemaname() == "" && a.env.createsInTemp
 }
 
 // isTemp reports whether a relation is created TEMP/TEMPORARY, or in the
