@@ -215,7 +215,8 @@ func (sess *session) readAfter(ctx context.Context, snap *route.Snapshot) (pos r
 	pos = r.token
 	flushes := [2]route.WritePosition{r.flushSeen}
 	switch sess.readYourWritesScope() {
-	case config.ReadYourWritesSession:
+	case config.ReadYourWritesSession, config.ReadYourWritesOff:
+		// Off: r.own holds only the session's own catalogue changes (noteWritePosition).
 		pos = pos.Raise(r.own)
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
@@ -312,12 +313,13 @@ func unitMayWrite(u *unit) bool {
 // first: the client is not kept waiting for it.
 func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
 	scope := sess.readYourWritesScope()
-	if scope == config.ReadYourWritesOff || be.broken {
+	r := &sess.ryw
+	if scope == config.ReadYourWritesOff && !u.effects.CatalogueChange && !r.inTransaction || be.broken {
 		return
 	}
-	r := &sess.ryw
 	status := be.conn.TxStatus
-	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) {
+	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) &&
+		(scope != config.ReadYourWritesOff || u.effects.CatalogueChange) {
 		if status == wire.TxIdle {
 			r.unsettled = true // autocommitted (or a string that ended its transactions)
 		} else {
@@ -368,7 +370,7 @@ func backendIdle(be *backend) bool {
 func (sess *session) mayNeedWritePosition(r *route.PlanRequest) bool {
 	ryw := &sess.ryw
 	scope := sess.readYourWritesScope()
-	if ryw.token.LSN == 0 && (scope == config.ReadYourWritesOff || (scope == config.ReadYourWritesSession && !ryw.unsettled && ryw.own.LSN == 0)) {
+	if ryw.token.LSN == 0 && scope != config.ReadYourWritesUser && !ryw.unsettled && ryw.own.LSN == 0 {
 		return false
 	}
 	r.Now = time.Now()
@@ -384,7 +386,7 @@ func (sess *session) mayNeedWritePosition(r *route.PlanRequest) bool {
 // read again for the next read.
 func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot, wait poolWait) {
 	r := &sess.ryw
-	if !r.unsettled || sess.readYourWritesScope() != config.ReadYourWritesSession {
+	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
 		return
 	}
 	live := sess.srv.live()
