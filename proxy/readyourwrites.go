@@ -307,6 +307,21 @@ func unitMayWrite(u *unit) bool {
 	return true
 }
 
+// changesDefinitions reports whether u changes a definition that verdicts read: a function,
+// procedure or aggregate, a view or a type it creates (or replaces), or what the classifier cannot
+// name. With read_your_writes off, such a change of the session's own still leaves a position to
+// settle: a standby that has not replayed it would run the old definition (a function that used
+// to write fails there with 25006) while pgowl plans the session's statements on the new one.
+// Tables and sequences created or dropped leave none: a standby without them fails the read
+// (42P01), which is the staleness off accepts.
+func changesDefinitions(u *unit) bool {
+	c := u.effects.CatalogueChanges
+	if !u.effects.CatalogueChange || c == nil {
+		return u.effects.CatalogueChange
+	}
+	return c.Everything || len(c.Functions) > 0 || c.Created != nil
+}
+
 // noteWritePosition reads the session's write position on be after a unit
 // that may have written, once be is idle (see the rules above). It runs
 // after the unit's replies are in the client's buffer, and flushes them
@@ -314,12 +329,12 @@ func unitMayWrite(u *unit) bool {
 func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
 	scope := sess.readYourWritesScope()
 	r := &sess.ryw
-	if scope == config.ReadYourWritesOff && !u.effects.CatalogueChange && !r.inTransaction || be.broken {
+	if scope == config.ReadYourWritesOff && !changesDefinitions(u) && !r.inTransaction || be.broken {
 		return
 	}
 	status := be.conn.TxStatus
 	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) &&
-		(scope != config.ReadYourWritesOff || u.effects.CatalogueChange) {
+		(scope != config.ReadYourWritesOff || changesDefinitions(u)) {
 		if status == wire.TxIdle {
 			r.unsettled = true // autocommitted (or a string that ended its transactions)
 		} else {
