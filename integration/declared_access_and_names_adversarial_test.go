@@ -252,21 +252,6 @@ func danConnect(t *testing.T, o *owl, mode pgx.QueryExecMode, params map[string]
 	return conn
 }
 
-// danRun runs one statement through pgowl in the connection's mode (pgx's Query: the simple
-// protocol, or Parse/Bind/Execute) and reads it to the end.
-func danRun(t *testing.T, conn *client, sql string) ([]routeNotice, error) {
-	t.Helper()
-	ctx := timeoutCtx(t, statementTimeout)
-	rows, err := conn.Query(ctx, sql)
-	if err == nil {
-		for rows.Next() {
-		}
-		rows.Close()
-		err = rows.Err()
-	}
-	return conn.routes(t), err
-}
-
 // danAudit counts the rows of dan.audit with message m on the primary.
 func danAudit(t *testing.T, c *cluster.Cluster, m string) int64 {
 	t.Helper()
@@ -281,7 +266,7 @@ func danPrimary(t *testing.T, c *cluster.Cluster, conn *client, sql, m string) {
 	if m != "" {
 		before = danAudit(t, c, m)
 	}
-	rs, err := danRun(t, conn, sql)
+	rs, err := runAndRoutes(t, conn, sql)
 	if err != nil {
 		t.Errorf("%s: %v (routes %v); it writes, and the primary runs it", sql, err, rs)
 		return
@@ -304,7 +289,7 @@ func danPrimary(t *testing.T, c *cluster.Cluster, conn *client, sql, m string) {
 // danStandby runs sql, which only reads; it must succeed on a standby.
 func danStandby(t *testing.T, conn *client, sql string) {
 	t.Helper()
-	rs, err := danRun(t, conn, sql)
+	rs, err := runAndRoutes(t, conn, sql)
 	if err != nil {
 		t.Errorf("%s: %v (routes %v); it only reads", sql, err, rs)
 		return
@@ -323,7 +308,7 @@ func danStandby(t *testing.T, conn *client, sql string) {
 // over-cautious, not wrong). The route is logged.
 func danReads(t *testing.T, conn *client, sql string) {
 	t.Helper()
-	rs, err := danRun(t, conn, sql)
+	rs, err := runAndRoutes(t, conn, sql)
 	if err != nil {
 		t.Errorf("%s: %v (routes %v); it only reads", sql, err, rs)
 		return
@@ -424,7 +409,7 @@ func TestStableCallersOfVolatileWritersGoToPrimary(t *testing.T) {
 	// picks one; either way pgowl must not send a write to a standby.
 	conn := danConnect(t, o, pgx.QueryExecModeSimpleProtocol, nil)
 	direct := danDirect(t, c.Nodes[0], "SELECT dan.ov(1::smallint)")
-	rs, err := danRun(t, conn, "SELECT dan.ov(1::smallint)")
+	rs, err := runAndRoutes(t, conn, "SELECT dan.ov(1::smallint)")
 	if rvSQLState(err) == "25006" {
 		t.Errorf("SELECT dan.ov(1::smallint): %v on %v (the primary answers %q)", err, rs, direct)
 	}
@@ -506,16 +491,16 @@ func TestSearchPathDecidesBetweenWriterAndReader(t *testing.T) {
 			danPrimary(t, c, r, "SELECT dan.secdef_s('secdef "+tag+"')", "secdef "+tag)
 			danStandby(t, r, "SELECT dan.mid('mid under dan_r')")
 			// Changes of the session's path.
-			if _, err := danRun(t, r, "SET search_path = dan_w, dan_r"); err != nil {
+			if _, err := runAndRoutes(t, r, "SET search_path = dan_w, dan_r"); err != nil {
 				t.Fatalf("SET search_path: %v", err)
 			}
 			danPrimary(t, c, r, "SELECT sp('after set "+tag+"')", "after set "+tag)
 			danPrimary(t, c, r, "SELECT dan.mid('mid after set "+tag+"')", "mid after set "+tag)
-			if _, err := danRun(t, r, "SELECT set_config('search_path', 'dan_r, dan_w', false)"); err != nil {
+			if _, err := runAndRoutes(t, r, "SELECT set_config('search_path', 'dan_r, dan_w', false)"); err != nil {
 				t.Fatalf("set_config: %v", err)
 			}
 			danStandby(t, r, "SELECT sp('after set_config r')")
-			if _, err := danRun(t, r, "SELECT set_config('search_path', 'dan_w', false)"); err != nil {
+			if _, err := runAndRoutes(t, r, "SELECT set_config('search_path', 'dan_w', false)"); err != nil {
 				t.Fatalf("set_config: %v", err)
 			}
 			danPrimary(t, c, r, "SELECT sp('after set_config w "+tag+"')", "after set_config w "+tag)
@@ -580,7 +565,7 @@ func TestSearchPathDecidesBetweenWriterAndReader(t *testing.T) {
 		catchUp(t, c)
 		danProveStandbyRefuses(t, c, "SELECT lower(5)")
 		conn := danConnect(t, o, pgx.QueryExecModeSimpleProtocol, nil)
-		routes, err := danRun(t, conn, "SELECT lower(5)")
+		routes, err := runAndRoutes(t, conn, "SELECT lower(5)")
 		t.Logf("SELECT lower(5): routes %v, err %v", routes, err)
 		owltest.KnownGap(t, rvSQLState(err) == "25006",
 			"a function created in pg_catalog under a built-in's name (pg_catalog.lower(integer), which writes) is judged as the built-in: "+
@@ -709,7 +694,7 @@ func TestWritesReachedWithoutNamingTheWriter(t *testing.T) {
 		danProveStandbyRefuses(t, c, "SELECT dan.takes_box(5)")
 		conn := danConnect(t, o, pgx.QueryExecModeSimpleProtocol, nil)
 		const sql = "SELECT dan.takes_box(5)"
-		rs, err := danRun(t, conn, sql)
+		rs, err := runAndRoutes(t, conn, sql)
 		onPrimary := len(rs) > 0
 		for _, r := range rs {
 			onPrimary = onPrimary && r.Role == "primary"
@@ -746,7 +731,7 @@ func TestDeclaredDynamicSQLEdges(t *testing.T) {
 			// The accepted cost: nextval() in the dynamic string goes to a standby, which refuses
 			// it; nothing is written.
 			before := seqState()
-			rs, err := danRun(t, conn, "SELECT dan.s_dyn('SELECT nextval(''dan.seq'')')")
+			rs, err := runAndRoutes(t, conn, "SELECT dan.s_dyn('SELECT nextval(''dan.seq'')')")
 			if pgErr := wantSQLState(t, "nextval() in a STABLE function's dynamic SQL", err, "25006"); pgErr != nil &&
 				!strings.Contains(pgErr.Message, "nextval()") {
 				t.Errorf("the standby's error is %q, want the read-only refusal of nextval()", pgErr.Message)
@@ -786,7 +771,7 @@ func TestDeclaredDynamicSQLEdges(t *testing.T) {
 		danProveStandbyRefuses(t, c, q)
 		conn := danConnect(t, o, pgx.QueryExecModeSimpleProtocol, nil)
 		before := danAudit(t, c, "dyn volatile writer")
-		rs, err := danRun(t, conn, q)
+		rs, err := runAndRoutes(t, conn, q)
 		switch {
 		case err == nil && len(rs) == 1 && rs[0].Role == "primary":
 			t.Logf("%s ran on the primary (%v)", q, rs)

@@ -533,3 +533,13 @@ func runOnPrimary(t *testing.T, conn *client, sql string) {
 		}
 	}
 }
+
+// runAndRoutes runs one statement through pgowl in the connection's mode (pgx's Query: the simple
+// protocol, or Parse/Bind/Execute), reads it to the end, and returns the routing NOTICEs it got.
+func runAndRoutes(t *testing.T, conn *client, sql string) ([]routeNotice, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+	defer cancel()
+	err := runToEnd(ctx, conn, sql)
+	return conn.routes(t), err
+}

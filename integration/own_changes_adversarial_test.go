@@ -79,20 +79,10 @@ func oaConnect(t *testing.T, o *owl, mode pgx.QueryExecMode) *client {
 	return conn
 }
 
-// oaRun runs sql through conn in the connection's mode, reading every row, and returns its pgowl
-// NOTICEs and its error.
-func oaRun(t *testing.T, conn *client, sql string) ([]routeNotice, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
-	defer cancel()
-	err := runToEnd(ctx, conn, sql)
-	return conn.routes(t), err
-}
-
 // oaMust runs sql (a change) and stops the test when it fails.
 func oaMust(t *testing.T, conn *client, sql string) {
 	t.Helper()
-	if rs, err := oaRun(t, conn, sql); err != nil {
+	if rs, err := runAndRoutes(t, conn, sql); err != nil {
 		t.Fatalf("%s: %v (NOTICEs %v)", sql, err, rs)
 	}
 }
@@ -171,7 +161,7 @@ func oaJudgeWriter(t *testing.T, what, sql string, rs []routeNotice, err error, 
 // oaWriterUse runs a use of an object that writes and judges it.
 func oaWriterUse(t *testing.T, conn *client, what, sql string, tl *oaTally) bool {
 	t.Helper()
-	rs, err := oaRun(t, conn, sql)
+	rs, err := runAndRoutes(t, conn, sql)
 	return oaJudgeWriter(t, what, sql, rs, err, tl)
 }
 
@@ -181,7 +171,7 @@ func oaWriterUse(t *testing.T, conn *client, what, sql string, tl *oaTally) bool
 // catalogue changes are always read-your-writes.
 func oaReaderUse(t *testing.T, conn *client, what, sql string, tl *oaTally) {
 	t.Helper()
-	rs, err := oaRun(t, conn, sql)
+	rs, err := runAndRoutes(t, conn, sql)
 	if err != nil {
 		t.Errorf("%s: %s: %v (NOTICEs %v); the object only reads", what, sql, err, rs)
 		return
@@ -591,7 +581,7 @@ func TestOwnDroppedRecreatedAndShadowedFunctions(t *testing.T) {
 						// A body that does not type-check: refused (42883).
 						"CREATE OR REPLACE FUNCTION " + f + "() RETURNS bigint LANGUAGE sql STABLE AS $$SELECT 'a'::text + 1$$": "42883",
 					} {
-						rs, err := oaRun(t, conn, sql)
+						rs, err := runAndRoutes(t, conn, sql)
 						if pgErr, ok := asPgError(err); !ok || pgErr.Code != code {
 							t.Errorf("%s: %v (NOTICEs %v), want SQLSTATE %s", sql, err, rs, code)
 						}
@@ -643,7 +633,7 @@ func TestOwnChangeInTransactionBlocksAndMultiStatementStrings(t *testing.T) {
 					// A transaction that fails after the change: rolled back.
 					oaMust(t, conn, "BEGIN")
 					oaMust(t, conn, oaSQLReader(f, i))
-					if rs, err := oaRun(t, conn, "SELECT 1/0"); err == nil {
+					if rs, err := runAndRoutes(t, conn, "SELECT 1/0"); err == nil {
 						t.Fatalf("SELECT 1/0 succeeded (%v)", rs)
 					}
 					oaMust(t, conn, "COMMIT") // answers ROLLBACK
@@ -817,7 +807,7 @@ func TestOwnChangeRapidAlternationNeverRoutesAWriterToAStandby(t *testing.T) {
 				i := 0
 				for ; i < 100 && time.Now().Before(deadline); i++ {
 					oaMust(t, conn, oaSQLNextval(f, "VOLATILE"))
-					rs, err := oaRun(t, conn, "SELECT "+f+"()")
+					rs, err := runAndRoutes(t, conn, "SELECT "+f+"()")
 					if !oaJudgeWriter(t, fmt.Sprintf("iteration %d", i), "SELECT "+f+"()", rs, err, &tl) && tl.wrong > 5 {
 						t.Fatalf("more than 5 wrong routings; stopping at iteration %d: %s", i, &tl)
 					}
@@ -854,7 +844,7 @@ func TestReadRightAfterOwnReplaceWaitsForItsReplayWithReadYourWritesOff(t *testi
 			resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
 			change := oaSQLReader(f, 1)
 			oaMust(t, conn, change)
-			rs, err := oaRun(t, conn, "SELECT "+f+"()")
+			rs, err := runAndRoutes(t, conn, "SELECT "+f+"()")
 			resume()
 			catchUp(t, c)
 			switch {
@@ -952,7 +942,7 @@ func TestOwnChangeWhereTheNameLandsOrResolvesUnexpectedly(t *testing.T) {
 					name := "oa_tmpfirst_" + sfx
 					oaMust(t, conn, oaSQLNextval("oa_app."+name, "VOLATILE"))
 					oaMust(t, conn, "SET search_path = pg_temp, oa_app")
-					rs, err := oaRun(t, conn, oaSQLReader(name, 1))
+					rs, err := runAndRoutes(t, conn, oaSQLReader(name, 1))
 					if err != nil {
 						t.Fatalf("CREATE OR REPLACE with pg_temp first: %v (%v)", err, rs)
 					}
@@ -1032,7 +1022,7 @@ func TestOwnChangesOfConcurrentSessionsEachFollowTheirOwn(t *testing.T) {
 						if writes {
 							change = oaSQLNextval(f, "VOLATILE")
 						}
-						if rs, err := oaRun(t, conn, change); err != nil {
+						if rs, err := runAndRoutes(t, conn, change); err != nil {
 							results <- result{tl, fmt.Sprintf("session %d round %d: %s: %v (%v)", s, i, change, err, rs)}
 							return
 						}
@@ -1090,7 +1080,7 @@ func TestOwnChangeSentAheadOfItsTakeInReportsTheVerdictWithTheChange(t *testing.
 				}
 				oaMust(t, conn, change)
 				use := uses[i/2%len(uses)]
-				rs, err := oaRun(t, conn, use)
+				rs, err := runAndRoutes(t, conn, use)
 				if err != nil {
 					t.Errorf("iteration %d: %s right after %q: %v (%v)", i, use, change, err, rs)
 					continue
