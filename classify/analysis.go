@@ -838,7 +838,8 @@ func (a *analysis) runEffect(f *Function) fnResult {
 			assumption := chainSubject(r.reason, append([]string{f.Signature()}, r.chain...), r.detail) +
 				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
 			a.assume(assumption)
-			return fnResult{access: Read, height: r.height, assumptions: append(slices.Clone(r.assumptions), assumption)}
+			return fnResult{access: Read, session: r.session, settings: r.settings, height: r.height,
+				assumptions: append(slices.Clone(r.assumptions), assumption)}
 		}
 		return r
 	}

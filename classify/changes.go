@@ -25,6 +25,9 @@ type CatalogueChanges struct {
 	Types []string `json:"types,omitempty"`
 	// Everything is set when the whole catalogue must be read again.
 	Everything bool `json:"everything,omitempty"`
+	// Definitions is set when a statement changes more than tables and sequences (created,
+	// dropped): a function, view, type, domain, policy, ... whose definition a verdict reads.
+	Definitions bool `json:"-"`
 	// Created is the object a CREATE statement makes, when its parse tree spells out all the
 	// catalogue needs of it (see CreatedObject); nil otherwise, and in the changes of more than
 	// one statement.
@@ -37,8 +40,9 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 		return
 	}
 	c.Created = nil
+	c.Definitions = c.Definitions || other.Definitions
 	if other.Everything {
-		*c = CatalogueChanges{Everything: true}
+		*c = CatalogueChanges{Everything: true, Definitions: true}
 		return
 	}
 	c.Functions = addNames(c.Functions, other.Functions)

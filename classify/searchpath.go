@@ -155,26 +155,28 @@ func appendEffectivePath(buf []byte, schemas []string, user string) []byte {
 }
 
 // tempCreationMark ends an effective path whose unqualified CREATEs make temporary objects
-// (createsInTemp). No element of the path is pg_temp otherwise: the mark keeps such a path's
-// verdicts apart from those of the same path without it, and is not a schema to look names up in.
+// (createsInTemp), as an element of its own: no element of the path is pg_temp otherwise. The mark
+// keeps such a path's verdicts apart from those of the same path without it, and is not a schema
+// to look names up in. A path always holds pg_catalog, so the mark always follows an element, and
+// setPath finds it with the NUL before it (a schema named app_pg_temp is not the mark).
 const tempCreationMark = "pg_temp\x00"
 
 func isTempSchema(schema string) bool {
 	return schema == "pg_temp" || strings.HasPrefix(schema, "pg_temp_")
 }
 
-// createsInTemp reports whether PostgreSQL creates an unqualified table, view, sequence or
+// createsInTemp reports whether PostgreSQL may create an unqualified table, view, sequence or
 // function in the session's temporary schema on this search path: when pg_temp is the first
-// schema of the path that exists. "$user" is taken as absent (a schema named after each role is
-// rare); any other schema before pg_temp as present. Such an object lives as long as the session,
-// as one created TEMP does.
+// schema of the path that exists. Such an object lives as long as the session, as one created
+// TEMP does, so the answer errs toward yes (a session pinned for nothing only keeps its backend):
+// public and pg_catalog are taken to exist, any other schema before pg_temp ("$user", a schema
+// not created yet) to be possibly absent.
 func createsInTemp(schemas []string) bool {
 	for _, schema := range schemas {
 		switch {
-		case schema == "$user":
 		case isTempSchema(schema):
 			return true
-		default:
+		case schema == "public" || schema == "pg_catalog":
 			return false
 		}
 	}
@@ -205,8 +207,12 @@ func pathEnv(database, user string, params []uint32, schemas []string) *env {
 func (e *env) setPath(schemas []string, user string) {
 	key := appendEffectivePath(nil, schemas, user)
 	e.pathKey = string(key)
-	lookup, tempFirst := strings.CutSuffix(e.pathKey, tempCreationMark)
-	e.createsInTemp = tempFirst
+	lookup := e.pathKey
+	if strings.HasSuffix(lookup, "\x00"+tempCreationMark) {
+		lookup, e.createsInTemp = strings.TrimSuffix(lookup, tempCreationMark), true
+	} else {
+		e.createsInTemp = false
+	}
 	e.path = nil
 	if lookup != "" {
 		e.path = strings.Split(strings.TrimSuffix(lookup, "\x00"), "\x00")

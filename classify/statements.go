@@ -68,6 +68,7 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		// table meant (its policies, unlogged data) is held.
 		v.catalogueChange = true
 		v.changes = changes
+		changes.Definitions = !relationOnly(node)
 		if !a.body {
 			changes.Created = createdObject(node)
 		}

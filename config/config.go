@@ -197,7 +197,8 @@ type Routing struct {
 
 // Values of Routing.ReadYourWrites.
 const (
-	// ReadYourWritesOff lets a read go to any standby within the lag limit.
+	// ReadYourWritesOff lets a read go to any standby within the lag limit, except after the
+	// session's own change of a function, view or type, which its reads wait for as in session scope.
 	ReadYourWritesOff = "off"
 	// ReadYourWritesSession makes a session's reads see the session's own last write.
 	ReadYourWritesSession = "session"

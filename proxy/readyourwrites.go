@@ -308,18 +308,18 @@ func unitMayWrite(u *unit) bool {
 }
 
 // changesDefinitions reports whether u changes a definition that verdicts read: a function,
-// procedure or aggregate, a view or a type it creates (or replaces), or what the classifier cannot
-// name. With read_your_writes off, such a change of the session's own still leaves a position to
-// settle: a standby that has not replayed it would run the old definition (a function that used
-// to write fails there with 25006) while pgowl plans the session's statements on the new one.
-// Tables and sequences created or dropped leave none: a standby without them fails the read
-// (42P01), which is the staleness off accepts.
+// view, type, domain or policy (classify.CatalogueChanges.Definitions), or what the classifier
+// cannot name. With read_your_writes off, such a change of the session's own still leaves a
+// position to settle: a standby that has not replayed it would run the old definition (a function
+// that used to write fails there with 25006) while pgowl plans the session's statements on the
+// new one. Tables and sequences created or dropped leave none: a standby without them fails the
+// read (42P01), which is the staleness off accepts.
 func changesDefinitions(u *unit) bool {
 	c := u.effects.CatalogueChanges
 	if !u.effects.CatalogueChange || c == nil {
 		return u.effects.CatalogueChange
 	}
-	return c.Everything || len(c.Functions) > 0 || c.Created != nil
+	return c.Everything || c.Definitions
 }
 
 // noteWritePosition reads the session's write position on be after a unit
