@@ -856,6 +856,37 @@ func TestReadRightAfterOwnReplaceWaitsForItsReplayWithReadYourWritesOff(t *testi
 			}
 		})
 	}
+	// A view replaced inside a transaction block sent as one string: the change is the string's
+	// (no one statement's CREATE is kept), and it still holds the session's reads back.
+	t.Run("view in a transaction string", func(t *testing.T) {
+		conn := oaConnect(t, o, pgx.QueryExecModeSimpleProtocol)
+		const w, v = "oa_app.oa_stale_view_writer", "oa_app.oa_stale_view"
+		oaMust(t, conn, oaSQLWriter(w, "stale-view"))
+		oaMust(t, conn, "CREATE OR REPLACE VIEW "+v+" AS SELECT "+w+"() AS n")
+		catchUp(t, c)
+		// A read settles the position those changes left (it is read lazily), so that only the
+		// string below can hold the next read back.
+		if rs, err := runAndRoutes(t, conn, "SELECT 1"); err != nil || len(rs) == 0 || rs[len(rs)-1].Role != "standby" {
+			t.Fatalf("SELECT 1 once the standbys have replayed the setup: %v, %v; want a standby", rs, err)
+		}
+		ctx := timeoutCtx(t, statementTimeout)
+		resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
+		change := "BEGIN; CREATE OR REPLACE VIEW " + v + " AS SELECT 1::bigint AS n; COMMIT"
+		if rs, err := oaSimple(t, conn, change); err != nil {
+			resume()
+			t.Fatalf("%s: %v (NOTICEs %v)", change, err, rs)
+		}
+		rs, err := runAndRoutes(t, conn, "SELECT n FROM "+v)
+		t.Logf("SELECT n FROM %s right after %q: %v, err %v", v, change, rs, err)
+		resume()
+		catchUp(t, c)
+		switch {
+		case err != nil:
+			t.Errorf("right after %q (replay paused): SELECT n FROM %s: %v on %v; the standby ran the old view, which writes", change, v, err, rs)
+		case len(rs) == 0 || rs[len(rs)-1].Role != "primary" || rs[len(rs)-1].Reason != "READ_YOUR_WRITES":
+			t.Errorf("right after %q with replay paused: SELECT n FROM %s ran on %v; want the primary, READ_YOUR_WRITES", change, v, rs)
+		}
+	})
 }
 
 // The use right after the change in other shapes than SELECT f(): a lower-case select, the
