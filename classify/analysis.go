@@ -835,7 +835,7 @@ func (a *analysis) runEffect(f *Function) fnResult {
 		// cannot be analysed, or overloads of which one writes, may write.
 		r := a.functionBodyEffect(f)
 		if r.access == Write && r.reason == ReasonUnknownEffect && len(r.chain) == 0 {
-			assumption := chainSubject(r.reason, append([]string{f.Signature()}, r.chain...), r.detail) +
+			assumption := chainSubject(r.reason, []string{f.Signature()}, r.detail) +
 				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
 			a.assume(assumption)
 			return fnResult{access: Read, session: r.session, settings: r.settings, height: r.height,

@@ -216,7 +216,7 @@ func (sess *session) readAfter(ctx context.Context, snap *route.Snapshot) (pos r
 	flushes := [2]route.WritePosition{r.flushSeen}
 	switch sess.readYourWritesScope() {
 	case config.ReadYourWritesSession, config.ReadYourWritesOff:
-		// Off: r.own holds only the session's own catalogue changes (noteWritePosition).
+		// Off: r.own holds only the session's own changes of definitions (noteWritePosition).
 		pos = pos.Raise(r.own)
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
