@@ -1064,7 +1064,9 @@ func fnReason(reason Reason) Reason {
 }
 
 // bodyResult combines the verdicts of a body's statements: the strongest finding wins (the first on
-// a tie), session effects add up, and a read that relied on an assertion keeps it.
+// a tie, except that an unknown effect reached through a call, a view or a relation wins over the
+// body's own: a STABLE declaration covers only the latter, see runEffect), session effects add
+// up, and a read that relied on an assertion keeps it.
 func bodyResult(stmts []*pg_query.Node, verdicts []verdict) fnResult {
 	return combineBody(stmts, verdicts, fnReason)
 }
@@ -1085,7 +1087,9 @@ func combineBody(stmts []*pg_query.Node, verdicts []verdict, outer func(Reason) 
 			continue
 		}
 		reason := outer(v.reason)
-		if reasonRank(reason) <= reasonRank(result.reason) {
+		visibleUnknown := reason == ReasonUnknownEffect && result.reason == ReasonUnknownEffect &&
+			len(result.chain) == 0 && len(v.chain) > 0
+		if reasonRank(reason) < reasonRank(result.reason) || reasonRank(reason) == reasonRank(result.reason) && !visibleUnknown {
 			continue
 		}
 		result.access, result.reason = Write, reason

@@ -3,6 +3,8 @@ package classify
 import (
 	"slices"
 	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
 // The search path's mark for CREATEs that make temporary objects is an element of its own: a
@@ -61,6 +63,21 @@ func TestDefinitionChangesAreToldFromTableChanges(t *testing.T) {
 		}
 		if got := e.CatalogueChanges.Definitions || e.CatalogueChanges.Everything; got != tc.want {
 			t.Errorf("%s: changes definitions %v; want %v (%+v)", tc.sql, got, tc.want, e.CatalogueChanges)
+		}
+	}
+}
+
+// In a body, an unknown effect reached through a call wins over one of the body's own of the same
+// rank, whichever comes first: runEffect takes only the body's own at a STABLE declaration's word,
+// so the order of two statements must not decide whether a VOLATILE callee is seen.
+func TestBodyKeepsTheVisibleCallsUnknownOverItsOwn(t *testing.T) {
+	own := verdict{access: Write, reason: ReasonUnknownEffect, subject: "a statement the analysis cannot read"}
+	call := verdict{access: Write, reason: ReasonUnknownEffect, subject: "c() (effect unknown)", chain: []string{"c()"}, detail: "internal function, VOLATILE"}
+	stmts := []*pg_query.Node{{}, {}}
+	for _, order := range [][]verdict{{own, call}, {call, own}} {
+		r := bodyResult(stmts, order)
+		if r.reason != ReasonUnknownEffect || !slices.Equal(r.chain, []string{"c()"}) {
+			t.Errorf("body of %q then %q: reason %v, chain %q; want UNKNOWN_EFFECT through c()", order[0].subject, order[1].subject, r.reason, r.chain)
 		}
 	}
 }
