@@ -185,6 +185,16 @@ func oaReaderUse(t *testing.T, conn *client, what, sql string, tl *oaTally) {
 	}
 }
 
+// oaUse runs a use of an object that writes (writes) or only reads, and judges it.
+func oaUse(t *testing.T, conn *client, what, sql string, writes bool, tl *oaTally) {
+	t.Helper()
+	if writes {
+		oaWriterUse(t, conn, what, sql, tl)
+	} else {
+		oaReaderUse(t, conn, what, sql, tl)
+	}
+}
+
 // oaStartUse waits for the standbys to replay what was made so far (with read_your_writes off),
 // then runs a use of an object
 // that only reads: the starting point of a test, analysed and held by the session's catalogue.
@@ -270,11 +280,7 @@ func TestOwnReplacedSQLFunctionUseFollowsTheBodyJustInstalled(t *testing.T) {
 					}
 					oaMust(t, conn, change)
 					what := fmt.Sprintf("iteration %d, right after %q", i, change)
-					if writes {
-						oaWriterUse(t, conn, what, "SELECT "+f+"()", &tl)
-					} else {
-						oaReaderUse(t, conn, what, "SELECT "+f+"()", &tl)
-					}
+					oaUse(t, conn, what, "SELECT "+f+"()", writes, &tl)
 				}
 				t.Logf("%s", &tl)
 				oaWantTags(t, c, prefix, tags)
@@ -319,11 +325,7 @@ func TestOwnReplacedPlpgsqlFunctionAndAlteredVolatility(t *testing.T) {
 					}
 					oaMust(t, conn, change)
 					what := fmt.Sprintf("plpgsql iteration %d, right after %q", i, change)
-					if writes {
-						oaWriterUse(t, conn, what, "SELECT "+f+"()", &tl)
-					} else {
-						oaReaderUse(t, conn, what, "SELECT "+f+"()", &tl)
-					}
+					oaUse(t, conn, what, "SELECT "+f+"()", writes, &tl)
 				}
 				oaWantTags(t, c, prefix, tags)
 
@@ -426,11 +428,7 @@ func TestOwnReplacedFunctionReachesTheObjectsThatUseIt(t *testing.T) {
 					// The first use right after the change, then the others.
 					for _, use := range uses {
 						what := fmt.Sprintf("round %d after %q", i, change)
-						if writes {
-							oaWriterUse(t, conn, what, use, &tl)
-						} else {
-							oaReaderUse(t, conn, what, use, &tl)
-						}
+						oaUse(t, conn, what, use, writes, &tl)
 					}
 				}
 				t.Logf("%s", &tl)
@@ -533,11 +531,7 @@ func TestOwnDroppedRecreatedAndShadowedFunctions(t *testing.T) {
 						}
 						oaMust(t, conn, change)
 						what := fmt.Sprintf("spelling %d after %q", i, change)
-						if i%2 == 0 {
-							oaWriterUse(t, conn, what, "SELECT "+name+"(1)", &tl)
-						} else {
-							oaReaderUse(t, conn, what, "SELECT "+name+"(1)", &tl)
-						}
+						oaUse(t, conn, what, "SELECT "+name+"(1)", i%2 == 0, &tl)
 					}
 					ctx := timeoutCtx(t, statementTimeout)
 					var overloads int64
@@ -679,11 +673,7 @@ func TestOwnChangeInTransactionBlocksAndMultiStatementStrings(t *testing.T) {
 						oaJudgeWriter(t, fmt.Sprintf("string %d (its own use)", i), s.sql, rs, err, &tl)
 					}
 					what := fmt.Sprintf("right after the simple query %q", s.sql)
-					if s.writes {
-						oaWriterUse(t, conn, what, use, &tl)
-					} else {
-						oaReaderUse(t, conn, what, use, &tl)
-					}
+					oaUse(t, conn, what, use, s.writes, &tl)
 				}
 				t.Logf("%s", &tl)
 			})
@@ -1004,11 +994,7 @@ func TestOwnChangeWhereTheNameLandsOrResolvesUnexpectedly(t *testing.T) {
 						}
 						change := fmt.Sprintf("CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql STABLE SET search_path = %s AS $$SELECT %s()$$", f, path, g)
 						oaMust(t, conn, change)
-						if writes {
-							oaWriterUse(t, conn, "right after "+change, "SELECT "+f+"()", &tl)
-						} else {
-							oaReaderUse(t, conn, "right after "+change, "SELECT "+f+"()", &tl)
-						}
+						oaUse(t, conn, "right after "+change, "SELECT "+f+"()", writes, &tl)
 					}
 					// The same through ALTER FUNCTION ... SET search_path.
 					oaMust(t, conn, "ALTER FUNCTION "+f+"() SET search_path = oa_low")
@@ -1058,11 +1044,7 @@ func TestOwnChangesOfConcurrentSessionsEachFollowTheirOwn(t *testing.T) {
 							return
 						}
 						what := fmt.Sprintf("session %d round %d, right after its own %q", s, i, change)
-						if writes {
-							oaWriterUse(t, conn, what, "SELECT "+f+"()", &tl)
-						} else {
-							oaReaderUse(t, conn, what, "SELECT "+f+"()", &tl)
-						}
+						oaUse(t, conn, what, "SELECT "+f+"()", writes, &tl)
 					}
 				}
 				results <- result{tally: tl}
