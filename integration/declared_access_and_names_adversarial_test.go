@@ -577,18 +577,10 @@ func TestSearchPathDecidesBetweenWriterAndReader(t *testing.T) {
 // danConnectAs opens a simple-protocol connection as user (password secret).
 func danConnectAs(t *testing.T, o *owl, user string, params map[string]string) *client {
 	t.Helper()
-	notices := &noticeLog{}
-	cfg := o.connConfig(t, user, "secret", notices)
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	withParams(params)(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	pc, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
-	}
-	t.Cleanup(func() { pc.Close(context.Background()) })
-	conn := &client{Conn: pc, notices: notices}
+	conn := o.connectAs(t, user, "secret", func(cfg *pgx.ConnConfig) {
+		withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
+		withParams(params)(cfg)
+	})
 	conn.routes(t)
 	return conn
 }

@@ -257,8 +257,14 @@ func (o *owl) connConfig(t *testing.T, user, password string, notices *noticeLog
 // The connection is closed when t ends.
 func (o *owl) connect(t *testing.T, adjust func(*pgx.ConnConfig)) *client {
 	t.Helper()
+	return o.connectAs(t, appUser, appPassword, adjust)
+}
+
+// connectAs is connect as another login.
+func (o *owl) connectAs(t *testing.T, user, password string, adjust func(*pgx.ConnConfig)) *client {
+	t.Helper()
 	notices := &noticeLog{}
-	cfg := o.connConfig(t, appUser, appPassword, notices)
+	cfg := o.connConfig(t, user, password, notices)
 	if adjust != nil {
 		adjust(cfg)
 	}
