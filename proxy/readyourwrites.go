@@ -329,12 +329,13 @@ func changesDefinitions(u *unit) bool {
 func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
 	scope := sess.readYourWritesScope()
 	r := &sess.ryw
-	if scope == config.ReadYourWritesOff && !changesDefinitions(u) && !r.inTransaction || be.broken {
+	// Off: only a change of definitions leaves a position (see changesDefinitions).
+	counts := scope != config.ReadYourWritesOff || changesDefinitions(u)
+	if !counts && !r.inTransaction || be.broken {
 		return
 	}
 	status := be.conn.TxStatus
-	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) &&
-		(scope != config.ReadYourWritesOff || changesDefinitions(u)) {
+	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) && counts {
 		if status == wire.TxIdle {
 			r.unsettled = true // autocommitted (or a string that ended its transactions)
 		} else {
