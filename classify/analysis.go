@@ -55,6 +55,10 @@ type run struct {
 	uncacheable bool
 	// assumptions say where the verdict rests on a function's declared volatility (see assume).
 	assumptions []string
+	// restsOn are the names the whole string's verdict rests on (see dependOn), for
+	// Effects.RestsOn; restsOnAll: more than maxRestsOn, kept as resting on every name.
+	restsOn    []string
+	restsOnAll bool
 }
 
 type frame struct {
@@ -85,6 +89,13 @@ const maxDependencies = 64
 // functions of another name, or the addition of relations and types of another name, cannot
 // change the result, so the next catalogue may keep it.
 func (a *analysis) dependOn(name string) {
+	if r := a.run; !r.restsOnAll && !slices.Contains(r.restsOn, name) {
+		if len(r.restsOn) == maxRestsOn {
+			r.restsOn, r.restsOnAll = nil, true
+		} else {
+			r.restsOn = append(r.restsOn, name)
+		}
+	}
 	for i := range a.run.frames {
 		f := &a.run.frames[i]
 		if f.dependsOnTooMany || slices.Contains(f.dependsOn, name) {
@@ -104,12 +115,17 @@ func (a *analysis) dependOnResult(result *fnResult) {
 		for i := range a.run.frames {
 			a.run.frames[i].dependsOn, a.run.frames[i].dependsOnTooMany = nil, true
 		}
+		a.run.restsOn, a.run.restsOnAll = nil, true
 		return
 	}
 	for _, name := range result.dependsOn {
 		a.dependOn(name)
 	}
 }
+
+// maxRestsOn bounds the names one verdict lists in Effects.RestsOn; past it, the verdict rests on
+// every name (Effects.RestsOnAll).
+const maxRestsOn = 64
 
 // maxAssumptions bounds the assumptions one verdict lists.
 const maxAssumptions = 8

@@ -500,6 +500,9 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 	if len(a.run.assumptions) > 0 && effects.Access == Read {
 		effects.Assumptions = append([]string(nil), a.run.assumptions...)
 	}
+	if effects.Access == Read {
+		effects.RestsOn, effects.RestsOnAll = ownedNames(a.run.restsOn), a.run.restsOnAll
+	}
 	if cat := a.run.cat; cat == nil && a.run.dependent && a.c.catalogues != nil && a.env.database != "" {
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}
@@ -666,4 +669,29 @@ func mergeChanges(into, more *CatalogueChanges) *CatalogueChanges {
 	merged.Merge(into)
 	merged.Merge(more)
 	return merged
+}
+
+// ownedNames copies names into one string of their own: names taken from a parse tree are parts of
+// the parser's whole output, which a cached verdict must not keep alive.
+func ownedNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	size := 0
+	for _, name := range names {
+		size += len(name)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, name := range names {
+		b.WriteString(name)
+	}
+	all := b.String()
+	owned := make([]string, len(names))
+	at := 0
+	for i, name := range names {
+		owned[i] = all[at : at+len(name)]
+		at += len(name)
+	}
+	return owned
 }

@@ -15,8 +15,8 @@ import "slices"
 //   - Settings is the parts' Settings in order, DiscardsSequences is set when
 //     any part has it;
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
-//     when any part has it (CatalogueChanges and Assumptions are unions too),
-//     and Statements is the sum;
+//     when any part has it (CatalogueChanges, Assumptions and a read's RestsOn
+//     are unions too), and Statements is the sum;
 //   - SearchPath, Pgowl, Deallocates, Loads and CatalogueChanges.Created describe a single statement:
 //     they are kept only when there is one part;
 //   - Fingerprint, Normalized and ParseError are the first part's.
@@ -57,6 +57,17 @@ func Merge(parts []Effects) Effects {
 				merged.Assumptions = append(merged.Assumptions, assumption)
 			}
 		}
+		merged.RestsOnAll = merged.RestsOnAll || part.RestsOnAll
+		switch {
+		case merged.RestsOnAll:
+		case len(merged.RestsOn) == 0:
+			merged.RestsOn = part.RestsOn // shared: mergeNames copies before it appends
+		default:
+			merged.RestsOn = mergeNames(merged.RestsOn, part.RestsOn)
+			if len(merged.RestsOn) > maxRestsOn {
+				merged.RestsOn, merged.RestsOnAll = nil, true
+			}
+		}
 		merged.SetConfigNames = mergeNames(merged.SetConfigNames, part.SetConfigNames)
 		for _, warning := range part.Warnings {
 			if !slices.Contains(merged.Warnings, warning) {
@@ -72,8 +83,11 @@ func Merge(parts []Effects) Effects {
 		merged.Deallocates, merged.Loads = parts[0].Deallocates, parts[0].Loads
 	}
 	if merged.Access == Write {
-		// A declaration's word matters only to a read.
+		// A declaration's word, and what a verdict rests on, matter only to a read.
 		merged.Assumptions = nil
+		merged.RestsOn, merged.RestsOnAll = nil, false
+	} else if merged.RestsOnAll {
+		merged.RestsOn = nil
 	}
 	return merged
 }
