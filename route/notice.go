@@ -121,7 +121,9 @@ func (d Decision) AppendNoticeMessage(dst []byte, maxLag time.Duration) []byte {
 		} else {
 			b.WriteString("no standby")
 		}
-		b.WriteString(" had not replayed this session's last write (")
+		b.WriteString(" had not replayed ")
+		b.WriteString(readAfterWhat(d.ReadAfterChange, d.ReadAfterChanged))
+		b.WriteString(" (")
 		b.writeLSN(d.ReadAfter)
 		if d.NodeReplay != 0 {
 			b.WriteString("; it is at ")

@@ -256,6 +256,13 @@ type SessionFacts struct {
 	// pgowl.read_after). A read goes only to a standby known to have
 	// replayed it; zero: the session has nothing to wait for.
 	ReadAfter WritePosition
+	// ReadAfterChange is set when ReadAfter is the position of a change of
+	// a definition the read's verdict rests on (a function, view or type
+	// that some session changed), later than the session's own position:
+	// the NOTICE and the refusal say so. ReadAfterChanged names what
+	// changed ("" when the change could name nothing).
+	ReadAfterChange  bool
+	ReadAfterChanged string
 	// Replayed are standbys' replay positions the proxy learned by asking
 	// them, fresher than the snapshot's samples.
 	Replayed []NodeReplay

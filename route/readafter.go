@@ -55,17 +55,21 @@ func planReadAfter(req *Request, s *SessionFacts, snap *Snapshot, pol Policy, no
 	}
 	primary, _, _ := findPrimary(snap, pol, now)
 	if pol.ReadYourWritesReject || primary < 0 {
-		return Decision{}, false, readAfterError(snap, pol, now, target, s.Replayed, primary >= 0 || pol.ReadYourWritesReject)
+		return Decision{}, false, readAfterError(snap, pol, now, target, s, primary >= 0 || pol.ReadYourWritesReject)
 	}
 	dec = primaryDecision(snap, primary, *req, ReasonReadYourWrites)
 	dec.ReadAfter, dec.Behind, dec.NodeReplay = target, first.Node, first.NodeReplay
+	dec.ReadAfterChange, dec.ReadAfterChanged = s.ReadAfterChange, s.ReadAfterChanged
 	return dec, false, nil
 }
 
 // readAfterError refuses a read that no standby could serve with the
-// session's last write: REPLICA_LAG_EXCEEDED, with the position in the detail.
-func readAfterError(snap *Snapshot, pol Policy, now time.Time, target LSN, learned []NodeReplay, primaryExists bool) *Error {
-	what := "no standby replayed this session's last write (" + target.String() + ") within routing.read_your_writes_wait"
+// session's last write, or with a definition change the read rests on
+// (SessionFacts.ReadAfterChange): REPLICA_LAG_EXCEEDED, with the position
+// in the detail.
+func readAfterError(snap *Snapshot, pol Policy, now time.Time, target LSN, s *SessionFacts, primaryExists bool) *Error {
+	learned := s.Replayed
+	what := "no standby replayed " + readAfterWhat(s.ReadAfterChange, s.ReadAfterChanged) + " (" + target.String() + ") within routing.read_your_writes_wait"
 	if !primaryExists {
 		what += ", and no primary is available to fall back to"
 	}
@@ -84,4 +88,16 @@ func readAfterError(snap *Snapshot, pol Policy, now time.Time, target LSN, learn
 		return "replayed " + at.String()
 	}))
 	return NewError(ReplicaLagExceeded, what, b.String())
+}
+
+// readAfterWhat names what a read had to see: the session's last write, or
+// the change of a definition it rests on.
+func readAfterWhat(change bool, changed string) string {
+	switch {
+	case !change:
+		return "this session's last write"
+	case changed == "":
+		return "a definition change this read rests on"
+	}
+	return "the change of " + changed + " this read rests on"
 }

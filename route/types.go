@@ -201,6 +201,11 @@ type Decision struct {
 	// Behind names, for READ_YOUR_WRITES, the standby that had not replayed
 	// ReadAfter within the wait.
 	Behind string
+	// ReadAfterChange and ReadAfterChanged are, for READ_YOUR_WRITES,
+	// SessionFacts': ReadAfter is a definition change's position the read
+	// rests on, and the name changed.
+	ReadAfterChange  bool
+	ReadAfterChanged string
 	// LoginRefused names, for FALLBACK_PRIMARY, the standbys that qualified
 	// but refused the session's login (SessionFacts.LoginRefused), joined
 	// by commas ("pg2,pg3"); empty otherwise.
