@@ -80,3 +80,32 @@ func TestReadYourWritesNoticeAndRefusal(t *testing.T) {
 	}
 	t.Fatal("no golden case refuses a read after the wait")
 }
+
+// A read held for a definition change it rests on says so, in the NOTICE of its run on the
+// primary and in the refusal, naming the change when it can.
+func TestReadHeldForADefinitionChangeSaysWhichChange(t *testing.T) {
+	d := route.Decision{Node: "pg1", Role: route.RolePrimary, Reason: route.ReasonReadYourWrites, LagKnown: true,
+		ReadAfter: 0x3000148, Behind: "pg2", ReadAfterChange: true, ReadAfterChanged: "f_report"}
+	if got, want := d.NoticeMessage(0), "pgowl: pg1 (primary) ran this statement: it only reads, but pg2 had not replayed the change of f_report this read rests on (0/3000148)"; got != want {
+		t.Errorf("notice:\n got %q\nwant %q", got, want)
+	}
+	d.ReadAfterChanged = ""
+	if got, want := d.NoticeMessage(0), "pgowl: pg1 (primary) ran this statement: it only reads, but pg2 had not replayed a definition change this read rests on (0/3000148)"; got != want {
+		t.Errorf("notice of an unnamed change:\n got %q\nwant %q", got, want)
+	}
+
+	for _, c := range loadPlanCases(t) {
+		if c.Expected.ErrorCode != "REPLICA_LAG_EXCEEDED" || c.Session.ReadAfter == 0 || !c.Session.ReadAfterWaitOver {
+			continue
+		}
+		r := c.request(t)
+		r.Session.ReadAfterChange, r.Session.ReadAfterChanged = true, "f_report"
+		_, err := route.Plan(r)
+		var rerr *route.Error
+		if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "no standby replayed the change of f_report this read rests on") {
+			t.Errorf("%s: refusal %v does not name the change", c.Comment, err)
+		}
+		return
+	}
+	t.Fatal("no golden case refuses a read after the wait")
+}
