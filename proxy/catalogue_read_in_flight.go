@@ -294,7 +294,7 @@ func (sess *session) drainCatalogueRead(u *unit, release bool) {
 // change's transaction is over.
 func (sess *session) catalogueReadIn() {
 	if st := &sess.cls; st.changeRan && sess.idleForCatalogue() {
-		st.tellChanges(sess.srv.opts.Classifier)
+		st.tellChanges(sess.srv.opts.Classifier, sess.srv.definitions)
 	}
 }
 

@@ -228,7 +228,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	r.Session.LeftReadOnlyBatch = left
 	sess.turn++
 	r.Session.Turn = sess.turn
-	sess.noteReadFacts(ctx, &r, snap, waitInTurn)
+	sess.noteReadFacts(ctx, u, &r, snap, waitInTurn)
 	deadline := r.Now.Add(sess.srv.live().cfg.Routing.PrimaryWait)
 	for {
 		out, err := route.Plan(r)
@@ -270,7 +270,7 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		be, err := sess.backendFor(ctx, dec.Node, dec.Role, wait)
 		if err == nil && be == nil {
 			r.Session.PrimaryFull = true
-			sess.noteReadFacts(ctx, &r, snap, waitNot)
+			sess.noteReadFacts(ctx, u, &r, snap, waitNot)
 			sess.notePoolRoom(&r, snap)
 			continue
 		}
@@ -295,13 +295,13 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	}
 }
 
-// noteReadFacts gathers into r what only a read on a standby needs, when the plan may send it
-// there: the write position to read after (reading it on the primary may wait there as wait
-// says), and the standbys that refused the login a moment ago (node_login_refusals.go). It sets
-// r.Now.
-func (sess *session) noteReadFacts(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
-	if r.MayReadOnStandby() && sess.mayNeedWritePosition(r) {
-		sess.noteReadAfter(ctx, r, snap, wait)
+// noteReadFacts gathers into r what only a read of u on a standby needs, when the plan may send
+// it there: the write position to read after, the session's own or that of a definition change
+// u's verdict rests on (reading it on the primary may wait there as wait says), and the standbys
+// that refused the login a moment ago (node_login_refusals.go). It sets r.Now.
+func (sess *session) noteReadFacts(ctx context.Context, u *unit, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
+	if r.MayReadOnStandby() && sess.mayNeedWritePosition(r, u) {
+		sess.noteReadAfter(ctx, u, r, snap, wait)
 	}
 	r.Now = time.Now()
 	if r.MayReadOnStandby() {
@@ -363,16 +363,25 @@ func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, 
 		Stringer("until_replayed", r.replayPast).Msg("a standby refused the session's backend login; the read is planned again without it")
 }
 
-// noteReadAfter puts in r the write position a read must see, for read
+// noteReadAfter puts in r the write position a read of u must see, for read
 // your writes (readyourwrites.go): the session's last write position, made
-// known first where a standby could have it, and what the standbys are
-// known to have replayed.
-func (sess *session) noteReadAfter(ctx context.Context, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
+// known first where a standby could have it; the position of a definition
+// change u's verdict rests on, if later (definition_changes.go); and what
+// the standbys are known to have replayed.
+func (sess *session) noteReadAfter(ctx context.Context, u *unit, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
 	if !sess.ryw.settleCanWait(snap) {
 		sess.settleWritePosition(ctx, snap, wait)
 	}
 	var unflushed bool
 	r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
+	r.Session.ReadAfterChange, r.Session.ReadAfterChanged = false, ""
+	if pos, flush, changed := sess.definitionsReadAfter(ctx, u, snap, wait); pos.LSN != 0 {
+		if raised := r.Session.ReadAfter.Raise(pos); raised != r.Session.ReadAfter {
+			r.Session.ReadAfter = raised
+			r.Session.ReadAfterChange, r.Session.ReadAfterChanged = true, changed
+		}
+		unflushed = unflushed || notYetFlushed(pos, []route.WritePosition{flush}, snap)
+	}
 	if r.Session.ReadAfter.LSN != 0 {
 		r.Session.Replayed = sess.ryw.fresh(snap)
 	}

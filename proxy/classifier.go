@@ -72,7 +72,7 @@ func (sess *session) classify(sql string, paramTypes []uint32) classify.Effects 
 	st.refresh(sess, c)
 	if st.changeRan && sess.idleForCatalogue() {
 		if !st.changeToTakeIn() {
-			st.tellChanges(c)
+			st.tellChanges(c, sess.srv.definitions)
 		} else if effects, ok := sess.classifyAheadOfRead(sql, paramTypes); ok {
 			return effects
 		} else {
@@ -110,7 +110,7 @@ func (sess *session) classifyNow(sql string, paramTypes []uint32) classify.Effec
 func (sess *session) catalogueChangeRan(status byte) {
 	sess.cls.changeRan = true
 	if status == wire.TxIdle && !sess.cls.changeToTakeIn() {
-		sess.cls.tellChanges(sess.srv.opts.Classifier)
+		sess.cls.tellChanges(sess.srv.opts.Classifier, sess.srv.definitions)
 	}
 }
 
@@ -124,11 +124,16 @@ func (st *classifierState) changeToTakeIn() bool {
 
 // tellChanges tells the classifier what the session's statements changed in the catalogue: the
 // change has run and its transaction ended, and whatever was read while it ran (before it was
-// committed) misses it.
-func (st *classifierState) tellChanges(c *classify.Classifier) {
+// committed) misses it. A change of definitions is remembered in defs first (nil: not at all), so
+// that no session's read planned with the catalogue that holds it goes to a standby behind it
+// (definition_changes.go).
+func (st *classifierState) tellChanges(c *classify.Classifier, defs *definitionChanges) {
 	changes := st.changes
 	if changes.Empty() {
 		changes.Everything = true
+	}
+	if defs != nil {
+		defs.tell(st.ctx.Database, &changes, time.Now())
 	}
 	m, ok := c.Catalogues().(*catalog.Manager)
 	switch {
@@ -384,7 +389,8 @@ func routeReason(r classify.Reason) (route.Reason, bool) {
 
 // newClassifier builds the classifier from the configuration, with a function catalogue per
 // database read from the current primary (as the monitor user) when the node states are known.
-func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger) *classify.Classifier {
+// The catalogue tells definitions of the changes it finds that no session told.
+func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, definitions *definitionChanges) *classify.Classifier {
 	opts := classify.Options{CacheSize: cfg.Classify.CacheSize, MaxDepth: cfg.Classify.MaxDepth}
 	if cfg.Classify.CacheSize == 0 {
 		opts.CacheSize = -1 // classify.cache_size: 0 disables the cache
@@ -395,6 +401,7 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger) *
 			Overrides:       catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
 			RefreshInterval: cfg.Classify.RefreshInterval,
 			Logger:          logger.With().Str("component", "catalog").Logger(),
+			Found:           definitions.found,
 		})
 	}
 	return classify.New(opts)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,13 @@ func (sess *session) logUnit(u *unit, dec route.Decision, outcome string) {
 		if dec.NodeReplay != 0 {
 			ev = ev.Stringer("node_lsn", dec.NodeReplay)
 		}
+		if dec.ReadAfterChange {
+			// The position was a definition change's the read rests on, not the session's write.
+			ev = ev.Bool("wait_for_definition", true)
+			if dec.ReadAfterChanged != "" {
+				ev = ev.Str("changed", dec.ReadAfterChanged)
+			}
+		}
 		if dec.Behind != "" {
 			ev = ev.Str("behind", dec.Behind)
 		}
@@ -127,6 +135,9 @@ func (l *lastUnit) explain() string {
 		}
 		if dec.Behind != "" {
 			text += " behind=" + dec.Behind
+		}
+		if dec.ReadAfterChange {
+			text += " wait_for_definition=" + strconv.Quote(dec.ReadAfterChanged)
 		}
 	}
 	if dec.LoginRefused != "" {

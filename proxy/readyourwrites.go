@@ -378,15 +378,17 @@ func backendIdle(be *backend) bool {
 	return !be.broken && be.conn.TxStatus == wire.TxIdle && !be.openBatch && be.expect.len() == 0
 }
 
-// mayNeedWritePosition reports whether the read r plans may have to wait
-// for a write position: the session has one (or one to read), its user's
-// may have one, and the plan without it sends the read to a standby. A read
-// that goes to the primary anyway (no standby configured, up or within the
-// lag limit) neither reads the position nor waits for a standby.
-func (sess *session) mayNeedWritePosition(r *route.PlanRequest) bool {
+// mayNeedWritePosition reports whether the read of u that r plans may have
+// to wait for a write position: the session has one (or one to read), its
+// user's may have one, or a definition change u rests on may (see
+// definitionChanges), and the plan without it sends the read to a standby.
+// A read that goes to the primary anyway (no standby configured, up or
+// within the lag limit) neither reads the position nor waits for a standby.
+func (sess *session) mayNeedWritePosition(r *route.PlanRequest, u *unit) bool {
 	ryw := &sess.ryw
 	scope := sess.readYourWritesScope()
-	if ryw.token.LSN == 0 && scope != config.ReadYourWritesUser && !ryw.unsettled && ryw.own.LSN == 0 {
+	if ryw.token.LSN == 0 && scope != config.ReadYourWritesUser && !ryw.unsettled && ryw.own.LSN == 0 &&
+		!sess.srv.definitions.mayConcern(&u.effects) {
 		return false
 	}
 	r.Now = time.Now()
@@ -405,52 +407,90 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
 		return
 	}
-	live := sess.srv.live()
-	i, err := route.Primary(snap, live.policy, time.Now())
+	pos, flush, answered := sess.readPrimaryPositions(ctx, snap, wait)
+	if answered {
+		r.settle(pos, flush)
+	}
+}
+
+// readPrimaryPositions reads the primary's insert and flush positions on a
+// primary backend: the session's, or one from the pool (waiting as wait
+// says), which goes back to it after. answered is false without a primary,
+// without a backend free, or on failure; the positions are zero when the
+// node answered but is in recovery (a failover under the session).
+func (sess *session) readPrimaryPositions(ctx context.Context, snap *route.Snapshot, wait poolWait) (pos, flush route.WritePosition, answered bool) {
+	i, err := route.Primary(snap, sess.srv.live().policy, time.Now())
 	if err != nil {
-		return
+		return pos, flush, false
 	}
 	node := snap.Nodes[i].Name
 	had := sess.backendOn(node) != nil
 	be, err := sess.backendFor(ctx, node, route.RolePrimary, wait)
 	if err != nil || be == nil {
-		return
+		return pos, flush, false
 	}
 	if backendIdle(be) {
-		sess.readWritePosition(be)
+		pos, flush, answered = sess.queryWritePosition(be)
 	}
 	if !had && !be.broken && sess.held != be {
 		sess.releaseIdle(be)
 	}
+	return pos, flush, answered
 }
 
 // readWritePosition reads the primary's insert and flush positions on be
 // and raises the session's own position; flush is the flush position read
 // with it. A failure leaves the position as it was.
 func (sess *session) readWritePosition(be *backend) (pos, flush route.WritePosition) {
-	r := &sess.ryw
-	var insert, flushText string
-	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flushText = firstColumns(body) })
-	if err != nil {
-		sess.dropBackend(be)
-		return pos, flush
+	pos, flush, answered := sess.queryWritePosition(be)
+	if answered {
+		sess.ryw.settle(pos, flush)
 	}
+	return pos, flush
+}
+
+// settle takes in the primary's positions read after the session's writes:
+// the position is settled, and raised to pos unless the node was in
+// recovery (pos zero: the write is on a node that is no longer the
+// primary, nothing to wait for).
+func (r *readYourWrites) settle(pos, flush route.WritePosition) {
 	r.unsettled = false
-	lsn, perr := route.ParseLSN(insert)
-	if code != "" || perr != nil {
-		// In recovery (a failover under the session): the write is on a
-		// node that is no longer the primary. Nothing to wait for.
-		return pos, flush
+	if pos.LSN == 0 {
+		return
 	}
-	flushed, _ := route.ParseLSN(flushText)
-	timeline := sess.nodeTimeline(be.node)
-	pos = route.WritePosition{LSN: lsn, Timeline: timeline}
-	flush = route.WritePosition{LSN: flushed, Timeline: timeline}
 	r.own = r.own.Raise(pos)
 	if flush.Timeline != r.flushSeen.Timeline || flush.LSN > r.flushSeen.LSN {
 		r.flushSeen = flush
 	}
-	return pos, flush
+}
+
+// queryWritePosition runs writePositionQuery on be, a primary backend.
+// answered is false when the query failed (be is dropped); the positions
+// are zero when the node answered that it is in recovery. The positions
+// cover every definition change told before the query: they settle those
+// whose position was not read yet (definition_changes.go), so that a
+// session's read after its own change does not read it twice.
+func (sess *session) queryWritePosition(be *backend) (pos, flush route.WritePosition, answered bool) {
+	defs := sess.srv.definitions
+	upTo := defs.lastTold()
+	defer func() {
+		if pos.LSN != 0 && upTo != 0 {
+			defs.settle(sess.database, upTo, pos, flush)
+		}
+	}()
+	var insert, flushText string
+	code, err := sess.runOnBackend(be, writePositionQuery, func(body []byte) { insert, flushText = firstColumns(body) })
+	if err != nil {
+		sess.dropBackend(be)
+		return pos, flush, false
+	}
+	lsn, perr := route.ParseLSN(insert)
+	if code != "" || perr != nil {
+		return pos, flush, true
+	}
+	flushed, _ := route.ParseLSN(flushText)
+	timeline := sess.nodeTimeline(be.node)
+	return route.WritePosition{LSN: lsn, Timeline: timeline}, route.WritePosition{LSN: flushed, Timeline: timeline}, true
 }
 
 // writePositionQuery reads the primary's insert position, which covers

@@ -144,16 +144,18 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		authLookup = newAuthQuery(cfg, mon, logger).lookup
 		store = store.WithLookup(authLookup)
 	}
-	classifier := newClassifier(cfg, mon, logger)
+	definitions := &definitionChanges{}
+	classifier := newClassifier(cfg, mon, logger, definitions)
 	opts := Options{
-		Config:     cfg,
-		Logger:     logger,
-		Nodes:      mon,
-		Classifier: classifier,
-		Pool:       backends,
-		Auth:       store,
-		TLS:        tlsConfig,
-		Access:     accessRules,
+		Config:      cfg,
+		Logger:      logger,
+		Nodes:       mon,
+		Classifier:  classifier,
+		Pool:        backends,
+		Auth:        store,
+		TLS:         tlsConfig,
+		Access:      accessRules,
+		definitions: definitions,
 	}
 	var recorder *admin.Recorder
 	if cfg.Admin.Listen != "" || len(cfg.Admin.Users) > 0 {

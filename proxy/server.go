@@ -49,6 +49,10 @@ type Options struct {
 	// with ConsoleAuth (the admin users).
 	Console     AdminConsole
 	ConsoleAuth *auth.Store
+	// definitions, when set, is the registry the classifier's catalogue
+	// tells of the changes it finds (Run sets both); NewServer makes one
+	// otherwise.
+	definitions *definitionChanges
 }
 
 // Server accepts client connections and runs their sessions.
@@ -97,6 +101,9 @@ type Server struct {
 	// userWrites are the write positions shared per user and database
 	// (routing.read_your_writes: user).
 	userWrites userWritePositions
+	// definitions are the definition changes sessions made, or the catalogue
+	// found, that a standby may not have replayed yet (definition_changes.go).
+	definitions *definitionChanges
 	// nodeLoginRefusals are the standbys that refused a login a moment ago.
 	nodeLoginRefusals nodeLoginRefusals
 
@@ -118,10 +125,14 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Console != nil && opts.ConsoleAuth == nil {
 		return nil, errors.New("proxy: a Console needs ConsoleAuth")
 	}
+	if opts.definitions == nil {
+		opts.definitions = &definitionChanges{}
+	}
 	s := &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		sessions: make(map[cancelKey]*session),
+		opts:        opts,
+		log:         opts.Logger,
+		sessions:    make(map[cancelKey]*session),
+		definitions: opts.definitions,
 
 		logins:   newLoginGate(opts.Config.Limits.MaxLoginsInProgress, opts.Config.Limits.MaxLoginsInProgressPerAddress),
 		loginLog: &loginLog{log: opts.Logger},

@@ -53,6 +53,13 @@ type Options struct {
 	ConfirmTakenAfter time.Duration
 	// Logger receives one line per load, failure and change.
 	Logger zerolog.Logger
+	// Found, when set, is told what a read found changed in a database's catalogue, before the
+	// catalogue that holds it is served: the names a read by name found changed (after Changed,
+	// or a name a statement used that the catalogue did not hold), or everything when a whole
+	// read after the first found other content. It is called with the database's lock held and
+	// must not call m. A proxy uses it for changes it was not told of (made past it, or not told
+	// yet): a standby may not have replayed them.
+	Found func(database string, changes *classify.CatalogueChanges)
 }
 
 // Manager keeps one catalogue per database and implements classify.CatalogueSource. A catalogue is
@@ -433,6 +440,13 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
 		}
 		if changed {
+			if m.opts.Found != nil && old != nil {
+				found := classify.CatalogueChanges{Everything: whole, Definitions: true}
+				if !whole {
+					found.Functions, found.Relations, found.Types = pending.Functions, pending.Relations, pending.Types
+				}
+				m.opts.Found(db.name, &found)
+			}
 			db.cat.Store(cat)
 			event := m.opts.Logger.Info()
 			if old == nil || !whole {
