@@ -500,13 +500,14 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 	if len(a.run.assumptions) > 0 && effects.Access == Read {
 		effects.Assumptions = append([]string(nil), a.run.assumptions...)
 	}
-	if effects.Access == Read {
-		effects.RestsOn, effects.RestsOnAll = ownedNames(a.run.restsOn), a.run.restsOnAll
-	}
 	if cat := a.run.cat; cat == nil && a.run.dependent && a.c.catalogues != nil && a.env.database != "" {
 		effects.Warnings = appendWarning(effects.Warnings, "no function catalogue for database "+quoteIdent(a.env.database)+" (not loaded yet, or loading failed): user functions and views are not analysed")
 	}
 	applyHint(leadingHint(sql), &effects)
+	if effects.Access == Read {
+		// After the hint: a read asserted by /*pgowl:readonly*/ still runs the definitions it names.
+		effects.RestsOn, effects.RestsOnAll = ownedNames(a.run.restsOn), a.run.restsOnAll
+	}
 	switch {
 	case parsed != nil && parsed.provisional:
 	case parsed != nil:

@@ -23,8 +23,10 @@ func TestReadVerdictsNameWhatTheyRestOn(t *testing.T) {
 		{sql: "SELECT 1 FROM t WHERE id = 1", include: []string{"t"}},
 		{sql: "SELECT pure_sql(1); SELECT * FROM v_plain", include: []string{"pure_sql", "v_plain", "t"}},
 		{sql: "SELECT deep20()", include: []string{"deep20", "deep21", "deep29"}},
+		{sql: "/*pgowl:readonly*/ SELECT cfunc(1)", include: []string{"cfunc"}},
 		{sql: "SELECT f_report()", write: true},
 		{sql: "SELECT pure_sql(1); SELECT f_report()", write: true},
+		{sql: "/*pgowl:primary*/ SELECT pure_sql(1)", write: true},
 	} {
 		// Twice with one classifier: the second finds the function analyses memoised.
 		classifier := New(Options{CacheSize: -1})

@@ -377,10 +377,12 @@ func (sess *session) noteReadAfter(ctx context.Context, u *unit, r *route.PlanRe
 	r.Session.ReadAfterChange, r.Session.ReadAfterChanged = false, ""
 	if pos, flush, changed := sess.definitionsReadAfter(ctx, u, snap, wait); pos.LSN != 0 {
 		if raised := r.Session.ReadAfter.Raise(pos); raised != r.Session.ReadAfter {
+			// The change's position is the later: whether it is flushed decides (the session's
+			// own, earlier, is then too).
 			r.Session.ReadAfter = raised
 			r.Session.ReadAfterChange, r.Session.ReadAfterChanged = true, changed
+			unflushed = notYetFlushed(pos, []route.WritePosition{flush, sess.ryw.flushSeen}, snap)
 		}
-		unflushed = unflushed || notYetFlushed(pos, []route.WritePosition{flush}, snap)
 	}
 	if r.Session.ReadAfter.LSN != 0 {
 		r.Session.Replayed = sess.ryw.fresh(snap)

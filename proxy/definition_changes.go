@@ -30,17 +30,21 @@ import (
 // read_your_writes_fallback: reject. A read that rests on no changed name is not held up.
 //
 // A change's position is the primary's insert position read after the change was told, which
-// covers its commit. It is read lazily, by the first read that needs it, on a primary backend, and
-// serves every change told before that read began: a migration's changes cost no round trip
-// until some session reads what they changed from a standby.
+// covers its commit: the monitor's first sample of the primary sent after it, or, for a read that
+// needs it sooner, a read of it on a primary backend, which serves every change told before that
+// read began. A change every standby is seen past is forgotten (tidy, at most every tidyEvery,
+// by the reads that may go to a standby), and so is one older than changeMemory.
 //
 // The catalogue also tells what its reads find changed that no session told (definitions.found,
-// catalog.Options.Found): a change made past pgowl (on the primary itself, through another pgowl
-// instance) or made inside a transaction block whose session has not told it yet, found by a
-// statement that names a missing object or by the periodic whole read (then as a change of every
-// name). It is remembered before the catalogue that holds it is served. Until the catalogue finds
-// such a change, reads are planned with the old definition, and a standby that replayed the
-// change may run the new one.
+// catalog.Options.Found, classify.ChangedDefinitions): a change made past pgowl (on the primary
+// itself, through another pgowl instance), found by a statement that names a missing object or by
+// the periodic whole read. It is remembered before the catalogue that holds it is served. Until
+// the catalogue finds such a change, reads are planned with the old definition, and a standby
+// that replayed the change may run the new one (a known gap).
+//
+// The position of a change still unknown when a read needs it is read on a primary backend: in
+// session pooling the session keeps that backend, as it keeps one after its own writes. When it
+// cannot be read (no primary, no backend free), the read is planned without that change.
 
 // definitionChanges are the definition changes sessions told, per database, that some standby
 // may not have replayed yet. The zero value is ready.
@@ -52,6 +56,8 @@ type definitionChanges struct {
 	// told numbers the changes told: the last one's seq.
 	told       uint64
 	byDatabase map[string][]definitionChange
+	// nextTidy is when tidy may next run (Unix nanoseconds).
+	nextTidy atomic.Int64
 }
 
 // definitionChange is one change told, or several folded into one (see maxDefinitionChanges).
@@ -72,9 +78,17 @@ type definitionChange struct {
 const maxDefinitionChanges = 256
 
 // definitionChangeMemory bounds how long a change is remembered when some standby is never seen
-// past it (one that is down): by then such a standby is past routing.max_replica_lag, or has
-// replayed it.
+// past it (one that is down), unless twice routing.max_replica_lag is longer (changeMemory): by
+// then such a standby is past the lag limit, or has replayed it.
 const definitionChangeMemory = 10 * time.Minute
+
+// changeMemory is how long a change is remembered at most under policy.
+func changeMemory(policy route.Policy) time.Duration {
+	return max(definitionChangeMemory, 2*policy.MaxReplicaLag)
+}
+
+// tidyEvery is how often tidy looks at the remembered changes at most.
+const tidyEvery = 25 * time.Millisecond
 
 // tell remembers a change a session made on database's primary, once its transaction ended. Only
 // changes of definitions count (changesDefinitions): tables and sequences created or dropped are
@@ -96,13 +110,16 @@ func (d *definitionChanges) tell(database string, changes *classify.CatalogueCha
 	}
 	list := d.byDatabase[database]
 	if len(list) >= maxDefinitionChanges {
+		// One change of every name, as late as the last: it holds what the folded ones held.
+		// pending moves once, so that mayConcern never reads it as zero meanwhile.
 		folded := definitionChange{seq: c.seq, all: true, at: now}
-		d.pending.Add(-int64(len(list)))
+		d.pending.Add(1 - int64(len(list)))
+		clear(list[1:])
 		list = append(list[:0], folded)
 	} else {
 		list = append(list, c)
+		d.pending.Add(1)
 	}
-	d.pending.Add(1)
 	d.byDatabase[database] = list
 }
 
@@ -123,13 +140,13 @@ func (d *definitionChanges) mayConcern(effects *classify.Effects) bool {
 // unread is the seq of the latest such change whose position is not read yet (0: none): the
 // caller reads the primary's position and tells it with settle. Changes every standby of snap
 // has replayed, and old ones, are forgotten first.
-func (d *definitionChanges) readAfter(database string, effects *classify.Effects, snap *route.Snapshot, now time.Time) (pos, flush route.WritePosition, name string, unread uint64) {
+func (d *definitionChanges) readAfter(database string, effects *classify.Effects, snap *route.Snapshot, now time.Time, memory time.Duration) (pos, flush route.WritePosition, name string, unread uint64) {
 	if d == nil || d.pending.Load() == 0 {
 		return pos, flush, "", 0
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list := d.forgetReplayed(database, snap, now)
+	list := d.forgetReplayed(database, snap, now, memory)
 	for i := range list {
 		c := &list[i]
 		matched, ok := c.restedOnBy(effects)
@@ -177,28 +194,60 @@ func (d *definitionChanges) lastTold() uint64 {
 }
 
 // settle records pos and flush, the primary's positions read after change upTo was told, as the
-// position of every change of database told up to it whose position was not read.
-func (d *definitionChanges) settle(database string, upTo uint64, pos, flush route.WritePosition) {
+// position of every change told up to it whose position was not read, in every database: a WAL
+// position is the cluster's.
+func (d *definitionChanges) settle(upTo uint64, pos, flush route.WritePosition) {
 	if pos.LSN == 0 {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list := d.byDatabase[database]
-	for i := range list {
-		if c := &list[i]; c.seq <= upTo && c.pos.LSN == 0 {
-			c.pos, c.flush = pos, flush
+	for _, list := range d.byDatabase {
+		for i := range list {
+			if c := &list[i]; c.seq <= upTo && c.pos.LSN == 0 {
+				c.pos, c.flush = pos, flush
+			}
 		}
 	}
 }
 
-// forgetReplayed drops database's changes that every standby in snap is seen to have replayed,
-// or that were told more than definitionChangeMemory ago, and returns the rest. Under d.mu.
-func (d *definitionChanges) forgetReplayed(database string, snap *route.Snapshot, now time.Time) []definitionChange {
+// tidy, at most every tidyEvery, settles and forgets what it can in every database (see
+// forgetReplayed), so that changes no read asks about do not stay remembered, and cost every
+// read of a name a look at them, for changeMemory.
+func (d *definitionChanges) tidy(snap *route.Snapshot, now time.Time, memory time.Duration) {
+	if d == nil || d.pending.Load() == 0 {
+		return
+	}
+	next := d.nextTidy.Load()
+	if now.UnixNano() < next || !d.nextTidy.CompareAndSwap(next, now.Add(tidyEvery).UnixNano()) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for database := range d.byDatabase {
+		d.forgetReplayed(database, snap, now, memory)
+	}
+}
+
+// forgetReplayed gives database's changes whose position is not read the primary's insert
+// position from snap when it was sampled after they were told (the monitor's query was sent
+// after their commit, so the position covers it), drops those that every standby in snap is
+// seen to have replayed or that were told more than memory ago, and returns the rest. Under d.mu.
+func (d *definitionChanges) forgetReplayed(database string, snap *route.Snapshot, now time.Time, memory time.Duration) []definitionChange {
+	var primary *route.NodeState
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Up && n.WALPosition != 0 {
+			primary = n
+		}
+	}
 	list := d.byDatabase[database]
 	kept := list[:0]
 	for _, c := range list {
-		if now.Sub(c.at) > definitionChangeMemory || c.pos.LSN != 0 && everyStandbyPast(snap, c.pos) {
+		if c.pos.LSN == 0 && primary != nil && primary.SampledAt.After(c.at) {
+			c.pos = route.WritePosition{LSN: primary.WALPosition, Timeline: primary.Timeline}
+			c.flush = route.WritePosition{LSN: primary.FlushPosition, Timeline: primary.Timeline}
+		}
+		if now.Sub(c.at) > memory || c.pos.LSN != 0 && everyStandbyPast(snap, c.pos) {
 			continue
 		}
 		kept = append(kept, c)
@@ -236,11 +285,12 @@ func (sess *session) definitionsReadAfter(ctx context.Context, u *unit, snap *ro
 	if !defs.mayConcern(&u.effects) {
 		return pos, flush, ""
 	}
-	pos, flush, name, unread := defs.readAfter(sess.database, &u.effects, snap, time.Now())
+	memory := changeMemory(sess.srv.live().policy)
+	pos, flush, name, unread := defs.readAfter(sess.database, &u.effects, snap, time.Now(), memory)
 	if unread == 0 {
 		return pos, flush, name
 	}
 	sess.readPrimaryPositions(ctx, snap, wait) // settles the changes told before it (queryWritePosition)
-	pos, flush, name, _ = defs.readAfter(sess.database, &u.effects, snap, time.Now())
+	pos, flush, name, _ = defs.readAfter(sess.database, &u.effects, snap, time.Now(), memory)
 	return pos, flush, name
 }

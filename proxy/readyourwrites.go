@@ -387,8 +387,12 @@ func backendIdle(be *backend) bool {
 func (sess *session) mayNeedWritePosition(r *route.PlanRequest, u *unit) bool {
 	ryw := &sess.ryw
 	scope := sess.readYourWritesScope()
+	defs := sess.srv.definitions
+	if defs.mayConcern(&u.effects) {
+		defs.tidy(r.Snapshot, time.Now(), changeMemory(sess.srv.live().policy))
+	}
 	if ryw.token.LSN == 0 && scope != config.ReadYourWritesUser && !ryw.unsettled && ryw.own.LSN == 0 &&
-		!sess.srv.definitions.mayConcern(&u.effects) {
+		!defs.mayConcern(&u.effects) {
 		return false
 	}
 	r.Now = time.Now()
@@ -475,7 +479,7 @@ func (sess *session) queryWritePosition(be *backend) (pos, flush route.WritePosi
 	upTo := defs.lastTold()
 	defer func() {
 		if pos.LSN != 0 && upTo != 0 {
-			defs.settle(sess.database, upTo, pos, flush)
+			defs.settle(upTo, pos, flush)
 		}
 	}()
 	var insert, flushText string

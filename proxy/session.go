@@ -602,6 +602,11 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.cls.forgetCreated() // nothing was made
 		}
 		sess.catalogueChangeRan(status)
+	} else if st := &sess.cls; st.changeRan && status == wire.TxIdle && !u.runsNothing && sess.idleForCatalogue() && !st.changeToTakeIn() {
+		// The transaction block that made the change ended here (COMMIT, ROLLBACK, an error):
+		// told now rather than at the session's next statement, so that other sessions plan
+		// with it, and hold their reads of it (definition_changes.go), from now on.
+		st.tellChanges(sess.srv.opts.Classifier, sess.srv.definitions)
 	}
 	// A savepoint statement moves the settings changed in the block back or
 	// forth; then the settings of a transaction that committed: the unit's

@@ -53,12 +53,12 @@ type Options struct {
 	ConfirmTakenAfter time.Duration
 	// Logger receives one line per load, failure and change.
 	Logger zerolog.Logger
-	// Found, when set, is told what a read found changed in a database's catalogue, before the
-	// catalogue that holds it is served: the names a read by name found changed (after Changed,
-	// or a name a statement used that the catalogue did not hold), or everything when a whole
-	// read after the first found other content. It is called with the database's lock held and
-	// must not call m. A proxy uses it for changes it was not told of (made past it, or not told
-	// yet): a standby may not have replayed them.
+	// Found, when set, is told the definitions a read found changed in a database's catalogue
+	// (classify.ChangedDefinitions: not tables and sequences only added or dropped), before the
+	// catalogue that holds them is served: by a read of names (after Changed, or a name a
+	// statement used that the catalogue did not hold) or by a whole read after the first. It is
+	// called with the database's lock held and must not call m. A proxy uses it for changes it
+	// was not told of (made past it, or not told yet): a standby may not have replayed them.
 	Found func(database string, changes *classify.CatalogueChanges)
 }
 
@@ -441,11 +441,13 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		}
 		if changed {
 			if m.opts.Found != nil && old != nil {
-				found := classify.CatalogueChanges{Everything: whole, Definitions: true}
+				var among []string // a read of names compares those; a whole read, everything
 				if !whole {
-					found.Functions, found.Relations, found.Types = pending.Functions, pending.Relations, pending.Types
+					among = slices.Concat(pending.Functions, pending.Relations, pending.Types)
 				}
-				m.opts.Found(db.name, &found)
+				if names, all := classify.ChangedDefinitions(old, cat, among); all || len(names) > 0 {
+					m.opts.Found(db.name, &classify.CatalogueChanges{Functions: names, Everything: all, Definitions: true})
+				}
 			}
 			db.cat.Store(cat)
 			event := m.opts.Logger.Info()

@@ -1,0 +1,77 @@
+package classify
+
+import (
+	"slices"
+	"testing"
+)
+
+// ChangedDefinitions names what a verdict reads that two catalogues hold differently, and leaves
+// out what a standby within the lag limit may lack without running another definition: tables and
+// sequences only added or dropped, with their row types, and OIDs.
+func TestChangedDefinitionsLeaveOutPlainTablesAndOIDs(t *testing.T) {
+	base := CatalogueData{
+		Database: "app",
+		Functions: []Function{
+			{OID: 10, Schema: "public", Name: "f", Language: "sql", Volatility: 'v', Kind: 'f', Source: "SELECT 1", ArgTypeNames: []string{"integer"}},
+			{OID: 11, Schema: "public", Name: "g", Language: "sql", Volatility: 's', Kind: 'f', Source: "SELECT 2"},
+		},
+		Views:     []View{{OID: 20, Schema: "public", Name: "v", Definition: "SELECT 1"}},
+		Relations: []Relation{{Schema: "public", Name: "t", Kind: 'r', OID: 30}, {Schema: "public", Name: "v", Kind: 'v', OID: 20}},
+		Types:     []Type{{OID: 31, Schema: "public", Name: "t", Kind: 'c'}, {OID: 32, Schema: "public", Name: "_t", Kind: 'b'}},
+	}
+	with := func(change func(d *CatalogueData)) *Catalogue {
+		d := base
+		d.Functions = slices.Clone(base.Functions)
+		d.Views = slices.Clone(base.Views)
+		d.Relations = slices.Clone(base.Relations)
+		d.Types = slices.Clone(base.Types)
+		change(&d)
+		return NewCatalogue(d)
+	}
+	old := NewCatalogue(base)
+	for _, tc := range []struct {
+		name   string
+		change func(d *CatalogueData)
+		among  []string
+		want   []string
+		all    bool
+	}{
+		{name: "nothing", change: func(d *CatalogueData) {}},
+		{name: "a stand-in OID replaced by the real one", change: func(d *CatalogueData) { d.Functions[0].OID = 99 }},
+		{name: "a body replaced", change: func(d *CatalogueData) { d.Functions[1].Source = "SELECT 3" }, want: []string{"g"}},
+		{name: "volatility", change: func(d *CatalogueData) { d.Functions[0].Volatility = 's' }, want: []string{"f"}},
+		{name: "an overload added", change: func(d *CatalogueData) {
+			d.Functions = append(d.Functions, Function{OID: 12, Schema: "public", Name: "f", Language: "sql", Kind: 'f', ArgTypeNames: []string{"text"}})
+		}, want: []string{"f"}},
+		{name: "a function dropped", change: func(d *CatalogueData) { d.Functions = d.Functions[:1] }, want: []string{"g"}},
+		{name: "a view replaced", change: func(d *CatalogueData) { d.Views[0].Definition = "SELECT 2" }, want: []string{"v"}},
+		{name: "a table added with its row types", change: func(d *CatalogueData) {
+			d.Relations = append(d.Relations, Relation{Schema: "public", Name: "u", Kind: 'r'})
+			d.Types = append(d.Types, Type{Schema: "public", Name: "u", Kind: 'c'}, Type{Schema: "public", Name: "_u", Kind: 'b'})
+		}},
+		{name: "a table dropped", change: func(d *CatalogueData) { d.Relations = d.Relations[1:]; d.Types = nil }},
+		{name: "an unlogged table added", change: func(d *CatalogueData) {
+			d.Relations = append(d.Relations, Relation{Schema: "public", Name: "u", Kind: 'r', Unlogged: true})
+		}, want: []string{"u"}},
+		{name: "a read policy on a table", change: func(d *CatalogueData) { d.Relations[0].ReadPolicy = "p" }, want: []string{"t"}},
+		{name: "a table turned into a view", change: func(d *CatalogueData) {
+			d.Relations[0].Kind = 'v'
+			d.Views = append(d.Views, View{Schema: "public", Name: "t", Definition: "SELECT 1"})
+		}, want: []string{"t"}},
+		{name: "a domain added", change: func(d *CatalogueData) {
+			d.Types = append(d.Types, Type{Schema: "public", Name: "positive", Kind: 'd', Base: 23, Check: "VALUE > 0"})
+		}, want: []string{"positive"}},
+		{name: "only the names read are compared", change: func(d *CatalogueData) {
+			d.Functions[0].Source, d.Functions[1].Source = "SELECT 5", "SELECT 6"
+		}, among: []string{"g"}, want: []string{"g"}},
+		{name: "an operator added", change: func(d *CatalogueData) {
+			d.Operators = append(d.Operators, Operator{Schema: "public", Name: "+++", Function: 10})
+		}, all: true},
+	} {
+		names, all := ChangedDefinitions(old, with(tc.change), tc.among)
+		slices.Sort(names)
+		if all != tc.all || !slices.Equal(names, tc.want) {
+			t.Errorf("%s: names %q, all %v; want %q, %v", tc.name, names, all, tc.want, tc.all)
+		}
+	}
+}
