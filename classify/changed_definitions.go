@@ -47,7 +47,9 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 		}
 	})
 	plainTable := map[string]bool{}
-	onlyAddedOrDropped := func(r *Relation) bool { return (r.Kind == 'r' || r.Kind == 'p' || r.Kind == 'S') && !r.Unlogged && r.ReadPolicy == "" }
+	onlyAddedOrDropped := func(r *Relation) bool {
+		return (r.Kind == 'r' || r.Kind == 'p' || r.Kind == 'S') && !r.Unlogged && r.ReadPolicy == ""
+	}
 	for _, list := range [][]Relation{o.Relations, n.Relations} {
 		for i := range list {
 			if r := &list[i]; onlyAddedOrDropped(r) {
