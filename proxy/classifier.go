@@ -35,6 +35,9 @@ type classifierState struct {
 	// since said they change), so that the session's next statement sees the change.
 	changeRan bool
 	changes   classify.CatalogueChanges
+	// rolledBack: the transaction of changes ended without committing them; they are told to
+	// the catalogue (it reads them again) but hold no session's reads (definition_changes.go).
+	rolledBack bool
 	// read is the read of changes sent on the session's backend right behind the unit that made
 	// them (see sendCatalogueRead), told to the catalogue with them; nil when none was sent.
 	read *catalog.SessionRead
@@ -124,17 +127,18 @@ func (st *classifierState) changeToTakeIn() bool {
 
 // tellChanges tells the classifier what the session's statements changed in the catalogue: the
 // change has run and its transaction ended, and whatever was read while it ran (before it was
-// committed) misses it. A change of definitions is remembered in defs first (nil: not at all), so
-// that no session's read planned with the catalogue that holds it goes to a standby behind it
-// (definition_changes.go).
+// committed) misses it. A committed change of definitions is remembered in defs first (nil: not
+// at all), so that no session's read planned with the catalogue that holds it goes to a standby
+// behind it (definition_changes.go).
 func (st *classifierState) tellChanges(c *classify.Classifier, defs *definitionChanges) {
 	changes := st.changes
 	if changes.Empty() {
 		changes.Everything = true
 	}
-	if defs != nil {
+	if defs != nil && !st.rolledBack {
 		defs.tell(st.ctx.Database, &changes, time.Now())
 	}
+	st.rolledBack = false
 	m, ok := c.Catalogues().(*catalog.Manager)
 	switch {
 	case ok && st.read != nil && st.ctx.Database != "":

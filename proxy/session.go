@@ -597,6 +597,15 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 			sess.srv.statementNames.retire(st)
 		}
 	}
+	if status == wire.TxIdle && !u.runsNothing && (sess.cls.changeRan || u.effects.CatalogueChange) {
+		// The change's transaction ended with this unit: whether it committed decides whether
+		// other sessions' reads must wait for it (definition_changes.go).
+		committed := !out.failed()
+		if u.effects.Tx != classify.TxNone {
+			committed = out.committed
+		}
+		sess.cls.rolledBack = !committed
+	}
 	if u.effects.CatalogueChange && !u.runsNothing {
 		if out.failed() {
 			sess.cls.forgetCreated() // nothing was made
