@@ -89,7 +89,9 @@ const maxDependencies = 64
 // functions of another name, or the addition of relations and types of another name, cannot
 // change the result, so the next catalogue may keep it.
 func (a *analysis) dependOn(name string) {
-	if r := a.run; !r.restsOnAll && !slices.Contains(r.restsOn, name) {
+	// The string's list keeps repeats but for the last name: a check for each would cost the
+	// square of the names a memoised result brings (up to maxDependencies).
+	if r := a.run; !r.restsOnAll && (len(r.restsOn) == 0 || r.restsOn[len(r.restsOn)-1] != name) {
 		if len(r.restsOn) == maxRestsOn {
 			r.restsOn, r.restsOnAll = nil, true
 		} else {
@@ -123,9 +125,9 @@ func (a *analysis) dependOnResult(result *fnResult) {
 	}
 }
 
-// maxRestsOn bounds the names one verdict lists in Effects.RestsOn; past it, the verdict rests on
-// every name (Effects.RestsOnAll).
-const maxRestsOn = 64
+// maxRestsOn bounds the names one verdict lists in Effects.RestsOn, repeats included; past it,
+// the verdict rests on every name (Effects.RestsOnAll).
+const maxRestsOn = 256
 
 // maxAssumptions bounds the assumptions one verdict lists.
 const maxAssumptions = 8

@@ -61,12 +61,11 @@ func Merge(parts []Effects) Effects {
 		switch {
 		case merged.RestsOnAll:
 		case len(merged.RestsOn) == 0:
-			merged.RestsOn = part.RestsOn // shared: mergeNames copies before it appends
+			merged.RestsOn = part.RestsOn // shared: never appended to in place
+		case len(merged.RestsOn)+len(part.RestsOn) > maxRestsOn:
+			merged.RestsOn, merged.RestsOnAll = nil, true
 		default:
-			merged.RestsOn = mergeNames(merged.RestsOn, part.RestsOn)
-			if len(merged.RestsOn) > maxRestsOn {
-				merged.RestsOn, merged.RestsOnAll = nil, true
-			}
+			merged.RestsOn = slices.Concat(merged.RestsOn, part.RestsOn) // repeats kept, as in one string's
 		}
 		merged.SetConfigNames = mergeNames(merged.SetConfigNames, part.SetConfigNames)
 		for _, warning := range part.Warnings {

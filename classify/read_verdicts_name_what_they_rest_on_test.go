@@ -71,7 +71,7 @@ func TestReadVerdictOfManyNamesRestsOnEverything(t *testing.T) {
 		t.Errorf("a unit of a read on a and a read on everything rests on %q (all %v); want all", merged.RestsOn, merged.RestsOnAll)
 	}
 	merged = Merge([]Effects{{Access: Read, RestsOn: []string{"a"}}, {Access: Read, RestsOn: []string{"b", "a"}}})
-	if !slices.Equal(merged.RestsOn, []string{"a", "b"}) {
-		t.Errorf("a unit of reads on a and on b, a rests on %q; want [a b]", merged.RestsOn)
+	if !slices.Contains(merged.RestsOn, "a") || !slices.Contains(merged.RestsOn, "b") {
+		t.Errorf("a unit of reads on a and on b, a rests on %q; want a and b", merged.RestsOn)
 	}
 }
