@@ -89,8 +89,8 @@ const maxDependencies = 64
 // functions of another name, or the addition of relations and types of another name, cannot
 // change the result, so the next catalogue may keep it.
 func (a *analysis) dependOn(name string) {
-	// The string's list keeps repeats but for the last name: a check for each would cost the
-	// square of the names a memoised result brings (up to maxDependencies).
+	// The string's list keeps repeats but for the last name (Effects.RestsOn drops them once):
+	// a check for each would cost the square of the names a memoised result brings.
 	if r := a.run; !r.restsOnAll && (len(r.restsOn) == 0 || r.restsOn[len(r.restsOn)-1] != name) {
 		if len(r.restsOn) == maxRestsOn {
 			r.restsOn, r.restsOnAll = nil, true

@@ -3,6 +3,7 @@ package classify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -672,12 +673,14 @@ func mergeChanges(into, more *CatalogueChanges) *CatalogueChanges {
 	return merged
 }
 
-// ownedNames copies names into one string of their own: names taken from a parse tree are parts of
-// the parser's whole output, which a cached verdict must not keep alive.
+// ownedNames copies names, sorted and without repeats, into one string of their own: names taken
+// from a parse tree are parts of the parser's whole output, which a cached verdict must not keep
+// alive, and a verdict must not depend on the order its analyses were memoised in.
 func ownedNames(names []string) []string {
 	if len(names) == 0 {
 		return nil
 	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	size := 0
 	for _, name := range names {
 		size += len(name)

@@ -403,7 +403,7 @@ type Effects struct {
 	// RestsOn names what a read verdict rests on in the catalogue: every function called, relation
 	// read and type cast to by name, found or not, in the string and in the functions and views it
 	// runs (bare names, as CatalogueChanges lists them; names qualified with pg_catalog are not
-	// listed; a name may repeat). A standby that has not replayed a change to one of them runs
+	// listed; sorted, each once). A standby that has not replayed a change to one of them runs
 	// another definition than the one the verdict was made with. RestsOnAll stands for every name
 	// (there were more than can be listed). Both are empty for a write: it runs on the primary, which has every change.
 	RestsOn    []string `json:"-"`

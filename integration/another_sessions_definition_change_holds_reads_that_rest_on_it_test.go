@@ -110,7 +110,6 @@ func TestAnotherSessionsDefinitionChangeHoldsReadsThatRestOnIt(t *testing.T) {
 func TestDefinitionChangedPastPgowlHoldsReadsOnceTheCatalogueFindsIt(t *testing.T) {
 	c, o := setupAndStart(t, "a change past pgowl", oaSetupSQL, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
 	ctx := timeoutCtx(t, statementTimeout)
-	b := oaConnect(t, o, pgx.QueryExecModeSimpleProtocol)
 	const created, replaced = "oa_app.oa_past_created", "oa_app.oa_past_replaced"
 	for _, sql := range []string{"DROP FUNCTION IF EXISTS " + created + "()", oaSQLReader(replaced, 1), "ALTER FUNCTION " + replaced + "() OWNER TO app"} {
 		if err := c.Nodes[0].Exec(ctx, sql); err != nil {
@@ -118,6 +117,7 @@ func TestDefinitionChangedPastPgowlHoldsReadsOnceTheCatalogueFindsIt(t *testing.
 		}
 	}
 	catchUp(t, c)
+	b := oaConnect(t, o, pgx.QueryExecModeSimpleProtocol) // the catalogue is read here, with replaced in it
 	if routes, err := runAndRoutes(t, b, "SELECT "+replaced+"()"); err != nil || len(routes) != 1 || routes[0].Role != "standby" {
 		t.Fatalf("the reader %s() before any change: routes %v, err %v; want a standby", replaced, routes, err)
 	}
