@@ -49,7 +49,7 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 	c.Relations = addNames(c.Relations, other.Relations)
 	c.Types = addNames(c.Types, other.Types)
 	if len(c.Functions)+len(c.Relations)+len(c.Types) > maxChangedNames {
-		*c = CatalogueChanges{Everything: true}
+		*c = CatalogueChanges{Everything: true, Definitions: true}
 	}
 }
 

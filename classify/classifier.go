@@ -680,7 +680,7 @@ func ownedNames(names []string) []string {
 	if len(names) == 0 {
 		return nil
 	}
-	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	names = sortedOnce(names)
 	size := 0
 	for _, name := range names {
 		size += len(name)
@@ -698,4 +698,9 @@ func ownedNames(names []string) []string {
 		at += len(name)
 	}
 	return owned
+}
+
+// sortedOnce returns names sorted, each once, in a new slice.
+func sortedOnce(names []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(names)))
 }

@@ -65,7 +65,7 @@ func Merge(parts []Effects) Effects {
 		case len(merged.RestsOn)+len(part.RestsOn) > maxRestsOn:
 			merged.RestsOn, merged.RestsOnAll = nil, true
 		default:
-			merged.RestsOn = slices.Compact(slices.Sorted(slices.Values(slices.Concat(merged.RestsOn, part.RestsOn))))
+			merged.RestsOn = sortedOnce(slices.Concat(merged.RestsOn, part.RestsOn))
 		}
 		merged.SetConfigNames = mergeNames(merged.SetConfigNames, part.SetConfigNames)
 		for _, warning := range part.Warnings {
