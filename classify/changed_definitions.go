@@ -34,32 +34,44 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 		}
 	}
 	o, n := &old.data, &c.data
-
-	diffObjects(o.Functions, n.Functions, func(f *Function) string { return f.Name }, considered, functionKey, sameFunction,
-		func(*Function) bool { return false }, func(f *Function) { add(f.Name) })
-	diffObjects(o.Views, n.Views, func(v *View) string { return v.Name }, considered, func(v *View) qualified { return qualified{v.Schema, v.Name} },
-		func(a, b *View) bool { return a.Definition == b.Definition }, func(*View) bool { return false }, func(v *View) { add(v.Name) })
+	keys := wantedKeys(old, c, wanted)
+	if keys == nil {
+		diffObjects(o.Functions, n.Functions, func(f *Function) string { return f.Name }, considered, functionKey, sameFunction,
+			func(*Function) bool { return false }, func(f *Function) { add(f.Name) })
+		diffObjects(o.Views, n.Views, func(v *View) string { return v.Name }, considered, func(v *View) qualified { return qualified{v.Schema, v.Name} },
+			func(a, b *View) bool { return a.Definition == b.Definition }, func(*View) bool { return false }, func(v *View) { add(v.Name) })
+	} else {
+		diffIndexed(old, c, keys, add)
+	}
 	plain := func(r *Relation) bool {
 		return (r.Kind == 'r' || r.Kind == 'p' || r.Kind == 'S') && !r.Unlogged && r.ReadPolicy == ""
 	}
 	plainTables := map[qualified]bool{}
-	for _, list := range [][]Relation{o.Relations, n.Relations} {
+	relations := [2][]Relation{o.Relations, n.Relations}
+	if keys != nil {
+		relations = [2][]Relation{old.relationsAt(keys), c.relationsAt(keys)}
+	}
+	for _, list := range relations {
 		for i := range list {
 			if r := &list[i]; considered(r.Name) && plain(r) {
 				plainTables[qualified{r.Schema, r.Name}] = true
 			}
 		}
 	}
-	diffObjects(o.Relations, n.Relations, func(r *Relation) string { return r.Name }, considered,
+	diffObjects(relations[0], relations[1], func(r *Relation) string { return r.Name }, considered,
 		func(r *Relation) qualified { return qualified{r.Schema, r.Name} },
 		func(a, b *Relation) bool {
 			return a.Kind == b.Kind && a.Unlogged == b.Unlogged && a.ReadPolicy == b.ReadPolicy
 		},
 		plain, func(r *Relation) { add(r.Name) })
-	diffObjects(o.Types, n.Types, func(t *Type) string { return t.Name }, considered, func(t *Type) qualified { return qualified{t.Schema, t.Name} },
-		func(a, b *Type) bool { return a.Kind == b.Kind && a.Base == b.Base && a.Check == b.Check },
-		func(t *Type) bool { return plainTables[qualified{t.Schema, strings.TrimPrefix(t.Name, "_")}] }, // a plain table's row type
-		func(t *Type) { add(t.Name) })
+	// Types are compared in full (their kinds are not all indexed), but only when either
+	// catalogue holds a type of a name read.
+	if keys == nil || old.holdsTypeAt(keys) || c.holdsTypeAt(keys) {
+		diffObjects(o.Types, n.Types, func(t *Type) string { return t.Name }, considered, func(t *Type) qualified { return qualified{t.Schema, t.Name} },
+			func(a, b *Type) bool { return a.Kind == b.Kind && a.Base == b.Base && a.Check == b.Check },
+			func(t *Type) bool { return plainTables[qualified{t.Schema, strings.TrimPrefix(t.Name, "_")}] }, // a plain table's row type
+			func(t *Type) { add(t.Name) })
+	}
 	if !slices.EqualFunc(o.Operators, n.Operators, func(a, b Operator) bool {
 		return a.Schema == b.Schema && a.Name == b.Name && a.BuiltinFunction == b.BuiltinFunction
 	}) || len(o.Casts) != len(n.Casts) || len(o.FieldCasts) != len(n.FieldCasts) {
@@ -69,6 +81,95 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 		return nil, true
 	}
 	return names, false
+}
+
+// wantedKeys returns every schema-qualified name under which old or c may hold an object that a
+// read of wanted (names without a leading underscore) compares: each name, and its array type's,
+// in each schema either holds. It returns nil when wanted is nil (everything is compared), or when
+// those names outnumber the objects held: the lists are then cheaper to walk than the indexes to
+// look up.
+func wantedKeys(old, c *Catalogue, wanted map[string]bool) []qualified {
+	if wanted == nil {
+		return nil
+	}
+	schemas := old.schemas
+	for _, schema := range c.schemas {
+		if !slices.Contains(old.schemas, schema) {
+			schemas = append(slices.Clip(schemas), schema)
+		}
+	}
+	held := len(c.data.Functions) + len(c.data.Views) + len(c.data.Relations) + len(c.data.Types)
+	if 2*len(schemas)*len(wanted) > held {
+		return nil
+	}
+	keys := make([]qualified, 0, 2*len(schemas)*len(wanted))
+	for _, schema := range schemas {
+		for name := range wanted {
+			keys = append(keys, qualified{schema, name}, qualified{schema, "_" + name})
+		}
+	}
+	return keys
+}
+
+// diffIndexed is ChangedDefinitions' comparison of functions and views, through the catalogues'
+// indexes of keys rather than their lists: what a read of a few names costs in a large database.
+func diffIndexed(old, c *Catalogue, keys []qualified, add func(string)) {
+	for _, key := range keys {
+		before, _ := old.funcs.get(key)
+		after, _ := c.funcs.get(key)
+		if len(before)+len(after) > 0 && !sameFunctions(before, after) {
+			add(key.name)
+		}
+		was, wasHeld := old.views.get(key)
+		is, isHeld := c.views.get(key)
+		if wasHeld != isHeld || (wasHeld && was.Definition != is.Definition) {
+			add(key.name)
+		}
+	}
+}
+
+// sameFunctions reports whether two lists of the functions of one name hold the same signatures
+// with the same definitions (sameFunction), in any order.
+func sameFunctions(a, b []*Function) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, f := range a {
+		k := functionKey(f)
+		if !slices.ContainsFunc(b, func(g *Function) bool { return functionKey(g) == k && sameFunction(f, g) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// relationsAt returns, from the indexes, the relations c holds under keys: what ChangedDefinitions
+// compares of them (kind, persistence, read policies).
+func (c *Catalogue) relationsAt(keys []qualified) []Relation {
+	var out []Relation
+	for _, key := range keys {
+		kind, ok := c.rels.get(key)
+		if !ok {
+			continue
+		}
+		r := Relation{Schema: key.schema, Name: key.name, Kind: kind}
+		r.Unlogged, _ = c.unlogged.get(key)
+		if policy, ok := c.readPolicies.get(key); ok {
+			r.ReadPolicy = policy.ReadPolicy
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// holdsTypeAt reports whether c holds a type under one of keys.
+func (c *Catalogue) holdsTypeAt(keys []qualified) bool {
+	for _, key := range keys {
+		if _, ok := c.types.get(key); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // diffObjects calls changed with every object of old or new, among those whose name considered

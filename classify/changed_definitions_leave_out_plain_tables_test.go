@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -73,29 +74,77 @@ func TestChangedDefinitionsLeaveOutPlainTablesAndOIDs(t *testing.T) {
 		if all != tc.all || !slices.Equal(names, tc.want) {
 			t.Errorf("%s: names %q, all %v; want %q, %v", tc.name, names, all, tc.want, tc.all)
 		}
+		// The same comparison as a read of those names in a database large enough that they are
+		// looked up in the indexes rather than the lists walked.
+		padded := func(d CatalogueData) *Catalogue {
+			for i := range 200 {
+				d.Functions = append(slices.Clip(d.Functions), Function{OID: uint32(1000 + i), Schema: "pad", Name: "p_" + itoa(i), Language: "sql", Kind: 'f'})
+			}
+			return NewCatalogue(d)
+		}
+		changed := base
+		changed.Functions, changed.Views = slices.Clone(base.Functions), slices.Clone(base.Views)
+		changed.Relations, changed.Types = slices.Clone(base.Relations), slices.Clone(base.Types)
+		tc.change(&changed)
+		among := tc.among
+		if among == nil {
+			among = namesIn(base, changed)
+		}
+		names, all = ChangedDefinitions(padded(base), padded(changed), among)
+		slices.Sort(names)
+		if all != tc.all || !slices.Equal(names, tc.want) {
+			t.Errorf("%s, read by name: names %q, all %v; want %q, %v", tc.name, names, all, tc.want, tc.all)
+		}
 	}
 }
 
-// BenchmarkChangedDefinitionsOfARead compares what a read of 450 names (a migration's batch of
-// objects taken without a read) finds in a catalogue of 2000 functions and 500 views.
+// namesIn lists the names of the objects either catalogue data holds.
+func namesIn(datas ...CatalogueData) []string {
+	var names []string
+	for _, d := range datas {
+		for i := range d.Functions {
+			names = append(names, d.Functions[i].Name)
+		}
+		for i := range d.Relations {
+			names = append(names, d.Relations[i].Name)
+		}
+		for i := range d.Types {
+			names = append(names, d.Types[i].Name)
+		}
+	}
+	return sortedOnce(names)
+}
+
+// BenchmarkChangedDefinitionsOfARead compares what a read of names finds: 450 names (a
+// migration's batch of objects taken without a read) in a catalogue of 2000 functions and 500
+// views, and one name (a view or type read during a migration) in one of 20000 functions and 5000
+// views, a database with PostGIS and a large application.
 func BenchmarkChangedDefinitionsOfARead(b *testing.B) {
+	for _, size := range []struct{ functions, read int }{{2000, 450}, {20000, 1}} {
+		b.Run(fmt.Sprintf("functions=%d/names=%d", size.functions, size.read), func(b *testing.B) {
+			benchmarkChangedDefinitions(b, size.functions, size.read)
+		})
+	}
+}
+
+func benchmarkChangedDefinitions(b *testing.B, functions, read int) {
 	var data CatalogueData
 	var among []string
-	for i := range 2000 {
+	for i := range functions {
 		name := "f_" + itoa(i)
 		data.Functions = append(data.Functions, Function{OID: uint32(i), Schema: "public", Name: name, Language: "plpgsql", Kind: 'f',
 			Volatility: 'v', Source: "BEGIN RETURN " + itoa(i) + "; END", ArgTypeNames: []string{"integer"}})
 		if i%4 == 0 {
-			data.Views = append(data.Views, View{OID: uint32(10000 + i), Schema: "public", Name: "v_" + itoa(i), Definition: "SELECT 1"})
+			data.Views = append(data.Views, View{OID: uint32(100000 + i), Schema: "public", Name: "v_" + itoa(i), Definition: "SELECT 1"})
 			data.Relations = append(data.Relations, Relation{Schema: "public", Name: "v_" + itoa(i), Kind: 'v'})
 		}
-		if i >= 1550 {
+		if i >= functions-read {
 			among = append(among, name)
 		}
 	}
 	old := NewCatalogue(data)
 	data.Functions = slices.Clone(data.Functions)
-	data.Functions[1999].Source = "BEGIN RETURN 0; END"
+	data.Functions[functions-1].Source = "BEGIN RETURN 0; END"
 	c := NewCatalogue(data)
 	b.ReportAllocs()
 	for b.Loop() {
