@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -253,9 +254,15 @@ type Catalogue struct {
 	// derived from this one, each holding the changes since (see layered).
 	funcs layered[qualified, []*Function]
 	byOID layered[uint32, *Function]
-	views layered[qualified, *View]
-	rels  layered[qualified, byte]
-	types layered[qualified, uint32]
+	// byFirstArg lists the functions whose first argument is of a type made after initdb
+	// (firstUserOID on), by that type, ordered by OID: those a row type that appears or goes may
+	// make callable in attribute notation (deriveRowFunctions). The types of initdb, which never
+	// appear or go, are left out, so that the thousands of functions taking integer or text
+	// cost no list copied per function added.
+	byFirstArg layered[uint32, []*Function]
+	views      layered[qualified, *View]
+	rels       layered[qualified, byte]
+	types      layered[qualified, uint32]
 	// unlogged holds the unlogged relations.
 	unlogged layered[qualified, bool]
 	// readPolicies holds the tables whose row security policies run when they are read.
@@ -383,7 +390,7 @@ func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
 // pointing into data would.
 func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
-	c.funcs, c.byOID = old.funcs, old.byOID
+	c.funcs, c.byOID, c.byFirstArg = old.funcs, old.byOID, old.byFirstArg
 	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
@@ -475,6 +482,7 @@ func (c *Catalogue) deriveFunctions(delta *CatalogueDelta) {
 	}
 	c.funcs.own()
 	c.byOID.own()
+	var byFirstArg owning
 	for i := range delta.RemovedFunctions {
 		f := &delta.RemovedFunctions[i]
 		key := qualified{f.Schema, f.Name}
@@ -484,15 +492,30 @@ func (c *Catalogue) deriveFunctions(delta *CatalogueDelta) {
 			c.funcs.set(key, list)
 		}
 		c.byOID.remove(f.OID)
+		if firstArgIndexed(f) {
+			if list, found := withoutFunction(c.byFirstArg.at(f.ArgTypes[0]), f.OID); found {
+				byFirstArg.own(&c.byFirstArg)
+				if len(list) == 0 {
+					c.byFirstArg.remove(f.ArgTypes[0])
+				} else {
+					c.byFirstArg.set(f.ArgTypes[0], list)
+				}
+			}
+		}
 	}
 	for i := range delta.AddedFunctions {
 		f := &delta.AddedFunctions[i]
 		key := qualified{f.Schema, f.Name}
 		c.funcs.set(key, withFunction(c.funcs.at(key), f))
 		c.byOID.set(f.OID, f)
+		if firstArgIndexed(f) {
+			byFirstArg.own(&c.byFirstArg)
+			c.byFirstArg.set(f.ArgTypes[0], withFunction(c.byFirstArg.at(f.ArgTypes[0]), f))
+		}
 	}
 	c.funcs.settle()
 	c.byOID.settle()
+	byFirstArg.settle(&c.byFirstArg)
 }
 
 // deriveRelations updates views, rels, unlogged and readPolicies (old's until then) with delta's
@@ -667,23 +690,35 @@ func (c *Catalogue) deriveRowFunctions(delta *CatalogueDelta, rowTypesChanged []
 			set(f.OID, f.Name, f)
 		}
 	}
-	for i := range c.data.Functions {
-		if len(rowTypesChanged) == 0 {
-			break
-		}
-		f := &c.data.Functions[i]
-		if len(f.ArgTypes) == 0 || !slices.Contains(rowTypesChanged, f.ArgTypes[0]) {
-			continue
-		}
-		// Point where funcs and byOID do, not into data (see DeriveCatalogue).
-		indexed := c.byOID.at(f.OID)
-		if indexed == nil { // data and funcs disagree: not when data is as documented
-			indexed = f
-		}
-		if c.rowFunction(indexed) {
-			set(f.OID, f.Name, indexed)
+	// The functions whose first argument is of a row type that appeared or went: found in
+	// byFirstArg (which points where funcs and byOID do, not into data; see DeriveCatalogue), not
+	// by walking every function, which a database of 20000 would pay for each table, view or type
+	// made. A type of initdb's, which byFirstArg leaves out, has them looked for in every function.
+	update := func(f *Function) {
+		if c.rowFunction(f) {
+			set(f.OID, f.Name, f)
 		} else {
 			set(f.OID, f.Name, nil)
+		}
+	}
+	for _, rowType := range rowTypesChanged {
+		if rowType >= firstUserOID {
+			for _, f := range c.byFirstArg.at(rowType) {
+				update(f)
+			}
+			continue
+		}
+		for i := range c.data.Functions {
+			f := &c.data.Functions[i]
+			if len(f.ArgTypes) == 0 || f.ArgTypes[0] != rowType {
+				continue
+			}
+			// Point where funcs and byOID do, not into data (see DeriveCatalogue).
+			indexed := c.byOID.at(f.OID)
+			if indexed == nil { // data and funcs disagree: not when data is as documented
+				indexed = f
+			}
+			update(indexed)
 		}
 	}
 	rowFunctions.settle(&c.rowFunctions)
@@ -849,7 +884,16 @@ func (c *Catalogue) indexFunctions() {
 		}
 		byOID[f.OID] = f
 	}
-	c.funcs, c.byOID = newLayered(funcs), newLayered(byOID)
+	byFirstArg := make(map[uint32][]*Function)
+	for i := range c.data.Functions {
+		if f := &c.data.Functions[i]; firstArgIndexed(f) {
+			byFirstArg[f.ArgTypes[0]] = append(byFirstArg[f.ArgTypes[0]], f)
+		}
+	}
+	for _, list := range byFirstArg {
+		slices.SortFunc(list, func(a, b *Function) int { return cmp.Compare(a.OID, b.OID) })
+	}
+	c.funcs, c.byOID, c.byFirstArg = newLayered(funcs), newLayered(byOID), newLayered(byFirstArg)
 }
 
 // indexRelations indexes views and relations by name.
@@ -1135,4 +1179,13 @@ type CatalogueSource interface {
 	// is passing through): the next Catalogue call must not return a catalogue that misses a change
 	// committed before Changed was called. changes names what changed.
 	Changed(database string, changes *CatalogueChanges, committed bool)
+}
+
+// firstUserOID is PostgreSQL's FirstNormalObjectId: the objects initdb makes have lower OIDs.
+const firstUserOID = 16384
+
+// firstArgIndexed reports whether byFirstArg lists f: its first argument is of a type made after
+// initdb.
+func firstArgIndexed(f *Function) bool {
+	return len(f.ArgTypes) > 0 && f.ArgTypes[0] >= firstUserOID
 }

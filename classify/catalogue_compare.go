@@ -20,6 +20,7 @@ func (c *Catalogue) IndexDifferences(other *Catalogue) []string {
 	}
 	add("funcs", differentLayered(&c.funcs, &other.funcs, sameObjectLists[Function]))
 	add("byOID", differentLayered(&c.byOID, &other.byOID, sameObjects[Function]))
+	add("byFirstArg", differentLayered(&c.byFirstArg, &other.byFirstArg, sameObjectLists[Function]))
 	add("views", differentLayered(&c.views, &other.views, sameObjects[View]))
 	add("rels", differentLayered(&c.rels, &other.rels, same[byte]))
 	add("unlogged", differentLayered(&c.unlogged, &other.unlogged, same[bool]))
