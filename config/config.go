@@ -308,6 +308,10 @@ type Classify struct {
 	MaxDepth int `yaml:"max_depth" mapstructure:"max_depth" help:"deepest parse tree examined; deeper statements go to the primary"`
 	// RefreshInterval is the time between two reloads of function volatility from the primary; greater than zero.
 	RefreshInterval time.Duration `yaml:"refresh_interval" mapstructure:"refresh_interval" help:"time between two reloads of function volatility"`
+	// ChangePollInterval is how often the primary is asked which catalogue rows were written
+	// since it was last asked, so that a change made past pgowl is read within it; 0 turns the
+	// polls off (such changes are then found by the next whole reload).
+	ChangePollInterval time.Duration `yaml:"change_poll_interval" mapstructure:"change_poll_interval" help:"how often catalogue changes made past pgowl are looked for on the primary, 0 only at refresh_interval"`
 	// CacheSize is the number of classified statements remembered; 0 disables the cache.
 	CacheSize int `yaml:"cache_size" mapstructure:"cache_size" help:"classified statements remembered, 0 disables the cache"`
 	// Functions overrides what the catalogue says about particular functions.
@@ -438,9 +442,10 @@ func Default() Config {
 			DialTimeout:      5 * time.Second,
 		},
 		Classify: Classify{
-			MaxDepth:        16,
-			RefreshInterval: 30 * time.Second,
-			CacheSize:       10000,
+			MaxDepth:           16,
+			RefreshInterval:    30 * time.Second,
+			ChangePollInterval: time.Second,
+			CacheSize:          10000,
 		},
 		Admin: Admin{
 			Listen:      "127.0.0.1:6480",

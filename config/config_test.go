@@ -220,6 +220,7 @@ func TestDefaults(t *testing.T) {
 		"tcp.user_timeout":                          "30s",
 		"classify.max_depth":                        "16",
 		"classify.refresh_interval":                 "30s",
+		"classify.change_poll_interval":             "1s",
 		"classify.cache_size":                       "10000",
 		"classify.functions.readonly":               "",
 		"classify.functions.writes":                 "",

@@ -270,6 +270,7 @@ func (v *validator) tcp(t TCP) {
 func (v *validator) classify(c Classify) {
 	v.atLeast("classify.max_depth", c.MaxDepth, 1)
 	v.positive("classify.refresh_interval", c.RefreshInterval)
+	v.notNegative("classify.change_poll_interval", c.ChangePollInterval)
 	v.atLeast("classify.cache_size", c.CacheSize, 0)
 	readonly := map[string]int{}
 	for i, signature := range c.Functions.Readonly {

@@ -103,12 +103,19 @@ func TestAnotherSessionsDefinitionChangeHoldsReadsThatRestOnIt(t *testing.T) {
 // function and remembers it as a change no standby may have yet: the call runs on the primary
 // (READ_YOUR_WRITES) instead of failing on a standby with 42883.
 //
-// The known gap next to it: a function replaced on the primary itself, from one that reads to one
-// that writes, is not found until the catalogue's next whole read (classify.refresh_interval). A
-// standby that replayed the replace runs the writer, while pgowl still plans the call as a read:
-// the call fails there with 25006. Nothing is written.
+// A function replaced on the primary itself, from one that reads to one that writes, is found by
+// the catalogue's poll of its change markers (classify.change_poll_interval): a second pgowl that
+// polls every 100 ms plans the call as the writer within 3 s, on the primary. The known gap next
+// to it is the poll's window: until the poll, a standby that replayed the replace runs the writer
+// while pgowl still plans the call as a read, and the call fails there with 25006, nothing
+// written. The first pgowl polls once an hour, so that the window is seen in every run.
 func TestDefinitionChangedPastPgowlHoldsReadsOnceTheCatalogueFindsIt(t *testing.T) {
-	c, o := setupAndStart(t, "a change past pgowl", oaSetupSQL, func(cfg *config.Config) { cfg.Classify.RefreshInterval = 10 * time.Minute })
+	c, o := setupAndStart(t, "a change past pgowl", oaSetupSQL, func(cfg *config.Config) {
+		cfg.Classify.RefreshInterval, cfg.Classify.ChangePollInterval = 10*time.Minute, time.Hour
+	})
+	polled := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Classify.RefreshInterval, cfg.Classify.ChangePollInterval = 10*time.Minute, 100*time.Millisecond
+	})
 	ctx := timeoutCtx(t, statementTimeout)
 	const created, replaced = "oa_app.oa_past_created", "oa_app.oa_past_replaced"
 	for _, sql := range []string{"DROP FUNCTION IF EXISTS " + created + "()", oaSQLReader(replaced, 1), "ALTER FUNCTION " + replaced + "() OWNER TO app"} {
@@ -118,8 +125,11 @@ func TestDefinitionChangedPastPgowlHoldsReadsOnceTheCatalogueFindsIt(t *testing.
 	}
 	catchUp(t, c)
 	b := oaConnect(t, o, pgx.QueryExecModeSimpleProtocol) // the catalogue is read here, with replaced in it
-	if routes, err := runAndRoutes(t, b, "SELECT "+replaced+"()"); err != nil || len(routes) != 1 || routes[0].Role != "standby" {
-		t.Fatalf("the reader %s() before any change: routes %v, err %v; want a standby", replaced, routes, err)
+	bPolled := oaConnect(t, polled, pgx.QueryExecModeSimpleProtocol)
+	for _, conn := range []*client{b, bPolled} {
+		if routes, err := runAndRoutes(t, conn, "SELECT "+replaced+"()"); err != nil || len(routes) != 1 || routes[0].Role != "standby" {
+			t.Fatalf("the reader %s() before any change: routes %v, err %v; want a standby", replaced, routes, err)
+		}
 	}
 
 	resume := pauseStandbyReplay(t, ctx, c.Nodes[1:])
@@ -146,5 +156,23 @@ func TestDefinitionChangedPastPgowlHoldsReadsOnceTheCatalogueFindsIt(t *testing.
 	}
 	owltest.KnownGap(t, rvSQLState(err) == "25006",
 		"a function replaced on the primary itself, past pgowl, by one that writes is planned with its old body until the catalogue's "+
-			"next whole read: a standby that replayed the replace refuses the call (25006)")
+			"next poll of its change markers (classify.change_poll_interval): a standby that replayed the replace refuses the call (25006)")
+
+	// The pgowl that polls every 100 ms plans the call as the writer once its poll has found the
+	// replace: on the primary, where it writes.
+	var last []routeNotice
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		routes, err := runAndRoutes(t, bPolled, "SELECT "+replaced+"()")
+		if err != nil && rvSQLState(err) != "25006" {
+			t.Fatalf("SELECT %s() through the polling pgowl: %v, neither a success nor the window's 25006", replaced, err)
+		}
+		if err == nil && len(routes) == 1 && routes[0].Role == "primary" {
+			break
+		}
+		last = routes
+		if time.Now().After(deadline) {
+			t.Fatalf("SELECT %s() through the pgowl that polls every 100 ms, 3 s after the replace: routes %v, err %v; want the primary",
+				replaced, last, err)
+		}
+	}
 }

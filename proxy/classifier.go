@@ -401,11 +401,12 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 	}
 	if nodes != nil {
 		opts.Catalogues = catalog.New(catalog.Options{
-			Connect:         primaryConnector(cfg, nodes),
-			Overrides:       catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
-			RefreshInterval: cfg.Classify.RefreshInterval,
-			Logger:          logger.With().Str("component", "catalog").Logger(),
-			Found:           definitions.found,
+			Connect:            primaryConnector(cfg, nodes),
+			Overrides:          catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
+			RefreshInterval:    cfg.Classify.RefreshInterval,
+			ChangePollInterval: cfg.Classify.ChangePollInterval,
+			Logger:             logger.With().Str("component", "catalog").Logger(),
+			Found:              definitions.found,
 		})
 	}
 	return classify.New(opts)

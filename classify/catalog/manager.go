@@ -53,6 +53,13 @@ type Options struct {
 	ConfirmTakenAfter time.Duration
 	// Logger receives one line per load, failure and change.
 	Logger zerolog.Logger
+	// ChangePollInterval, when above zero, is how often a database's catalogue rows written since
+	// the last poll are looked for on the primary, so that a change made past pgowl is read
+	// within it rather than at the next whole read (change_markers.go). Zero: no polls.
+	ChangePollInterval time.Duration
+	// ChangePollsWhileUnused is how long a database's polls go on without a statement using its
+	// catalogue (a minute when zero); they start again at its next use.
+	ChangePollsWhileUnused time.Duration
 	// Found, when set, is told the definitions a read found changed in a database's catalogue
 	// (classify.ChangedDefinitions: not tables and sequences only added or dropped), before the
 	// catalogue that holds them is served: by a read of names (after Changed, or a name a
@@ -104,7 +111,7 @@ func (m *Manager) Close() {
 	m.mu.RUnlock()
 	for _, db := range dbs {
 		db.mu.Lock()
-		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer} {
+		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll} {
 			if timer != nil {
 				timer.Stop()
 			}
@@ -167,6 +174,19 @@ type database struct {
 	confirm    *time.Timer
 	confirming bool
 	assertions map[uint32]string
+	// markers is the snapshot the next poll of the change markers starts from (taken by the
+	// last whole read, then by each poll); poll runs it every Options.ChangePollInterval;
+	// polling: the read slot (loading) is held by a poll. told are the names sessions told of
+	// lately, which a poll leaves out (change_markers.go).
+	markers changeSnapshot
+	poll    *time.Timer
+	polling bool
+	told    toldNames
+	// used: Held or Catalogue was called since the last poll; unusedPolls counts the polls in a
+	// row that found it false, and pollsStopped says they stopped for it (noteUse).
+	used         atomic.Bool
+	unusedPolls  int
+	pollsStopped atomic.Bool
 }
 
 // New returns a Manager; nothing is loaded until a database is first used.
@@ -209,6 +229,7 @@ func (m *Manager) state(name string) *database {
 // current catalogue whose periodic reload is due is reloaded in the background.
 func (m *Manager) Held(name string) (*classify.Catalogue, bool) {
 	db := m.state(name)
+	m.noteUse(db)
 	cat := db.cat.Load()
 	if cat == nil || db.dirty.Load() {
 		return cat, false
@@ -232,6 +253,7 @@ func (m *Manager) refreshIfStale(db *database) {
 // change is pending (waiting at most Options.Wait), or nil when none is available.
 func (m *Manager) Catalogue(name string) *classify.Catalogue {
 	db := m.state(name)
+	m.noteUse(db)
 	cat := db.cat.Load()
 	if cat != nil && !db.dirty.Load() {
 		m.refreshIfStale(db)
@@ -326,8 +348,10 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 			} else if db.patching || db.confirming {
 				db.readWhenDone = true
 			}
+			// A poll of the change markers holding the read slot starts the read when it ends.
 		}()
 	}
+	db.told.note(changes)
 	db.generation++
 	db.changed = db.generation
 	if changes == nil {
@@ -391,7 +415,19 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var cat *classify.Catalogue
 		var changed bool
 		var err error
+		var markers changeSnapshot
 		conn, err = m.connection(db.name, conn)
+		if err == nil && whole && m.opts.ChangePollInterval > 0 {
+			// Before the read: what commits between the two is polled for, not missed. Without
+			// it (a server before PostgreSQL 13 has no pg_current_snapshot) nothing is polled.
+			ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
+			var snapErr error
+			if markers, snapErr = readSnapshot(ctx, conn); snapErr != nil {
+				m.opts.Logger.Info().Err(snapErr).Str("database", db.name).
+					Msg("could not read a snapshot for the catalogue's change markers; changes made past pgowl are found by the whole reads")
+			}
+			cancel()
+		}
 		if err == nil {
 			if whole {
 				cat, assertions, err = m.loadWhole(conn, db.name)
@@ -438,6 +474,10 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		if whole {
 			db.assertions = assertions
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
+			if markers.known {
+				db.markers = markers
+				m.pollLater(db)
+			}
 		}
 		if changed {
 			if m.opts.Found != nil && old != nil {

@@ -1,0 +1,171 @@
+package catalog_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/classify/catalog"
+)
+
+// TestChangesMadePastPgowlArePolledFor: with Options.ChangePollInterval, a function replaced and
+// a view made on the primary itself, where no session tells the Manager, are in its catalogue
+// within a few polls, and Found is told the definitions that changed; a change a session told of
+// is not read again by a poll; and a transaction left open elsewhere does not make the polls find
+// the same rows again and again. Without polls the replaced function stays as it was held.
+func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, connect, exec := startAppDatabase(t, ctx)
+	exec(db, "CREATE TABLE audit (msg text)")
+	exec(db, "CREATE FUNCTION reader() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$")
+	exec(db, "CREATE FUNCTION told() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+
+	var logs lockedBuffer
+	var mu sync.Mutex
+	var found []string
+	const poll = 50 * time.Millisecond
+	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second,
+		ChangePollInterval: poll, Logger: zerolog.New(&logs).Level(zerolog.DebugLevel),
+		Found: func(database string, changes *classify.CatalogueChanges) {
+			mu.Lock()
+			defer mu.Unlock()
+			found = append(found, changes.Functions...)
+		}})
+	defer m.Close()
+	unpolled := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second})
+	defer unpolled.Close()
+	for _, manager := range []*catalog.Manager{m, unpolled} {
+		if manager.Catalogue("app") == nil {
+			t.Fatal("no catalogue of app")
+		}
+	}
+	source := func(manager *catalog.Manager, name string) string {
+		for _, f := range manager.Loaded("app").Data().Functions {
+			if f.Name == name {
+				return f.Source
+			}
+		}
+		return ""
+	}
+	within := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 5 s (polls every %s): %s", poll, what)
+			}
+		}
+	}
+
+	// A transaction left open elsewhere, from before the changes: its snapshot's horizon stays
+	// behind them.
+	open, err := pgx.Connect(ctx, db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close(context.Background())
+	exec(open, "BEGIN")
+	exec(open, "SELECT pg_catalog.txid_current()")
+
+	exec(db, "CREATE OR REPLACE FUNCTION reader() RETURNS bigint LANGUAGE sql AS $$ INSERT INTO audit VALUES ('x') RETURNING 1::bigint $$")
+	exec(db, "CREATE VIEW recent AS SELECT msg FROM audit")
+	within("the replaced reader() in the catalogue", func() bool { return strings.Contains(source(m, "reader"), "INSERT") })
+	within("the view made past pgowl in the catalogue", func() bool {
+		return slices.ContainsFunc(m.Loaded("app").Data().Views, func(v classify.View) bool { return v.Name == "recent" })
+	})
+	mu.Lock()
+	if !slices.Contains(found, "reader") {
+		t.Errorf("Found was told %q, not reader", found)
+	}
+	mu.Unlock()
+	if s := source(unpolled, "reader"); strings.Contains(s, "INSERT") {
+		t.Errorf("without polls the catalogue has the replaced reader() already: %q", s)
+	}
+
+	// A change a session tells of is not read again by a poll; and several polls later, with the
+	// transaction still open, none has found the changes above again.
+	logs.Reset()
+	m.Changed("app", &classify.CatalogueChanges{Functions: []string{"told"}}, false)
+	exec(db, "CREATE OR REPLACE FUNCTION told() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	m.Changed("app", &classify.CatalogueChanges{Functions: []string{"told"}}, true)
+	within("the told change read", func() bool { return strings.Contains(source(m, "told"), "2") })
+	time.Sleep(10 * poll)
+	if strings.Contains(logs.String(), "written past pgowl") {
+		t.Errorf("polls found rows a session told of, or found again rows already read:\n%s", logs.String())
+	}
+	exec(open, "COMMIT")
+}
+
+// lockedBuffer is a bytes.Buffer a logger may write to while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+// TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile: a database no statement
+// uses is not polled; its next use polls from where the polls stopped, so a change made
+// meanwhile is found then.
+func TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, connect, exec := startAppDatabase(t, ctx)
+	exec(db, "CREATE FUNCTION idle_reader() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+	var logs lockedBuffer
+	const poll, unused = 20 * time.Millisecond, 100 * time.Millisecond
+	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second,
+		ChangePollInterval: poll, ChangePollsWhileUnused: unused, Logger: zerolog.New(&logs).Level(zerolog.DebugLevel)})
+	defer m.Close()
+	if m.Catalogue("app") == nil {
+		t.Fatal("no catalogue of app")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "not polled until the database is used again"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("polls did not stop within 5 s of no use (%s):\n%s", unused, logs.String())
+		}
+	}
+	exec(db, "CREATE OR REPLACE FUNCTION idle_reader() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	time.Sleep(10 * poll)
+	body := func() string {
+		for _, f := range m.Loaded("app").Data().Functions {
+			if f.Name == "idle_reader" {
+				return f.Source
+			}
+		}
+		return ""
+	}
+	if strings.Contains(body(), "2") {
+		t.Fatalf("the change was read while the database was unused: %q", body())
+	}
+	m.Catalogue("app") // a use
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(body(), "2"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the change made while unused was not read within 5 s of the next use: %q", body())
+		}
+	}
+}
