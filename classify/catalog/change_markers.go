@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,149 +23,151 @@ import (
 //
 // Every row PostgreSQL writes carries the transaction that wrote it (xmin), and a new or replaced
 // function, view, type, policy or relation is a new row of pg_proc, pg_rewrite, pg_type,
-// pg_policy or pg_class. The poll keeps the snapshot it last ran under (pg_current_snapshot():
-// every transaction at or past its xmax, or running then, was not visible to it) and selects the
-// rows written by such a transaction: what committed since, and nothing earlier, so a
-// long-running transaction elsewhere does not make every poll return the same rows again. Each
-// is a scan of those catalogues' rows (changeMarkersQuery: a few milliseconds for a database of
-// thousands of functions), over the connection the Manager keeps, while no read runs. A database
-// no statement has used for a minute is not polled (nor is its connection kept); the first use
-// after that polls at once, from the snapshot it kept, so what changed meanwhile is found all the
-// same.
+// pg_policy or pg_class. Each poll selects the rows whose xmin is at or past the xmin of the
+// previous poll's snapshot (pg_current_snapshot(): every transaction older than it had ended), and
+// keeps what it selected; what the previous poll selected is left out. A row written since the
+// previous poll is either by a transaction past that snapshot's xmin or by a subtransaction of
+// one (savepoints, PL/pgSQL exception blocks; their IDs are higher than their parent's, and the
+// snapshot's list of running transactions does not hold them), so nothing committed since is
+// missed, and nothing is found twice. A transaction left open elsewhere holds that xmin back:
+// the polls then select every row written since it began, and find none of them again.
 //
-// The names found are read as a read by name (a rule, a cast, an operator or a search_path
-// default of a role or database: the whole catalogue), in the background: statements do not
-// wait for it, as they do for a change a session made. What the read finds changed reaches
-// Options.Found like any other read's. Names a session told the Manager of in the last two polls
-// are left out: the session's own change is in already, and reading it again would cost a
-// migration a read per poll. A change past pgowl to such a name within that window is found by
-// the next whole read. Drops are not found: a dropped object leaves no row, and a definition
-// that is gone can make a statement fail, not run something else.
+// Each poll scans those catalogues whole (no index covers xmin): about 7 ms on PostgreSQL 15 for
+// a database of 20000 functions and 2000 tables on the 2-core development machine, about a
+// millisecond for a few hundred objects. It runs over a connection of its own, so no read and no
+// session's patch waits for it. A database no statement has used for a minute is not polled (and
+// its connection is closed); the first use after that polls at once, from the snapshot it kept,
+// so what changed meanwhile is found all the same. Temporary objects and TOAST are left out, as
+// the reads leave them out.
 //
-// The snapshot starts with each whole read (taken before its first part runs, so nothing
-// committed between the two is missed) and is kept when a poll fails or finds that a read is
-// running; then the next poll selects the same rows again.
+// The names found are read as a read by name (a rule, a cast, an operator, a role's or database's
+// search_path default, or fewer functions than the last poll counted: the whole catalogue), in
+// the background: statements do not wait for it, as they do for a change a session made. What
+// the read finds changed reaches Options.Found like any other read's. Names a session told the
+// Manager of in the last two polls are left out: the session's own change is in already, and
+// reading it again would cost a migration a read per poll. A change past pgowl to such a name
+// within that window is found by the next whole read. A dropped function leaves no row; the
+// count of functions falling says one went (another overload, or a namesake later on the
+// search_path, may now take its calls). A drop and a creation within one interval keep the count,
+// as does a drop past pgowl while a session of this pgowl changes functions (its own drops lower
+// the count too, and are read by name); those are found by the next whole read. The snapshot starts with each whole read (the first poll
+// runs on the read's connection before its first part, so nothing committed between the two is
+// missed).
 
-// changeSnapshot is what a poll keeps of the snapshot it ran under: its xmax and the transactions
-// running then, as 32-bit transaction IDs (what xmin holds). known is false until a whole read
-// took one.
-type changeSnapshot struct {
-	known   bool
-	xmax    uint32
-	running []uint32
+// changeMarkers is what the next poll starts from: the previous poll's snapshot xmin (as the
+// 32-bit ID xmin holds), the rows it selected, and how many functions it counted. known is false
+// until a whole read has polled.
+type changeMarkers struct {
+	known     bool
+	xmin      uint32
+	selected  map[markedRow]struct{}
+	functions int64
 }
 
-// snapshotQuery reads the snapshot the markers start from.
-const snapshotQuery = `SELECT pg_catalog.pg_current_snapshot()::text`
+// markedRow identifies a catalogue row a poll selected: its catalogue (the part letter of
+// changeMarkersQuery), its OID, and the transaction that wrote it.
+type markedRow struct {
+	part byte
+	oid  uint32
+	xmin uint32
+}
 
-// changeMarkersQuery selects the names of the rows written by transactions not visible to the
-// snapshot $1 (xmax) and $2 (running): by part, 'f' functions, 'r' relations and views, 't' types,
-// '*' what only a whole read reads. Its last row, part 's', is its own snapshot. age() compares
-// transaction IDs across wraparound, as xmin values are compared with one another. Each catalogue
-// is scanned whole (no index covers xmin): about 7 ms on PostgreSQL 15 for a database of 20000
-// functions and 2000 tables on the 2-core development machine, of which pg_proc's 23000 rows take
-// 1.3 ms; leaving out pg_catalog's rows cost more than it saved.
-const changeMarkersQuery = `WITH s AS (SELECT $1::text::xid AS xmax, $2::text::xid[] AS running)
-SELECT 'f', p.proname::text FROM pg_catalog.pg_proc p, s
- WHERE pg_catalog.age(p.xmin) <= pg_catalog.age(s.xmax) OR p.xmin = ANY (s.running)
-UNION
-SELECT 'r', c.relname::text FROM pg_catalog.pg_class c, s
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND (pg_catalog.age(c.xmin) <= pg_catalog.age(s.xmax) OR c.xmin = ANY (s.running))
-UNION
-SELECT CASE WHEN w.rulename = '_RETURN' THEN 'r' ELSE '*' END, c.relname::text
-  FROM pg_catalog.pg_rewrite w JOIN pg_catalog.pg_class c ON c.oid = w.ev_class, s
- WHERE pg_catalog.age(w.xmin) <= pg_catalog.age(s.xmax) OR w.xmin = ANY (s.running)
-UNION
-SELECT 'r', c.relname::text FROM pg_catalog.pg_policy y JOIN pg_catalog.pg_class c ON c.oid = y.polrelid, s
- WHERE pg_catalog.age(y.xmin) <= pg_catalog.age(s.xmax) OR y.xmin = ANY (s.running)
-UNION
-SELECT 't', t.typname::text FROM pg_catalog.pg_type t, s
- WHERE pg_catalog.age(t.xmin) <= pg_catalog.age(s.xmax) OR t.xmin = ANY (s.running)
-UNION
-SELECT '*', '' FROM pg_catalog.pg_operator o, s WHERE pg_catalog.age(o.xmin) <= pg_catalog.age(s.xmax) OR o.xmin = ANY (s.running)
-UNION
-SELECT '*', '' FROM pg_catalog.pg_cast k, s WHERE pg_catalog.age(k.xmin) <= pg_catalog.age(s.xmax) OR k.xmin = ANY (s.running)
-UNION
-SELECT '*', '' FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) <= pg_catalog.age(s.xmax) OR d.xmin = ANY (s.running)
+// changeMarkersQuery selects the rows written by transactions at or past $1 (a snapshot's xmin;
+// NULL: its own snapshot's): part, name, OID and xmin. Parts: 'f' functions, 'r' relations
+// (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 't' types, '*' what only
+// a whole read reads (other rules, operators, casts, search_path defaults). Its last rows are its
+// own snapshot's xmin (part 's', in name) and its count of functions (part 'n', in oid). age()
+// compares transaction IDs across wraparound; a frozen or bootstrap xmin is older than any.
+const changeMarkersQuery = `WITH s AS (
+  SELECT coalesce($1::text::xid, ((pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text)::xid) AS since),
+ns AS (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname LIKE 'pg\_temp\_%' OR nspname LIKE 'pg\_toast%')
+SELECT 'f', p.proname::text, p.oid::bigint, p.xmin::text::bigint FROM pg_catalog.pg_proc p, s
+ WHERE pg_catalog.age(p.xmin) <= pg_catalog.age(s.since) AND p.pronamespace NOT IN (SELECT oid FROM ns)
 UNION ALL
-SELECT 's', pg_catalog.pg_current_snapshot()::text`
+SELECT 'r', c.relname::text, c.oid::bigint, c.xmin::text::bigint FROM pg_catalog.pg_class c, s
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relpersistence <> 't' AND pg_catalog.age(c.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT CASE WHEN w.rulename = '_RETURN' THEN 'v' ELSE '*' END, c.relname::text, w.oid::bigint, w.xmin::text::bigint
+  FROM pg_catalog.pg_rewrite w JOIN pg_catalog.pg_class c ON c.oid = w.ev_class, s
+ WHERE c.relpersistence <> 't' AND pg_catalog.age(w.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT 'p', c.relname::text, y.oid::bigint, y.xmin::text::bigint FROM pg_catalog.pg_policy y JOIN pg_catalog.pg_class c ON c.oid = y.polrelid, s
+ WHERE pg_catalog.age(y.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT 't', t.typname::text, t.oid::bigint, t.xmin::text::bigint FROM pg_catalog.pg_type t, s
+ WHERE pg_catalog.age(t.xmin) <= pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)
+UNION ALL
+SELECT '*', '', o.oid::bigint, o.xmin::text::bigint FROM pg_catalog.pg_operator o, s WHERE pg_catalog.age(o.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s WHERE pg_catalog.age(k.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) <= pg_catalog.age(s.since)
+UNION ALL
+SELECT 's', (pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text, 0, 0
+UNION ALL
+SELECT 'n', '', count(*), 0 FROM pg_catalog.pg_proc WHERE pronamespace NOT IN (SELECT oid FROM ns)`
 
-// parseSnapshot reads pg_current_snapshot()'s text ("xmin:xmax:running,..."; 64-bit IDs).
-func parseSnapshot(text string) (changeSnapshot, error) {
-	parts := strings.Split(text, ":")
-	if len(parts) != 3 {
-		return changeSnapshot{}, errors.New("catalog: unexpected snapshot " + strconv.Quote(text))
+// queryChangeMarkers runs changeMarkersQuery from since (from its own snapshot when since is not
+// known yet): the names of the rows written since that since did not select, and the markers the
+// next poll starts from.
+func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers) (classify.CatalogueChanges, changeMarkers, error) {
+	var from any // NULL: the query's own snapshot
+	if since.known {
+		from = strconv.FormatUint(uint64(since.xmin), 10)
 	}
-	xid := func(s string) (uint32, error) {
-		v, err := strconv.ParseUint(s, 10, 64)
-		return uint32(v), err // the low 32 bits: the xid xmin holds
-	}
-	xmax, err := xid(parts[1])
-	if err != nil {
-		return changeSnapshot{}, err
-	}
-	snap := changeSnapshot{known: true, xmax: xmax}
-	if parts[2] != "" {
-		for _, s := range strings.Split(parts[2], ",") {
-			v, err := xid(s)
-			if err != nil {
-				return changeSnapshot{}, err
-			}
-			snap.running = append(snap.running, v)
-		}
-	}
-	return snap, nil
-}
-
-// readSnapshot reads the snapshot a whole read's markers start from.
-func readSnapshot(ctx context.Context, conn *pgx.Conn) (changeSnapshot, error) {
-	var text string
-	if err := conn.QueryRow(ctx, snapshotQuery).Scan(&text); err != nil {
-		return changeSnapshot{}, err
-	}
-	return parseSnapshot(text)
-}
-
-// queryChangeMarkers runs changeMarkersQuery from since: the names written since, and the
-// snapshot the next poll starts from.
-func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeSnapshot) (classify.CatalogueChanges, changeSnapshot, error) {
-	running := make([]string, len(since.running))
-	for i, xid := range since.running {
-		running[i] = strconv.FormatUint(uint64(xid), 10)
-	}
-	rows, err := conn.Query(ctx, changeMarkersQuery, strconv.FormatUint(uint64(since.xmax), 10), "{"+strings.Join(running, ",")+"}")
+	rows, err := conn.Query(ctx, changeMarkersQuery, from)
 	if err != nil {
 		return classify.CatalogueChanges{}, since, err
 	}
 	var found classify.CatalogueChanges
-	next := changeSnapshot{}
+	next := changeMarkers{selected: make(map[markedRow]struct{})}
+	var counted, snapshot bool
 	var part, name string
-	_, err = pgx.ForEachRow(rows, []any{&part, &name}, func() error {
+	var oid, xmin int64
+	_, err = pgx.ForEachRow(rows, []any{&part, &name, &oid, &xmin}, func() error {
 		switch part {
-		case "f":
-			found.Functions = append(found.Functions, name)
-		case "r":
-			found.Relations = append(found.Relations, name)
-		case "t":
-			found.Types = append(found.Types, name)
-		case "*":
-			found.Everything = true
 		case "s":
-			snap, err := parseSnapshot(name)
+			v, err := strconv.ParseUint(name, 10, 32)
 			if err != nil {
 				return err
 			}
-			next = snap
+			next.xmin, snapshot = uint32(v), true
+			return nil
+		case "n":
+			next.functions, counted = oid, true
+			return nil
+		}
+		row := markedRow{part: part[0], oid: uint32(oid), xmin: uint32(xmin)}
+		next.selected[row] = struct{}{}
+		if _, before := since.selected[row]; before || !since.known {
+			return nil
+		}
+		switch part {
+		case "f":
+			found.Functions = append(found.Functions, name)
+		case "r", "v", "p":
+			found.Relations = append(found.Relations, name)
+		case "t":
+			found.Types = append(found.Types, name)
+		default:
+			found.Everything = true
 		}
 		return nil
 	})
-	if err == nil && !next.known {
-		err = errors.New("catalog: the change markers returned no snapshot")
+	if err == nil && (!snapshot || !counted) {
+		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
 		return classify.CatalogueChanges{}, since, err
 	}
+	next.known = true
 	return found, next, nil
+}
+
+// dropsFunctions reports whether fewer functions were counted at next than at since: one was
+// dropped (see above).
+func dropsFunctions(since, next changeMarkers) bool {
+	return since.known && next.functions < since.functions
 }
 
 // toldNames are the names sessions told the Manager of (Changed, and the changes they patch in),
@@ -198,8 +199,7 @@ func (t *toldNames) note(changes *classify.CatalogueChanges) {
 	}
 }
 
-// untold returns found without the names told in the last two intervals, and starts a new
-// interval.
+// untold returns found without the names told in the last two intervals.
 func (t *toldNames) untold(found classify.CatalogueChanges) classify.CatalogueChanges {
 	keep := func(part byte, names []string) []string {
 		var out []string
@@ -213,25 +213,40 @@ func (t *toldNames) untold(found classify.CatalogueChanges) classify.CatalogueCh
 		}
 		return out
 	}
-	out := classify.CatalogueChanges{Everything: found.Everything,
+	return classify.CatalogueChanges{Everything: found.Everything,
 		Functions: keep('f', found.Functions), Relations: keep('r', found.Relations), Types: keep('t', found.Types)}
+}
+
+// anyFunction reports whether a function was told of in the last two intervals.
+func (t *toldNames) anyFunction() bool {
+	for _, m := range []map[toldName]struct{}{t.now, t.before} {
+		for name := range m {
+			if name.part == 'f' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rotate starts a new interval: the names told before the last one are forgotten.
+func (t *toldNames) rotate() {
 	t.before, t.now = t.now, nil
-	return out
 }
 
 // maxChangedNamesPolled bounds the names a poll reads by name; past it the whole catalogue is read.
 const maxChangedNamesPolled = maxChangedNamesRead
 
-// pollLater (re)arms db's poll for Options.ChangePollInterval from now, when polls are on and a
-// whole read has given it a snapshot. db.mu must be held.
-func (m *Manager) pollLater(db *database) {
+// pollLater (re)arms db's poll for after, when polls are on and a whole read has given them a
+// start. db.mu must be held.
+func (m *Manager) pollLater(db *database, after time.Duration) {
 	if m.opts.ChangePollInterval <= 0 || !db.markers.known || m.closed.Load() {
 		return
 	}
 	if db.poll == nil {
-		db.poll = time.AfterFunc(m.opts.ChangePollInterval, func() { m.pollChanges(db) })
+		db.poll = time.AfterFunc(after, func() { m.pollChanges(db) })
 	} else {
-		db.poll.Reset(m.opts.ChangePollInterval)
+		db.poll.Reset(after)
 	}
 }
 
@@ -254,15 +269,16 @@ func (m *Manager) noteUse(db *database) {
 	db.used.Store(true)
 	if db.pollsStopped.Load() {
 		db.mu.Lock()
-		if db.pollsStopped.Swap(false) && db.poll != nil && !m.closed.Load() {
-			db.poll.Reset(0)
+		if db.pollsStopped.Swap(false) {
+			m.pollLater(db, 0)
 		}
 		db.mu.Unlock()
 	}
 }
 
-// pollChanges runs one poll of db's change markers (see above) when no read runs and no change
-// is pending, and reads what it finds by name, in the background.
+// pollChanges runs one poll of db's change markers (see above) over the poll's own connection,
+// and has what it finds read by name in the background. When a read runs meanwhile, it polls
+// again shortly, from the same markers.
 func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
 	if m.closed.Load() || db.cat.Load() == nil || !db.markers.known {
@@ -274,24 +290,22 @@ func (m *Manager) pollChanges(db *database) {
 	} else if db.unusedPolls++; db.unusedPolls >= m.pollsUnused() {
 		db.pollsStopped.Store(true) // until noteUse
 		if db.used.Load() && db.pollsStopped.Swap(false) {
-			m.pollLater(db) // used meanwhile: noteUse saw the polls running
+			m.pollLater(db, m.opts.ChangePollInterval) // used meanwhile: noteUse saw the polls running
 		} else {
 			m.opts.Logger.Debug().Str("database", db.name).Msg("the catalogue's change markers are not polled until the database is used again")
+			if conn := db.pollConn; conn != nil {
+				db.pollConn = nil
+				go conn.Close(context.Background())
+			}
 		}
 		db.mu.Unlock()
 		return
 	}
-	if db.loading != nil || !db.pending.Empty() {
-		m.pollLater(db) // a read runs, or will: poll after it, from the same snapshot
-		db.mu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	db.loading, db.polling = done, true
-	conn, since := db.conn, db.markers
+	conn, since, epoch := db.pollConn, db.markers, db.markersEpoch
+	db.pollConn = nil // the poll's own while it runs
 	db.mu.Unlock()
 
-	found, next, err := func() (classify.CatalogueChanges, changeSnapshot, error) {
+	found, next, err := func() (classify.CatalogueChanges, changeMarkers, error) {
 		var err error
 		if conn, err = m.connection(db.name, conn); err != nil {
 			return classify.CatalogueChanges{}, since, err
@@ -302,45 +316,60 @@ func (m *Manager) pollChanges(db *database) {
 	}()
 
 	db.mu.Lock()
-	defer close(done)
 	defer db.mu.Unlock()
-	db.loading, db.polling = nil, false
 	if err != nil {
 		if conn != nil {
 			go conn.Close(context.Background())
 		}
-		db.conn = nil
 		if !m.closed.Load() {
 			m.opts.Logger.Debug().Err(err).Str("database", db.name).Msg("could not read the catalogue's change markers; polled again later")
 		}
+		m.pollLater(db, m.opts.ChangePollInterval)
+		return
+	}
+	if m.closed.Load() {
+		go conn.Close(context.Background())
+		return
+	}
+	if db.pollConn == nil {
+		db.pollConn = conn
 	} else {
-		db.conn, db.lastUse = conn, time.Now()
-		if m.closed.Load() {
-			db.conn = nil
-			go conn.Close(context.Background())
-		} else if db.idleTimer == nil {
-			db.idleTimer = time.AfterFunc(keepIdle, func() { m.closeIdle(db) })
-		} else {
-			db.idleTimer.Reset(keepIdle) // closed once the polls stop (pollsUnused)
-		}
+		go conn.Close(context.Background()) // another poll's came back first
+	}
+	if db.markersEpoch != epoch {
+		// A whole read started the markers again meanwhile: they are newer than this poll's.
+		m.pollLater(db, m.opts.ChangePollInterval)
+		return
+	}
+	if dropsFunctions(since, next) && !db.told.anyFunction() {
+		found.Everything = true // a session's drop is told with its names, and read by them
+	}
+	found = db.told.untold(found)
+	if db.loading == nil || found.Empty() {
+		db.told.rotate() // the markers advance below
+	}
+	if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesPolled {
+		found = classify.CatalogueChanges{Everything: true}
+	}
+	if found.Empty() {
 		db.markers = next
-		found = db.told.untold(found)
-		if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesPolled {
-			found = classify.CatalogueChanges{Everything: true}
-		}
-		if !found.Empty() {
-			m.opts.Logger.Debug().Str("database", db.name).Strs("functions", found.Functions).Strs("relations", found.Relations).
-				Strs("types", found.Types).Bool("everything", found.Everything).Msg("catalogue rows written past pgowl; reading them")
-			if db.pending.Empty() {
-				db.pending = found
-			} else {
-				db.pending.Merge(&found)
-			}
-		}
+		m.pollLater(db, m.opts.ChangePollInterval)
+		return
 	}
-	if !db.pending.Empty() && !m.closed.Load() {
-		// What the poll found, or a change a session told while it ran.
-		m.startLoad(db)
+	if db.loading != nil {
+		// A read runs: this poll's finds are polled for again once it is likely done, from the
+		// same markers (a read's end starts no read for changes not told).
+		m.pollLater(db, min(m.opts.ChangePollInterval, 20*time.Millisecond))
+		return
 	}
-	m.pollLater(db)
+	db.markers = next
+	m.opts.Logger.Debug().Str("database", db.name).Strs("functions", found.Functions).Strs("relations", found.Relations).
+		Strs("types", found.Types).Bool("everything", found.Everything).Msg("catalogue rows written past pgowl; reading them")
+	if db.pending.Empty() {
+		db.pending = found
+	} else {
+		db.pending.Merge(&found)
+	}
+	m.startLoad(db)
+	m.pollLater(db, m.opts.ChangePollInterval)
 }

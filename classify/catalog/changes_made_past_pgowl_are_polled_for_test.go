@@ -18,9 +18,11 @@ import (
 
 // TestChangesMadePastPgowlArePolledFor: with Options.ChangePollInterval, a function replaced and
 // a view made on the primary itself, where no session tells the Manager, are in its catalogue
-// within a few polls, and Found is told the definitions that changed; a change a session told of
-// is not read again by a poll; and a transaction left open elsewhere does not make the polls find
-// the same rows again and again. Without polls the replaced function stays as it was held.
+// within a few polls, and Found is told the definitions that changed; so is a function replaced
+// inside a savepoint of a transaction that stayed open across polls, and an overload dropped; a
+// change a session told of is not read again by a poll, nor is a temporary table; and a
+// transaction left open elsewhere does not make the polls find the same rows again and again.
+// Without polls the replaced function stays as it was held.
 func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -97,11 +99,48 @@ func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	exec(db, "CREATE OR REPLACE FUNCTION told() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	m.Changed("app", &classify.CatalogueChanges{Functions: []string{"told"}}, true)
 	within("the told change read", func() bool { return strings.Contains(source(m, "told"), "2") })
+	temp, err := pgx.Connect(ctx, db.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer temp.Close(context.Background())
+	exec(temp, "CREATE TEMP TABLE scratch (a int)")
 	time.Sleep(10 * poll)
 	if strings.Contains(logs.String(), "written past pgowl") {
-		t.Errorf("polls found rows a session told of, or found again rows already read:\n%s", logs.String())
+		t.Errorf("polls found rows a session told of, a temporary table, or rows already read again:\n%s", logs.String())
 	}
 	exec(open, "COMMIT")
+
+	// A function replaced inside a savepoint (its row's xmin is the subtransaction's, which no
+	// snapshot lists as running), in a transaction open across several polls.
+	exec(db, "CREATE FUNCTION saved() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+	within("saved() in the catalogue", func() bool { return source(m, "saved") != "" })
+	exec(open, "BEGIN")
+	exec(open, "SAVEPOINT s")
+	exec(open, "CREATE OR REPLACE FUNCTION saved() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	exec(open, "RELEASE SAVEPOINT s")
+	// A later transaction that ends first: the snapshots the polls take meanwhile reach past
+	// the savepoint's ID (their xmax), while listing only its parent as running.
+	exec(db, "INSERT INTO audit VALUES ('later')")
+	time.Sleep(5 * poll)
+	exec(open, "COMMIT")
+	within("saved() replaced inside a savepoint", func() bool { return strings.Contains(source(m, "saved"), "2") })
+
+	// An overload dropped: the calls of the name may now go to the other one.
+	exec(db, "CREATE FUNCTION pick(integer) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+	exec(db, "CREATE FUNCTION pick(bigint) RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	overloads := func() int {
+		n := 0
+		for _, f := range m.Loaded("app").Data().Functions {
+			if f.Name == "pick" {
+				n++
+			}
+		}
+		return n
+	}
+	within("both pick() overloads in the catalogue", func() bool { return overloads() == 2 })
+	exec(db, "DROP FUNCTION pick(integer)")
+	within("pick(integer) dropped", func() bool { return overloads() == 1 })
 }
 
 // lockedBuffer is a bytes.Buffer a logger may write to while a test reads it.

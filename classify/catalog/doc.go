@@ -56,15 +56,16 @@
 // verdict depends on the catalogue waits for the patch as for any read.
 //
 // With Options.ChangePollInterval, a database in use has its catalogue rows written since the last
-// poll looked for on the primary that often (change_markers.go: each row's xmin against the last
-// poll's snapshot), and the names found read by name in the background, so that a change made past
+// poll looked for on the primary that often, over a connection of the poll's own
+// (change_markers.go: each row's xmin against the last poll's snapshot xmin, less the rows that
+// poll selected), and the names found read by name in the background, so that a change made past
 // pgowl (on the primary itself, through another instance) is in within about an interval rather
 // than at the next whole read. Names a session told of lately are left out.
 //
 // Per database the manager is in one of four states: no catalogue; current; pending (a change was
 // told: Held reports it, statements whose verdict depends on the catalogue wait for a read that
-// started after the change); reading (one read runs, a session's read is patched in, or a poll of
-// the change markers runs; changes and lookups arriving meanwhile are read by the next one). Generations order them: every Changed and Lookup advances the database's
+// started after the change); reading (one read runs, or a session's read is patched in; changes
+// and lookups arriving meanwhile are read by the next one). Generations order them: every Changed and Lookup advances the database's
 // generation, a read reaches the generation it started at, and a statement waits until the held
 // catalogue reaches the generation of the last change it must see.
 //

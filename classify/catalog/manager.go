@@ -120,11 +120,15 @@ func (m *Manager) Close() {
 		if db.loading == nil {
 			conn, db.conn = db.conn, nil
 		}
+		pollConn := db.pollConn
+		db.pollConn = nil
 		db.mu.Unlock()
-		if conn != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			conn.Close(ctx)
-			cancel()
+		for _, conn := range []*pgx.Conn{conn, pollConn} {
+			if conn != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				conn.Close(ctx)
+				cancel()
+			}
 		}
 	}
 }
@@ -174,14 +178,15 @@ type database struct {
 	confirm    *time.Timer
 	confirming bool
 	assertions map[uint32]string
-	// markers is the snapshot the next poll of the change markers starts from (taken by the
-	// last whole read, then by each poll); poll runs it every Options.ChangePollInterval;
-	// polling: the read slot (loading) is held by a poll. told are the names sessions told of
-	// lately, which a poll leaves out (change_markers.go).
-	markers changeSnapshot
-	poll    *time.Timer
-	polling bool
-	told    toldNames
+	// markers are what the next poll of the change markers starts from (set by the last whole
+	// read, then by each poll), markersEpoch counts the whole reads that set them; poll runs it
+	// every Options.ChangePollInterval over pollConn (nil while a poll runs, or none is open).
+	// told are the names sessions told of lately, which a poll leaves out (change_markers.go).
+	markers      changeMarkers
+	markersEpoch uint64
+	poll         *time.Timer
+	pollConn     *pgx.Conn
+	told         toldNames
 	// used: Held or Catalogue was called since the last poll; unusedPolls counts the polls in a
 	// row that found it false, and pollsStopped says they stopped for it (noteUse).
 	used         atomic.Bool
@@ -348,7 +353,6 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 			} else if db.patching || db.confirming {
 				db.readWhenDone = true
 			}
-			// A poll of the change markers holding the read slot starts the read when it ends.
 		}()
 	}
 	db.told.note(changes)
@@ -415,16 +419,17 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var cat *classify.Catalogue
 		var changed bool
 		var err error
-		var markers changeSnapshot
+		var markers changeMarkers
 		conn, err = m.connection(db.name, conn)
 		if err == nil && whole && m.opts.ChangePollInterval > 0 {
-			// Before the read: what commits between the two is polled for, not missed. Without
-			// it (a server before PostgreSQL 13 has no pg_current_snapshot) nothing is polled.
+			// The first poll, before the read: what commits between the two is polled for, not
+			// missed. Without it (a server before PostgreSQL 13 has no pg_current_snapshot)
+			// nothing is polled.
 			ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
-			var snapErr error
-			if markers, snapErr = readSnapshot(ctx, conn); snapErr != nil {
-				m.opts.Logger.Info().Err(snapErr).Str("database", db.name).
-					Msg("could not read a snapshot for the catalogue's change markers; changes made past pgowl are found by the whole reads")
+			var pollErr error
+			if _, markers, pollErr = queryChangeMarkers(ctx, conn, changeMarkers{}); pollErr != nil && old == nil {
+				m.opts.Logger.Info().Err(pollErr).Str("database", db.name).
+					Msg("could not poll the catalogue's change markers; changes made past pgowl are found by the whole reads")
 			}
 			cancel()
 		}
@@ -476,7 +481,8 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
 			if markers.known {
 				db.markers = markers
-				m.pollLater(db)
+				db.markersEpoch++
+				m.pollLater(db, m.opts.ChangePollInterval)
 			}
 		}
 		if changed {

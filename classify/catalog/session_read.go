@@ -576,12 +576,11 @@ func (m *Manager) patchOwnChange(name string, changes *classify.CatalogueChanges
 	db := m.state(name)
 	db.mu.Lock()
 	db.told.note(changes)
-	for db.loading != nil && (db.patching || db.confirming || db.polling) {
+	for db.loading != nil && (db.patching || db.confirming) {
 		// The session's previous change is still being patched in (a change right behind a
 		// change): that takes well under a millisecond, a read of the Manager's own far longer.
 		// A read of the objects taken before (confirmTaken) takes a few milliseconds: the
-		// change is taken once it is in, over whatever it read of the change's names. A poll of
-		// the change markers takes a millisecond or two.
+		// change is taken once it is in, over whatever it read of the change's names.
 		done := db.loading
 		db.mu.Unlock()
 		<-done
