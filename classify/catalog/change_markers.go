@@ -29,8 +29,11 @@ import (
 // previous poll is either by a transaction past that snapshot's xmin or by a subtransaction of
 // one (savepoints, PL/pgSQL exception blocks; their IDs are higher than their parent's, and the
 // snapshot's list of running transactions does not hold them), so nothing committed since is
-// missed, and nothing is found twice. A transaction left open elsewhere holds that xmin back:
-// the polls then select every row written since it began, and find none of them again.
+// missed. A transaction left open elsewhere holds that xmin back: the polls then select every
+// row written since it began, and find none of them again. (A row is found twice only when a
+// poll's xmin passes it again after 2^32 transactions, which reads its name once more.) A
+// snapshot xmin that goes back (another primary after a failover, which may have used IDs
+// below it) reads the whole catalogue.
 //
 // Each poll scans those catalogues whole (no index covers xmin): about 7 ms on PostgreSQL 15 for
 // a database of 20000 functions and 2000 tables on the 2-core development machine, about a
@@ -48,8 +51,10 @@ import (
 // reading it again would cost a migration a read per poll. A change past pgowl to such a name
 // within that window is found by the next whole read. A dropped function leaves no row; the
 // count of functions falling says one went (another overload, or a namesake later on the
-// search_path, may now take its calls). A drop and a creation within one interval keep the count,
-// as does a drop past pgowl while a session of this pgowl changes functions (its own drops lower
+// search_path, may now take its calls). So do operators, casts and the defaults of roles and
+// databases (ALTER ROLE ... RESET search_path deletes a row): a count of them that falls reads
+// the whole catalogue. A drop and a creation within one interval keep the count, as does a drop
+// of a function past pgowl while a session of this pgowl changes functions (its own drops lower
 // the count too, and are read by name); those are found by the next whole read. The snapshot starts with each whole read (the first poll
 // runs on the read's connection before its first part, so nothing committed between the two is
 // missed).
@@ -58,10 +63,12 @@ import (
 // 32-bit ID xmin holds), the rows it selected, and how many functions it counted. known is false
 // until a whole read has polled.
 type changeMarkers struct {
-	known     bool
-	xmin      uint32
-	selected  map[markedRow]struct{}
-	functions int64
+	known    bool
+	xmin     uint32
+	selected map[markedRow]struct{}
+	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast and
+	// pg_db_role_setting, by the letter changeMarkersQuery names them with.
+	counts map[byte]int64
 }
 
 // markedRow identifies a catalogue row a poll selected: its catalogue (the part letter of
@@ -76,36 +83,45 @@ type markedRow struct {
 // NULL: its own snapshot's): part, name, OID and xmin. Parts: 'f' functions, 'r' relations
 // (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 't' types, '*' what only
 // a whole read reads (other rules, operators, casts, search_path defaults). Its last rows are its
-// own snapshot's xmin (part 's', in name) and its count of functions (part 'n', in oid). age()
-// compares transaction IDs across wraparound; a frozen or bootstrap xmin is older than any.
+// own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid) of functions (name
+// 'f'), operators ('o'), casts ('k') and search_path and other defaults of roles and databases
+// ('d'). age() measures back from the next transaction ID, across wraparound: a row committed
+// since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
+// transactions (frozen rows keep their raw xmin) comes out negative and is left out.
 const changeMarkersQuery = `WITH s AS (
   SELECT coalesce($1::text::xid, ((pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text)::xid) AS since),
 ns AS (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname LIKE 'pg\_temp\_%' OR nspname LIKE 'pg\_toast%')
 SELECT 'f', p.proname::text, p.oid::bigint, p.xmin::text::bigint FROM pg_catalog.pg_proc p, s
- WHERE pg_catalog.age(p.xmin) <= pg_catalog.age(s.since) AND p.pronamespace NOT IN (SELECT oid FROM ns)
+ WHERE pg_catalog.age(p.xmin) BETWEEN 0 AND pg_catalog.age(s.since) AND p.pronamespace NOT IN (SELECT oid FROM ns)
 UNION ALL
 SELECT 'r', c.relname::text, c.oid::bigint, c.xmin::text::bigint FROM pg_catalog.pg_class c, s
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relpersistence <> 't' AND pg_catalog.age(c.xmin) <= pg_catalog.age(s.since)
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND c.relpersistence <> 't' AND pg_catalog.age(c.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT CASE WHEN w.rulename = '_RETURN' THEN 'v' ELSE '*' END, c.relname::text, w.oid::bigint, w.xmin::text::bigint
   FROM pg_catalog.pg_rewrite w JOIN pg_catalog.pg_class c ON c.oid = w.ev_class, s
- WHERE c.relpersistence <> 't' AND pg_catalog.age(w.xmin) <= pg_catalog.age(s.since)
+ WHERE c.relpersistence <> 't' AND pg_catalog.age(w.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 'p', c.relname::text, y.oid::bigint, y.xmin::text::bigint FROM pg_catalog.pg_policy y JOIN pg_catalog.pg_class c ON c.oid = y.polrelid, s
- WHERE pg_catalog.age(y.xmin) <= pg_catalog.age(s.since)
+ WHERE pg_catalog.age(y.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 't', t.typname::text, t.oid::bigint, t.xmin::text::bigint FROM pg_catalog.pg_type t, s
- WHERE pg_catalog.age(t.xmin) <= pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)
+ WHERE pg_catalog.age(t.xmin) BETWEEN 0 AND pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)
 UNION ALL
-SELECT '*', '', o.oid::bigint, o.xmin::text::bigint FROM pg_catalog.pg_operator o, s WHERE pg_catalog.age(o.xmin) <= pg_catalog.age(s.since)
+SELECT '*', '', o.oid::bigint, o.xmin::text::bigint FROM pg_catalog.pg_operator o, s WHERE pg_catalog.age(o.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
-SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s WHERE pg_catalog.age(k.xmin) <= pg_catalog.age(s.since)
+SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s WHERE pg_catalog.age(k.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
-SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) <= pg_catalog.age(s.since)
+SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 's', (pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text, 0, 0
 UNION ALL
-SELECT 'n', '', count(*), 0 FROM pg_catalog.pg_proc WHERE pronamespace NOT IN (SELECT oid FROM ns)`
+SELECT 'n', 'f', count(*), 0 FROM pg_catalog.pg_proc WHERE pronamespace NOT IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'n', 'o', count(*), 0 FROM pg_catalog.pg_operator
+UNION ALL
+SELECT 'n', 'k', count(*), 0 FROM pg_catalog.pg_cast
+UNION ALL
+SELECT 'n', 'd', count(*), 0 FROM pg_catalog.pg_db_role_setting`
 
 // queryChangeMarkers runs changeMarkersQuery from since (from its own snapshot when since is not
 // known yet): the names of the rows written since that since did not select, and the markers the
@@ -120,8 +136,8 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		return classify.CatalogueChanges{}, since, err
 	}
 	var found classify.CatalogueChanges
-	next := changeMarkers{selected: make(map[markedRow]struct{})}
-	var counted, snapshot bool
+	next := changeMarkers{selected: make(map[markedRow]struct{}), counts: make(map[byte]int64, 4)}
+	var snapshot bool
 	var part, name string
 	var oid, xmin int64
 	_, err = pgx.ForEachRow(rows, []any{&part, &name, &oid, &xmin}, func() error {
@@ -134,7 +150,9 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 			next.xmin, snapshot = uint32(v), true
 			return nil
 		case "n":
-			next.functions, counted = oid, true
+			if name != "" {
+				next.counts[name[0]] = oid
+			}
 			return nil
 		}
 		row := markedRow{part: part[0], oid: uint32(oid), xmin: uint32(xmin)}
@@ -154,7 +172,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		}
 		return nil
 	})
-	if err == nil && (!snapshot || !counted) {
+	if err == nil && (!snapshot || len(next.counts) != 4) {
 		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
@@ -164,10 +182,16 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 	return found, next, nil
 }
 
-// dropsFunctions reports whether fewer functions were counted at next than at since: one was
-// dropped (see above).
-func dropsFunctions(since, next changeMarkers) bool {
-	return since.known && next.functions < since.functions
+// dropped reports whether next counted fewer rows of one of the catalogues counted than since:
+// one was dropped (see above).
+func dropped(since, next changeMarkers, catalogue byte) bool {
+	return since.known && next.counts[catalogue] < since.counts[catalogue]
+}
+
+// wentBack reports whether next's snapshot xmin is behind since's: the primary is another one
+// (a failover), which may have used transaction IDs below since's for what it wrote.
+func wentBack(since, next changeMarkers) bool {
+	return since.known && int32(next.xmin-since.xmin) < 0
 }
 
 // toldNames are the names sessions told the Manager of (Changed, and the changes they patch in),
@@ -281,9 +305,9 @@ func (m *Manager) noteUse(db *database) {
 // again shortly, from the same markers.
 func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
-	if m.closed.Load() || db.cat.Load() == nil || !db.markers.known {
+	if m.closed.Load() || db.cat.Load() == nil || !db.markers.known || db.polling {
 		db.mu.Unlock()
-		return
+		return // a poll running re-arms the timer when it ends
 	}
 	if db.used.Swap(false) {
 		db.unusedPolls = 0
@@ -302,7 +326,7 @@ func (m *Manager) pollChanges(db *database) {
 		return
 	}
 	conn, since, epoch := db.pollConn, db.markers, db.markersEpoch
-	db.pollConn = nil // the poll's own while it runs
+	db.pollConn, db.polling = nil, true // the poll's own while it runs
 	db.mu.Unlock()
 
 	found, next, err := func() (classify.CatalogueChanges, changeMarkers, error) {
@@ -317,6 +341,7 @@ func (m *Manager) pollChanges(db *database) {
 
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.polling = false
 	if err != nil {
 		if conn != nil {
 			go conn.Close(context.Background())
@@ -331,35 +356,25 @@ func (m *Manager) pollChanges(db *database) {
 		go conn.Close(context.Background())
 		return
 	}
-	if db.pollConn == nil {
-		db.pollConn = conn
-	} else {
-		go conn.Close(context.Background()) // another poll's came back first
-	}
+	db.pollConn = conn
 	if db.markersEpoch != epoch {
 		// A whole read started the markers again meanwhile: they are newer than this poll's.
 		m.pollLater(db, m.opts.ChangePollInterval)
 		return
 	}
-	if dropsFunctions(since, next) && !db.told.anyFunction() {
-		found.Everything = true // a session's drop is told with its names, and read by them
+	if (dropped(since, next, 'f') && !db.told.anyFunction()) || dropped(since, next, 'o') || dropped(since, next, 'k') ||
+		dropped(since, next, 'd') || wentBack(since, next) {
+		// A session's drop of a function is told with its names, and read by them.
+		found.Everything = true
 	}
 	found = db.told.untold(found)
-	if db.loading == nil || found.Empty() {
-		db.told.rotate() // the markers advance below
-	}
+	db.told.rotate()
 	if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesPolled {
 		found = classify.CatalogueChanges{Everything: true}
 	}
 	if found.Empty() {
 		db.markers = next
 		m.pollLater(db, m.opts.ChangePollInterval)
-		return
-	}
-	if db.loading != nil {
-		// A read runs: this poll's finds are polled for again once it is likely done, from the
-		// same markers (a read's end starts no read for changes not told).
-		m.pollLater(db, min(m.opts.ChangePollInterval, 20*time.Millisecond))
 		return
 	}
 	db.markers = next
@@ -370,6 +385,10 @@ func (m *Manager) pollChanges(db *database) {
 	} else {
 		db.pending.Merge(&found)
 	}
-	m.startLoad(db)
+	if db.loading == nil {
+		m.startLoad(db)
+	} else {
+		db.pollFound = true // read once the read or patch running ends
+	}
 	m.pollLater(db, m.opts.ChangePollInterval)
 }

@@ -19,7 +19,8 @@ import (
 // TestChangesMadePastPgowlArePolledFor: with Options.ChangePollInterval, a function replaced and
 // a view made on the primary itself, where no session tells the Manager, are in its catalogue
 // within a few polls, and Found is told the definitions that changed; so is a function replaced
-// inside a savepoint of a transaction that stayed open across polls, and an overload dropped; a
+// inside a savepoint of a transaction that stayed open across polls, an overload dropped, and a
+// role's search_path default set and reset; a
 // change a session told of is not read again by a poll, nor is a temporary table; and a
 // transaction left open elsewhere does not make the polls find the same rows again and again.
 // Without polls the replaced function stays as it was held.
@@ -141,6 +142,17 @@ func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	within("both pick() overloads in the catalogue", func() bool { return overloads() == 2 })
 	exec(db, "DROP FUNCTION pick(integer)")
 	within("pick(integer) dropped", func() bool { return overloads() == 1 })
+
+	// A role's search_path default set, then reset (its row deleted), on the primary itself.
+	exec(db, "CREATE ROLE polled_role")
+	exec(db, "ALTER ROLE polled_role SET search_path = audit_schema, public")
+	within("the role's search_path default set", func() bool {
+		return slices.Equal(m.Loaded("app").DefaultSearchPath("polled_role"), []string{"audit_schema", "public"})
+	})
+	exec(db, "ALTER ROLE polled_role RESET search_path")
+	within("the role's search_path default reset", func() bool {
+		return !slices.Contains(m.Loaded("app").DefaultSearchPath("polled_role"), "audit_schema")
+	})
 }
 
 // lockedBuffer is a bytes.Buffer a logger may write to while a test reads it.

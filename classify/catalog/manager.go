@@ -187,6 +187,10 @@ type database struct {
 	poll         *time.Timer
 	pollConn     *pgx.Conn
 	told         toldNames
+	// polling: a poll runs (the timer firing meanwhile does nothing; the poll re-arms it when it
+	// ends). pollFound: pending holds what a poll found while a read or patch ran, which that
+	// read's or patch's end reads next.
+	polling, pollFound bool
 	// used: Held or Catalogue was called since the last poll; unusedPolls counts the polls in a
 	// row that found it false, and pollsStopped says they stopped for it (noteUse).
 	used         atomic.Bool
@@ -406,6 +410,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	generation := db.generation
 	pending := db.pending
 	db.pending = classify.CatalogueChanges{}
+	db.pollFound = false
 	old := db.cat.Load()
 	db.confirmWith(&pending, maxChangedNamesRead)
 	whole = old == nil || pending.Everything || db.stale.Load()
@@ -432,6 +437,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 					Msg("could not poll the catalogue's change markers; changes made past pgowl are found by the whole reads")
 			}
 			cancel()
+			if pollErr != nil && conn.IsClosed() {
+				conn, err = m.connection(db.name, nil) // a timeout closes the connection
+			}
 		}
 		if err == nil {
 			if whole {
@@ -517,6 +525,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			// a change told as its statement was classified is taken in by its session once
 			// it has committed (ChangedAndCreated), which a read would turn into a read.
 			next = true
+		}
+		if db.pollFound && !db.pending.Empty() {
+			next = true // what a poll of the change markers found while this read ran
 		}
 	}, whole
 }

@@ -664,6 +664,9 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, own *own
 		// statement asks.
 		next = true
 	}
+	if db.pollFound && !db.pending.Empty() {
+		next = true // what a poll of the change markers found meanwhile
+	}
 	db.loading, db.patching, db.readWhenDone = nil, false, false
 	if next {
 		m.startLoad(db)
