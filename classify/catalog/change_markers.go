@@ -301,8 +301,8 @@ func (m *Manager) noteUse(db *database) {
 }
 
 // pollChanges runs one poll of db's change markers (see above) over the poll's own connection,
-// and has what it finds read by name in the background. When a read runs meanwhile, it polls
-// again shortly, from the same markers.
+// and has what it finds read by name in the background: at once, or, when a read or a session's
+// patch runs, once it ends (pollFound).
 func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
 	if m.closed.Load() || db.cat.Load() == nil || !db.markers.known || db.polling {
