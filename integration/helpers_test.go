@@ -45,6 +45,9 @@ var shared owltest.SharedCluster
 // TestMain closes the shared cluster after every test has run.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if builtPgowl.dir != "" {
+		os.RemoveAll(builtPgowl.dir)
+	}
 	if err := shared.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "close shared cluster: %v\n", err)
 		if code == 0 {
