@@ -284,7 +284,7 @@ type Catalogue struct {
 	rowFunctions layered[string, []*Function]
 	// schemas are the schemas of the functions, views, relations and types held, and of those
 	// held by the catalogues this one was derived from (see HoldsAnyNamed).
-	schemas []string
+	schemas heldSchemas
 	memo    sync.Map // memoKey -> fnResult
 	// kept are the analyses KeepAnalysesFrom carried from the catalogues this one was derived
 	// from, newest layer first; set before the catalogue is in use and never modified after, so

@@ -92,9 +92,9 @@ func wantedKeys(old, c *Catalogue, wanted map[string]bool) []qualified {
 	if wanted == nil {
 		return nil
 	}
-	schemas := old.schemas
-	for _, schema := range c.schemas {
-		if !slices.Contains(old.schemas, schema) {
+	schemas := old.schemas.list
+	for _, schema := range c.schemas.list {
+		if !old.schemas.has(schema) {
 			schemas = append(slices.Clip(schemas), schema)
 		}
 	}
@@ -102,10 +102,14 @@ func wantedKeys(old, c *Catalogue, wanted map[string]bool) []qualified {
 	if 2*len(schemas)*len(wanted) > held {
 		return nil
 	}
-	keys := make([]qualified, 0, 2*len(schemas)*len(wanted))
+	names := make([]string, 0, 2*len(wanted))
+	for name := range wanted {
+		names = append(names, name, "_"+name)
+	}
+	keys := make([]qualified, 0, len(schemas)*len(names))
 	for _, schema := range schemas {
-		for name := range wanted {
-			keys = append(keys, qualified{schema, name}, qualified{schema, "_" + name})
+		for _, name := range names {
+			keys = append(keys, qualified{schema, name})
 		}
 	}
 	return keys

@@ -120,23 +120,28 @@ func namesIn(datas ...CatalogueData) []string {
 // views, and one name (a view or type read during a migration) in one of 20000 functions and 5000
 // views, a database with PostGIS and a large application.
 func BenchmarkChangedDefinitionsOfARead(b *testing.B) {
-	for _, size := range []struct{ functions, read int }{{2000, 450}, {20000, 1}} {
-		b.Run(fmt.Sprintf("functions=%d/names=%d", size.functions, size.read), func(b *testing.B) {
-			benchmarkChangedDefinitions(b, size.functions, size.read)
+	// A schema per tenant: the names read are looked up in each schema.
+	for _, size := range []struct{ functions, read, schemas int }{{2000, 450, 1}, {20000, 1, 1}, {20000, 1, 2000}} {
+		b.Run(fmt.Sprintf("functions=%d/names=%d/schemas=%d", size.functions, size.read, size.schemas), func(b *testing.B) {
+			benchmarkChangedDefinitions(b, size.functions, size.read, size.schemas)
 		})
 	}
 }
 
-func benchmarkChangedDefinitions(b *testing.B, functions, read int) {
+func benchmarkChangedDefinitions(b *testing.B, functions, read, schemas int) {
 	var data CatalogueData
 	var among []string
 	for i := range functions {
 		name := "f_" + itoa(i)
-		data.Functions = append(data.Functions, Function{OID: uint32(i), Schema: "public", Name: name, Language: "plpgsql", Kind: 'f',
+		schema := "public"
+		if schemas > 1 {
+			schema = "tenant_" + itoa(i%schemas)
+		}
+		data.Functions = append(data.Functions, Function{OID: uint32(i), Schema: schema, Name: name, Language: "plpgsql", Kind: 'f',
 			Volatility: 'v', Source: "BEGIN RETURN " + itoa(i) + "; END", ArgTypeNames: []string{"integer"}})
 		if i%4 == 0 {
-			data.Views = append(data.Views, View{OID: uint32(100000 + i), Schema: "public", Name: "v_" + itoa(i), Definition: "SELECT 1"})
-			data.Relations = append(data.Relations, Relation{Schema: "public", Name: "v_" + itoa(i), Kind: 'v'})
+			data.Views = append(data.Views, View{OID: uint32(100000 + i), Schema: schema, Name: "v_" + itoa(i), Definition: "SELECT 1"})
+			data.Relations = append(data.Relations, Relation{Schema: schema, Name: "v_" + itoa(i), Kind: 'v'})
 		}
 		if i >= functions-read {
 			among = append(among, name)

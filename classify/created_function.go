@@ -267,5 +267,5 @@ func (c *Catalogue) creationSchema(schemas []string, user string) string {
 // object the catalogue holds.
 func (c *Catalogue) SchemaExists(schema string) bool {
 	_, listed := slices.BinarySearch(c.data.Schemas, schema)
-	return listed || slices.Contains(c.schemas, schema)
+	return listed || c.schemas.has(schema)
 }
