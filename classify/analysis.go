@@ -748,8 +748,8 @@ func (a *analysis) typeOID(tn *pg_query.TypeName) uint32 {
 	}
 	if cat := a.run.cat; cat != nil {
 		for _, schema := range schemas {
-			if oid, ok := cat.types.get(qualified{schema, name}); ok {
-				return oid
+			if t, ok := cat.types.get(qualified{schema, name}); ok {
+				return t.OID
 			}
 		}
 	}

@@ -262,7 +262,7 @@ type Catalogue struct {
 	byFirstArg layered[uint32, []*Function]
 	views      layered[qualified, *View]
 	rels       layered[qualified, byte]
-	types      layered[qualified, uint32]
+	types      layered[qualified, *Type]
 	// unlogged holds the unlogged relations.
 	unlogged layered[qualified, bool]
 	// readPolicies holds the tables whose row security policies run when they are read.
@@ -596,7 +596,7 @@ func (c *Catalogue) deriveTypes(old *Catalogue, delta *CatalogueDelta) []uint32 
 	}
 	for i := range delta.AddedTypes {
 		t := &delta.AddedTypes[i]
-		c.types.set(qualified{t.Schema, t.Name}, t.OID)
+		c.types.set(qualified{t.Schema, t.Name}, t)
 		switch t.Kind {
 		case 'c':
 			rowTypes.own(&c.rowTypes)
@@ -921,13 +921,13 @@ func (c *Catalogue) indexRelations() {
 
 // indexTypes indexes types by name, row types, and domains with their bases and checks.
 func (c *Catalogue) indexTypes() {
-	types := make(map[qualified]uint32, len(c.data.Types))
+	types := make(map[qualified]*Type, len(c.data.Types))
 	rowTypes := make(map[uint32]bool)
 	domainBase := make(map[uint32]uint32)
 	domainChecks := make(map[uint32]*Type)
 	for i := range c.data.Types {
 		t := &c.data.Types[i]
-		types[qualified{t.Schema, t.Name}] = t.OID
+		types[qualified{t.Schema, t.Name}] = t
 		switch t.Kind {
 		case 'c':
 			rowTypes[t.OID] = true

@@ -64,14 +64,14 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 			return a.Kind == b.Kind && a.Unlogged == b.Unlogged && a.ReadPolicy == b.ReadPolicy
 		},
 		plain, func(r *Relation) { add(r.Name) })
-	// Types are compared in full (their kinds are not all indexed), but only when either
-	// catalogue holds a type of a name read.
-	if keys == nil || old.holdsTypeAt(keys) || c.holdsTypeAt(keys) {
-		diffObjects(o.Types, n.Types, func(t *Type) string { return t.Name }, considered, func(t *Type) qualified { return qualified{t.Schema, t.Name} },
-			func(a, b *Type) bool { return a.Kind == b.Kind && a.Base == b.Base && a.Check == b.Check },
-			func(t *Type) bool { return plainTables[qualified{t.Schema, strings.TrimPrefix(t.Name, "_")}] }, // a plain table's row type
-			func(t *Type) { add(t.Name) })
+	types := [2][]Type{o.Types, n.Types}
+	if keys != nil {
+		types = [2][]Type{old.typesAt(keys), c.typesAt(keys)}
 	}
+	diffObjects(types[0], types[1], func(t *Type) string { return t.Name }, considered, func(t *Type) qualified { return qualified{t.Schema, t.Name} },
+		func(a, b *Type) bool { return a.Kind == b.Kind && a.Base == b.Base && a.Check == b.Check },
+		func(t *Type) bool { return plainTables[qualified{t.Schema, strings.TrimPrefix(t.Name, "_")}] }, // a plain table's row type
+		func(t *Type) { add(t.Name) })
 	if !slices.EqualFunc(o.Operators, n.Operators, func(a, b Operator) bool {
 		return a.Schema == b.Schema && a.Name == b.Name && a.BuiltinFunction == b.BuiltinFunction
 	}) || len(o.Casts) != len(n.Casts) || len(o.FieldCasts) != len(n.FieldCasts) {
@@ -166,14 +166,15 @@ func (c *Catalogue) relationsAt(keys []qualified) []Relation {
 	return out
 }
 
-// holdsTypeAt reports whether c holds a type under one of keys.
-func (c *Catalogue) holdsTypeAt(keys []qualified) bool {
+// typesAt returns the types c holds under keys.
+func (c *Catalogue) typesAt(keys []qualified) []Type {
+	var out []Type
 	for _, key := range keys {
-		if _, ok := c.types.get(key); ok {
-			return true
+		if t, ok := c.types.get(key); ok {
+			out = append(out, *t)
 		}
 	}
-	return false
+	return out
 }
 
 // diffObjects calls changed with every object of old or new, among those whose name considered

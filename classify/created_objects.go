@@ -210,17 +210,17 @@ func (c *Catalogue) createdView(cv *CreatedView, ctx *Context, newOID func() uin
 		return nil, false
 	}
 	key, arrayKey := qualified{schema, cv.Name}, qualified{schema, "_" + cv.Name}
-	rowType, typeHeld := c.types.get(key)
-	arrayType, arrayHeld := c.types.get(arrayKey)
+	heldRowType, typeHeld := c.types.get(key)
+	heldArrayType, arrayHeld := c.types.get(arrayKey)
 	kind, relationHeld := c.rels.get(key)
 	held, viewHeld := c.views.get(key)
-	var oid uint32
+	var oid, rowType, arrayType uint32
 	switch {
 	case viewHeld && relationHeld && kind == 'v' && typeHeld && arrayHeld:
 		if !cv.Replace {
 			return nil, false
 		}
-		oid = held.OID
+		oid, rowType, arrayType = held.OID, heldRowType.OID, heldArrayType.OID
 	case viewHeld || relationHeld || typeHeld || arrayHeld:
 		return nil, false
 	default:
