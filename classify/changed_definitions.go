@@ -27,11 +27,20 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 			wanted[strings.TrimPrefix(name, "_")] = true
 		}
 	}
-	considered := func(name string) bool { return wanted == nil || wanted[strings.TrimPrefix(name, "_")] }
+	// Past maxChangedNames the answer is all: nothing more is considered once it is reached, so
+	// that a read of many names that changed (another client's migration) costs one pass.
+	overflowed := false
+	listed := map[string]bool{}
+	considered := func(name string) bool {
+		return !overflowed && (wanted == nil || wanted[strings.TrimPrefix(name, "_")])
+	}
 	add := func(name string) {
-		if !slices.Contains(names, name) {
-			names = append(names, name)
+		if overflowed || listed[name] {
+			return
 		}
+		listed[name] = true
+		names = append(names, name)
+		overflowed = len(names) > maxChangedNames
 	}
 	o, n := &old.data, &c.data
 	keys := wantedKeys(old, c, wanted)
@@ -77,7 +86,7 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 	}) || len(o.Casts) != len(n.Casts) || len(o.FieldCasts) != len(n.FieldCasts) {
 		return nil, true
 	}
-	if len(names) > maxChangedNames {
+	if overflowed {
 		return nil, true
 	}
 	return names, false

@@ -30,6 +30,22 @@ func TestChangedDefinitionsLeaveOutPlainTablesAndOIDs(t *testing.T) {
 		return NewCatalogue(d)
 	}
 	old := NewCatalogue(base)
+	// functionsAdded adds n functions of new names, and added lists those names sorted.
+	functionsAdded := func(n int) func(d *CatalogueData) {
+		return func(d *CatalogueData) {
+			for i := range n {
+				d.Functions = append(d.Functions, Function{OID: uint32(500 + i), Schema: "public", Name: "m_" + itoa(i), Language: "sql", Kind: 'f'})
+			}
+		}
+	}
+	added := func(n int) []string {
+		var names []string
+		for i := range n {
+			names = append(names, "m_"+itoa(i))
+		}
+		slices.Sort(names)
+		return names
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(d *CatalogueData)
@@ -65,6 +81,8 @@ func TestChangedDefinitionsLeaveOutPlainTablesAndOIDs(t *testing.T) {
 		{name: "only the names read are compared", change: func(d *CatalogueData) {
 			d.Functions[0].Source, d.Functions[1].Source = "SELECT 5", "SELECT 6"
 		}, among: []string{"g"}, want: []string{"g"}},
+		{name: "as many functions added as a change names", change: functionsAdded(maxChangedNames), want: added(maxChangedNames)},
+		{name: "one more function added than a change names", change: functionsAdded(maxChangedNames + 1), all: true},
 		{name: "an operator added", change: func(d *CatalogueData) {
 			d.Operators = append(d.Operators, Operator{Schema: "public", Name: "+++", Function: 10})
 		}, all: true},
@@ -117,18 +135,20 @@ func namesIn(datas ...CatalogueData) []string {
 
 // BenchmarkChangedDefinitionsOfARead compares what a read of names finds: 450 names (a
 // migration's batch of objects taken without a read) in a catalogue of 2000 functions and 500
-// views, and one name (a view or type read during a migration) in one of 20000 functions and 5000
-// views, a database with PostGIS and a large application.
+// views, one name (a view or type read during a migration) in one of 20000 functions and 5000
+// views, a database with PostGIS and a large application, the same spread over a schema per
+// tenant, and 450 names all changed (another client's migration, found by a poll).
 func BenchmarkChangedDefinitionsOfARead(b *testing.B) {
-	// A schema per tenant: the names read are looked up in each schema.
-	for _, size := range []struct{ functions, read, schemas int }{{2000, 450, 1}, {20000, 1, 1}, {20000, 1, 2000}} {
-		b.Run(fmt.Sprintf("functions=%d/names=%d/schemas=%d", size.functions, size.read, size.schemas), func(b *testing.B) {
-			benchmarkChangedDefinitions(b, size.functions, size.read, size.schemas)
+	for _, size := range []struct{ functions, read, changed, schemas int }{
+		{2000, 450, 1, 1}, {20000, 1, 1, 1}, {20000, 1, 1, 2000}, {2000, 450, 450, 1},
+	} {
+		b.Run(fmt.Sprintf("functions=%d/names=%d/changed=%d/schemas=%d", size.functions, size.read, size.changed, size.schemas), func(b *testing.B) {
+			benchmarkChangedDefinitions(b, size.functions, size.read, size.changed, size.schemas)
 		})
 	}
 }
 
-func benchmarkChangedDefinitions(b *testing.B, functions, read, schemas int) {
+func benchmarkChangedDefinitions(b *testing.B, functions, read, changed, schemas int) {
 	var data CatalogueData
 	var among []string
 	for i := range functions {
@@ -149,12 +169,15 @@ func benchmarkChangedDefinitions(b *testing.B, functions, read, schemas int) {
 	}
 	old := NewCatalogue(data)
 	data.Functions = slices.Clone(data.Functions)
-	data.Functions[functions-1].Source = "BEGIN RETURN 0; END"
+	for i := functions - changed; i < functions; i++ {
+		data.Functions[i].Source = "BEGIN RETURN 0; END"
+	}
 	c := NewCatalogue(data)
 	b.ReportAllocs()
 	for b.Loop() {
-		if names, _ := ChangedDefinitions(old, c, among); len(names) != 1 {
-			b.Fatalf("changed %q", names)
+		names, all := ChangedDefinitions(old, c, among)
+		if changed > maxChangedNames && !all || changed <= maxChangedNames && len(names) != changed {
+			b.Fatalf("changed %q, all %v", names, all)
 		}
 	}
 }
