@@ -996,6 +996,23 @@ func TestFailoverSplitBrain(t *testing.T) {
 	if r := conn.oneRoute(t, "write before"); r.Node != oldPrimary.Name {
 		t.Fatalf("write before the promotion ran on %s, want %s", r.Node, oldPrimary.Name)
 	}
+	// The catalogue's change polls keep a connection of their own to the primary: once they have
+	// found a function made past pgowl, that connection is open when the primary changes.
+	if err := oldPrimary.Exec(ctx, "CREATE FUNCTION fo6_made_past_pgowl() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$"); err != nil {
+		t.Fatal(err)
+	}
+	foPoll(t, 10*time.Second, 50*time.Millisecond, "the change polls found a function made past pgowl", func() (bool, string) {
+		if _, err := conn.Exec(ctx, "INSERT INTO fo6_items VALUES (-1000, 'a use') ON CONFLICT DO NOTHING"); err != nil {
+			return false, err.Error() // a use: polls run while the database is used
+		}
+		for _, e := range o.logs.Entries(t) {
+			if strings.Contains(fmt.Sprint(e["message"]), "written past pgowl") && strings.Contains(fmt.Sprint(e["functions"]), "fo6_made_past_pgowl") {
+				return true, ""
+			}
+		}
+		return false, "no poll found it"
+	})
+	conn.routes(t) // the uses' NOTICEs
 	catchUp(t, c)
 
 	if err := newPrimary.Promote(ctx); err != nil {
@@ -1085,6 +1102,30 @@ func TestFailoverSplitBrain(t *testing.T) {
 	if got := foNodeInt(t, newPrimary, "SELECT count(*) FROM fo6_items WHERE id >= 100"); got != 6 {
 		t.Errorf("the new primary holds %d of the 6 rows written after the switch", got)
 	}
+
+	// The catalogue's connections (its reads' and its change polls') leave the old primary, which
+	// still answers, for the new one: a function replaced there must not be missed.
+	catalogueConns := "SELECT /* pgowl-harness */ count(*) FROM pg_stat_activity WHERE application_name = 'pgowl catalogue'"
+	t.Logf("catalogue connections on the old primary at the switch: %d", foNodeInt(t, oldPrimary, catalogueConns))
+	use := 0
+	foPoll(t, 10*time.Second, 100*time.Millisecond, "the catalogue's connections moved to "+newPrimary.Name, func() (bool, string) {
+		use-- // a use: polls run while the database is used (no standby is left for a read)
+		if _, err := other.Exec(ctx, fmt.Sprintf("INSERT INTO fo6_items VALUES (%d, 'a use')", use)); err != nil {
+			return false, err.Error()
+		}
+		onOld, onNew := foNodeInt(t, oldPrimary, catalogueConns), foNodeInt(t, newPrimary, catalogueConns)
+		return onOld == 0 && onNew > 0, fmt.Sprintf("%d on %s, %d on %s", onOld, oldPrimary.Name, onNew, newPrimary.Name)
+	})
+	// A connection that went idle closes by itself; the one the change polls keep busy must be
+	// left because its node is no longer the primary, and the log says so.
+	foPoll(t, 5*time.Second, 100*time.Millisecond, "a catalog line saying its connection's node is no longer the primary", func() (bool, string) {
+		for _, e := range o.logs.Entries(t) {
+			if e["component"] == "catalog" && strings.Contains(fmt.Sprint(e["message"]), "no longer the primary") {
+				return true, ""
+			}
+		}
+		return false, "no such line"
+	})
 
 	// The log should say loudly that the old primary is stale.
 	var loud []string

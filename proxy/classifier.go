@@ -402,6 +402,7 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 	if nodes != nil {
 		opts.Catalogues = catalog.New(catalog.Options{
 			Connect:            primaryConnector(cfg, nodes),
+			StillPrimary:       connectedToPrimary(cfg, nodes),
 			Overrides:          catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
 			RefreshInterval:    cfg.Classify.RefreshInterval,
 			ChangePollInterval: cfg.Classify.ChangePollInterval,
@@ -410,6 +411,27 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 		})
 	}
 	return classify.New(opts)
+}
+
+// connectedToPrimary reports whether a connection primaryConnector opened is to the node the
+// monitor now finds primary. With no primary found (a failover under way) it keeps the connection:
+// a new one would fail, and the node it reads follows the primary's changes as a standby.
+func connectedToPrimary(cfg config.Config, nodes NodeStates) func(*pgx.Conn) bool {
+	policy := PolicyFromConfig(cfg)
+	addrs := make(map[string]config.Node, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		addrs[n.Name] = n
+	}
+	return func(conn *pgx.Conn) bool {
+		snap := nodes.Snapshot()
+		index, err := route.Primary(snap, policy, time.Now())
+		if err != nil {
+			return true
+		}
+		node, ok := addrs[snap.Nodes[index].Name]
+		connected := conn.Config()
+		return !ok || (connected.Host == node.Host && int(connected.Port) == node.Port)
+	}
 }
 
 // primaryConnector connects to a database on the current primary with the monitor's credentials.

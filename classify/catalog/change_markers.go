@@ -331,7 +331,11 @@ func (m *Manager) pollChanges(db *database) {
 
 	found, next, err := func() (classify.CatalogueChanges, changeMarkers, error) {
 		var err error
-		if conn, err = m.connection(db.name, conn); err != nil {
+		var switched bool
+		if conn, switched, err = m.connection(db, conn); switched {
+			db.stale.Store(true) // the next use reads the new primary's catalogue whole
+		}
+		if err != nil {
 			return classify.CatalogueChanges{}, since, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)

@@ -35,6 +35,11 @@ const (
 type Options struct {
 	// Connect opens a connection to database on the node catalogues are read from (the primary).
 	Connect func(ctx context.Context, database string) (*pgx.Conn, error)
+	// StillPrimary, when set, reports whether a kept connection is still to the node catalogues
+	// are read from. One that is not (a failover or switchover moved the primary while the old
+	// one still answers) is closed before its next read or poll and a new one opened, so that
+	// reads and polls do not go on reading a node that no longer takes the changes.
+	StillPrimary func(conn *pgx.Conn) bool
 	// Overrides are the configured function assertions.
 	Overrides Overrides
 	// RefreshInterval is how old a catalogue may grow before it is read again whole in the background.
@@ -425,7 +430,11 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var changed bool
 		var err error
 		var markers changeMarkers
-		conn, err = m.connection(db.name, conn)
+		var switched bool
+		conn, switched, err = m.connection(db, conn)
+		if switched && !whole {
+			db.stale.Store(true) // read whole next
+		}
 		if err == nil && whole && m.opts.ChangePollInterval > 0 {
 			// The first poll, before the read: what commits between the two is polled for, not
 			// missed. Without it (a server before PostgreSQL 13 has no pg_current_snapshot)
@@ -438,7 +447,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			}
 			cancel()
 			if pollErr != nil && conn.IsClosed() {
-				conn, err = m.connection(db.name, nil) // a timeout closes the connection
+				conn, _, err = m.connection(db, nil) // a timeout closes the connection
 			}
 		}
 		if err == nil {
@@ -515,6 +524,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 					m.opts.Logger.Warn().Str("database", db.name).Msg(warning)
 				}
 			}
+		} else if whole {
+			m.opts.Logger.Debug().Str("database", db.name).Bool("whole", true).Dur("took", time.Since(started)).
+				Msg("function catalogue read: unchanged")
 		}
 		db.applied = generation
 		if db.applied >= db.changed {
@@ -682,31 +694,43 @@ func addMissing(list, names []string) []string {
 	return list
 }
 
-// connection returns conn if it is usable, else a new connection to database.
-func (m *Manager) connection(database string, conn *pgx.Conn) (*pgx.Conn, error) {
+// connection returns conn if it is usable and still to the primary, else a new connection to db's
+// database. switched is set when conn was left because its node is no longer the primary: the
+// caller then has the catalogue read whole, as the new primary may lack changes the old one took
+// but never sent.
+func (m *Manager) connection(db *database, conn *pgx.Conn) (_ *pgx.Conn, switched bool, _ error) {
+	database := db.name
 	if m.closed.Load() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
-		return nil, errManagerClosed
+		return nil, false, errManagerClosed
 	}
 	if conn != nil && !conn.IsClosed() {
-		return conn, nil
+		if m.opts.StillPrimary == nil || m.opts.StillPrimary(conn) {
+			return conn, false, nil
+		}
+		m.opts.Logger.Info().Str("database", database).Str("host", conn.Config().Host).
+			Msg("catalog: the kept connection's node is no longer the primary; reading the new one whole")
+		switched = true
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn.Close(closeCtx)
+		cancel()
 	}
 	if m.opts.Connect == nil {
-		return nil, errors.New("catalog: no connection configured")
+		return nil, switched, errors.New("catalog: no connection configured")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
 	defer cancel()
 	conn, err := m.opts.Connect(ctx, database)
 	if err != nil {
-		return nil, err
+		return nil, switched, err
 	}
 	if err := prepareConnection(ctx, conn); err != nil {
 		conn.Close(context.Background())
-		return nil, err
+		return nil, switched, err
 	}
-	return conn, nil
+	return conn, switched, nil
 }
 
 // closeIdle closes the kept connection when no read used it for keepIdle.

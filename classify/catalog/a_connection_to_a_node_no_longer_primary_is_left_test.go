@@ -1,0 +1,103 @@
+package catalog_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/pgowl/pgowl/classify/catalog"
+)
+
+// TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary: once Options.StillPrimary says a
+// kept connection's node is no longer the primary, the Manager closes that connection (the
+// read's and the polls') at its next use, opens one to the primary, reads the catalogue whole
+// there, and finds the changes made after over the new connections. The test's one server plays
+// both nodes: the connections opened before the switch stand for the old primary.
+func TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, connect, exec := startAppDatabase(t, ctx)
+	exec(db, "CREATE FUNCTION before_switch() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+
+	var mu sync.Mutex
+	var opened []uint32             // backend PIDs of the connections the Manager opened
+	oldPrimary := map[uint32]bool{} // the connections to the node no longer primary
+	counting := func(ctx context.Context, database string) (*pgx.Conn, error) {
+		conn, err := connect(ctx, database)
+		if err == nil {
+			mu.Lock()
+			opened = append(opened, conn.PgConn().PID())
+			mu.Unlock()
+		}
+		return conn, err
+	}
+	stillPrimary := func(conn *pgx.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !oldPrimary[conn.PgConn().PID()]
+	}
+	var logs lockedBuffer
+	const poll = 50 * time.Millisecond
+	m := catalog.New(catalog.Options{Connect: counting, StillPrimary: stillPrimary, RefreshInterval: time.Hour,
+		Wait: 20 * time.Second, LoadTimeout: 10 * time.Second, ChangePollInterval: poll,
+		Logger: zerolog.New(&logs).Level(zerolog.DebugLevel)})
+	defer m.Close()
+	if m.Catalogue("app") == nil {
+		t.Fatal("no catalogue of app")
+	}
+	holds := func(name string) bool {
+		for _, f := range m.Loaded("app").Data().Functions {
+			if f.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	within := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+			m.Held("app") // a use: a stale catalogue starts its read here
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10 s (polls every %s): %s\nlog:\n%s", poll, what, logs.String())
+			}
+		}
+	}
+	// Both the read's connection and the polls' are open before the switch.
+	within("a poll connection opened beside the read's", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(opened) >= 2
+	})
+	wholeReads := func() int { return strings.Count(logs.String(), `"whole":true`) }
+	wholeBefore := wholeReads()
+
+	mu.Lock()
+	var left []uint32
+	for _, pid := range opened {
+		oldPrimary[pid] = true
+		left = append(left, pid)
+	}
+	mu.Unlock()
+
+	within("the connections to the old primary closed", func() bool {
+		var still int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", left).Scan(&still); err != nil {
+			t.Fatal(err)
+		}
+		return still == 0
+	})
+	within("a whole read on the new primary", func() bool { return wholeReads() > wholeBefore })
+	if !strings.Contains(logs.String(), "no longer the primary") {
+		t.Errorf("no line says the connection's node is no longer the primary:\n%s", logs.String())
+	}
+	exec(db, "CREATE FUNCTION after_switch() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	within("a function made after the switch found by the polls", func() bool { return holds("after_switch") })
+	if !holds("before_switch") {
+		t.Error("the whole read on the new primary lost before_switch")
+	}
+}
