@@ -60,12 +60,10 @@ func TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary(t *testing.T) {
 	}
 	within := func(what string, done func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+		waitUntil(t, 10*time.Second, what, func() string { return "polls every " + poll.String() + "; log:\n" + logs.String() }, func() bool {
 			m.Held("app") // a use: a stale catalogue starts its read here
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 10 s (polls every %s): %s\nlog:\n%s", poll, what, logs.String())
-			}
-		}
+			return done()
+		})
 	}
 	// Both the read's connection and the polls' are open before the switch.
 	within("a poll connection opened beside the read's", func() bool {

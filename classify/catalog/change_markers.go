@@ -258,9 +258,6 @@ func (t *toldNames) rotate() {
 	t.before, t.now = t.now, nil
 }
 
-// maxChangedNamesPolled bounds the names a poll reads by name; past it the whole catalogue is read.
-const maxChangedNamesPolled = maxChangedNamesRead
-
 // pollLater (re)arms db's poll for after, when polls are on and a whole read has given them a
 // start. db.mu must be held.
 func (m *Manager) pollLater(db *database, after time.Duration) {
@@ -373,7 +370,8 @@ func (m *Manager) pollChanges(db *database) {
 	}
 	found = db.told.untold(found)
 	db.told.rotate()
-	if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesPolled {
+	if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesRead {
+		// Past the bound of a read by name, the whole catalogue is read.
 		found = classify.CatalogueChanges{Everything: true}
 	}
 	if found.Empty() {

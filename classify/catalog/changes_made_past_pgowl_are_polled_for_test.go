@@ -61,11 +61,7 @@ func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	}
 	within := func(what string, done func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 5 s (polls every %s): %s", poll, what)
-			}
-		}
+		waitUntil(t, 5*time.Second, what, func() string { return "polls every " + poll.String() }, done)
 	}
 
 	// A transaction left open elsewhere, from before the changes: its snapshot's horizon stays

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,4 +49,15 @@ func startAppDatabase(t *testing.T, ctx context.Context) (db *pgx.Conn, connect 
 		return pgx.Connect(ctx, primary.DatabaseDSN(database))
 	}
 	return db, connect, exec
+}
+
+// waitUntil checks done every 10 ms until it holds, and fails t once timeout has passed, saying
+// what it waited for and what may tell why it did not come (context, asked then).
+func waitUntil(t *testing.T, timeout time.Duration, what string, context func() string, done func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !done(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s (%s): %s", timeout, context(), what)
+		}
+	}
 }
