@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/pgowl/pgowl/integration/owltest"
 	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
 // builtPgowl is the pgowl binary built from this tree, once per test binary.
@@ -51,30 +51,12 @@ func pgowlBinary(t *testing.T) string {
 	return builtPgowl.path
 }
 
-// lockedBuffer collects a subprocess's stderr while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // processOwl is pgowl running as a child process, configured by a YAML file.
 type processOwl struct {
 	cmd        *exec.Cmd
 	configPath string
 	port       int
-	log        *lockedBuffer
+	log        *syncbuf.Buffer
 	exited     chan struct{}
 	exitCode   int
 }
@@ -115,7 +97,7 @@ func startProcessOwl(t *testing.T, port int, yaml string) *processOwl {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &processOwl{configPath: path, port: port, log: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &processOwl{configPath: path, port: port, log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "serve", "--config", path)
 	p.cmd.Env = owltest.CleanEnv()
 	p.cmd.Stderr = p.log

@@ -1,7 +1,6 @@
 package monitor_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/pgowl/pgowl/internal/syncbuf"
 	"github.com/pgowl/pgowl/monitor"
 	"github.com/pgowl/pgowl/route"
 )
@@ -22,34 +22,16 @@ const (
 	snapshotWait = 20 * time.Second
 )
 
-// lockedBuffer collects the monitor's log lines for inspection.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type runningMonitor struct {
 	*monitor.Monitor
 	opts monitor.Options
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 }
 
 // startMonitor runs a monitor over nodes until t ends and waits for its first round.
 func startMonitor(t *testing.T, nodes []monitor.NodeAddr, tune func(*monitor.Options)) *runningMonitor {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts := monitor.Options{
 		Nodes:        nodes,
 		User:         "postgres",

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/classify/catalog"
+	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
 // TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary: once Options.StillPrimary says a
@@ -41,7 +42,7 @@ func TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary(t *testing.T) {
 		defer mu.Unlock()
 		return !oldPrimary[conn.PgConn().PID()]
 	}
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	const poll = 50 * time.Millisecond
 	m := catalog.New(catalog.Options{Connect: counting, StillPrimary: stillPrimary, RefreshInterval: time.Hour,
 		Wait: 20 * time.Second, LoadTimeout: 10 * time.Second, ChangePollInterval: poll,

@@ -1,7 +1,6 @@
 package catalog_test
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/classify/catalog"
+	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
 // TestChangesMadePastPgowlArePolledFor: with Options.ChangePollInterval, a function replaced and
@@ -32,7 +32,7 @@ func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	exec(db, "CREATE FUNCTION reader() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FROM audit $$")
 	exec(db, "CREATE FUNCTION told() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
 
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	var mu sync.Mutex
 	var found []string
 	const poll = 50 * time.Millisecond
@@ -151,30 +151,6 @@ func TestChangesMadePastPgowlArePolledFor(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer a logger may write to while a test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *lockedBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
 // TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile: a database no statement
 // uses is not polled; its next use polls from where the polls stopped, so a change made
 // meanwhile is found then.
@@ -183,7 +159,7 @@ func TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile(t *tes
 	defer cancel()
 	db, connect, exec := startAppDatabase(t, ctx)
 	exec(db, "CREATE FUNCTION idle_reader() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	const poll, unused = 20 * time.Millisecond, 100 * time.Millisecond
 	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second,
 		ChangePollInterval: poll, ChangePollsWhileUnused: unused, Logger: zerolog.New(&logs).Level(zerolog.DebugLevel)})

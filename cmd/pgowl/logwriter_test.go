@@ -1,36 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
-// lockedBuffer is a bytes.Buffer safe for the flusher and the test to share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	n   int // writes
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n++
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) snapshot() (string, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String(), b.n
-}
-
 func TestBatchedLogWritesWholeLinesInBatches(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	l := newBatchedLog(out)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -46,7 +27,7 @@ func TestBatchedLogWritesWholeLinesInBatches(t *testing.T) {
 	// The flusher writes what waits within the interval, without Close.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		text, _ := out.snapshot()
+		text, _ := out.Snapshot()
 		if strings.Count(text, "\n") == 4000 {
 			break
 		}
@@ -56,7 +37,7 @@ func TestBatchedLogWritesWholeLinesInBatches(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	l.Close()
-	text, writes := out.snapshot()
+	text, writes := out.Snapshot()
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
 		if !strings.HasPrefix(line, "{\"writer\":") || !strings.HasSuffix(line, "\"}") {
 			t.Fatalf("a line was split or interleaved: %q", line)
@@ -68,11 +49,11 @@ func TestBatchedLogWritesWholeLinesInBatches(t *testing.T) {
 }
 
 func TestBatchedLogCloseWritesTheRest(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	l := newBatchedLog(out)
 	fmt.Fprintln(l, "last words")
 	l.Close()
-	if text, _ := out.snapshot(); text != "last words\n" {
+	if text, _ := out.Snapshot(); text != "last words\n" {
 		t.Errorf("after Close the output is %q", text)
 	}
 }
