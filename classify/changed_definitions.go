@@ -27,7 +27,7 @@ func ChangedDefinitions(old, c *Catalogue, among []string) (names []string, all 
 			wanted[strings.TrimPrefix(name, "_")] = true
 		}
 	}
-	// Past maxChangedNames the answer is all: nothing more is considered once it is reached, so
+	// Past maxChangedNames the answer is all: nothing more is considered once it is passed, so
 	// that a read of many names that changed (another client's migration) costs one pass.
 	overflowed := false
 	listed := map[string]bool{}

@@ -95,7 +95,7 @@ func TestChangedDefinitionsLeaveOutPlainTablesAndOIDs(t *testing.T) {
 		// The same comparison as a read of those names in a database large enough that they are
 		// looked up in the indexes rather than the lists walked.
 		padded := func(d CatalogueData) *Catalogue {
-			for i := range 200 {
+			for i := range 400 { // more objects than keys of the names read: the indexes are used
 				d.Functions = append(slices.Clip(d.Functions), Function{OID: uint32(1000 + i), Schema: "pad", Name: "p_" + itoa(i), Language: "sql", Kind: 'f'})
 			}
 			return NewCatalogue(d)

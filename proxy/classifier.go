@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -414,45 +415,38 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 }
 
 // connectedToPrimary reports whether a connection primaryConnector opened is to the node the
-// monitor now finds primary. With no primary found (a failover under way) it keeps the connection:
-// a new one would fail, and the node it reads follows the primary's changes as a standby.
+// monitor now finds primary, by the address in the monitor's snapshot (a reload's node list
+// included). With no primary found (a failover under way) it keeps the connection: a new one
+// would fail too, and the next check, once a primary is found, moves it.
 func connectedToPrimary(cfg config.Config, nodes NodeStates) func(*pgx.Conn) bool {
 	policy := PolicyFromConfig(cfg)
-	addrs := make(map[string]config.Node, len(cfg.Nodes))
-	for _, n := range cfg.Nodes {
-		addrs[n.Name] = n
-	}
 	return func(conn *pgx.Conn) bool {
 		snap := nodes.Snapshot()
 		index, err := route.Primary(snap, policy, time.Now())
 		if err != nil {
 			return true
 		}
-		node, ok := addrs[snap.Nodes[index].Name]
 		connected := conn.Config()
-		return !ok || (connected.Host == node.Host && int(connected.Port) == node.Port)
+		return snap.Nodes[index].Addr == net.JoinHostPort(connected.Host, strconv.Itoa(int(connected.Port)))
 	}
 }
 
 // primaryConnector connects to a database on the current primary with the monitor's credentials.
 func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context, string) (*pgx.Conn, error) {
 	policy := PolicyFromConfig(cfg)
-	addrs := make(map[string]config.Node, len(cfg.Nodes))
-	for _, n := range cfg.Nodes {
-		addrs[n.Name] = n
-	}
 	return func(ctx context.Context, database string) (*pgx.Conn, error) {
 		snap := nodes.Snapshot()
 		index, err := route.Primary(snap, policy, time.Now())
 		if err != nil {
 			return nil, fmt.Errorf("catalog: no primary to read the function catalogue from: %w", err)
 		}
-		node, ok := addrs[snap.Nodes[index].Name]
-		if !ok {
-			return nil, fmt.Errorf("catalog: unknown node %q", snap.Nodes[index].Name)
+		// The monitor's address of the node, so that a reload's node list is followed.
+		host, port, err := net.SplitHostPort(snap.Nodes[index].Addr)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: node %q: %w", snap.Nodes[index].Name, err)
 		}
 		connString := nodetls.FromConfig(cfg.TLS.Nodes).ConnString(
-			nodetls.Param{Key: "host", Value: node.Host}, nodetls.Param{Key: "port", Value: strconv.Itoa(node.Port)},
+			nodetls.Param{Key: "host", Value: host}, nodetls.Param{Key: "port", Value: port},
 			nodetls.Param{Key: "user", Value: cfg.Monitor.User}, nodetls.Param{Key: "password", Value: cfg.Monitor.Password},
 			nodetls.Param{Key: "dbname", Value: database}, nodetls.Param{Key: "application_name", Value: "pgowl catalogue"},
 			nodetls.Param{Key: "connect_timeout", Value: strconv.Itoa(max(1, int(cfg.Pool.DialTimeout.Seconds())))})

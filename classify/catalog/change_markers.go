@@ -326,13 +326,12 @@ func (m *Manager) pollChanges(db *database) {
 	db.pollConn, db.polling = nil, true // the poll's own while it runs
 	db.mu.Unlock()
 
+	var switched bool
 	found, next, err := func() (classify.CatalogueChanges, changeMarkers, error) {
 		var err error
-		var switched bool
-		if conn, switched, err = m.connection(db, conn); switched {
-			db.stale.Store(true) // the next use reads the new primary's catalogue whole
-		}
-		if err != nil {
+		if conn, switched, err = m.connection(db, conn); err != nil || switched {
+			// Markers taken on the old primary say nothing of the new one's rows: the whole
+			// read primaryMoved starts takes them again.
 			return classify.CatalogueChanges{}, since, err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
@@ -358,6 +357,11 @@ func (m *Manager) pollChanges(db *database) {
 		return
 	}
 	db.pollConn = conn
+	if switched {
+		m.primaryMoved(db)
+		m.pollLater(db, m.opts.ChangePollInterval)
+		return
+	}
 	if db.markersEpoch != epoch {
 		// A whole read started the markers again meanwhile: they are newer than this poll's.
 		m.pollLater(db, m.opts.ChangePollInterval)

@@ -142,7 +142,7 @@ type database struct {
 	name string
 	cat  atomic.Pointer[classify.Catalogue]
 	// dirty: a change is pending; the next Catalogue call waits for it to be read. stale: the
-	// periodic whole reload is due.
+	// periodic whole reload is due, or a read failed and may be tried again.
 	dirty, stale atomic.Bool
 
 	mu      sync.Mutex
@@ -303,7 +303,9 @@ func (m *Manager) await(db *database, target uint64, requested time.Time) (held 
 			return nil, false
 		}
 		if db.loading == nil {
-			kept := db.conn != nil
+			// A kept connection to a node no longer primary is left by the read, which then
+			// reads everything from the new primary: not quick.
+			kept := db.conn != nil && (m.opts.StillPrimary == nil || m.opts.StillPrimary(db.conn))
 			run, whole := m.beginLoad(db)
 			if !whole && kept {
 				// A read of a few names over the kept connection is quick: run it here rather
@@ -379,6 +381,21 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 	}
 }
 
+// primaryMoved (db.mu held) has db's catalogue read whole from the new primary, as a change of
+// everything: until that read ends, statements wait for it (at most Options.Wait) rather than
+// use what the old primary held.
+func (m *Manager) primaryMoved(db *database) {
+	db.generation++
+	db.changed = db.generation
+	db.pending.Merge(&classify.CatalogueChanges{Everything: true})
+	db.dirty.Store(true)
+	if db.loading == nil && db.cat.Load() != nil {
+		m.startLoad(db)
+	} else if db.patching || db.confirming {
+		db.readWhenDone = true
+	}
+}
+
 // settlePending reads pending changes that no statement asked for yet.
 func (m *Manager) settlePending(db *database) {
 	db.mu.Lock()
@@ -418,8 +435,8 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	db.pollFound = false
 	old := db.cat.Load()
 	db.confirmWith(&pending, maxChangedNamesRead)
-	whole = old == nil || pending.Everything || db.stale.Load()
-	db.stale.Store(false)
+	stale := db.stale.Swap(false) // a poll's or a timer's Store(true) meanwhile is not lost
+	whole = old == nil || pending.Everything || stale
 	if db.idleTimer != nil {
 		db.idleTimer.Stop()
 	}
@@ -431,9 +448,8 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var err error
 		var markers changeMarkers
 		var switched bool
-		conn, switched, err = m.connection(db, conn)
-		if switched && !whole {
-			db.stale.Store(true) // read whole next
+		if conn, switched, err = m.connection(db, conn); switched {
+			whole = true // the new primary may lack changes the old one took but never sent
 		}
 		if err == nil && whole && m.opts.ChangePollInterval > 0 {
 			// The first poll, before the read: what commits between the two is polled for, not
@@ -696,8 +712,8 @@ func addMissing(list, names []string) []string {
 
 // connection returns conn if it is usable and still to the primary, else a new connection to db's
 // database. switched is set when conn was left because its node is no longer the primary: the
-// caller then has the catalogue read whole, as the new primary may lack changes the old one took
-// but never sent.
+// caller then has the catalogue read whole (a read turns whole, a poll calls primaryMoved), as the
+// new primary may lack changes the old one took but never sent.
 func (m *Manager) connection(db *database, conn *pgx.Conn) (_ *pgx.Conn, switched bool, _ error) {
 	database := db.name
 	if m.closed.Load() {
