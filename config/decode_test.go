@@ -79,6 +79,7 @@ func TestDecodeRefusesWithKeyPath(t *testing.T) {
 		{"listen port out of range", `listen: "127.0.0.1:99999"`, "listen", "not a number in 0..65535"},
 		{"no nodes", `nodes: []`, "nodes", "at least one node"},
 		{"node port out of range", `nodes: [{name: pg1, host: h}, {name: pg2, host: h, port: 70000}]`, "nodes[1].port", "config: nodes[1].port: 70000 is out of range 1..65535"},
+		{"several hosts in one node", `nodes: [{name: pg1, host: "a,b"}]`, "nodes[0].host", "each server as a node of its own"},
 		{"node port zero", `nodes: [{name: pg1, host: h, port: 0}]`, "nodes[0].port", "out of range"},
 		{"node name empty", `nodes: [{name: "", host: h}]`, "nodes[0].name", "must not be empty"},
 		{"node name missing", `nodes: [{host: h}]`, "nodes[0].name", "must not be empty"},

@@ -125,6 +125,10 @@ func (v *validator) nodes(nodes []Node) {
 			}
 		}
 		v.notEmpty(prefix+".host", node.Host)
+		if strings.Contains(node.Host, ",") {
+			// libpq's list of hosts: pgowl watches and routes to each server as a node of its own.
+			v.fail(prefix+".host", "%q lists several hosts; list each server as a node of its own", node.Host)
+		}
 		v.intRange(prefix+".port", node.Port, 1, 65535)
 	}
 }

@@ -342,6 +342,9 @@ func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.polling = false
+	if switched {
+		m.primaryMoved(db) // whether or not the new primary answered: the move is not forgotten
+	}
 	if err != nil {
 		if conn != nil {
 			go conn.Close(context.Background())
@@ -358,7 +361,6 @@ func (m *Manager) pollChanges(db *database) {
 	}
 	db.pollConn = conn
 	if switched {
-		m.primaryMoved(db)
 		m.pollLater(db, m.opts.ChangePollInterval)
 		return
 	}

@@ -174,10 +174,13 @@ type database struct {
 	failedGeneration uint64
 	// conn is the connection reads use, kept between reads for keepIdle; only the running read
 	// touches it. assertions are the configured overrides as resolved by the last whole load.
-	conn      *pgx.Conn
-	lastUse   time.Time
-	idleTimer *time.Timer
-	settle    *time.Timer
+	conn    *pgx.Conn
+	lastUse time.Time
+	// wholeReadOver is the connection the last whole read that succeeded ran over (closed since,
+	// maybe): while Options.StillPrimary holds for it, that read read the current primary.
+	wholeReadOver *pgx.Conn
+	idleTimer     *time.Timer
+	settle        *time.Timer
 	// confirm reads the unconfirmed objects once Options.ConfirmTakenAfter has passed without
 	// another taken; confirming: the read running (loading) is the one it started.
 	confirm    *time.Timer
@@ -383,8 +386,14 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 
 // primaryMoved (db.mu held) has db's catalogue read whole from the new primary, as a change of
 // everything: until that read ends, statements wait for it (at most Options.Wait) rather than
-// use what the old primary held.
+// use what the old primary held. The polls stop until that read takes the new primary's change
+// markers: the old one's say nothing of its rows. Nothing is done when the last whole read ran
+// over a connection to the current primary (another connection noticed the move first).
 func (m *Manager) primaryMoved(db *database) {
+	if db.wholeReadOver != nil && m.opts.StillPrimary != nil && m.opts.StillPrimary(db.wholeReadOver) {
+		return
+	}
+	db.markers.known = false
 	db.generation++
 	db.changed = db.generation
 	db.pending.Merge(&classify.CatalogueChanges{Everything: true})
@@ -448,8 +457,10 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var err error
 		var markers changeMarkers
 		var switched bool
-		if conn, switched, err = m.connection(db, conn); switched {
-			whole = true // the new primary may lack changes the old one took but never sent
+		if conn, switched, err = m.connection(db, conn); switched && !whole {
+			db.mu.Lock()
+			m.primaryMoved(db) // read whole once this read ends, which statements wait for
+			db.mu.Unlock()
 		}
 		if err == nil && whole && m.opts.ChangePollInterval > 0 {
 			// The first poll, before the read: what commits between the two is polled for, not
@@ -510,7 +521,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		}
 		db.failedAt = time.Time{}
 		if whole {
-			db.assertions = assertions
+			db.assertions, db.wholeReadOver = assertions, conn
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
 			if markers.known {
 				db.markers = markers
