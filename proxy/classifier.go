@@ -403,7 +403,8 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 	if nodes != nil {
 		opts.Catalogues = catalog.New(catalog.Options{
 			Connect:            primaryConnector(cfg, nodes),
-			StillPrimary:       connectedToPrimary(cfg, nodes),
+			NodeOf:             connectedNode,
+			PrimaryNode:        primaryNode(cfg, nodes),
 			Overrides:          catalog.Overrides{Readonly: cfg.Classify.Functions.Readonly, Writes: cfg.Classify.Functions.Writes},
 			RefreshInterval:    cfg.Classify.RefreshInterval,
 			ChangePollInterval: cfg.Classify.ChangePollInterval,
@@ -414,20 +415,24 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 	return classify.New(opts)
 }
 
-// connectedToPrimary reports whether a connection primaryConnector opened is to the node the
-// monitor now finds primary, by the address in the monitor's snapshot (a reload's node list
-// included). With no primary found (a failover under way) it keeps the connection: a new one
-// would fail too, and the next check, once a primary is found, moves it.
-func connectedToPrimary(cfg config.Config, nodes NodeStates) func(*pgx.Conn) bool {
+// connectedNode names the node a connection primaryConnector opened is to as the monitor's
+// snapshot names it: host:port, as configured.
+func connectedNode(conn *pgx.Conn) string {
+	connected := conn.Config()
+	return net.JoinHostPort(connected.Host, strconv.Itoa(int(connected.Port)))
+}
+
+// primaryNode names the node the monitor finds primary now by its address in the monitor's
+// snapshot (a reload's node list included), or reports none found.
+func primaryNode(cfg config.Config, nodes NodeStates) func() (string, bool) {
 	policy := PolicyFromConfig(cfg)
-	return func(conn *pgx.Conn) bool {
+	return func() (string, bool) {
 		snap := nodes.Snapshot()
 		index, err := route.Primary(snap, policy, time.Now())
 		if err != nil {
-			return true
+			return "", false
 		}
-		connected := conn.Config()
-		return snap.Nodes[index].Addr == net.JoinHostPort(connected.Host, strconv.Itoa(int(connected.Port)))
+		return snap.Nodes[index].Addr, true
 	}
 }
 

@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +17,8 @@ import (
 	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
-// TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary: once Options.StillPrimary says a
-// kept connection's node is no longer the primary, the Manager closes that connection (the
+// TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary: once Options.PrimaryNode names
+// another node than a kept connection's, the Manager closes that connection (the
 // read's and the polls') at its next use, opens one to the primary, reads the catalogue whole
 // there once (though the first connection to it failed), reports the catalogue not current
 // until then, and finds the changes made after over the new connections. When a read by name
@@ -26,26 +27,36 @@ import (
 // old primary.
 func TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary(t *testing.T) {
 	t.Run("noticed by a poll, the first connection to the new primary refused", func(t *testing.T) {
-		primaryMovesUnderTheManager(t, true, false, 50*time.Millisecond)
+		primaryMovesUnderTheManager(t, true, false, false, 50*time.Millisecond)
 	})
 	t.Run("noticed by a read by name, then by a poll", func(t *testing.T) {
-		primaryMovesUnderTheManager(t, false, true, 300*time.Millisecond)
+		primaryMovesUnderTheManager(t, false, true, false, 300*time.Millisecond)
+	})
+	// The old primary goes down before the new one is found: no kept connection is left to
+	// notice anything, and the first connection opened after is to the new primary.
+	t.Run("the old primary down before the new one is found", func(t *testing.T) {
+		primaryMovesUnderTheManager(t, false, false, true, 50*time.Millisecond)
 	})
 }
 
-func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst bool, poll time.Duration) {
+func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst bool, poll time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, connect, exec := startAppDatabase(t, ctx)
 	exec(db, "CREATE FUNCTION before_switch() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
 
 	var mu sync.Mutex
-	var opened []uint32             // backend PIDs of the connections the Manager opened
-	oldPrimary := map[uint32]bool{} // the connections to the node no longer primary
-	switchedAt := 0                 // connections asked for since the switch (0: none yet)
+	var opened []uint32           // backend PIDs of the connections the Manager opened
+	nodeOf := map[uint32]string{} // the node each stands for: the primary when it was opened
+	primary := "old"              // the node the monitor finds primary
+	switchedAt := 0               // connections asked for since the switch (0: none yet)
 	counting := func(ctx context.Context, database string) (*pgx.Conn, error) {
 		mu.Lock()
-		if len(oldPrimary) > 0 {
+		if primary == "" {
+			mu.Unlock()
+			return nil, errors.New("no primary")
+		}
+		if primary != "old" {
 			switchedAt++
 		}
 		attempt := switchedAt
@@ -60,17 +71,23 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst bool, poll
 		if err == nil {
 			mu.Lock()
 			opened = append(opened, conn.PgConn().PID())
+			nodeOf[conn.PgConn().PID()] = primary
 			mu.Unlock()
 		}
 		return conn, err
 	}
-	stillPrimary := func(conn *pgx.Conn) bool {
+	connectedNode := func(conn *pgx.Conn) string {
 		mu.Lock()
 		defer mu.Unlock()
-		return !oldPrimary[conn.PgConn().PID()]
+		return nodeOf[conn.PgConn().PID()]
+	}
+	primaryNode := func() (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return primary, primary != ""
 	}
 	var logs syncbuf.Buffer
-	m := catalog.New(catalog.Options{Connect: counting, StillPrimary: stillPrimary, RefreshInterval: time.Hour,
+	m := catalog.New(catalog.Options{Connect: counting, NodeOf: connectedNode, PrimaryNode: primaryNode, RefreshInterval: time.Hour,
 		Wait: 20 * time.Second, LoadTimeout: 10 * time.Second, ChangePollInterval: poll,
 		Logger: zerolog.New(&logs).Level(zerolog.DebugLevel)})
 	defer m.Close()
@@ -113,12 +130,22 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst bool, poll
 	wholeBefore := wholeReads()
 
 	mu.Lock()
-	var left []uint32
-	for _, pid := range opened {
-		oldPrimary[pid] = true
-		left = append(left, pid)
+	left := slices.Clone(opened)
+	if downFirst {
+		primary = "" // none found while the old one is down
+	} else {
+		primary = "new"
 	}
 	mu.Unlock()
+	if downFirst {
+		if _, err := db.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", left); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * poll) // polls fail meanwhile: their connection is gone, and none can be opened
+		mu.Lock()
+		primary = "new"
+		mu.Unlock()
+	}
 	if readFirst { // a committed change told: read by name at once, before the next poll
 		m.Changed("app", &classify.CatalogueChanges{Functions: []string{"before_switch"}}, true)
 	}

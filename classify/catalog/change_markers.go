@@ -315,24 +315,30 @@ func (m *Manager) pollChanges(db *database) {
 		} else {
 			m.opts.Logger.Debug().Str("database", db.name).Msg("the catalogue's change markers are not polled until the database is used again")
 			if conn := db.pollConn; conn != nil {
-				db.pollConn = nil
+				db.pollConn, db.pollConnNode = nil, ""
 				go conn.Close(context.Background())
 			}
 		}
 		db.mu.Unlock()
 		return
 	}
-	conn, since, epoch := db.pollConn, db.markers, db.markersEpoch
-	db.pollConn, db.polling = nil, true // the poll's own while it runs
+	conn, node, since, epoch := db.pollConn, db.pollConnNode, db.markers, db.markersEpoch
+	db.pollConn, db.pollConnNode, db.polling = nil, "", true // the poll's own while it runs
 	db.mu.Unlock()
 
-	var switched bool
+	var moved bool
 	found, next, err := func() (classify.CatalogueChanges, changeMarkers, error) {
 		var err error
-		if conn, switched, err = m.connection(db, conn); err != nil || switched {
-			// Markers taken on the old primary say nothing of the new one's rows: the whole
-			// read primaryMoved starts takes them again.
+		if conn, node, err = m.connection(db, conn, node); err != nil {
 			return classify.CatalogueChanges{}, since, err
+		}
+		db.mu.Lock()
+		moved = db.movedAway(node)
+		db.mu.Unlock()
+		if moved {
+			// The markers come from the node last read whole, and say nothing of this one's
+			// rows: the whole read primaryMoved starts takes this one's.
+			return classify.CatalogueChanges{}, since, nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
 		defer cancel()
@@ -342,9 +348,6 @@ func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.polling = false
-	if switched {
-		m.primaryMoved(db) // whether or not the new primary answered: the move is not forgotten
-	}
 	if err != nil {
 		if conn != nil {
 			go conn.Close(context.Background())
@@ -359,9 +362,10 @@ func (m *Manager) pollChanges(db *database) {
 		go conn.Close(context.Background())
 		return
 	}
-	db.pollConn = conn
-	if switched {
-		m.pollLater(db, m.opts.ChangePollInterval)
+	db.pollConn, db.pollConnNode = conn, node
+	if moved {
+		m.primaryMoved(db, node)
+		m.pollLater(db, m.opts.ChangePollInterval) // armed again once markers are known
 		return
 	}
 	if db.markersEpoch != epoch {

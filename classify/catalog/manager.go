@@ -35,11 +35,15 @@ const (
 type Options struct {
 	// Connect opens a connection to database on the node catalogues are read from (the primary).
 	Connect func(ctx context.Context, database string) (*pgx.Conn, error)
-	// StillPrimary, when set, reports whether a kept connection is still to the node catalogues
-	// are read from. One that is not (a failover or switchover moved the primary while the old
-	// one still answers) is closed before its next read or poll and a new one opened, so that
-	// reads and polls do not go on reading a node that no longer takes the changes.
-	StillPrimary func(conn *pgx.Conn) bool
+	// NodeOf names the node a connection Connect opened is to, asked once per connection, and
+	// PrimaryNode the node found primary now, named alike (false: none is found, as during a
+	// failover). When both are set, the catalogue follows the primary: a kept connection to
+	// another node is closed before its next read or poll and a new one opened, and a connection
+	// to another node than the one the catalogue was last read whole from (a failover, a
+	// switchover, a promotion while the old primary still answers) has the catalogue read whole
+	// again (primaryMoved): the new primary may lack changes the old one took but never sent.
+	NodeOf      func(conn *pgx.Conn) string
+	PrimaryNode func() (string, bool)
 	// Overrides are the configured function assertions.
 	Overrides Overrides
 	// RefreshInterval is how old a catalogue may grow before it is read again whole in the background.
@@ -123,10 +127,10 @@ func (m *Manager) Close() {
 		}
 		var conn *pgx.Conn
 		if db.loading == nil {
-			conn, db.conn = db.conn, nil
+			conn, db.conn, db.connNode = db.conn, nil, ""
 		}
 		pollConn := db.pollConn
-		db.pollConn = nil
+		db.pollConn, db.pollConnNode = nil, ""
 		db.mu.Unlock()
 		for _, conn := range []*pgx.Conn{conn, pollConn} {
 			if conn != nil {
@@ -176,9 +180,10 @@ type database struct {
 	// touches it. assertions are the configured overrides as resolved by the last whole load.
 	conn    *pgx.Conn
 	lastUse time.Time
-	// wholeReadOver is the connection the last whole read that succeeded ran over (closed since,
-	// maybe): while Options.StillPrimary holds for it, that read read the current primary.
-	wholeReadOver *pgx.Conn
+	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
+	// readFrom the node of the last whole read that succeeded, which markers come from too;
+	// movedTo the node primaryMoved last asked a whole read of, until one is read from it.
+	connNode, pollConnNode, readFrom, movedTo string
 	idleTimer     *time.Timer
 	settle        *time.Timer
 	// confirm reads the unconfirmed objects once Options.ConfirmTakenAfter has passed without
@@ -307,8 +312,8 @@ func (m *Manager) await(db *database, target uint64, requested time.Time) (held 
 		}
 		if db.loading == nil {
 			// A kept connection to a node no longer primary is left by the read, which then
-			// reads everything from the new primary: not quick.
-			kept := db.conn != nil && (m.opts.StillPrimary == nil || m.opts.StillPrimary(db.conn))
+			// connects to the new one: not quick.
+			kept := db.conn != nil && !db.conn.IsClosed() && m.isPrimary(db.connNode)
 			run, whole := m.beginLoad(db)
 			if !whole && kept {
 				// A read of a few names over the kept connection is quick: run it here rather
@@ -384,16 +389,36 @@ func (m *Manager) Changed(name string, changes *classify.CatalogueChanges, commi
 	}
 }
 
-// primaryMoved (db.mu held) has db's catalogue read whole from the new primary, as a change of
-// everything: until that read ends, statements wait for it (at most Options.Wait) rather than
+// isPrimary reports whether node is the one found primary now, or none is found: a kept
+// connection stays while a failover is under way, since a new one could not be opened either.
+func (m *Manager) isPrimary(node string) bool {
+	if m.opts.PrimaryNode == nil || m.opts.NodeOf == nil {
+		return true
+	}
+	primary, found := m.opts.PrimaryNode()
+	return !found || primary == node
+}
+
+// movedAway (db.mu held) reports whether a connection to node reads another node than the one
+// db's catalogue was last read whole from.
+func (db *database) movedAway(node string) bool {
+	return db.readFrom != "" && node != "" && node != db.readFrom
+}
+
+// primaryMoved (db.mu held) has db's catalogue read whole from node, the new primary, as a change
+// of everything: until that read ends, statements wait for it (at most Options.Wait) rather than
 // use what the old primary held. The polls stop until that read takes the new primary's change
-// markers: the old one's say nothing of its rows. Nothing is done when the last whole read ran
-// over a connection to the current primary (another connection noticed the move first).
-func (m *Manager) primaryMoved(db *database) {
-	if db.wholeReadOver != nil && m.opts.StillPrimary != nil && m.opts.StillPrimary(db.wholeReadOver) {
+// markers (the old one's say nothing of its rows), and a poll running meanwhile keeps none it
+// took on the old one. A second connection noticing the same move adds nothing.
+func (m *Manager) primaryMoved(db *database, node string) {
+	if db.movedTo == node {
 		return
 	}
+	m.opts.Logger.Info().Str("database", db.name).Str("from", db.readFrom).Str("to", node).
+		Msg("catalog: the primary moved; reading the catalogue whole from the new one")
+	db.movedTo = node
 	db.markers.known = false
+	db.markersEpoch++
 	db.generation++
 	db.changed = db.generation
 	db.pending.Merge(&classify.CatalogueChanges{Everything: true})
@@ -449,17 +474,18 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	if db.idleTimer != nil {
 		db.idleTimer.Stop()
 	}
-	conn, assertions := db.conn, db.assertions
+	conn, node, assertions := db.conn, db.connNode, db.assertions
 	started := time.Now()
 	return func() {
 		var cat *classify.Catalogue
 		var changed bool
 		var err error
 		var markers changeMarkers
-		var switched bool
-		if conn, switched, err = m.connection(db, conn); switched && !whole {
+		if conn, node, err = m.connection(db, conn, node); err == nil && !whole {
 			db.mu.Lock()
-			m.primaryMoved(db) // read whole once this read ends, which statements wait for
+			if db.movedAway(node) {
+				m.primaryMoved(db, node) // read whole once this read ends, which statements wait for
+			}
 			db.mu.Unlock()
 		}
 		if err == nil && whole && m.opts.ChangePollInterval > 0 {
@@ -474,7 +500,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			}
 			cancel()
 			if pollErr != nil && conn.IsClosed() {
-				conn, _, err = m.connection(db, nil) // a timeout closes the connection
+				conn, node, err = m.connection(db, nil, "") // a timeout closes the connection
 			}
 		}
 		if err == nil {
@@ -500,7 +526,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			if conn != nil {
 				conn.Close(context.Background())
 			}
-			db.conn = nil
+			db.conn, db.connNode = nil, ""
 			db.failedAt, db.failedGeneration = time.Now(), generation
 			db.pending.Merge(&pending)
 			if m.closed.Load() {
@@ -511,7 +537,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
 			return
 		}
-		db.conn, db.lastUse = conn, time.Now()
+		db.conn, db.connNode, db.lastUse = conn, node, time.Now()
 		db.confirmed(&pending, whole)
 		if m.closed.Load() {
 			db.conn = nil
@@ -521,8 +547,20 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		}
 		db.failedAt = time.Time{}
 		if whole {
-			db.assertions, db.wholeReadOver = assertions, conn
+			db.assertions = assertions
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
+			if db.movedTo == node {
+				db.movedTo = ""
+			}
+			if db.readFrom != node {
+				if db.readFrom != "" && !markers.known && m.opts.ChangePollInterval > 0 {
+					// Read from a new primary whose first poll failed: the old one's markers
+					// are no use, and the polls wait for a whole read that takes its own.
+					db.markers.known = false
+					time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
+				}
+				db.readFrom = node
+			}
 			if markers.known {
 				db.markers = markers
 				db.markersEpoch++
@@ -721,43 +759,45 @@ func addMissing(list, names []string) []string {
 	return list
 }
 
-// connection returns conn if it is usable and still to the primary, else a new connection to db's
-// database. switched is set when conn was left because its node is no longer the primary: the
-// caller then has the catalogue read whole (a read turns whole, a poll calls primaryMoved), as the
-// new primary may lack changes the old one took but never sent.
-func (m *Manager) connection(db *database, conn *pgx.Conn) (_ *pgx.Conn, switched bool, _ error) {
+// connection returns conn (to node) if it is usable and node is still the primary, else a new
+// connection to db's database and the node it is to. The caller compares that node with the one
+// the catalogue was read whole from (movedAway).
+func (m *Manager) connection(db *database, conn *pgx.Conn, node string) (*pgx.Conn, string, error) {
 	database := db.name
 	if m.closed.Load() {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
-		return nil, false, errManagerClosed
+		return nil, "", errManagerClosed
 	}
 	if conn != nil && !conn.IsClosed() {
-		if m.opts.StillPrimary == nil || m.opts.StillPrimary(conn) {
-			return conn, false, nil
+		if m.isPrimary(node) {
+			return conn, node, nil
 		}
-		m.opts.Logger.Info().Str("database", database).Str("host", conn.Config().Host).
-			Msg("catalog: the kept connection's node is no longer the primary; reading the new one whole")
-		switched = true
+		m.opts.Logger.Info().Str("database", database).Str("node", node).
+			Msg("catalog: the kept connection's node is no longer the primary; connecting to the new one")
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn.Close(closeCtx)
 		cancel()
 	}
 	if m.opts.Connect == nil {
-		return nil, switched, errors.New("catalog: no connection configured")
+		return nil, "", errors.New("catalog: no connection configured")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.LoadTimeout)
 	defer cancel()
 	conn, err := m.opts.Connect(ctx, database)
 	if err != nil {
-		return nil, switched, err
+		return nil, "", err
 	}
 	if err := prepareConnection(ctx, conn); err != nil {
 		conn.Close(context.Background())
-		return nil, switched, err
+		return nil, "", err
 	}
-	return conn, switched, nil
+	node = ""
+	if m.opts.NodeOf != nil && m.opts.PrimaryNode != nil {
+		node = m.opts.NodeOf(conn)
+	}
+	return conn, node, nil
 }
 
 // closeIdle closes the kept connection when no read used it for keepIdle.
@@ -768,7 +808,7 @@ func (m *Manager) closeIdle(db *database) {
 		return
 	}
 	conn := db.conn
-	db.conn = nil
+	db.conn, db.connNode = nil, ""
 	go conn.Close(context.Background())
 }
 
