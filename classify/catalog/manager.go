@@ -178,14 +178,14 @@ type database struct {
 	failedGeneration uint64
 	// conn is the connection reads use, kept between reads for keepIdle; only the running read
 	// touches it. assertions are the configured overrides as resolved by the last whole load.
-	conn    *pgx.Conn
-	lastUse time.Time
+	conn      *pgx.Conn
+	lastUse   time.Time
+	idleTimer *time.Timer
+	settle    *time.Timer
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
 	// movedTo the node primaryMoved last asked a whole read of, until one is read from it.
 	connNode, pollConnNode, readFrom, movedTo string
-	idleTimer     *time.Timer
-	settle        *time.Timer
 	// confirm reads the unconfirmed objects once Options.ConfirmTakenAfter has passed without
 	// another taken; confirming: the read running (loading) is the one it started.
 	confirm    *time.Timer
