@@ -362,9 +362,18 @@ func (m *Manager) pollChanges(db *database) {
 		go conn.Close(context.Background())
 		return
 	}
+	if moved && db.movedAway(node) && !m.foundPrimary(node) {
+		// Kept while no primary is found, to a node other than the last whole read's: not a
+		// move to take; polled again once a primary is found.
+		go conn.Close(context.Background())
+		m.pollLater(db, m.opts.ChangePollInterval)
+		return
+	}
 	db.pollConn, db.pollConnNode = conn, node
 	if moved {
-		m.primaryMoved(db, node)
+		if db.movedAway(node) { // not read whole from it since this poll looked
+			m.primaryMoved(db, node)
+		}
 		m.pollLater(db, m.opts.ChangePollInterval) // armed again once markers are known
 		return
 	}

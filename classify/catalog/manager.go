@@ -184,8 +184,10 @@ type database struct {
 	settle    *time.Timer
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
-	// movedTo the node primaryMoved last asked a whole read of, until one is read from it.
+	// movedTo the node primaryMoved last asked a whole read of, and moveGeneration the
+	// generation it asked for, until a whole read of that generation or a later one succeeds.
 	connNode, pollConnNode, readFrom, movedTo string
+	moveGeneration                            uint64
 	// confirm reads the unconfirmed objects once Options.ConfirmTakenAfter has passed without
 	// another taken; confirming: the read running (loading) is the one it started.
 	confirm    *time.Timer
@@ -405,6 +407,16 @@ func (db *database) movedAway(node string) bool {
 	return db.readFrom != "" && node != "" && node != db.readFrom
 }
 
+// foundPrimary reports whether node is the one found primary now: a move is taken only to it,
+// not to a node kept while none is found.
+func (m *Manager) foundPrimary(node string) bool {
+	if m.opts.PrimaryNode == nil {
+		return false
+	}
+	primary, found := m.opts.PrimaryNode()
+	return found && primary == node
+}
+
 // primaryMoved (db.mu held) has db's catalogue read whole from node, the new primary, as a change
 // of everything: until that read ends, statements wait for it (at most Options.Wait) rather than
 // use what the old primary held. The polls stop until that read takes the new primary's change
@@ -420,6 +432,7 @@ func (m *Manager) primaryMoved(db *database, node string) {
 	db.markers.known = false
 	db.markersEpoch++
 	db.generation++
+	db.moveGeneration = db.generation
 	db.changed = db.generation
 	db.pending.Merge(&classify.CatalogueChanges{Everything: true})
 	db.dirty.Store(true)
@@ -483,7 +496,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		var markers changeMarkers
 		if conn, node, err = m.connection(db, conn, node); err == nil && !whole {
 			db.mu.Lock()
-			if db.movedAway(node) {
+			if db.movedAway(node) && m.foundPrimary(node) {
 				m.primaryMoved(db, node) // read whole once this read ends, which statements wait for
 			}
 			db.mu.Unlock()
@@ -549,14 +562,15 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		if whole {
 			db.assertions = assertions
 			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
-			if db.movedTo == node {
-				db.movedTo = ""
+			if generation >= db.moveGeneration {
+				db.movedTo = "" // read whole since the move was asked for, from wherever is primary
 			}
 			if db.readFrom != node {
 				if db.readFrom != "" && !markers.known && m.opts.ChangePollInterval > 0 {
 					// Read from a new primary whose first poll failed: the old one's markers
 					// are no use, and the polls wait for a whole read that takes its own.
 					db.markers.known = false
+					db.markersEpoch++ // a poll running keeps none it took
 					time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
 				}
 				db.readFrom = node
