@@ -422,33 +422,41 @@ func connectedNode(conn *pgx.Conn) string {
 	return net.JoinHostPort(connected.Host, strconv.Itoa(int(connected.Port)))
 }
 
-// primaryNode names the node the monitor finds primary now by its address in the monitor's
-// snapshot (a reload's node list included), or reports none found.
-func primaryNode(cfg config.Config, nodes NodeStates) func() (string, bool) {
+// primaryAddr returns the host:port of the node the monitor finds primary now, as the monitor's
+// snapshot gives it (a reload's node list included), or why none is found.
+func primaryAddr(cfg config.Config, nodes NodeStates) func() (string, error) {
 	policy := PolicyFromConfig(cfg)
-	return func() (string, bool) {
+	return func() (string, error) {
 		snap := nodes.Snapshot()
 		index, err := route.Primary(snap, policy, time.Now())
 		if err != nil {
-			return "", false
+			return "", err
 		}
-		return snap.Nodes[index].Addr, true
+		return snap.Nodes[index].Addr, nil
+	}
+}
+
+// primaryNode names the node the monitor finds primary now as connectedNode names a
+// connection's, or reports none found.
+func primaryNode(cfg config.Config, nodes NodeStates) func() (string, bool) {
+	addr := primaryAddr(cfg, nodes)
+	return func() (string, bool) {
+		primary, err := addr()
+		return primary, err == nil
 	}
 }
 
 // primaryConnector connects to a database on the current primary with the monitor's credentials.
 func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context, string) (*pgx.Conn, error) {
-	policy := PolicyFromConfig(cfg)
+	addr := primaryAddr(cfg, nodes)
 	return func(ctx context.Context, database string) (*pgx.Conn, error) {
-		snap := nodes.Snapshot()
-		index, err := route.Primary(snap, policy, time.Now())
+		primary, err := addr()
 		if err != nil {
 			return nil, fmt.Errorf("catalog: no primary to read the function catalogue from: %w", err)
 		}
-		// The monitor's address of the node, so that a reload's node list is followed.
-		host, port, err := net.SplitHostPort(snap.Nodes[index].Addr)
+		host, port, err := net.SplitHostPort(primary)
 		if err != nil {
-			return nil, fmt.Errorf("catalog: node %q: %w", snap.Nodes[index].Name, err)
+			return nil, fmt.Errorf("catalog: primary address %q: %w", primary, err)
 		}
 		connString := nodetls.FromConfig(cfg.TLS.Nodes).ConnString(
 			nodetls.Param{Key: "host", Value: host}, nodetls.Param{Key: "port", Value: port},
