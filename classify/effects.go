@@ -185,7 +185,9 @@ const (
 	SessionListen
 	// SessionUnlisten is UNLISTEN.
 	SessionUnlisten
-	// SessionTempTable is the creation of a temporary table, view or sequence.
+	// SessionTempTable is the creation of a temporary object: a TEMP table, view or sequence, or
+	// any object created in the session's temporary schema (a function, type, domain, aggregate,
+	// operator or foreign table in pg_temp).
 	SessionTempTable
 	// SessionHoldCursor is DECLARE ... WITH HOLD, a cursor that outlives its transaction.
 	SessionHoldCursor
@@ -198,7 +200,8 @@ const (
 	// mode in a hot standby"), so such a session can only be served by the primary.
 	SessionSerializableDefault
 	// SessionRelease marks a statement that may end state that pins a session: UNLISTEN, DISCARD,
-	// DEALLOCATE, CLOSE, DROP (of a temporary table) and the advisory unlock functions. Whether it
+	// DEALLOCATE, CLOSE, DROP (of a temporary table, or of a type, function or other object that may be
+	// in the temporary schema) and the advisory unlock functions. Whether it
 	// did depends on what else the session holds, so pgowl asks the node afterwards.
 	SessionRelease
 	// SessionDiscardAll is DISCARD ALL, which ends every kind of session state.

@@ -73,17 +73,16 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 			changes.Created = createdObject(node)
 		}
 	}
-	if fn, ok := node.GetNode().(*pg_query.Node_CreateFunctionStmt); ok {
-		if names := fn.CreateFunctionStmt.GetFuncname(); len(names) > 1 &&
-			strings.HasPrefix(strings.ToLower(names[0].GetString_().GetSval()), "pg_temp") ||
-			len(names) == 1 && a.env.createsInTemp {
-			v.session |= SessionTempTable // a function in the temporary schema lives as long as the session
-		}
+	if a.createsInTempSchema(node) {
+		v.session |= SessionTempTable // it lives in the temporary schema, as long as the session's backend
 	}
 	if drop, ok := node.GetNode().(*pg_query.Node_DropStmt); ok {
 		switch drop.DropStmt.GetRemoveType() {
-		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE:
-			v.session |= SessionRelease // it may drop the last temporary table, view or sequence
+		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE,
+			pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
+			pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
+			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_OPERATOR:
+			v.session |= SessionRelease // it may drop the last object of the temporary schema (createsInTempSchema)
 		}
 	}
 	return v
@@ -853,6 +852,41 @@ func pgowlSetting(name string) (string, bool) {
 // schema by name (pg_temp.x), or unqualified on a search path that creates there (pg_temp first).
 func (a *analysis) createsTemp(rel *pg_query.RangeVar) bool {
 	return isTemp(rel) || rel.GetSchemaname() == "" && a.env.createsInTemp
+}
+
+// createsInTempSchema reports whether node creates, in the session's temporary schema, an object
+// that no TEMP keyword marks: a function, a type (composite, enum, range, domain, shell or base),
+// an aggregate, an operator or another DefineStmt object, or a foreign table. It does when the name
+// is qualified with pg_temp (pg_temp.x, pg_temp_N.x), or unqualified on a search path that creates
+// there (pg_temp first). PostgreSQL keeps such an object, like a temporary table, only on the
+// backend that made it, until that backend ends.
+func (a *analysis) createsInTempSchema(node *pg_query.Node) bool {
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateFunctionStmt:
+		return a.namesInTemp(stmt.CreateFunctionStmt.GetFuncname())
+	case *pg_query.Node_CompositeTypeStmt:
+		return a.createsTemp(stmt.CompositeTypeStmt.GetTypevar())
+	case *pg_query.Node_CreateEnumStmt:
+		return a.namesInTemp(stmt.CreateEnumStmt.GetTypeName())
+	case *pg_query.Node_CreateRangeStmt:
+		return a.namesInTemp(stmt.CreateRangeStmt.GetTypeName())
+	case *pg_query.Node_CreateDomainStmt:
+		return a.namesInTemp(stmt.CreateDomainStmt.GetDomainname())
+	case *pg_query.Node_DefineStmt:
+		return a.namesInTemp(stmt.DefineStmt.GetDefnames())
+	case *pg_query.Node_CreateForeignTableStmt:
+		return a.createsTemp(stmt.CreateForeignTableStmt.GetBaseStmt().GetRelation())
+	}
+	return false
+}
+
+// namesInTemp reports whether a created object's name (schema.name, or catalog.schema.name) is in
+// the session's temporary schema, by name or, unqualified, by the search path.
+func (a *analysis) namesInTemp(names []*pg_query.Node) bool {
+	if len(names) == 1 {
+		return a.env.createsInTemp
+	}
+	return len(names) > 1 && strings.HasPrefix(strings.ToLower(names[len(names)-2].GetString_().GetSval()), "pg_temp")
 }
 
 // isTemp reports whether a relation is created TEMP/TEMPORARY, or in the
