@@ -27,22 +27,141 @@ import (
 // old primary.
 func TestAConnectionToANodeNoLongerPrimaryIsLeftForTheNewPrimary(t *testing.T) {
 	t.Run("noticed by a poll, the first connection to the new primary refused", func(t *testing.T) {
-		primaryMovesUnderTheManager(t, true, false, false, 50*time.Millisecond)
+		primaryMovesUnderTheManager(t, primaryMove{refuseFirst: true, poll: 50 * time.Millisecond})
 	})
 	t.Run("noticed by a read by name, then by a poll", func(t *testing.T) {
-		primaryMovesUnderTheManager(t, false, true, false, 300*time.Millisecond)
+		primaryMovesUnderTheManager(t, primaryMove{readFirst: true, poll: 300 * time.Millisecond})
 	})
 	// The old primary goes down before the new one is found: no kept connection is left to
 	// notice anything, and the first connection opened after is to the new primary.
 	t.Run("the old primary down before the new one is found", func(t *testing.T) {
-		primaryMovesUnderTheManager(t, false, false, true, 50*time.Millisecond)
+		primaryMovesUnderTheManager(t, primaryMove{downFirst: true, poll: 50 * time.Millisecond})
+	})
+	// A poll that was connecting to the new primary when a read by name noticed the move notices
+	// it too, while the whole read that the read by name asked for still runs (its queries are
+	// held until then): the second notice of the same move reads nothing again.
+	t.Run("noticed by a poll while the whole read it needs runs", func(t *testing.T) {
+		primaryMovesUnderTheManager(t, primaryMove{pollNoticesDuringRead: true, poll: 50 * time.Millisecond})
 	})
 }
 
-func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst bool, poll time.Duration) {
+// primaryMove is how the primary moves under the Manager in primaryMovesUnderTheManager.
+type primaryMove struct {
+	refuseFirst bool // the first connection asked for after the switch is refused
+	readFirst   bool // a read by name notices the move before the polls do
+	downFirst   bool // the old primary's backends end, and no primary is found for a while
+	// pollNoticesDuringRead: the poll's connection to the new primary (the first asked for after
+	// the switch) opens only once a read by name, asked for meanwhile, has noticed the move, and
+	// the queries on connections to the new primary wait until the poll has had its connection a
+	// while, so that the poll notices the move while the whole read runs.
+	pollNoticesDuringRead bool
+	poll                  time.Duration // Options.ChangePollInterval
+}
+
+// queryGate holds the queries of the connections it traces while it is shut (all but those that
+// open a connection: openingQuery), and records the backends whose queries it held.
+type queryGate struct {
+	mu   sync.Mutex
+	shut chan struct{} // nil: open
+	held map[uint32]bool
+	// traced reports whether the gate holds conn's queries (set before the gate first shuts).
+	traced func(conn *pgx.Conn) bool
+}
+
+// openingQuery reports whether sql is one the Manager runs as it opens a connection, before it
+// names the connection's node: the check that the node is a primary, and the settings.
+func openingQuery(sql string) bool {
+	return strings.Contains(sql, "pg_is_in_recovery()") || strings.HasPrefix(sql, "SET ")
+}
+
+func (g *queryGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut, g.held = make(chan struct{}), map[uint32]bool{}
+}
+
+func (g *queryGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+}
+
+// heldBackends returns the backends that have had a query held since the gate shut.
+func (g *queryGate) heldBackends() []uint32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var pids []uint32
+	for pid := range g.held {
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func (g *queryGate) wait(ctx context.Context, conn *pgx.Conn) {
+	if !g.traced(conn) {
+		return
+	}
+	g.mu.Lock()
+	shut := g.shut
+	if shut != nil {
+		g.held[conn.PgConn().PID()] = true
+	}
+	g.mu.Unlock()
+	if shut != nil {
+		select {
+		case <-shut:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (g *queryGate) TraceQueryStart(ctx context.Context, conn *pgx.Conn, query pgx.TraceQueryStartData) context.Context {
+	if !openingQuery(query.SQL) {
+		g.wait(ctx, conn)
+	}
+	return ctx
+}
+
+func (g *queryGate) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (g *queryGate) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	g.wait(ctx, conn)
+	return ctx
+}
+
+func (g *queryGate) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (g *queryGate) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func primaryMovesUnderTheManager(t *testing.T, move primaryMove) {
+	refuseFirst, readFirst, downFirst, poll := move.refuseFirst, move.readFirst, move.downFirst, move.poll
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, connect, exec := startAppDatabase(t, ctx)
+	gate := &queryGate{}
+	defer gate.open()
+	pollConnecting, pollMayConnect := make(chan struct{}), make(chan struct{})
+	defer func() {
+		select {
+		case <-pollMayConnect:
+		default:
+			close(pollMayConnect)
+		}
+	}()
+	if move.pollNoticesDuringRead {
+		// The connections are traced by the gate.
+		connect = func(ctx context.Context, database string) (*pgx.Conn, error) {
+			config, err := pgx.ParseConfig(db.Config().ConnString())
+			if err != nil {
+				return nil, err
+			}
+			config.Database, config.Tracer = database, gate
+			return pgx.ConnectConfig(ctx, config)
+		}
+	}
 	exec(db, "CREATE FUNCTION before_switch() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
 
 	var mu sync.Mutex
@@ -50,6 +169,8 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 	nodeOf := map[uint32]string{} // the node each stands for: the primary when it was opened
 	primary := "old"              // the node the monitor finds primary
 	switchedAt := 0               // connections asked for since the switch (0: none yet)
+	named := map[uint32]bool{}    // the connections the Manager asked the node of
+	var pollPID uint32            // pollNoticesDuringRead: the poll's connection to the new primary
 	counting := func(ctx context.Context, database string) (*pgx.Conn, error) {
 		mu.Lock()
 		if primary == "" {
@@ -62,6 +183,9 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 		attempt := switchedAt
 		mu.Unlock()
 		switch {
+		case attempt == 1 && move.pollNoticesDuringRead:
+			close(pollConnecting)
+			<-pollMayConnect
 		case attempt == 1 && refuseFirst:
 			return nil, errors.New("the new primary does not take connections yet")
 		case attempt > 1:
@@ -72,13 +196,22 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 			mu.Lock()
 			opened = append(opened, conn.PgConn().PID())
 			nodeOf[conn.PgConn().PID()] = primary
+			if attempt == 1 && move.pollNoticesDuringRead {
+				pollPID = conn.PgConn().PID()
+			}
 			mu.Unlock()
 		}
 		return conn, err
 	}
+	gate.traced = func(conn *pgx.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return nodeOf[conn.PgConn().PID()] == "new"
+	}
 	connectedNode := func(conn *pgx.Conn) string {
 		mu.Lock()
 		defer mu.Unlock()
+		named[conn.PgConn().PID()] = true
 		return nodeOf[conn.PgConn().PID()]
 	}
 	primaryNode := func() (string, bool) {
@@ -129,6 +262,9 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 	}
 	wholeBefore := wholeReads()
 
+	if move.pollNoticesDuringRead {
+		gate.close()
+	}
 	mu.Lock()
 	left := slices.Clone(opened)
 	if downFirst {
@@ -149,6 +285,29 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 	if readFirst { // a committed change told: read by name at once, before the next poll
 		m.Changed("app", &classify.CatalogueChanges{Functions: []string{"before_switch"}}, true)
 	}
+	if move.pollNoticesDuringRead {
+		within("the poll's connection to the new primary asked for", func() bool {
+			select {
+			case <-pollConnecting:
+				return true
+			default:
+				return false
+			}
+		})
+		m.Changed("app", &classify.CatalogueChanges{Functions: []string{"before_switch"}}, true)
+		within("the move noticed by the read by name", func() bool { return strings.Contains(logs.String(), "the primary moved") })
+		close(pollMayConnect)
+		within("the poll's connection to the new primary named", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return pollPID != 0 && named[pollPID]
+		})
+		time.Sleep(200 * time.Millisecond) // the poll checks the connection's node as soon as it has it
+		if n := wholeReads() - wholeBefore; n != 0 {
+			t.Fatalf("%d whole reads ended while their queries were held", n)
+		}
+		gate.open()
+	}
 
 	within("the connections to the old primary closed", func() bool {
 		var still int
@@ -167,8 +326,11 @@ func primaryMovesUnderTheManager(t *testing.T, refuseFirst, readFirst, downFirst
 	}
 	exec(db, "CREATE FUNCTION after_switch() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	within("a function made after the switch found by the polls", func() bool { return holds("after_switch") })
-	// Both connections noticed the move; one whole read was enough.
+	// Both connections noticed the move; one whole read was enough, and the move is told once.
 	if n := wholeReads() - wholeBefore; n != 1 {
 		t.Errorf("%d whole reads after the switch, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "catalog: the primary moved"); n != 1 {
+		t.Errorf("the move was taken %d times, want once:\n%s", n, logs.String())
 	}
 }
