@@ -81,7 +81,10 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_SEQUENCE,
 			pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN,
 			pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
-			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_OPERATOR:
+			pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_OPERATOR, pg_query.ObjectType_OBJECT_COLLATION,
+			pg_query.ObjectType_OBJECT_TSCONFIGURATION, pg_query.ObjectType_OBJECT_TSDICTIONARY, pg_query.ObjectType_OBJECT_TSPARSER,
+			pg_query.ObjectType_OBJECT_TSTEMPLATE, pg_query.ObjectType_OBJECT_CONVERSION, pg_query.ObjectType_OBJECT_OPCLASS,
+			pg_query.ObjectType_OBJECT_OPFAMILY, pg_query.ObjectType_OBJECT_STATISTIC_EXT:
 			v.session |= SessionRelease // it may drop the last object of the temporary schema (createsInTempSchema)
 		}
 	}
@@ -851,12 +854,26 @@ func pgowlSetting(name string) (string, bool) {
 // createsTemp reports whether a relation is created TEMP/TEMPORARY, in the session's temporary
 // schema by name (pg_temp.x), or unqualified on a search path that creates there (pg_temp first).
 func (a *analysis) createsTemp(rel *pg_query.RangeVar) bool {
-	return isTemp(rel) || rel.GetSchemaname() == "" && a.env.createsInTemp
+	return isTemp(rel) || rel.GetSchemaname() == "" && a.unqualifiedCreatedInTemp()
+}
+
+// unqualifiedCreatedInTemp reports whether an object created under an unqualified name goes to the
+// session's temporary schema: whether the search path creates there (pg_temp first). The verdict
+// then rests on the session's search path, which the cache of statements by text alone does not
+// tell apart, so the statement's verdict is not cached (a function body's analysis is memoised by
+// search path already).
+func (a *analysis) unqualifiedCreatedInTemp() bool {
+	if !a.body {
+		a.run.uncacheable = true
+	}
+	return a.env.createsInTemp
 }
 
 // createsInTempSchema reports whether node creates, in the session's temporary schema, an object
 // that no TEMP keyword marks: a function, a type (composite, enum, range, domain, shell or base),
-// an aggregate, an operator or another DefineStmt object, or a foreign table. It does when the name
+// an aggregate, operator, collation or text search object (DefineStmt), a foreign table (also
+// by IMPORT FOREIGN SCHEMA), a conversion, operator class or family, or extended statistics.
+// proxy/pins.go's check of what remains looks in each of their catalogues. It does when the name
 // is qualified with pg_temp (pg_temp.x, pg_temp_N.x), or unqualified on a search path that creates
 // there (pg_temp first). PostgreSQL keeps such an object, like a temporary table, only on the
 // backend that made it, until that backend ends.
@@ -876,6 +893,16 @@ func (a *analysis) createsInTempSchema(node *pg_query.Node) bool {
 		return a.namesInTemp(stmt.DefineStmt.GetDefnames())
 	case *pg_query.Node_CreateForeignTableStmt:
 		return a.createsTemp(stmt.CreateForeignTableStmt.GetBaseStmt().GetRelation())
+	case *pg_query.Node_ImportForeignSchemaStmt:
+		return strings.HasPrefix(strings.ToLower(stmt.ImportForeignSchemaStmt.GetLocalSchema()), "pg_temp")
+	case *pg_query.Node_CreateConversionStmt:
+		return a.namesInTemp(stmt.CreateConversionStmt.GetConversionName())
+	case *pg_query.Node_CreateOpClassStmt:
+		return a.namesInTemp(stmt.CreateOpClassStmt.GetOpclassname())
+	case *pg_query.Node_CreateOpFamilyStmt:
+		return a.namesInTemp(stmt.CreateOpFamilyStmt.GetOpfamilyname())
+	case *pg_query.Node_CreateStatsStmt:
+		return a.namesInTemp(stmt.CreateStatsStmt.GetDefnames()) // unnamed: in its table's schema
 	}
 	return false
 }
@@ -884,7 +911,7 @@ func (a *analysis) createsInTempSchema(node *pg_query.Node) bool {
 // the session's temporary schema, by name or, unqualified, by the search path.
 func (a *analysis) namesInTemp(names []*pg_query.Node) bool {
 	if len(names) == 1 {
-		return a.env.createsInTemp
+		return a.unqualifiedCreatedInTemp()
 	}
 	return len(names) > 1 && strings.HasPrefix(strings.ToLower(names[len(names)-2].GetString_().GetSval()), "pg_temp")
 }

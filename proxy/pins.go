@@ -26,9 +26,7 @@ var pinChecks = [...]struct {
 	expr string
 }{
 	{classify.SessionListen, "EXISTS (SELECT FROM pg_catalog.pg_listening_channels())"},
-	{classify.SessionTempTable, "EXISTS (SELECT FROM pg_catalog.pg_class WHERE relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())" +
-		" OR EXISTS (SELECT FROM pg_catalog.pg_proc WHERE pronamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())" +
-		" OR EXISTS (SELECT FROM pg_catalog.pg_type WHERE typnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())"},
+	{classify.SessionTempTable, tempSchemaObjectsRemain},
 	{classify.SessionHoldCursor, "EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE is_holdable)"},
 	{classify.SessionAdvisoryLock, "EXISTS (SELECT FROM pg_catalog.pg_locks WHERE locktype OPERATOR(pg_catalog.=) 'advisory'" +
 		" AND pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())"},
@@ -37,6 +35,28 @@ var pinChecks = [...]struct {
 	// the login's again (the login is appended as a literal).
 	{classify.SessionSetRole, "NOT (current_user OPERATOR(pg_catalog.=) session_user AND session_user OPERATOR(pg_catalog.=) "},
 }
+
+// tempSchemaObjectsRemain asks whether anything remains in the session's temporary schema, in
+// every catalogue an object created there can be in (classify's createsInTempSchema): relations,
+// functions, types, operators, collations, text search objects, conversions, operator classes and
+// families, and extended statistics.
+var tempSchemaObjectsRemain = func() string {
+	var check strings.Builder
+	for i, catalogue := range [][2]string{
+		{"pg_class", "relnamespace"}, {"pg_proc", "pronamespace"}, {"pg_type", "typnamespace"},
+		{"pg_operator", "oprnamespace"}, {"pg_collation", "collnamespace"}, {"pg_ts_config", "cfgnamespace"},
+		{"pg_ts_dict", "dictnamespace"}, {"pg_ts_parser", "prsnamespace"}, {"pg_ts_template", "tmplnamespace"},
+		{"pg_conversion", "connamespace"}, {"pg_opclass", "opcnamespace"}, {"pg_opfamily", "opfnamespace"},
+		{"pg_statistic_ext", "stxnamespace"},
+	} {
+		if i > 0 {
+			check.WriteString(" OR ")
+		}
+		check.WriteString("EXISTS (SELECT FROM pg_catalog." + catalogue[0] + " WHERE " + catalogue[1] +
+			" OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())")
+	}
+	return check.String()
+}()
 
 // checkablePins are the pins pinChecks can end.
 var checkablePins = func() classify.SessionEffect {
