@@ -53,6 +53,9 @@ type run struct {
 	budget int
 	// uncacheable is set when a lookup could not be made: the verdict must not be cached.
 	uncacheable bool
+	// createsByPath is set when an unqualified CREATE's verdict rests on whether the search path
+	// creates in pg_temp (unqualifiedCreatedInTemp): the cache by text alone must not keep it.
+	createsByPath bool
 	// assumptions say where the verdict rests on a function's declared volatility (see assume).
 	assumptions []string
 	// restsOn are the names the whole string's verdict rests on (see dependOn), for
@@ -60,6 +63,10 @@ type run struct {
 	restsOn    []string
 	restsOnAll bool
 }
+
+// cacheable reports whether the run's verdict may be cached: every lookup was made, and it does not
+// rest on whether the search path creates unqualified names in pg_temp.
+func (r *run) cacheable() bool { return !r.uncacheable && !r.createsByPath }
 
 type frame struct {
 	key memoKey

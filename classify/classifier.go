@@ -329,7 +329,7 @@ func (c *Classifier) classifyUncached(sql string, ctx *Context, cat *Catalogue, 
 	}
 	a := c.newAnalysis(ctx, cat)
 	effects, _ = a.fullParsed(sql, parsed, false)
-	return effects, a.run.dependent, a.run.cat, !a.run.uncacheable
+	return effects, a.run.dependent, a.run.cat, a.run.cacheable()
 }
 
 // classifyIndependent classifies sql without a catalogue when its verdict cannot depend on one
@@ -350,10 +350,10 @@ func (c *Classifier) classifyIndependent(sql string, ctx *Context) (effects Effe
 	parsed = &parsedStatement{}
 	effects, dependent := a.fullParsed(sql, parsed, true)
 	if !dependent {
-		return effects, true, !a.run.uncacheable, nil
+		return effects, true, a.run.cacheable(), nil
 	}
 	parsed.finish()
-	return effects, false, !a.run.uncacheable, parsed
+	return effects, false, a.run.cacheable(), parsed
 }
 
 // ClassifyWithoutCatalogue classifies sql as if no catalogue were held. When its verdict cannot

@@ -16,6 +16,11 @@ import "strings"
 //   - a backslash anywhere (with standard_conforming_strings off it escapes a quote);
 //   - quotes or comments left open.
 //
+// An unqualified name goes to pg_temp when the session's search path starts with it, which these
+// words do not know: such a CREATE makes a temporary object, a session effect. The full
+// classification gives it, and the proxy replaces these effects with that one (finishAhead) before
+// it follows the unit's session effects, so the session is pinned all the same.
+//
 // The effects carry their labels (Fingerprint, Normalized) to compute when asked (Effects.Label).
 // A statement that does not parse after all is still a write for the primary, where it fails.
 func ProvisionalCreate(sql string) (Effects, bool) {

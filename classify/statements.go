@@ -864,7 +864,7 @@ func (a *analysis) createsTemp(rel *pg_query.RangeVar) bool {
 // search path already).
 func (a *analysis) unqualifiedCreatedInTemp() bool {
 	if !a.body {
-		a.run.uncacheable = true
+		a.run.createsByPath = true
 	}
 	return a.env.createsInTemp
 }

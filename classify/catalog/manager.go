@@ -424,6 +424,7 @@ func (m *Manager) foundPrimary(node string) bool {
 // took on the old one. A second connection noticing the same move adds nothing.
 func (m *Manager) primaryMoved(db *database, node string) {
 	if db.movedTo == node {
+		m.opts.Logger.Debug().Str("database", db.name).Str("to", node).Msg("catalog: the primary's move is already being read")
 		return
 	}
 	m.opts.Logger.Info().Str("database", db.name).Str("from", db.readFrom).Str("to", node).
