@@ -493,7 +493,7 @@ func planHeld(st Statement, s *SessionFacts, snap *Snapshot, pol Policy, now tim
 	if s.Pins != 0 {
 		dec.Reason = ReasonSessionPinned
 		dec.Subject = s.Pins.String()
-		what = "the session's " + dec.Subject
+		what = "what pinned the session (" + dec.Subject + ")"
 	}
 	out := Outcome{OnHeld: true}
 	if why := HeldReplaced(snap, pol, now, held); why != "" {
