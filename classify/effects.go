@@ -454,6 +454,9 @@ type SearchPathChange struct {
 	// Known is false when the new value could not be read (a parameter, an expression): the path is
 	// then unknown and names resolve to nothing, so unknown functions stay on the primary.
 	Known bool `json:"known"`
+	// Local is set for SET LOCAL and set_config(..., true): the change holds until the transaction
+	// block ends, and the session's own search_path is left as it was.
+	Local bool `json:"local,omitempty"`
 }
 
 // ChainString renders the chain and its detail, for example

@@ -254,11 +254,20 @@ func functionNames(call *pg_query.FuncCall) ([]string, bool) {
 // session-level change unless is_local is the constant true; SessionSetRole when it sets the role.
 // A session-level change of search_path (or of a setting whose name cannot be read) is reported too.
 func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange) {
+	name, named := constText(functionArgument(call, 0).GetAConst())
 	if local, ok := constBool(functionArgument(call, 2).GetAConst()); ok && local {
+		// The rest of the transaction block resolves names on a local change of search_path.
+		if !named || strings.EqualFold(name, "search_path") {
+			value, known := constText(functionArgument(call, 1).GetAConst())
+			change := &SearchPathChange{Known: named && known, Local: true}
+			if change.Known {
+				change.Schemas = SplitSearchPath(value)
+			}
+			return 0, change
+		}
 		return 0, nil
 	}
-	name, ok := constText(functionArgument(call, 0).GetAConst())
-	if !ok {
+	if !named {
 		return SessionSet, &SearchPathChange{Known: false}
 	}
 	name = strings.ToLower(name)

@@ -752,6 +752,10 @@ func setVerdict(name string, local bool, values []settingValue) verdict {
 		v := read("SET LOCAL")
 		v.settings = []string{strings.ToLower(name)}
 		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Local: true}}
+		if name == "search_path" {
+			v.searchPath = searchPathOf(values)
+			v.searchPath.Local = true
+		}
 		return v
 	}
 	v := sessionSetting("SET", name)
@@ -763,14 +767,19 @@ func setVerdict(name string, local bool, values []settingValue) verdict {
 		v.session |= SessionSerializableDefault
 	}
 	if name == "search_path" {
-		change := &SearchPathChange{Known: true, Schemas: make([]string, 0, len(values))}
-		for _, value := range values {
-			change.Known = change.Known && value.ok
-			change.Schemas = append(change.Schemas, value.text)
-		}
-		v.searchPath = change
+		v.searchPath = searchPathOf(values)
 	}
 	return v
+}
+
+// searchPathOf is the search_path change SET search_path = values makes.
+func searchPathOf(values []settingValue) *SearchPathChange {
+	change := &SearchPathChange{Known: true, Schemas: make([]string, 0, len(values))}
+	for _, value := range values {
+		change.Known = change.Known && value.ok
+		change.Schemas = append(change.Schemas, value.text)
+	}
+	return change
 }
 
 // serializableDefault reports whether a session-level SET makes serializable the default isolation
@@ -817,6 +826,9 @@ func resetVerdict(name string, local, isReset bool) verdict {
 		v := read(verb + " LOCAL")
 		v.settings = []string{strings.ToLower(name)}
 		v.settingChanges = []SettingChange{{Name: strings.ToLower(name), Reset: true, Local: true}}
+		if name == "search_path" {
+			v.searchPath = &SearchPathChange{Reset: true, Known: true, Local: true}
+		}
 		return v
 	}
 	v := sessionSetting(verb, name)

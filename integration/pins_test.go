@@ -95,6 +95,15 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 			{"SELECT (ROW(1, 2))::pin_pair", true},
 			{"DROP TYPE pin_pair", false},
 		}},
+		// SET LOCAL search_path holds for the rest of the block: the unqualified CREATE TABLE
+		// after it makes a temporary table, which outlives the block.
+		{"TableOnALocalPathThatStartsWithPgTemp", []step{
+			{"BEGIN", false},
+			{"SET LOCAL search_path = pg_temp, public", false},
+			{"CREATE TABLE pin_local (id int)", true},
+			{"COMMIT", true},
+			{"DROP TABLE pin_local", false},
+		}},
 		{"DiscardTemp", []step{
 			{"CREATE TEMP TABLE pin_c (id int)", true},
 			{"DISCARD TEMP", false},

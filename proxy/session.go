@@ -626,6 +626,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		sess.followSavepoint(u.effects.Transaction)
 	}
 	sess.settlePendingSets(be, u, savepointFollowed)
+	if status != wire.TxIdle && u.effects.Statements == 1 && u.setSQL != "" && !u.runsNothing && !out.failed() &&
+		u.effects.SearchPath != nil && u.effects.SearchPath.Local {
+		// SET LOCAL search_path: the block's later statements resolve names (and create
+		// unqualified objects) on it, until the block ends.
+		sess.settings.addLocal(u.setSQL)
+	}
 	if status == wire.TxIdle {
 		sess.endPgowlTransaction(out.committed)
 		sess.settings.endBlock()

@@ -33,7 +33,10 @@ type settingsTracker struct {
 	// as the statements that replay them.
 	sets []string
 	// pending ran inside the open transaction and count only if it commits.
-	pending []string
+	// pending[i] is a transaction-local change (SET LOCAL search_path) when pendingLocal[i] is
+	// set: it holds, for the classifier's search path, until the block ends, and never counts.
+	pending      []string
+	pendingLocal []bool
 	// pendingUncertain: pgowl cannot tell which of pending survived (see the type's states).
 	pendingUncertain bool
 	// savepoints are the savepoints set in the open block and not released,
@@ -135,7 +138,7 @@ func (t *settingsTracker) updateKey() {
 
 // discardAll follows DISCARD ALL: no setting of the session survives.
 func (t *settingsTracker) discardAll() {
-	t.sets, t.pending = nil, nil
+	t.sets, t.pending, t.pendingLocal = nil, nil, nil
 	t.updateKey()
 }
 
@@ -178,7 +181,16 @@ func (t *settingsTracker) hasPending() bool {
 
 // addPending records a change made inside the open transaction block; it
 // counts only if the block commits.
-func (t *settingsTracker) addPending(replay string) { t.pending = append(t.pending, replay) }
+func (t *settingsTracker) addPending(replay string) {
+	t.pending, t.pendingLocal = append(t.pending, replay), append(t.pendingLocal, false)
+}
+
+// addLocal records a change of search_path made for the rest of the open transaction block
+// (SET LOCAL, set_config(..., true)), in order with the block's other changes: the classifier
+// resolves the block's later statements with it, and it ends with the block, whatever its fate.
+func (t *settingsTracker) addLocal(sql string) {
+	t.pending, t.pendingLocal = append(t.pending, sql), append(t.pendingLocal, true)
+}
 
 // settlePending applies a unit's fate to the pending changes (the type's
 // states). When the block ended, it returns the changes that now count
@@ -193,11 +205,21 @@ func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (c
 		t.pendingUncertain = true
 		return nil, false
 	}
-	unknown = t.pendingUncertain
-	if committed && !unknown {
-		committedSets = t.pending
+	// Transaction-local changes end with the block: they neither count nor make it uncertain.
+	kept := t.pending
+	if slices.Contains(t.pendingLocal, true) {
+		kept = nil
+		for i, sql := range t.pending {
+			if i >= len(t.pendingLocal) || !t.pendingLocal[i] {
+				kept = append(kept, sql)
+			}
+		}
 	}
-	t.pending = t.pending[:0]
+	unknown = t.pendingUncertain && len(kept) > 0
+	if committed && !unknown {
+		committedSets = kept
+	}
+	t.pending, t.pendingLocal = t.pending[:0], t.pendingLocal[:0]
 	t.pendingUncertain = false
 	return committedSets, unknown
 }
@@ -219,6 +241,7 @@ func (t *settingsTracker) followSavepoint(st *classify.TransactionStatement) boo
 	})
 	if back {
 		t.pending, t.pendingUncertain = t.pending[:at.pending], at.uncertain
+		t.pendingLocal = t.pendingLocal[:min(at.pending, len(t.pendingLocal))]
 	}
 	return followed
 }

@@ -73,3 +73,47 @@ func TestSettingsTrackerReadBack(t *testing.T) {
 		t.Fatalf("after a read-back of nothing: primaryOnly %v, sets %q, key %q", tr.primaryOnly, tr.sets, tr.key)
 	}
 }
+
+// TestSettingsTrackerLocalSearchPathEndsWithTheBlock: a SET LOCAL search_path is kept in order
+// with the block's other changes, for the classifier, and ends with the block: it never joins the
+// session's settings, a ROLLBACK TO a savepoint set before it drops it, and the block's other
+// changes are not made uncertain by it.
+func TestSettingsTrackerLocalSearchPathEndsWithTheBlock(t *testing.T) {
+	var tr settingsTracker
+	tr.addPending("SET work_mem = '8MB'")
+	tr.addLocal("SET LOCAL search_path = pg_temp, public")
+	tr.addPending("SET statement_timeout = '5s'")
+	if !tr.hasPending() || len(tr.pending) != 3 {
+		t.Fatalf("pending %q: want the three changes in order", tr.pending)
+	}
+	committed, unknown := tr.settlePending(pendingSettled, true)
+	if unknown || !slices.Equal(committed, []string{"SET work_mem = '8MB'", "SET statement_timeout = '5s'"}) {
+		t.Fatalf("commit: sets %q (unknown %v), want the two session-level changes without the local one", committed, unknown)
+	}
+	if len(tr.pending) != 0 || len(tr.pendingLocal) != 0 {
+		t.Fatalf("after the block: pending %q, local %v", tr.pending, tr.pendingLocal)
+	}
+
+	// A ROLLBACK TO a savepoint set before the local change drops it.
+	tr.addPending("SET work_mem = '8MB'")
+	savepoint := &classify.TransactionStatement{Kind: classify.TxKindSavepoint, Savepoint: "s"}
+	if !tr.followSavepoint(savepoint) {
+		t.Fatal("SAVEPOINT s not followed")
+	}
+	tr.addLocal("SET LOCAL search_path = pg_temp, public")
+	if !tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindRollbackToSavepoint, Savepoint: "s"}) {
+		t.Fatal("ROLLBACK TO s not followed")
+	}
+	if !slices.Equal(tr.pending, []string{"SET work_mem = '8MB'"}) || slices.Contains(tr.pendingLocal, true) {
+		t.Fatalf("after ROLLBACK TO s: pending %q, local %v", tr.pending, tr.pendingLocal)
+	}
+
+	// A block whose only changes were local, made uncertain, ends with nothing unknown.
+	tr.endBlock()
+	tr.settlePending(pendingSettled, false)
+	tr.addLocal("SET LOCAL search_path = app")
+	tr.settlePending(pendingKeptUncertain, false)
+	if committed, unknown := tr.settlePending(pendingSettled, true); unknown || len(committed) != 0 {
+		t.Fatalf("a block of local changes only: sets %q, unknown %v", committed, unknown)
+	}
+}
