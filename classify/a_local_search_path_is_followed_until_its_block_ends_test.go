@@ -43,4 +43,26 @@ func TestALocalSearchPathIsFollowedUntilItsBlockEnds(t *testing.T) {
 	if got := c.ClassifyIn(sql, ctx); got.Session&SessionTempTable == 0 {
 		t.Errorf("%s: session effects %v, want the temporary-object pin", sql, got.Session)
 	}
+	// The local path ends with its block: a CREATE after the COMMIT is back on the session's
+	// path, here one that creates in pg_temp.
+	onTemp := &Context{Database: "test", User: "app", SearchPath: []string{"pg_temp", "public"}}
+	for _, end := range []string{"COMMIT", "ROLLBACK", "COMMIT AND CHAIN", "PREPARE TRANSACTION 'x'"} {
+		sql := "BEGIN; SET LOCAL search_path = public; " + end + "; CREATE TABLE scratch_after (id int)"
+		if got := c.ClassifyIn(sql, onTemp); got.Session&SessionTempTable == 0 {
+			t.Errorf("%s: session effects %v, want the temporary-object pin of the session's path", sql, got.Session)
+		}
+	}
+	// A session-level SET after the local one is what the block leaves.
+	sql = "BEGIN; SET LOCAL search_path = public; SET search_path = pg_temp, public; COMMIT; CREATE TABLE scratch_set (id int)"
+	if got := c.ClassifyIn(sql, ctx); got.Session&SessionTempTable == 0 {
+		t.Errorf("%s: session effects %v, want the temporary-object pin", sql, got.Session)
+	}
+	// SET search_path FROM CURRENT keeps the path in force.
+	sql = "SET LOCAL search_path FROM CURRENT; CREATE TABLE scratch_current (id int)"
+	if got := c.ClassifyIn(sql, onTemp); got.Session&SessionTempTable == 0 || got.SearchPath != nil {
+		t.Errorf("%s: session effects %v, search_path change %v: want the pin of the path in force, and no change", sql, got.Session, got.SearchPath)
+	}
+	if got := c.ClassifyIn("SET search_path FROM CURRENT", ctx); got.SearchPath != nil {
+		t.Errorf("SET search_path FROM CURRENT reports a search_path change %+v", *got.SearchPath)
+	}
 }

@@ -480,15 +480,29 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 		}
 	}
 	verdicts := make([]verdict, 0, len(tree.Stmts))
+	// sessionEnv resolves names as the string's session-level changes left the path; a local
+	// change (SET LOCAL search_path) holds over it until a statement ends the block.
+	sessionEnv, local := a.env, false
 	for _, raw := range tree.Stmts {
 		v := a.statement(raw.GetStmt())
 		if change, ok := loneSetConfig(raw.GetStmt()); ok {
 			v.settingChanges = []SettingChange{change}
 		}
 		verdicts = append(verdicts, v)
-		if v.searchPath != nil && len(tree.Stmts) > 1 {
+		if len(tree.Stmts) == 1 {
+			continue
+		}
+		if v.searchPath != nil {
 			// The statements after it in the string resolve names with the new path.
 			a.followSearchPath(v.searchPath)
+			if v.searchPath.Local {
+				local = true
+			} else {
+				sessionEnv, local = a.env, false
+			}
+		}
+		if local && v.transaction != nil && endsBlock(v.transaction.Kind) {
+			a.env, local = sessionEnv, false
 		}
 	}
 	if stopIfDependent && a.run.dependent {
@@ -703,4 +717,14 @@ func ownedNames(names []string) []string {
 // sortedOnce returns names sorted, each once, in a new slice.
 func sortedOnce(names []string) []string {
 	return slices.Compact(slices.Sorted(slices.Values(names)))
+}
+
+// endsBlock reports whether a transaction statement of kind ends the transaction block, and with
+// it whatever SET LOCAL set in it.
+func endsBlock(kind TxKind) bool {
+	switch kind {
+	case TxKindCommit, TxKindRollback, TxKindCommitAndChain, TxKindRollbackAndChain, TxKindPrepareTransaction:
+		return true
+	}
+	return false
 }

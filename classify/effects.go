@@ -422,7 +422,8 @@ type Effects struct {
 	// is not a constant. A proxy reads their values back: settings of extensions and applications
 	// (app.tenant) are not listed in pg_settings.
 	SetConfigNames []string `json:"set_config_names,omitempty"`
-	// SearchPath is set when the string is one statement that changes the session's search_path.
+	// SearchPath is set when the string is one statement that changes search_path (for the session, or
+	// for the rest of the transaction block: SearchPathChange.Local).
 	SearchPath *SearchPathChange `json:"search_path,omitempty"`
 
 	// Transaction describes the first transaction-control statement, the one Tx comes from;
@@ -443,8 +444,9 @@ type Effects struct {
 	DiscardsSequences bool `json:"discards_sequences,omitempty"`
 }
 
-// SearchPathChange is a session-level change of search_path made by SET, RESET, SET ... TO DEFAULT,
-// RESET ALL, DISCARD ALL or set_config('search_path', ..., false).
+// SearchPathChange is a change of search_path made by SET, RESET, SET ... TO DEFAULT, RESET ALL,
+// DISCARD ALL or set_config('search_path', ...): session-level, or, marked Local, for the rest of
+// the transaction block (SET LOCAL, set_config(..., true)).
 type SearchPathChange struct {
 	// Reset is true when the setting returns to the session's default (its startup value).
 	Reset bool `json:"reset,omitempty"`

@@ -608,7 +608,11 @@ func variableSet(stmt *pg_query.VariableSetStmt) verdict {
 			text, ok := constText(arg.GetAConst())
 			values = append(values, settingValue{text: text, ok: ok})
 		}
-		return setVerdict(name, stmt.GetIsLocal(), values)
+		v := setVerdict(name, stmt.GetIsLocal(), values)
+		if stmt.GetKind() == pg_query.VariableSetKind_VAR_SET_CURRENT {
+			v.searchPath = nil // SET ... FROM CURRENT keeps the value in force
+		}
+		return v
 	case pg_query.VariableSetKind_VAR_SET_DEFAULT, pg_query.VariableSetKind_VAR_RESET:
 		return resetVerdict(name, stmt.GetIsLocal(), stmt.GetKind() == pg_query.VariableSetKind_VAR_RESET)
 	case pg_query.VariableSetKind_VAR_RESET_ALL:

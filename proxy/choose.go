@@ -692,8 +692,11 @@ func (sess *session) dropBackend(be *backend) {
 	if sess.held == be {
 		sess.held = nil
 		sess.pins.lost()
-		// A transaction block on it is gone: rolled back.
+		// A transaction block on it is gone: rolled back, with the settings changed in it (a
+		// SET LOCAL search_path too, which the retried block must not be classified with).
 		sess.endPgowlTransaction(false)
+		sess.settings.settlePending(pendingSettled, false)
+		sess.settings.endBlock()
 	}
 	sess.srv.opts.Pool.Release(be.conn, false)
 }
