@@ -910,7 +910,7 @@ func (a *analysis) createsInTempSchema(node *pg_query.Node) bool {
 	case *pg_query.Node_CreateForeignTableStmt:
 		return a.createsTemp(stmt.CreateForeignTableStmt.GetBaseStmt().GetRelation())
 	case *pg_query.Node_ImportForeignSchemaStmt:
-		return strings.HasPrefix(strings.ToLower(stmt.ImportForeignSchemaStmt.GetLocalSchema()), "pg_temp")
+		return namesTempSchema(stmt.ImportForeignSchemaStmt.GetLocalSchema())
 	case *pg_query.Node_CreateConversionStmt:
 		return a.namesInTemp(stmt.CreateConversionStmt.GetConversionName())
 	case *pg_query.Node_CreateOpClassStmt:
@@ -929,13 +929,19 @@ func (a *analysis) namesInTemp(names []*pg_query.Node) bool {
 	if len(names) == 1 {
 		return a.unqualifiedCreatedInTemp()
 	}
-	return len(names) > 1 && strings.HasPrefix(strings.ToLower(names[len(names)-2].GetString_().GetSval()), "pg_temp")
+	return len(names) > 1 && namesTempSchema(names[len(names)-2].GetString_().GetSval())
 }
 
 // isTemp reports whether a relation is created TEMP/TEMPORARY, or in the
 // session's temporary schema by name (pg_temp.x).
 func isTemp(rel *pg_query.RangeVar) bool {
-	return rel.GetRelpersistence() == "t" || strings.HasPrefix(strings.ToLower(rel.GetSchemaname()), "pg_temp")
+	return rel.GetRelpersistence() == "t" || namesTempSchema(rel.GetSchemaname())
+}
+
+// namesTempSchema reports whether a schema name written in a statement is the session's temporary
+// schema (pg_temp, pg_temp_N), as the classifier takes such names.
+func namesTempSchema(schema string) bool {
+	return strings.HasPrefix(strings.ToLower(schema), "pg_temp")
 }
 
 // nodeTypeName names a node's type for messages, for example "AlterTableStmt".

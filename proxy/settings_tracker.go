@@ -210,7 +210,7 @@ func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (c
 	if slices.Contains(t.pendingLocal, true) {
 		kept = nil
 		for i, sql := range t.pending {
-			if i >= len(t.pendingLocal) || !t.pendingLocal[i] {
+			if !t.pendingLocal[i] {
 				kept = append(kept, sql)
 			}
 		}
@@ -240,8 +240,7 @@ func (t *settingsTracker) followSavepoint(st *classify.TransactionStatement) boo
 		return settingsAtSavepoint{pending: len(t.pending), uncertain: t.pendingUncertain}
 	})
 	if back {
-		t.pending, t.pendingUncertain = t.pending[:at.pending], at.uncertain
-		t.pendingLocal = t.pendingLocal[:min(at.pending, len(t.pendingLocal))]
+		t.pending, t.pendingLocal, t.pendingUncertain = t.pending[:at.pending], t.pendingLocal[:at.pending], at.uncertain
 	}
 	return followed
 }
