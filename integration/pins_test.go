@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -104,6 +105,32 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 			{"COMMIT", true},
 			{"DROP TABLE pin_local", false},
 		}},
+		// The same, with the path set where pgowl reads it from the node: in a multi-statement
+		// string, and by set_config with a computed value.
+		{"TableOnALocalPathSetInAMultiStatementString", []step{
+			{"BEGIN; SET LOCAL search_path = pg_temp, public", false},
+			{"CREATE TABLE pin_local_multi (id int)", true},
+			{"COMMIT", true},
+			{"DROP TABLE pin_local_multi", false},
+		}},
+		{"TableOnALocalPathComputedInTheBlock", []step{
+			{"BEGIN", false},
+			{"SELECT set_config('search_path', 'pg_temp, ' || 'public', true)", false},
+			{"CREATE TABLE pin_local_computed (id int)", true},
+			{"COMMIT", true},
+			{"DROP TABLE pin_local_computed", false},
+		}},
+		// A local path ends with its block, also when the block ends inside a string that opens
+		// the next one: the table is created in public and pins nothing.
+		{"LocalPathEndsWithItsBlockInAMultiStatementString", []step{
+			{"DROP TABLE IF EXISTS pin_after_local", false},
+			{"BEGIN", false},
+			{"SET LOCAL search_path = pg_temp, public", false},
+			{"COMMIT; BEGIN", false},
+			{"CREATE TABLE pin_after_local (id int)", false},
+			{"COMMIT", false},
+			{"DROP TABLE pin_after_local", false},
+		}},
 		{"DiscardTemp", []step{
 			{"CREATE TEMP TABLE pin_c (id int)", true},
 			{"DISCARD TEMP", false},
@@ -150,10 +177,10 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 				if _, err := conn.Exec(ctx, s.sql); err != nil {
 					t.Fatalf("step %d %q: %v", i+1, s.sql, err)
 				}
-				switch s.sql {
-				case "BEGIN":
+				switch {
+				case strings.HasPrefix(s.sql, "BEGIN") || strings.HasSuffix(s.sql, "BEGIN"):
 					inTransaction = true
-				case "COMMIT":
+				case s.sql == "COMMIT":
 					inTransaction = false
 				}
 				conn.routes(t)

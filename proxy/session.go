@@ -660,6 +660,11 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// session; the settings count as unknown when that pin ends.)
 		sess.settingsChangedUnseen(be)
 	}
+	if status == wire.TxInBlock && !u.runsNothing && !out.failed() && !be.broken && sess.searchPathMovedUnseen(u, savepointFollowed) {
+		if !sess.readSearchPathInBlock(be) {
+			return
+		}
+	}
 	sess.readSettingsBackIfDue(be)
 	sess.pins.noteUnit(u, status)
 	if sess.pins.recheckDue() {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
@@ -88,6 +89,63 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 		sess.settings.replaceWithReadBack(sets, serializable)
 		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
 	}
+}
+
+// searchPathMovedUnseen reports whether unit u, which left its transaction block open, may have
+// changed the search_path in force for the rest of the block in a way the settings tracker did not
+// follow, or may have ended the block that a followed change belonged to:
+//   - a multi-statement string that changes search_path (SET LOCAL, SET, set_config), or that ends
+//     or rolls back part of a block while changes are pending (COMMIT; BEGIN; ROLLBACK TO);
+//   - a single statement whose new path cannot be read from its text: set_config with a computed
+//     value, a function or DO block that calls set_config, a ROLLBACK TO a savepoint pgowl did not
+//     see set.
+//
+// A single SET [LOCAL] search_path with a constant value is followed exactly (settingsTracker).
+func (sess *session) searchPathMovedUnseen(u *unit, savepointFollowed bool) bool {
+	eff := &u.effects
+	mayChange := slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "") ||
+		eff.Session&classify.SessionUnknown != 0
+	if eff.Statements != 1 {
+		return mayChange || (eff.Tx != classify.TxNone && len(sess.settings.pending) > 0)
+	}
+	if change := eff.SearchPath; change != nil && change.Known && u.setSQL != "" {
+		return false
+	}
+	if txKind(*eff) == classify.TxKindRollbackToSavepoint && !savepointFollowed && len(sess.settings.pending) > 0 {
+		return true
+	}
+	return mayChange
+}
+
+// readSearchPathInBlock reads the search_path in force on be, inside the open transaction block,
+// and records it as a change local to the block (settingsTracker.addLocal): the block's later
+// statements are classified on the path they run with, and it is dropped when the block ends,
+// whatever its fate. What the session's own path becomes at the block's end is settled as
+// before (the pending changes, or a read-back once idle). SHOW takes no snapshot, so a block
+// that has not yet run a query may still set its isolation level after it. It reports false when
+// be was lost meanwhile (the block with it).
+func (sess *session) readSearchPathInBlock(be *backend) bool {
+	if be.openBatch || be.expect.len() > 0 {
+		return true // the client's next statements are on their way: the path is left as followed
+	}
+	value, got := "", false
+	code, err := sess.runOnBackend(be, "SHOW search_path", func(row []byte) {
+		if values, ok := rowValues(row); ok && len(values) == 1 {
+			value, got = values[0], true
+		}
+	})
+	switch {
+	case err != nil:
+		// The block was on be: it is gone with it (dropBackend settles what was held there).
+		sess.held = be
+		sess.dropBackend(be)
+		return false
+	case code != "" || !got:
+		sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Msg("reading the search_path inside a transaction block failed; the block's later statements are classified on the path pgowl followed")
+	default:
+		sess.settings.addLocal("SELECT pg_catalog.set_config('search_path', " + quoteLiteral(value) + ", true)")
+	}
+	return true
 }
 
 // settingReplay says how the single statement sql, with effects eff, which
