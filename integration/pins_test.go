@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestPinEndsWhenStateIsGone: a pin lasts while the state behind it does, and
@@ -33,6 +35,9 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 		sql    string
 		pinned bool
 	}
+	// A step whose sql starts with inOneBatch sends its statements (split at "; ") as one
+	// extended-protocol batch, each its own Parse, Bind and Execute, before a single Sync.
+	const inOneBatch = "/* one batch */ "
 	for _, tc := range []struct {
 		name  string
 		steps []step
@@ -131,6 +136,19 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 			{"COMMIT", false},
 			{"DROP TABLE pin_after_local", false},
 		}},
+		// A CREATE in the same string or batch as a change of search_path pgowl cannot follow
+		// there (a computed value; a batch's statements are classified as they arrive): the node
+		// is asked what the session's temporary schema holds.
+		{"TableAfterAComputedPathInTheSameString", []step{
+			{"SELECT set_config('search_path', 'pg_temp, ' || 'public', false); CREATE TABLE pin_computed (id int)", true},
+			{"DROP TABLE pin_computed", false},
+			{"RESET search_path", false},
+		}},
+		{"TableAfterAPathChangeInTheSamePipeline", []step{
+			{inOneBatch + "SET search_path = pg_temp, public; CREATE TABLE pin_pipelined (id int)", true},
+			{"DROP TABLE pin_pipelined", false},
+			{"RESET search_path", false},
+		}},
 		{"DiscardTemp", []step{
 			{"CREATE TEMP TABLE pin_c (id int)", true},
 			{"DISCARD TEMP", false},
@@ -174,7 +192,15 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 			ctx := timeoutCtx(t, statementTimeout)
 			inTransaction := false
 			for i, s := range tc.steps {
-				if _, err := conn.Exec(ctx, s.sql); err != nil {
+				if strings.HasPrefix(s.sql, inOneBatch) {
+					batch := &pgconn.Batch{}
+					for _, sql := range strings.Split(s.sql, "; ") {
+						batch.ExecParams(sql, nil, nil, nil, nil)
+					}
+					if _, err := conn.PgConn().ExecBatch(ctx, batch).ReadAll(); err != nil {
+						t.Fatalf("step %d %q (one batch): %v", i+1, s.sql, err)
+					}
+				} else if _, err := conn.Exec(ctx, s.sql); err != nil {
 					t.Fatalf("step %d %q: %v", i+1, s.sql, err)
 				}
 				switch {

@@ -150,6 +150,12 @@ func (p *sessionPins) mayHaveChanged(u *unit, status byte) bool {
 		return true
 	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.outcome.committed && p.kinds&checkablePins != 0:
 		return true
+	case eff.CatalogueChange && mayChangeSearchPath(&eff):
+		// A CREATE after a change of search_path in the same string, pipelined batch or function
+		// may have been classified on the path before the change (a batch's statements are
+		// classified as they arrive) or on a path that could not be read: it may have made its
+		// object in pg_temp, which the node is asked.
+		return true
 	}
 	return false
 }

@@ -103,8 +103,7 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 // A single SET [LOCAL] search_path with a constant value is followed exactly (settingsTracker).
 func (sess *session) searchPathMovedUnseen(u *unit, savepointFollowed bool) bool {
 	eff := &u.effects
-	mayChange := slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "") ||
-		eff.Session&classify.SessionUnknown != 0
+	mayChange := mayChangeSearchPath(eff)
 	if eff.Statements != 1 {
 		return mayChange || (eff.Tx != classify.TxNone && len(sess.settings.pending) > 0)
 	}
@@ -115,6 +114,14 @@ func (sess *session) searchPathMovedUnseen(u *unit, savepointFollowed bool) bool
 		return true
 	}
 	return mayChange
+}
+
+// mayChangeSearchPath reports whether a unit of effects eff may change search_path: a SET, RESET
+// or set_config of it, a set_config whose name is not a constant, or what the classifier cannot
+// see into (a DO block).
+func mayChangeSearchPath(eff *classify.Effects) bool {
+	return slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "") ||
+		eff.Session&classify.SessionUnknown != 0
 }
 
 // readSearchPathInBlock reads the search_path in force on be, inside the open transaction block,
