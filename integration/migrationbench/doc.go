@@ -99,8 +99,14 @@
 //	go run ./integration/migrationbench -process -baseline-binary /tmp/pgowl-old # two builds, one sitting
 //	go run ./integration/migrationbench -process -standby # as deployed, with a standby to read on
 //	go run ./integration/migrationbench -node-cpus 1 # the node on CPU 1 alone, the rest on the others
+//	go run ./integration/migrationbench -process -routing-log /tmp/owl.log # with the routing log, as deployed
 //	go run ./integration/migrationbench -rounds 2 -log /tmp/mb.log -cpuprofile /tmp/mb.cpu \
 //	    -blockprofile /tmp/mb.block -trace /tmp/mb.trace   # where pgowl spends and waits
+//
+// pgowl runs with its default configuration but for its log level: warn, so the routing log's
+// line per statement is neither formatted nor written, as in a deployment that sends its log
+// nowhere. -routing-log keeps the default level, info, and has pgowl write its log to a file
+// itself, as it writes to a container's log: what the routing log costs is then in the time.
 //
 // The debug log (-log) has a line per statement ("routed", with its time on the node) and per
 // catalogue change taken in ("function catalogue read": session true when it was read on the

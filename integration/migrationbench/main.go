@@ -91,6 +91,9 @@ type options struct {
 	rounds, functions int
 	maxRatio          float64
 	logPath, out      string
+	// routingLogPath receives pgowl's log at its default level, info: the routing log's line per
+	// statement, written as deployed (the cost of writing it is in the measurement).
+	routingLogPath string
 	// changesOnly leaves out the statements that use the changes: what pgowl costs a script of DDL alone.
 	changesOnly bool
 	// process runs pgowl as a process of its own (cmd/pgowl built from this module), not in the
@@ -144,6 +147,7 @@ func main() {
 	flag.IntVar(&o.functions, "functions", defaultFunctions, "functions the script creates (a type and a view per 4)")
 	flag.Float64Var(&o.maxRatio, "max-ratio", targetRatio, "exit 1 when pgowl/direct exceeds this in either protocol")
 	flag.StringVar(&o.logPath, "log", "", "write pgowl's debug log to this file")
+	flag.StringVar(&o.routingLogPath, "routing-log", "", "write pgowl's log at its default level (info: a routing-log line per statement) to this file, as deployed; by default pgowl logs warnings only, so the statements' lines are neither formatted nor written")
 	flag.StringVar(&o.out, "out", "", "write the report into this file's migrationbench section (docs/benchmarks.md)")
 	flag.BoolVar(&o.changesOnly, "changes-only", false, "leave out the statements that use each change")
 	flag.BoolVar(&o.repeatTexts, "repeat-texts", false, "send every run the same texts, so that pgowl's caches by text serve the runs after the first (by default each run's names are its own, as a migration runs once)")
@@ -162,6 +166,10 @@ func main() {
 	o.command = strings.Join(append([]string{"go run ./integration/migrationbench"}, os.Args[1:]...), " ")
 	if o.rounds < 1 || o.rounds > 50 || o.functions < 4 || o.functions > 2000 {
 		fmt.Fprintln(os.Stderr, "migrationbench: -rounds must be between 1 and 50, -functions between 4 and 2000")
+		os.Exit(2)
+	}
+	if o.logPath != "" && o.routingLogPath != "" {
+		fmt.Fprintln(os.Stderr, "migrationbench: -log and -routing-log are two levels of the same log: give one")
 		os.Exit(2)
 	}
 	if *cpuProfile != "" {
@@ -307,7 +315,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		start = startPgowlProcess
 	}
-	owl, err := start(startCtx, c.Nodes, o.logPath)
+	owl, err := start(startCtx, c.Nodes, o.pgowlLog())
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +348,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targets = append(targets, targetByteRelay)
 	}
 	if o.baselineBinary != "" {
-		base, err := startPgowlBinary(startCtx, c.Nodes, "", o.baselineBinary)
+		base, err := startPgowlBinary(startCtx, c.Nodes, pgowlLog{}, o.baselineBinary)
 		if err != nil {
 			return nil, fmt.Errorf("-baseline-binary: %w", err)
 		}
@@ -403,7 +411,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.repeatTexts {
 		texts = "with `-repeat-texts`: every run sends the same texts, so pgowl's caches by text (verdicts, bodies parsed) serve every run after the first, as for a migration applied to many databases alike"
 	}
-	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration. %s \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where, split.describe())
+	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration %s. %s \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where, o.pgowlLog().describe(), split.describe())
 	fmt.Fprintf(&report, "\"Each round\" divides each round's pgowl run by the same round's direct run: the spread of those ratios is what one run's ratio can be on this machine, and the last column counts the rounds within %.2f×, the bound pgowl is held to (issue 17; `-max-ratio`'s default).\n\n", targetRatio)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses | each round: lowest, median, highest | rounds within the bound |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
@@ -555,7 +563,7 @@ func behind(standby bool) string {
 // startPgowl runs pgowl in this process in front of nodes (the primary first) with benchUser as
 // its login, and waits until a statement passes through it. warnings returns the warning lines
 // logged so far.
-func startPgowl(ctx context.Context, nodes []*cluster.Node, logPath string) (started pgowlInstance, err error) {
+func startPgowl(ctx context.Context, nodes []*cluster.Node, log pgowlLog) (started pgowlInstance, err error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	for _, n := range nodes {
@@ -573,8 +581,8 @@ func startPgowl(ctx context.Context, nodes []*cluster.Node, logPath string) (sta
 	}
 	logs := &warningLog{}
 	logger := zerolog.New(logs).Level(zerolog.WarnLevel)
-	if logPath != "" {
-		file, err := os.Create(logPath)
+	if log.path != "" {
+		file, err := os.Create(log.path)
 		if err != nil {
 			ln.Close()
 			return pgowlInstance{}, err
@@ -584,8 +592,12 @@ func startPgowl(ctx context.Context, nodes []*cluster.Node, logPath string) (sta
 				file.Close()
 			}
 		}()
+		level := zerolog.InfoLevel
+		if log.debug {
+			level = zerolog.DebugLevel
+		}
 		logger = zerolog.New(zerolog.MultiLevelWriter(file, &levelFilter{logs, zerolog.WarnLevel})).
-			Level(zerolog.DebugLevel).With().Timestamp().Logger()
+			Level(level).With().Timestamp().Logger()
 	}
 	inst, err := proxy.Build(cfg, logger)
 	if err != nil {
@@ -626,6 +638,33 @@ func waitForPgowl(ctx context.Context, addr string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// pgowlLog is where pgowl's log goes: nowhere but the report's warnings when path is "", else
+// to the file at path, at debug level when debug is set (-log), else at pgowl's default level,
+// info (-routing-log).
+type pgowlLog struct {
+	path  string
+	debug bool
+}
+
+// describe says, for the report, what pgowl logged.
+func (l pgowlLog) describe() string {
+	switch {
+	case l.debug:
+		return "but for its log: at debug level, to a file (`-log`)"
+	case l.path != "":
+		return "and log level (info: a routing-log line per statement), its log written to a file (`-routing-log`)"
+	}
+	return "but for its log level: warn, so that the routing log's line per statement is neither formatted nor written (`-routing-log` writes it)"
+}
+
+// pgowlLog is the log the options ask for.
+func (o options) pgowlLog() pgowlLog {
+	if o.logPath != "" {
+		return pgowlLog{path: o.logPath, debug: true}
+	}
+	return pgowlLog{path: o.routingLogPath}
 }
 
 // levelFilter passes on only lines of at least level.

@@ -25,15 +25,15 @@ const (
 
 // startPgowlProcess builds cmd/pgowl and runs it as a process of its own in front of nodes, as
 // a user deploys it, with the configuration startPgowl gives the pgowl in this process (the
-// defaults, warnings and errors logged). Its log goes to logPath when given (at debug level), or
-// is kept for the report's warnings.
-func startPgowlProcess(ctx context.Context, nodes []*cluster.Node, logPath string) (started pgowlInstance, err error) {
-	return startPgowlBinary(ctx, nodes, logPath, "")
+// defaults, warnings and errors logged). Its log goes to log's file when given (pgowl writes it
+// there itself, as it writes to a deployment's log), or is kept for the report's warnings.
+func startPgowlProcess(ctx context.Context, nodes []*cluster.Node, log pgowlLog) (started pgowlInstance, err error) {
+	return startPgowlBinary(ctx, nodes, log, "")
 }
 
 // startPgowlBinary is startPgowlProcess with binary, a pgowl built elsewhere (another commit's),
 // run instead of the one built from this module; "" builds this module's.
-func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, logPath, binary string) (started pgowlInstance, err error) {
+func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, log pgowlLog, binary string) (started pgowlInstance, err error) {
 	dir, err := os.MkdirTemp("", "migrationbench-pgowl-")
 	if err != nil {
 		return pgowlInstance{}, err
@@ -64,8 +64,11 @@ func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, logPath, binar
 	addr := ln.Addr().String()
 	ln.Close()
 	level := "warn"
-	if logPath != "" {
+	switch {
+	case log.debug:
 		level = "debug"
+	case log.path != "":
+		level = "info"
 	}
 	var nodeLines strings.Builder
 	for _, n := range nodes {
@@ -79,18 +82,20 @@ func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, logPath, binar
 		return pgowlInstance{}, err
 	}
 	logs := &warningLog{}
+	warnings := logs.lines
 	cmd := exec.Command(binary, "serve", "--config", configPath)
 	cmd.Stderr = &warningLines{next: logs}
-	if logPath != "" {
-		file, err := os.Create(logPath)
+	if log.path != "" {
+		file, err := os.Create(log.path)
 		if err != nil {
 			cleanup()
 			return pgowlInstance{}, err
 		}
-		// The file is written by cmd's copy of stderr until cmd.Wait returns, so it is closed
-		// only then.
-		cleanup = func() { file.Close(); os.RemoveAll(dir) }
-		cmd.Stderr = &teeLines{file: file, next: cmd.Stderr}
+		// pgowl writes to the file itself (no pipe, nothing copied in this process); the
+		// warnings are read from it when asked for.
+		cmd.Stderr = file
+		defer file.Close() // cmd has its own copy once started
+		warnings = func() []string { return warningsIn(log.path) }
 	}
 	if err := cmd.Start(); err != nil {
 		cleanup()
@@ -116,13 +121,24 @@ func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, logPath, binar
 	if err := waitForPgowl(waitCtx, addr); err != nil {
 		select {
 		case <-exited:
-			err = fmt.Errorf("pgowl exited at start: %s (%v)", strings.Join(logs.lines(), "; "), err)
+			err = fmt.Errorf("pgowl exited at start: %s (%v)", strings.Join(warnings(), "; "), err)
 		default:
 		}
 		stop()
 		return pgowlInstance{}, err
 	}
-	return pgowlInstance{addr: addr, warnings: logs.lines, stop: stop, pid: cmd.Process.Pid}, nil
+	return pgowlInstance{addr: addr, warnings: warnings, stop: stop, pid: cmd.Process.Pid}, nil
+}
+
+// warningsIn returns the warning lines (and any line not zerolog's) of the log at path.
+func warningsIn(path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{fmt.Sprintf("read pgowl's log: %v", err)}
+	}
+	logs := &warningLog{}
+	(&warningLines{next: logs}).Write(data)
+	return logs.lines()
 }
 
 // warningLines passes on the lines of a JSON log at level warn or above, one per Write.
@@ -152,17 +168,6 @@ func (w *warningLines) Write(p []byte) (int, error) {
 		}
 		w.partial = w.partial[end+1:]
 	}
-}
-
-// teeLines writes everything to file and passes it on to next.
-type teeLines struct {
-	file *os.File
-	next interface{ Write([]byte) (int, error) }
-}
-
-func (t *teeLines) Write(p []byte) (int, error) {
-	t.file.Write(p)
-	return t.next.Write(p)
 }
 
 // waitInBackground waits for the started cmd to exit; the channel closes when it has.
