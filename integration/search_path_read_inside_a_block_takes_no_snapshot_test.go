@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -32,6 +33,13 @@ func TestSearchPathReadInsideABlockTakesNoSnapshot(t *testing.T) {
 	o := startOwl(t, c, readYourWritesOff)
 	p := o.connect(t, nil).PgConn()
 	r4sExec(t, ctx, p, `BEGIN; SET LOCAL search_path = public`)
+	read := false
+	for _, line := range strings.Split(o.logs.String(), "\n") {
+		read = read || strings.Contains(line, `"search_path":"public"`) && strings.Contains(line, `"message":"search_path read inside a transaction block"`)
+	}
+	if !read {
+		t.Fatalf("pgowl did not read the path inside the block; this test cannot tell whether the read took a snapshot")
+	}
 	if _, err := p.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`).ReadAll(); err != nil {
 		t.Fatalf("through pgowl, SET TRANSACTION after a string that set the path locally: %v; it works on a direct connection", err)
 	}

@@ -324,7 +324,9 @@ func (st *classifierState) refresh(sess *session, c *classify.Classifier) {
 		case change.Reset:
 			path, unknown = startup, false
 		default:
-			path, unknown = change.Schemas, false
+			// An empty path (SET search_path = '', or one read back as "") is no schema at all,
+			// not the database's default (nil).
+			path, unknown = nonNil(change.Schemas), false
 		}
 	}
 	for _, sql := range sess.settings.sets {

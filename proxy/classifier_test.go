@@ -84,3 +84,23 @@ func TestSessionClassifyCachedDoesNotAllocate(t *testing.T) {
 		t.Errorf("after set_config of an expression the search path must be unknown")
 	}
 }
+
+// TestAnEmptySearchPathIsNoSchemaNotTheDefault: a path the session set empty, by SET or as a
+// value read from the node (SHOW search_path gives ""), resolves in no schema of its own; nil
+// would mean the database's default path.
+func TestAnEmptySearchPathIsNoSchemaNotTheDefault(t *testing.T) {
+	for _, set := range []string{
+		"SET search_path = ''",
+		`SELECT pg_catalog.set_config('search_path', '""', false)`,
+		"SELECT pg_catalog.set_config('search_path', '', false)",
+		`SELECT pg_catalog.set_config('search_path', '""', true)`,
+	} {
+		sess := &session{srv: &Server{opts: Options{Classifier: classify.New(classify.Options{})}}, database: "app", user: "app"}
+		sess.settings.sets = []string{set}
+		sess.settings.updateKey()
+		sess.classify("SELECT 1", nil)
+		if sess.cls.ctx.SearchPath == nil || sess.cls.ctx.SearchPathUnknown || strings.Join(sess.cls.ctx.SearchPath, "") != "" {
+			t.Errorf("after %s the path is %q (unknown %v), want no schema", set, sess.cls.ctx.SearchPath, sess.cls.ctx.SearchPathUnknown)
+		}
+	}
+}

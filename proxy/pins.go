@@ -150,15 +150,14 @@ func (p *sessionPins) mayHaveChanged(u *unit, status byte) bool {
 		return true
 	case status == wire.TxIdle && eff.Tx != classify.TxNone && !u.outcome.committed && p.kinds&checkablePins != 0:
 		return true
-	case eff.CatalogueChange && mayChangeSearchPath(&eff):
-		// A CREATE after a change of search_path in the same string, pipelined batch or function
-		// may have been classified on the path before the change (a batch's statements are
-		// classified as they arrive) or on a path that could not be read: it may have made its
-		// object in pg_temp, which the node is asked.
-		return true
 	}
 	return false
 }
+
+// recheckLater asks for the node to be asked what pins remain, when the session is next between
+// transactions: a unit may have made state that its classification did not show (an object
+// created in pg_temp on a search_path pgowl did not know).
+func (p *sessionPins) recheckLater() { p.recheck = true }
 
 // recheckDue reports whether a unit may have changed the pinning state
 // unseen since the node was last asked.

@@ -73,14 +73,6 @@ func TestPinsRecheckWhenStateMayHaveChanged(t *testing.T) {
 			unit: unit{outcome: exchangeOutcome{committed: true}, effects: classify.Effects{Tx: classify.TxEnd}}, status: wire.TxIdle},
 		{name: "a BEGIN while pinned: still in the block", pinned: classify.SessionTempTable,
 			unit: unit{effects: classify.Effects{Tx: classify.TxBegin}}, status: wire.TxInBlock},
-		{name: "a CREATE after a change of search_path in the same string",
-			unit: unit{effects: classify.Effects{CatalogueChange: true, SetConfigNames: []string{"search_path"}, Statements: 2}}, status: wire.TxIdle, want: true},
-		{name: "a CREATE after a set_config of a computed name",
-			unit: unit{effects: classify.Effects{CatalogueChange: true, SetConfigNames: []string{""}, Statements: 2}}, status: wire.TxIdle, want: true},
-		{name: "a CREATE after a change of another setting",
-			unit: unit{effects: classify.Effects{CatalogueChange: true, SetConfigNames: []string{"work_mem"}, Statements: 2}}, status: wire.TxIdle},
-		{name: "a change of search_path that creates nothing",
-			unit: unit{effects: classify.Effects{SetConfigNames: []string{"search_path"}, Statements: 2}}, status: wire.TxIdle},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

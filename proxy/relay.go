@@ -222,6 +222,9 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 		}
 	case wire.MsgCopyInResponse:
 		x.copying = true
+	case wire.MsgPortalSuspended:
+		x.out.suspended = true
+		fallthrough
 	default:
 		if completes(head, typ) {
 			if head.swallow {

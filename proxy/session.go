@@ -639,7 +639,8 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
 	}
-	switch sessionEffectsTracking(u, out, be.openBatch) {
+	tracking := sessionEffectsTracking(u, out, be.openBatch)
+	switch tracking {
 	case trackUncertain:
 		sess.trackUncertainEffects(be, u)
 	case trackExact:
@@ -660,12 +661,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		// session; the settings count as unknown when that pin ends.)
 		sess.settingsChangedUnseen(be)
 	}
-	if status == wire.TxInBlock && !u.runsNothing && !out.failed() && !be.broken && sess.searchPathMovedUnseen(u, savepointFollowed) {
-		if !sess.readSearchPathInBlock(be) {
-			return
-		}
-	}
+	sess.followSearchPathUnseen(be, u, unitSettled{status: status, tracking: tracking, savepointFollowed: savepointFollowed})
 	sess.readSettingsBackIfDue(be)
+	if status == wire.TxIdle && !be.openBatch && !sess.settings.readBackDue {
+		// Between transactions the session's path is the one it recorded (or read back).
+		sess.settings.searchPathUnsure = false
+	}
 	sess.pins.noteUnit(u, status)
 	if sess.pins.recheckDue() {
 		sess.recheckPins(be)

@@ -91,37 +91,78 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 	}
 }
 
-// searchPathMovedUnseen reports whether unit u, which left its transaction block open, may have
-// changed the search_path in force for the rest of the block in a way the settings tracker did not
-// follow, or may have ended the block that a followed change belonged to:
-//   - a multi-statement string that changes search_path (SET LOCAL, SET, set_config), or that ends
-//     or rolls back part of a block while changes are pending (COMMIT; BEGIN; ROLLBACK TO);
-//   - a single statement whose new path cannot be read from its text: set_config with a computed
-//     value, a function or DO block that calls set_config, a ROLLBACK TO a savepoint pgowl did not
-//     see set.
-//
-// A single SET [LOCAL] search_path with a constant value is followed exactly (settingsTracker).
-func (sess *session) searchPathMovedUnseen(u *unit, savepointFollowed bool) bool {
-	eff := &u.effects
-	mayChange := mayChangeSearchPath(eff)
-	if eff.Statements != 1 {
-		return mayChange || (eff.Tx != classify.TxNone && len(sess.settings.pending) > 0)
+// followSearchPathUnseen follows a unit u (which left the backend be in status) that may have
+// changed search_path where its text does not say (searchPathMovedUnseen), so that the session
+// knows what it created and how to classify the rest of its transaction block:
+//   - while the path is unsure, a unit that writes or changes the catalogue may have created an
+//     object in pg_temp unseen: the node is asked, between transactions, what the session's
+//     temporary schema holds (the pin check);
+//   - inside a block, at the first moment the backend is quiet (no batch open, no reply due, no
+//     portal left suspended), the path is read from the node and holds for the rest of the
+//     block, as a change local to it.
+func (sess *session) followSearchPathUnseen(be *backend, u *unit, settled unitSettled) {
+	if be.broken || u.runsNothing {
+		return
 	}
-	if change := eff.SearchPath; change != nil && change.Known && u.setSQL != "" {
-		return false
+	if !(u.outcome.failed() && u.effects.Statements == 1) && sess.searchPathMovedUnseen(u, be.openBatch, settled) {
+		sess.settings.searchPathUnsure = true
 	}
-	if txKind(*eff) == classify.TxKindRollbackToSavepoint && !savepointFollowed && len(sess.settings.pending) > 0 {
-		return true
+	if !sess.settings.searchPathUnsure {
+		return
 	}
-	return mayChange
+	if u.effects.CatalogueChange || u.effects.Access == classify.Write {
+		sess.pins.recheckLater()
+	}
+	if settled.status == wire.TxInBlock && !be.openBatch && be.expect.len() == 0 && !u.outcome.suspended {
+		sess.readSearchPathInBlock(be)
+	}
 }
 
-// mayChangeSearchPath reports whether a unit of effects eff may change search_path: a SET, RESET
-// or set_config of it, a set_config whose name is not a constant, or what the classifier cannot
-// see into (a DO block).
-func mayChangeSearchPath(eff *classify.Effects) bool {
-	return slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "") ||
-		eff.Session&classify.SessionUnknown != 0
+// unitSettled is what afterUnit settled of a unit before the search path is followed: the
+// backend's transaction status after it, how its session effects were tracked, and whether a
+// savepoint statement was followed.
+type unitSettled struct {
+	status            byte
+	tracking          effectsTracking
+	savepointFollowed bool
+}
+
+// searchPathMovedUnseen reports whether unit u (run on a backend with a batch left open when
+// openBatch) may have changed the search_path in force in a
+// way the settings tracker did not follow, or ended the block that a followed change belonged to:
+//   - a multi-statement string or batch that changes search_path (SET LOCAL, SET, set_config),
+//     or that ends or rolls back part of a block in which the path was changed (COMMIT; BEGIN;
+//     ROLLBACK TO);
+//   - a single statement whose new path the tracker did not record: set_config with a computed
+//     value, or inside a larger statement (SELECT set_config(...) AS old), a function that calls
+//     set_config, a ROLLBACK TO a savepoint pgowl did not see set, a SET [LOCAL] in a part of a
+//     batch sent at a Flush (settled only at its Sync; the later parts are classified before).
+//
+// A DO block, a CALL pgowl cannot read and an EXECUTE of an SQL prepared statement may call
+// set_config unseen too, but they are left out: what they create is checked on the node anyway
+// (sessionPins.mayHaveChanged), and a path read after each would cost every one of them a round
+// trip inside a block. A single SET [LOCAL] search_path, RESET, or lone set_config call with a
+// constant value is followed exactly (settingsTracker).
+func (sess *session) searchPathMovedUnseen(u *unit, openBatch bool, settled unitSettled) bool {
+	eff := &u.effects
+	mayChange := slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "")
+	if eff.Statements != 1 {
+		return mayChange || (eff.Tx != classify.TxNone && sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier))
+	}
+	if txKind(*eff) == classify.TxKindRollbackToSavepoint {
+		return !settled.savepointFollowed && sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier)
+	}
+	if change := eff.SearchPath; change != nil && change.Known && u.setSQL != "" {
+		if change.Local {
+			// In a block, addLocal has it: its text is classified again with the block's later
+			// statements. Outside one it changes nothing, unless a batch's implicit block is open.
+			return settled.status == wire.TxIdle && openBatch
+		}
+		if replay, _ := settingReplay(*eff, u.setSQL); replay != "" && settled.tracking == trackExact {
+			return false // recorded among the pending changes, or applied
+		}
+	}
+	return mayChange
 }
 
 // readSearchPathInBlock reads the search_path in force on be, inside the open transaction block,
@@ -129,30 +170,27 @@ func mayChangeSearchPath(eff *classify.Effects) bool {
 // statements are classified on the path they run with, and it is dropped when the block ends,
 // whatever its fate. What the session's own path becomes at the block's end is settled as
 // before (the pending changes, or a read-back once idle). SHOW takes no snapshot, so a block
-// that has not yet run a query may still set its isolation level after it. It reports false when
-// be was lost meanwhile (the block with it).
-func (sess *session) readSearchPathInBlock(be *backend) bool {
-	if be.openBatch || be.expect.len() > 0 {
-		return true // the client's next statements are on their way: the path is left as followed
-	}
+// that has not yet run a query may still set its isolation level after it.
+//
+// If the read fails, the block is lost: an error aborts it (only a cancel or a timeout could
+// fail SHOW), or the connection is gone. The connection is closed then, so that the client's
+// next statement meets it dead and is told its transaction is gone (lostBackend), rather than
+// going on outside it unawares.
+func (sess *session) readSearchPathInBlock(be *backend) {
 	value, got := "", false
 	code, err := sess.runOnBackend(be, "SHOW search_path", func(row []byte) {
 		if values, ok := rowValues(row); ok && len(values) == 1 {
 			value, got = values[0], true
 		}
 	})
-	switch {
-	case err != nil:
-		// The block was on be: it is gone with it (dropBackend settles what was held there).
-		sess.held = be
-		sess.dropBackend(be)
-		return false
-	case code != "" || !got:
-		sess.log.Warn().Str("node", be.node).Str("sqlstate", code).Msg("reading the search_path inside a transaction block failed; the block's later statements are classified on the path pgowl followed")
-	default:
-		sess.settings.addLocal("SELECT pg_catalog.set_config('search_path', " + quoteLiteral(value) + ", true)")
+	if err != nil || code != "" || !got {
+		sess.log.Warn().Err(err).Str("node", be.node).Str("sqlstate", code).Msg("reading the search_path inside a transaction block failed; the block is lost, and the client is told at its next statement")
+		be.conn.NetConn().Close()
+		return
 	}
-	return true
+	sess.settings.addLocal("SELECT pg_catalog.set_config('search_path', " + quoteLiteral(value) + ", true)")
+	sess.settings.searchPathUnsure = false
+	sess.log.Debug().Str("node", be.node).Str("search_path", value).Msg("search_path read inside a transaction block")
 }
 
 // settingReplay says how the single statement sql, with effects eff, which

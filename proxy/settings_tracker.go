@@ -27,7 +27,10 @@ import (
 // their certainty) of that moment, as PostgreSQL undoes the settings.
 // Independently, readBackDue is set by a change
 // pgowl cannot replay as sent and cleared when the values are read back
-// from an idle backend.
+// from an idle backend; and searchPathUnsure is set by a unit that may have
+// moved search_path where the text does not say, and cleared when the path
+// is read from the node inside the block, or between transactions once no
+// read-back is due.
 type settingsTracker struct {
 	// sets are the session-level settings changes that succeeded, in order,
 	// as the statements that replay them.
@@ -54,6 +57,11 @@ type settingsTracker struct {
 	// sent; they are read back once the backend is idle (at the end of the
 	// unit, or of the transaction block or batch it ran in).
 	readBackDue bool
+	// searchPathUnsure: a unit may have changed search_path in a way the
+	// classifier did not follow (see session.searchPathMovedUnseen); what is
+	// created meanwhile is checked on the node, and inside a block the path
+	// is read from it at the first quiet moment.
+	searchPathUnsure bool
 	// loads are the LOAD statements the session ran, replayed on its other
 	// backends ahead of its settings (see noteLoad).
 	loads []string
@@ -183,6 +191,19 @@ func (t *settingsTracker) hasPending() bool {
 // counts only if the block commits.
 func (t *settingsTracker) addPending(replay string) {
 	t.pending, t.pendingLocal = append(t.pending, replay), append(t.pendingLocal, false)
+}
+
+// pendingChangesSearchPath reports whether a change pending in the open block sets search_path
+// (for the block or the session): a ROLLBACK TO, or the end of the block, pgowl could not follow
+// may then have undone it. c answers from its cache: the statements were classified when the
+// session ran them.
+func (t *settingsTracker) pendingChangesSearchPath(c *classify.Classifier) bool {
+	for _, sql := range t.pending {
+		if c.Classify(sql).SearchPath != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // addLocal records a change of search_path made for the rest of the open transaction block

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/wire"
+)
+
+// TestSearchPathMovedUnseen: which units leave the session on a search_path it did not follow
+// from their text, so that what they (and the units after them) create is checked on the node,
+// and inside a block the path is read from it (followSearchPathUnseen).
+func TestSearchPathMovedUnseen(t *testing.T) {
+	c := classify.New(classify.Options{})
+	for _, tc := range []struct {
+		sql              string
+		pending          string // a change made earlier in the block, waiting for its end
+		savepointUnknown bool   // the unit is a ROLLBACK TO of a savepoint the session did not see set
+		want             bool
+	}{
+		// Followed from the text.
+		{sql: "SET LOCAL search_path = pg_temp, public"},
+		{sql: "SET search_path = app, public"},
+		{sql: "SELECT set_config('search_path', 'app', true)"},
+		{sql: "SELECT set_config('search_path', 'app', false)"},
+		{sql: "SELECT set_config('search_path', 'app', true) AS old"}, // a local change: its text is classified again
+		{sql: "RESET search_path"},
+		{sql: "SELECT 1"},
+		{sql: "CREATE TABLE t (id int)"},
+		{sql: "SET work_mem = '8MB'; SELECT 1"},
+		{sql: "COMMIT; BEGIN"},                                   // nothing pending
+		{sql: "COMMIT; BEGIN", pending: "SET work_mem = '8MB'"},  // nothing pending sets the path
+		{sql: "ROLLBACK TO s", pending: "SET search_path = app"}, // a savepoint the session followed
+		{sql: "ROLLBACK TO s", savepointUnknown: true},           // nothing pending to undo
+		{sql: "DO $$ BEGIN PERFORM 1; END $$"},                   // checked on the node by the pin check
+		{sql: "SAVEPOINT s; SELECT 1", pending: "SET work_mem = '8MB'"},
+		// Not followed.
+		{sql: "BEGIN; SET LOCAL search_path = pg_temp, public", want: true},
+		{sql: "SET search_path = app; SELECT 1", want: true},
+		{sql: "SELECT set_config('search_path', 'pg_temp, ' || 'public', true)", want: true},
+		{sql: "SELECT set_config('search_path', 'app', false) AS old", want: true}, // not replayable as sent
+		{sql: "SELECT set_config(current_setting('app.name'), 'x', true)", want: true},
+		{sql: "COMMIT; BEGIN", pending: "SET LOCAL search_path = pg_temp, public", want: true},
+		{sql: "COMMIT; BEGIN", pending: "SET search_path = app", want: true},
+		{sql: "ROLLBACK TO s; SELECT 1", pending: "SET search_path = app", want: true},
+		{sql: "ROLLBACK TO s", pending: "SET search_path = app", savepointUnknown: true, want: true},
+	} {
+		sess := &session{srv: &Server{opts: Options{Classifier: c}}}
+		if tc.pending != "" {
+			sess.settings.addPending(tc.pending)
+		}
+		u := &unit{sql: tc.sql, effects: c.Classify(tc.sql)}
+		if u.effects.Statements == 1 {
+			u.setSQL = tc.sql
+		}
+		settled := unitSettled{status: wire.TxInBlock, tracking: sessionEffectsTracking(u, &u.outcome, false), savepointFollowed: !tc.savepointUnknown}
+		if got := sess.searchPathMovedUnseen(u, false, settled); got != tc.want {
+			t.Errorf("%q (pending %q, savepoint unknown %v): moved unseen %v, want %v", tc.sql, tc.pending, tc.savepointUnknown, got, tc.want)
+		}
+	}
+}
+
+// TestACreateOnAPathNotFollowedIsCheckedOnTheNode: a unit that writes or changes the catalogue
+// while the session's search_path may have moved unseen (in the same string, or in an earlier
+// part of a batch sent at a Flush) may have created an object in pg_temp: the pin check is due.
+func TestACreateOnAPathNotFollowedIsCheckedOnTheNode(t *testing.T) {
+	c := classify.New(classify.Options{})
+	run := func(sess *session, be *backend, sql string) {
+		u := &unit{sql: sql, effects: c.Classify(sql)}
+		if u.effects.Statements == 1 {
+			u.setSQL = sql
+		}
+		sess.followSearchPathUnseen(be, u, unitSettled{status: wire.TxIdle, tracking: sessionEffectsTracking(u, &u.outcome, be.openBatch), savepointFollowed: true})
+	}
+	newSession := func() *session { return &session{srv: &Server{opts: Options{Classifier: c}}} }
+
+	sess := newSession()
+	run(sess, &backend{}, "SET search_path = pg_temp, public; CREATE TABLE t (id int)")
+	if !sess.pins.recheckDue() {
+		t.Error("a CREATE after a SET search_path in the same string: no pin check due")
+	}
+
+	for _, set := range []string{"SET search_path = pg_temp, public; SELECT 1", "SET search_path = pg_temp, public", "SET LOCAL search_path = pg_temp, public"} {
+		sess = newSession()
+		batch := &backend{openBatch: true}
+		run(sess, batch, set) // sent at a Flush
+		if sess.pins.recheckDue() {
+			t.Errorf("%q, which created nothing: a pin check is due", set)
+		}
+		run(sess, batch, "CREATE TABLE t (id int)")
+		if !sess.pins.recheckDue() {
+			t.Errorf("a CREATE in the batch's next part, after %q in an earlier one: no pin check due", set)
+		}
+	}
+
+	sess = newSession()
+	run(sess, &backend{}, "SET search_path = pg_temp, public")
+	run(sess, &backend{}, "CREATE TABLE t (id int)")
+	if sess.pins.recheckDue() {
+		t.Error("a CREATE after a SET search_path the session followed: a pin check is due")
+	}
+}
