@@ -23,7 +23,6 @@ func TestSearchPathMovedUnseen(t *testing.T) {
 		{sql: "SET search_path = app, public"},
 		{sql: "SELECT set_config('search_path', 'app', true)"},
 		{sql: "SELECT set_config('search_path', 'app', false)"},
-		{sql: "SELECT set_config('search_path', 'app', true) AS old"}, // a local change: its text is classified again
 		{sql: "RESET search_path"},
 		{sql: "SELECT 1"},
 		{sql: "CREATE TABLE t (id int)"},
@@ -39,6 +38,7 @@ func TestSearchPathMovedUnseen(t *testing.T) {
 		{sql: "SET search_path = app; SELECT 1", want: true},
 		{sql: "SELECT set_config('search_path', 'pg_temp, ' || 'public', true)", want: true},
 		{sql: "SELECT set_config('search_path', 'app', false) AS old", want: true}, // not replayable as sent
+		{sql: "SELECT set_config('search_path', 'app', true) FROM pg_class WHERE false", want: true}, // may not run
 		{sql: "SELECT set_config(current_setting('app.name'), 'x', true)", want: true},
 		{sql: "COMMIT; BEGIN", pending: "SET LOCAL search_path = pg_temp, public", want: true},
 		{sql: "COMMIT; BEGIN", pending: "SET search_path = app", want: true},
@@ -98,5 +98,42 @@ func TestACreateOnAPathNotFollowedIsCheckedOnTheNode(t *testing.T) {
 	run(sess, &backend{}, "CREATE TABLE t (id int)")
 	if sess.pins.recheckDue() {
 		t.Error("a CREATE after a SET search_path the session followed: a pin check is due")
+	}
+
+	// A plain write creates nothing: a schema-per-tenant string costs no pin check.
+	sess = newSession()
+	run(sess, &backend{}, "SET search_path = tenant_7; INSERT INTO t VALUES (1)")
+	if sess.pins.recheckDue() {
+		t.Error("SET search_path; INSERT in one string: a pin check is due")
+	}
+}
+
+// TestARollbackToASavepointTakenWhileThePathWasUnsureMakesItUnsureAgain: a path read from the
+// node after a savepoint is among the changes a ROLLBACK TO it drops, so the path is unsure again
+// (and read again), as it was when the savepoint was set.
+func TestARollbackToASavepointTakenWhileThePathWasUnsureMakesItUnsureAgain(t *testing.T) {
+	var tr settingsTracker
+	tr.searchPathUnsure = true
+	if !tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindSavepoint, Savepoint: "a"}) {
+		t.Fatal("SAVEPOINT a not followed")
+	}
+	tr.addLocal("SELECT pg_catalog.set_config('search_path', 'pg_temp, public', true)") // read from the node
+	tr.searchPathUnsure = false
+	if !tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindRollbackToSavepoint, Savepoint: "a"}) {
+		t.Fatal("ROLLBACK TO a not followed")
+	}
+	if !tr.searchPathUnsure || len(tr.pending) != 0 {
+		t.Errorf("after ROLLBACK TO a: unsure %v, pending %q; want unsure again, the read dropped", tr.searchPathUnsure, tr.pending)
+	}
+	// A savepoint taken while the path was known: rolling back to it undoes what made it unsure.
+	if !tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindSavepoint, Savepoint: "b"}) {
+		t.Fatal("SAVEPOINT b not followed")
+	}
+	tr.searchPathUnsure = false
+	tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindSavepoint, Savepoint: "c"})
+	tr.searchPathUnsure = true
+	tr.followSavepoint(&classify.TransactionStatement{Kind: classify.TxKindRollbackToSavepoint, Savepoint: "c"})
+	if tr.searchPathUnsure {
+		t.Error("after ROLLBACK TO c, set while the path was known: still unsure")
 	}
 }

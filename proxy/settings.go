@@ -110,12 +110,32 @@ func (sess *session) followSearchPathUnseen(be *backend, u *unit, settled unitSe
 	if !sess.settings.searchPathUnsure {
 		return
 	}
-	if u.effects.CatalogueChange || u.effects.Access == classify.Write {
+	if createsUnseen(&u.effects) {
 		sess.pins.recheckLater()
 	}
 	if settled.status == wire.TxInBlock && !be.openBatch && be.expect.len() == 0 && !u.outcome.suspended {
 		sess.readSearchPathInBlock(be)
 	}
+}
+
+// createsUnseen reports whether a unit of effects eff may create an object (in pg_temp, when the
+// path puts it there) that its classification does not name: a CREATE itself, a function that
+// writes (a body's CREATE TABLE is not a catalogue change), or what cannot be analysed. A plain
+// INSERT, UPDATE or DELETE creates nothing. For a multi-statement string the reason is its first
+// writing statement's: a function that creates, called after a plain write in the same string, is
+// missed.
+func createsUnseen(eff *classify.Effects) bool {
+	switch {
+	case eff.CatalogueChange:
+		return true
+	case eff.Access != classify.Write:
+		return false
+	}
+	switch eff.Reason {
+	case classify.ReasonWritingFunction, classify.ReasonUnknownEffect, classify.ReasonNestingTooDeep:
+		return true
+	}
+	return false
 }
 
 // unitSettled is what afterUnit settled of a unit before the search path is followed: the
@@ -153,9 +173,11 @@ func (sess *session) searchPathMovedUnseen(u *unit, openBatch bool, settled unit
 		return !settled.savepointFollowed && sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier)
 	}
 	if change := eff.SearchPath; change != nil && change.Known && u.setSQL != "" {
-		if change.Local {
-			// In a block, addLocal has it: its text is classified again with the block's later
-			// statements. Outside one it changes nothing, unless a batch's implicit block is open.
+		if change.Local && len(eff.Settings) == 1 && eff.Settings[0].Local {
+			// SET LOCAL, or a lone set_config(..., true): in a block, addLocal has it, and its text
+			// is classified again with the block's later statements. Outside one it changes
+			// nothing, unless a batch's implicit block is open. (A set_config inside a larger
+			// statement may not run at all: WHERE false.)
 			return settled.status == wire.TxIdle && openBatch
 		}
 		if replay, _ := settingReplay(*eff, u.setSQL); replay != "" && settled.tracking == trackExact {
@@ -188,8 +210,14 @@ func (sess *session) readSearchPathInBlock(be *backend) {
 		be.conn.NetConn().Close()
 		return
 	}
-	sess.settings.addLocal("SELECT pg_catalog.set_config('search_path', " + quoteLiteral(value) + ", true)")
 	sess.settings.searchPathUnsure = false
+	st := &sess.cls
+	st.refresh(sess, sess.srv.opts.Classifier)
+	if read := nonNil(classify.SplitSearchPath(value)); st.ctx.SearchPathUnknown || !slices.Equal(read, st.ctx.SearchPath) {
+		// Recorded only when it differs from the path followed so far: a long block of strings
+		// that set the path to what it was adds nothing to walk.
+		sess.settings.addLocal("SELECT pg_catalog.set_config('search_path', " + quoteLiteral(value) + ", true)")
+	}
 	sess.log.Debug().Str("node", be.node).Str("search_path", value).Msg("search_path read inside a transaction block")
 }
 

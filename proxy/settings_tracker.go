@@ -246,10 +246,13 @@ func (t *settingsTracker) settlePending(fate pendingSetsFate, committed bool) (c
 }
 
 // settingsAtSavepoint is what ROLLBACK TO a savepoint restores: the
-// pending changes made before it, and their certainty then.
+// pending changes made before it, their certainty then, and whether the
+// search_path was unsure then (a path read from the node since is among the
+// changes the rollback drops).
 type settingsAtSavepoint struct {
-	pending   int
-	uncertain bool
+	pending          int
+	uncertain        bool
+	searchPathUnsure bool
 }
 
 // followSavepoint applies a SAVEPOINT, RELEASE or ROLLBACK TO that ran
@@ -258,10 +261,11 @@ type settingsAtSavepoint struct {
 // not (the caller then counts the pending changes as uncertain).
 func (t *settingsTracker) followSavepoint(st *classify.TransactionStatement) bool {
 	at, back, followed := t.savepoints.follow(st, func() settingsAtSavepoint {
-		return settingsAtSavepoint{pending: len(t.pending), uncertain: t.pendingUncertain}
+		return settingsAtSavepoint{pending: len(t.pending), uncertain: t.pendingUncertain, searchPathUnsure: t.searchPathUnsure}
 	})
 	if back {
 		t.pending, t.pendingLocal, t.pendingUncertain = t.pending[:at.pending], t.pendingLocal[:at.pending], at.uncertain
+		t.searchPathUnsure = at.searchPathUnsure
 	}
 	return followed
 }
