@@ -89,34 +89,14 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 	return nil
 }
 
-// settingsLeaveWithTheBatch reports whether the session effects of a part of a batch that only
-// reads allow the batch to leave its standby when a later part writes (leaveReadOnlyBatch): none,
-// or session-level SETs (and lone set_config calls) that the text names, whose values are read
-// back from the standby once pgowl's Sync has committed them there, and carried to the primary
-// with the session's settings. A SET LOCAL or a set_config(..., true), anywhere in the part,
-// holds only until the implicit transaction the move would end: the batch stays where it is, and
-// a write after it fails there with 25006 rather than run without the setting. So does a
-// set_config inside a larger statement or a function (its name may not be the text's), and
-// every other session effect.
-func settingsLeaveWithTheBatch(eff *classify.Effects) bool {
-	switch eff.Session {
-	case 0:
-		return len(eff.SetConfigNames) == 0
-	case classify.SessionSet:
-	default:
-		return false
-	}
-	for _, change := range eff.Settings {
-		if change.Local || change.Name == "" {
-			return false
-		}
-	}
-	for _, name := range eff.SetConfigNames {
-		if !slices.ContainsFunc(eff.Settings, func(change classify.SettingChange) bool { return change.Name == name }) {
-			return false
-		}
-	}
-	return len(eff.Settings) > 0
+// changesNoSetting reports whether a part of a batch that only reads changes no setting, so that
+// the batch may leave its standby when a later part writes (leaveReadOnlyBatch). A SET holds in
+// the implicit transaction the move would end early: a SET LOCAL would not outlive it, and a
+// session-level SET would be committed there even when a later part fails, which on a direct
+// connection undoes it. So a part with any setting change stays on its node, and a write after
+// it fails there with 25006.
+func changesNoSetting(eff *classify.Effects) bool {
+	return eff.Session == 0 && len(eff.SetConfigNames) == 0 && len(eff.Settings) == 0
 }
 
 // leavesNoPortal reports whether the batch ends with an Execute that ran its
@@ -341,7 +321,7 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 			// Without Sync the node keeps its replies buffered until a
 			// Flush: send one, whatever made pgowl run the batch now.
 			be.conn.Writer.Write([]byte{wire.MsgFlush, 0, 0, 0, 4})
-			plainRead := u.effects.Access == classify.Read && u.effects.Tx == classify.TxNone && settingsLeaveWithTheBatch(&u.effects) &&
+			plainRead := u.effects.Access == classify.Read && u.effects.Tx == classify.TxNone && changesNoSetting(&u.effects) &&
 				b.leavesNoPortal()
 			be.openReadOnly = plainRead && (!be.openBatch || be.openReadOnly)
 			be.openBatch = true

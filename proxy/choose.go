@@ -541,12 +541,6 @@ func (sess *session) leaveReadOnlyBatch(be *backend) {
 				c.TxStatus = body[0]
 				be.openBatch, be.openReadOnly = false, false
 				sess.log.Debug().Str("node", be.node).Msg("batch leaves the standby: its first part only read, the rest needs the primary")
-				// A session-level SET of the part (settingsLeaveWithTheBatch) took effect with this
-				// Sync: its value is read back here and goes to the primary with the session's settings.
-				sess.readSettingsBackIfDue(be)
-				if be.broken {
-					return
-				}
 				sess.releaseIdle(be)
 				return
 			}

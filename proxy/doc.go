@@ -257,12 +257,9 @@
 // back, and the writing part is planned on its own (canLeaveReadOnlyBatch).
 // It is not done when the session set a default isolation level above READ
 // COMMITTED: the statements of an implicit transaction then share one
-// snapshot, which two nodes would not. A session-level SET in the part
-// leaves with it: pgowl's Sync commits it on the standby, where its value is
-// read back, and it reaches the primary with the session's settings. A SET
-// LOCAL (or anything else that changes state) keeps the batch where it is:
-// the setting holds only until the implicit transaction the move would end
-// (settingsLeaveWithTheBatch).
+// snapshot, which two nodes would not. A part that changes a setting (SET,
+// SET LOCAL, set_config) keeps the batch where it is (changesNoSetting): the
+// implicit transaction the move would end early decides the setting's fate.
 //
 // # Skip-until-Sync
 //

@@ -627,7 +627,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	}
 	sess.settlePendingSets(be, u, savepointFollowed)
 	if status != wire.TxIdle && u.effects.Statements == 1 && u.setSQL != "" && !u.runsNothing && !out.failed() &&
-		u.effects.SearchPath != nil && u.effects.SearchPath.Local {
+		u.effects.SearchPath != nil && u.effects.SearchPath.Local && len(u.effects.Settings) == 1 && u.effects.Settings[0].Local {
 		// SET LOCAL search_path: the block's later statements resolve names (and create
 		// unqualified objects) on it, until the block ends.
 		sess.settings.addLocal(u.setSQL)

@@ -119,23 +119,13 @@ func (sess *session) followSearchPathUnseen(be *backend, u *unit, settled unitSe
 }
 
 // createsUnseen reports whether a unit of effects eff may create an object (in pg_temp, when the
-// path puts it there) that its classification does not name: a CREATE itself, a function that
-// writes (a body's CREATE TABLE is not a catalogue change), or what cannot be analysed. A plain
-// INSERT, UPDATE or DELETE creates nothing. For a multi-statement string the reason is its first
-// writing statement's: a function that creates, called after a plain write in the same string, is
-// missed.
+// path puts it there) that its classification does not name: a CREATE, and any write, since
+// SELECT INTO, a CALL or a function called from an INSERT may create a table (a body's CREATE
+// TABLE is not a catalogue change), and a unit's reason names only its first write. A
+// 'SET search_path = tenant; INSERT ...' string so costs one pin check between transactions,
+// beside the read-back of its settings.
 func createsUnseen(eff *classify.Effects) bool {
-	switch {
-	case eff.CatalogueChange:
-		return true
-	case eff.Access != classify.Write:
-		return false
-	}
-	switch eff.Reason {
-	case classify.ReasonWritingFunction, classify.ReasonUnknownEffect, classify.ReasonNestingTooDeep:
-		return true
-	}
-	return false
+	return eff.CatalogueChange || eff.Access == classify.Write
 }
 
 // unitSettled is what afterUnit settled of a unit before the search path is followed: the
