@@ -145,6 +145,17 @@ func TestPinEndsWhenStateIsGone(t *testing.T) {
 			{"DROP TABLE pin_computed", false},
 			{"RESET search_path", false},
 		}},
+		// A session-level path set in a block, read from the node as local to it, outlives
+		// COMMIT AND CHAIN: the chained block reads it again.
+		{"TableAfterAComputedPathAndAChainedCommit", []step{
+			{"BEGIN", false},
+			{"SELECT set_config('search_path', 'pg_temp, ' || 'public', false)", false},
+			{"COMMIT AND CHAIN", false},
+			{"CREATE TABLE pin_chained (id int)", true},
+			{"COMMIT", true},
+			{"DROP TABLE pin_chained", false},
+			{"RESET search_path", false},
+		}},
 		{"SelectIntoAfterAComputedPathInTheSameString", []step{
 			{"SELECT set_config('search_path', 'pg_temp, ' || 'public', false); SELECT 1 AS id INTO pin_selected", true},
 			{"DROP TABLE pin_selected", false},

@@ -29,10 +29,6 @@ type exchangeOutcome struct {
 	// completions counts the node's CommandComplete replies: the
 	// statements that ran to completion.
 	completions int
-	// suspended: an Execute's reply was PortalSuspended, so the portal (the
-	// unnamed one, most often) waits for the client's next Execute, which a
-	// simple Query pgowl ran on the connection would destroy.
-	suspended bool
 }
 
 // failed reports whether the node answered the exchange with an error.

@@ -223,7 +223,7 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 	case wire.MsgCopyInResponse:
 		x.copying = true
 	case wire.MsgPortalSuspended:
-		x.out.suspended = true
+		be.portalSuspended = true
 		fallthrough
 	default:
 		if completes(head, typ) {

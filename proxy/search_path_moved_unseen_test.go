@@ -15,6 +15,7 @@ func TestSearchPathMovedUnseen(t *testing.T) {
 	for _, tc := range []struct {
 		sql              string
 		pending          string // a change made earlier in the block, waiting for its end
+		readBackDue      bool   // a session-level change earlier in the block was not recorded
 		savepointUnknown bool   // the unit is a ROLLBACK TO of a savepoint the session did not see set
 		want             bool
 	}{
@@ -45,11 +46,16 @@ func TestSearchPathMovedUnseen(t *testing.T) {
 		{sql: "COMMIT; BEGIN", pending: "SET search_path = app", want: true},
 		{sql: "ROLLBACK TO s; SELECT 1", pending: "SET search_path = app", want: true},
 		{sql: "ROLLBACK TO s", pending: "SET search_path = app", savepointUnknown: true, want: true},
+		{sql: "COMMIT AND CHAIN", readBackDue: true, want: true},
+		{sql: "COMMIT AND CHAIN"},
+		{sql: "ROLLBACK AND CHAIN", readBackDue: true, want: true},
+		{sql: "COMMIT; BEGIN", readBackDue: true, want: true},
 	} {
 		sess := &session{srv: &Server{opts: Options{Classifier: c}}}
 		if tc.pending != "" {
 			sess.settings.addPending(tc.pending)
 		}
+		sess.settings.readBackDue = tc.readBackDue
 		u := &unit{sql: tc.sql, effects: c.Classify(tc.sql)}
 		if u.effects.Statements == 1 {
 			u.setSQL = tc.sql

@@ -129,6 +129,10 @@ type backend struct {
 	openBatch bool // an extended batch was sent without its Sync
 	skipping  bool // the node discards messages until Sync after an error
 	broken    bool
+	// portalSuspended: an Execute's reply on it was PortalSuspended in the open transaction, so
+	// a portal (the unnamed one, most often) may wait for the client's next Execute, which a
+	// simple Query pgowl ran there would destroy. The transaction's end clears it.
+	portalSuspended bool
 	// openReadOnly: with openBatch, everything sent since the last Sync only
 	// read, outside any transaction block (see leaveReadOnlyBatch).
 	openReadOnly bool
@@ -634,6 +638,12 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	}
 	if status == wire.TxIdle {
 		sess.endPgowlTransaction(out.committed)
+		sess.settings.endBlock()
+		be.portalSuspended = false // the transaction's end closed every portal
+	} else if !u.runsNothing && endsBlock(txKind(u.effects)) {
+		// A block ended and the next began within the unit (AND CHAIN, COMMIT; BEGIN): the
+		// savepoints recorded in the old one are gone, so that a ROLLBACK TO a namesake set in
+		// the new one unseen (in a multi-statement string) is not matched to them.
 		sess.settings.endBlock()
 	}
 	if !u.runsNothing {

@@ -98,24 +98,36 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 //     object in pg_temp unseen: the node is asked, between transactions, what the session's
 //     temporary schema holds (the pin check);
 //   - inside a block, at the first moment the backend is quiet (no batch open, no reply due, no
-//     portal left suspended), the path is read from the node and holds for the rest of the
-//     block, as a change local to it.
+//     portal left suspended in the transaction), the path is read from the node and holds for
+//     the rest of the block, as a change local to it. Until then the block's statements are
+//     classified on the path followed so far; what they create is checked as above.
 func (sess *session) followSearchPathUnseen(be *backend, u *unit, settled unitSettled) {
-	if be.broken || u.runsNothing {
+	if be.broken {
 		return
 	}
-	if !(u.outcome.failed() && u.effects.Statements == 1) && sess.searchPathMovedUnseen(u, be.openBatch, settled) {
-		sess.settings.searchPathUnsure = true
+	if !u.runsNothing {
+		if !(u.outcome.failed() && u.effects.Statements == 1) && sess.searchPathMovedUnseen(u, be.openBatch, settled) {
+			sess.settings.searchPathUnsure = true
+		}
+		if sess.settings.searchPathUnsure && createsUnseen(&u.effects) {
+			sess.pins.recheckLater()
+		}
 	}
-	if !sess.settings.searchPathUnsure {
-		return
-	}
-	if createsUnseen(&u.effects) {
-		sess.pins.recheckLater()
-	}
-	if settled.status == wire.TxInBlock && !be.openBatch && be.expect.len() == 0 && !u.outcome.suspended {
+	// Also after a unit that ran nothing (the Sync that ends a pipeline's parts).
+	if sess.settings.searchPathUnsure && settled.status == wire.TxInBlock && !be.openBatch && be.expect.len() == 0 && !be.portalSuspended {
 		sess.readSearchPathInBlock(be)
 	}
+}
+
+// endsBlock reports whether a transaction statement of kind ends its block (and, AND CHAIN,
+// opens the next).
+func endsBlock(kind classify.TxKind) bool {
+	switch kind {
+	case classify.TxKindCommit, classify.TxKindRollback, classify.TxKindCommitAndChain, classify.TxKindRollbackAndChain,
+		classify.TxKindPrepareTransaction:
+		return true
+	}
+	return false
 }
 
 // createsUnseen reports whether a unit of effects eff may create an object (in pg_temp, when the
@@ -156,11 +168,18 @@ type unitSettled struct {
 func (sess *session) searchPathMovedUnseen(u *unit, openBatch bool, settled unitSettled) bool {
 	eff := &u.effects
 	mayChange := slices.Contains(eff.SetConfigNames, "search_path") || slices.Contains(eff.SetConfigNames, "")
+	// A session-level change pgowl did not record (one read back when the session is next
+	// idle) outlives a block's end that opens the next (AND CHAIN), while the path read from
+	// the node for it, kept as local to the old block, ends with it.
+	unrecorded := sess.settings.readBackDue
 	if eff.Statements != 1 {
-		return mayChange || (eff.Tx != classify.TxNone && sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier))
+		return mayChange || (eff.Tx != classify.TxNone && (unrecorded || sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier)))
 	}
-	if txKind(*eff) == classify.TxKindRollbackToSavepoint {
+	switch txKind(*eff) {
+	case classify.TxKindRollbackToSavepoint:
 		return !settled.savepointFollowed && sess.settings.pendingChangesSearchPath(sess.srv.opts.Classifier)
+	case classify.TxKindCommitAndChain, classify.TxKindRollbackAndChain:
+		return unrecorded
 	}
 	if change := eff.SearchPath; change != nil && change.Known && u.setSQL != "" {
 		if change.Local && len(eff.Settings) == 1 && eff.Settings[0].Local {
