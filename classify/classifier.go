@@ -501,7 +501,7 @@ func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDepende
 				sessionEnv, local = a.env, false
 			}
 		}
-		if local && v.transaction != nil && endsBlock(v.transaction.Kind) {
+		if local && v.transaction != nil && v.transaction.Kind.EndsBlock() {
 			a.env, local = sessionEnv, false
 		}
 	}
@@ -717,14 +717,4 @@ func ownedNames(names []string) []string {
 // sortedOnce returns names sorted, each once, in a new slice.
 func sortedOnce(names []string) []string {
 	return slices.Compact(slices.Sorted(slices.Values(names)))
-}
-
-// endsBlock reports whether a transaction statement of kind ends the transaction block, and with
-// it whatever SET LOCAL set in it.
-func endsBlock(kind TxKind) bool {
-	switch kind {
-	case TxKindCommit, TxKindRollback, TxKindCommitAndChain, TxKindRollbackAndChain, TxKindPrepareTransaction:
-		return true
-	}
-	return false
 }

@@ -62,6 +62,16 @@ var txKindNames = [...]string{
 	TxKindSetConstraints:         "SET_CONSTRAINTS",
 }
 
+// EndsBlock reports whether a transaction statement of kind k ends its transaction block, and
+// with it whatever SET LOCAL set in it (AND CHAIN opens the next).
+func (k TxKind) EndsBlock() bool {
+	switch k {
+	case TxKindCommit, TxKindRollback, TxKindCommitAndChain, TxKindRollbackAndChain, TxKindPrepareTransaction:
+		return true
+	}
+	return false
+}
+
 // String returns the kind's code, for example "ROLLBACK_TO_SAVEPOINT".
 func (k TxKind) String() string {
 	if int(k) < len(txKindNames) {

@@ -119,17 +119,6 @@ func (sess *session) followSearchPathUnseen(be *backend, u *unit, settled unitSe
 	}
 }
 
-// endsBlock reports whether a transaction statement of kind ends its block (and, AND CHAIN,
-// opens the next).
-func endsBlock(kind classify.TxKind) bool {
-	switch kind {
-	case classify.TxKindCommit, classify.TxKindRollback, classify.TxKindCommitAndChain, classify.TxKindRollbackAndChain,
-		classify.TxKindPrepareTransaction:
-		return true
-	}
-	return false
-}
-
 // createsUnseen reports whether a unit of effects eff may create an object (in pg_temp, when the
 // path puts it there) that its classification does not name: a CREATE, and any write, since
 // SELECT INTO, a CALL or a function called from an INSERT may create a table (a body's CREATE
