@@ -34,6 +34,9 @@ func TestAccessRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The role is dropped and created again on the primary. A login that
+	// reads runs on a standby, which refuses it until it has replayed the role.
+	catchUp(t, c)
 	files := newClientTLSFiles(t)
 	o := startOwl(t, c, func(cfg *config.Config) {
 		files.withClientTLS(config.ClientTLSPrefer)(cfg)
@@ -132,11 +135,7 @@ func TestAdminCommandsOnlyForAdminUsers(t *testing.T) {
 	}
 	// The role is created on the primary; a read of the user may run on a
 	// standby, whose login of the user fails (28P01) until it has replayed it.
-	for _, standby := range c.Nodes[1:] {
-		if err := standby.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	catchUp(t, c)
 	o := startOwl(t, c, func(cfg *config.Config) {
 		cfg.Users = append(cfg.Users, config.User{Name: "owl_not_admin", Password: "plain-user", Auth: config.AuthSCRAM})
 		cfg.Admin.Users = []string{appUser}
