@@ -15,7 +15,8 @@ type Pins uint16
 const (
 	// PinListen: the session LISTENs on a channel.
 	PinListen Pins = 1 << iota
-	// PinTempTable: the session made a temporary table (or function, or type).
+	// PinTempTable: the session made an object in its temporary schema (pg_temp): a table,
+	// view, sequence, function or type. Its name keeps the kind that is most often the cause.
 	PinTempTable
 	// PinHoldCursor: the session has a cursor WITH HOLD open.
 	PinHoldCursor
@@ -34,7 +35,7 @@ var pinNames = [...]struct {
 	name, words string
 }{
 	{PinListen, "LISTEN", "LISTEN"},
-	{PinTempTable, "TEMP_TABLE", "a temporary table"},
+	{PinTempTable, "TEMP_TABLE", "a temporary object"},
 	{PinHoldCursor, "HOLD_CURSOR", "a cursor WITH HOLD"},
 	{PinAdvisoryLock, "ADVISORY_LOCK", "a session-level advisory lock"},
 	{PinSetRole, "SET_ROLE", "SET ROLE / SET SESSION AUTHORIZATION"},
@@ -43,7 +44,7 @@ var pinNames = [...]struct {
 }
 
 // String describes the pins in words, for notices and logs:
-// "LISTEN, a temporary table".
+// "LISTEN, a temporary object".
 func (p Pins) String() string {
 	var parts []string
 	for _, n := range pinNames {
