@@ -57,16 +57,26 @@ type Target struct {
 	Port int
 }
 
-// Addr returns host:port.
+// Addr returns host:port, as the node is named in logs and by the monitor.
 func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// DialAddress returns the network and address t is reached at, as libpq reads a host: its Unix
+// socket when Host is a directory (an absolute path), else TCP to host:port.
+func (t Target) DialAddress() (network, address string) {
+	return pgconn.NetworkAddress(t.Host, uint16(t.Port))
+}
 
 // Conn is one authenticated backend connection, owned by one client session
 // at a time.
 type Conn struct {
-	Node   string
-	Addr   string
-	PID    uint32
-	Secret []byte
+	Node string
+	// Addr is the node's host:port (Target.Addr).
+	Addr string
+	// Network and Address are where the connection was made (Target.DialAddress): a
+	// CancelRequest for its backend goes there.
+	Network, Address string
+	PID              uint32
+	Secret           []byte
 	// ParameterStatus holds what the node reported at startup.
 	ParameterStatus map[string]string
 	// DefaultIsolation is default_transaction_isolation as the login left it
@@ -193,9 +203,12 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 	}
 	now := time.Now()
 	rw := wire.Direct(h.Conn)
+	network, address := t.DialAddress()
 	return &Conn{
 		Node:             t.Node,
 		Addr:             t.Addr(),
+		Network:          network,
+		Address:          address,
 		PID:              h.PID,
 		Secret:           h.SecretKey,
 		ParameterStatus:  h.ParameterStatuses,

@@ -43,7 +43,8 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 	opts.TLS.Apply(cfg)
 	dctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancel()
-	netConn, err := cfg.DialFunc(dctx, "tcp", t.Addr())
+	network, address := t.DialAddress()
+	netConn, err := cfg.DialFunc(dctx, network, address)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 		return nil, err
 	}
 	c := &Conn{
-		Node: t.Node, Addr: t.Addr(), ParameterStatus: map[string]string{},
+		Node: t.Node, Addr: t.Addr(), Network: network, Address: address, ParameterStatus: map[string]string{},
 		Reader: reader, Writer: writer, netConn: netConn, loginKey: login.key(),
 	}
 	if err := scramPassthrough(reader, send, login.SCRAM); err != nil {

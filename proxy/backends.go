@@ -39,7 +39,7 @@ func (s *backendSet) add(c *pool.Conn, node string, role route.Role) *backend {
 		conn:    c,
 		node:    node,
 		role:    role,
-		running: runningStatement{node: node, addr: c.Addr, pid: c.PID, secret: c.Secret},
+		running: runningStatement{node: node, network: c.Network, address: c.Address, pid: c.PID, secret: c.Secret},
 		expect:  expectQueue{items: be.expect.items[:0]},
 	}
 	s.list = append(s.list, be)

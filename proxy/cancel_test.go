@@ -31,7 +31,7 @@ func TestBackendWaitsForCancelInFlight(t *testing.T) {
 	sess := &session{log: zerolog.Nop()}
 	srv := &Server{sessions: map[cancelKey]*session{key: sess}}
 	sess.srv = srv
-	sess.running.Store(&runningStatement{node: "pg1", addr: node.Addr().String(), pid: 42, secret: []byte{1, 2, 3, 4}})
+	sess.running.Store(&runningStatement{node: "pg1", network: "tcp", address: node.Addr().String(), pid: 42, secret: []byte{1, 2, 3, 4}})
 
 	cancelled := make(chan struct{})
 	go func() {

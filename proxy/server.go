@@ -329,7 +329,7 @@ func (sess *session) passOnCancel() {
 		}
 	}
 	d := net.Dialer{Timeout: cancelRequestTimeout}
-	c, err := d.Dial("tcp", run.addr)
+	c, err := d.Dial(run.network, run.address)
 	if err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
 		return

@@ -102,10 +102,11 @@ type session struct {
 
 // runningStatement says where a client's statement is running, for cancel requests.
 type runningStatement struct {
-	node   string
-	addr   string
-	pid    uint32
-	secret []byte
+	node string
+	// network and address reach the node (pool.Conn.Network, Address): TCP, or its Unix socket.
+	network, address string
+	pid              uint32
+	secret           []byte
 	// behindRead, when not nil, is closed once the session's catalogue read, which the
 	// statement was sent behind on the same connection, has been read: until then the node
 	// may be running the read, and a cancel request would cancel it instead of the statement
