@@ -117,7 +117,10 @@ type options struct {
 	// nodeCPUs is -node-cpus: the CPUs the node's processes are pinned to, this process and
 	// the proxies it starts to the rest ("" leaves every process where the kernel puts it).
 	nodeCPUs string
-	command  string
+	// nodeSocket has the proxies reach the node through its Unix socket, as a proxy beside its
+	// database can, where the clients, direct or not, connect over TCP.
+	nodeSocket bool
+	command    string
 }
 
 // pgowlInstance is the pgowl the benchmark runs against: its address, the warning lines it logged
@@ -156,6 +159,7 @@ func main() {
 	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
 	flag.StringVar(&o.baselineBinary, "baseline-binary", "", "add a pgowl binary built elsewhere (go build -o /tmp/pgowl-old ./cmd/pgowl in a worktree at another commit) as a target, run as a process of its own and interleaved with the others: with -process, two builds compared in one sitting")
 	flag.BoolVar(&o.standby, "standby", false, "put a streaming standby behind pgowl beside the primary, as deployed (direct still runs on the primary): a use's verdict then picks its node, so it waits for its session's change to be taken in before it is routed")
+	flag.BoolVar(&o.nodeSocket, "node-socket", false, "have pgowl, the baseline binary and PgBouncer reach the node through its Unix socket (node host: the socket's directory), as a proxy beside its database can; the clients, direct ones included, and -byte-relay stay on TCP")
 	flag.StringVar(&o.nodeCPUs, "node-cpus", "", "pin the node's processes to these CPUs (a list as taskset -c takes: 1, 2-3) and this process, the clients and pgowl in it, and the proxies it starts to the others, as a database server has CPUs of its own; by default the kernel places every process, and on a machine of few CPUs it often packs the proxy's work beside the node's backend")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
@@ -315,7 +319,8 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		start = startPgowlProcess
 	}
-	owl, err := start(startCtx, c.Nodes, o.pgowlLog())
+	nodes := proxyNodes(c.Nodes, o.nodeSocket)
+	owl, err := start(startCtx, nodes, o.pgowlLog())
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +333,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	}
 	targets := []string{targetDirect, targetPgowl}
 	if o.pgbouncer {
-		bouncerAddr, bouncerPID, stopBouncer, err := startPgBouncer(startCtx, primary)
+		bouncerAddr, bouncerPID, stopBouncer, err := startPgBouncer(startCtx, nodes[0])
 		if err != nil {
 			return nil, err
 		}
@@ -348,7 +353,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		targets = append(targets, targetByteRelay)
 	}
 	if o.baselineBinary != "" {
-		base, err := startPgowlBinary(startCtx, c.Nodes, pgowlLog{}, o.baselineBinary)
+		base, err := startPgowlBinary(startCtx, nodes, pgowlLog{}, o.baselineBinary)
 		if err != nil {
 			return nil, fmt.Errorf("-baseline-binary: %w", err)
 		}
@@ -406,6 +411,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.process {
 		where = "as a process of its own (`-process`: cmd/pgowl built from this checkout)"
 	}
+	report.WriteString(reachesNode(o.nodeSocket))
 	report.WriteString(" The simple protocol sends each statement as a Query; the extended one as the unnamed statement's Parse, Bind, Describe, Execute and Sync in one write, as PgJDBC sends a statement it has not prepared.")
 	texts := "each run's names carry its number, so that no statement text repeats across runs, as a migration runs once: pgowl's caches by text serve no run"
 	if o.repeatTexts {
@@ -552,6 +558,28 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	return ratios, nil
 }
 
+// proxyNodes gives the proxies' node list for the cluster's nodes (the primary first): each node
+// at its TCP address, or at its Unix socket's directory with socket (-node-socket).
+func proxyNodes(nodes []*cluster.Node, socket bool) []config.Node {
+	list := make([]config.Node, 0, len(nodes))
+	for _, n := range nodes {
+		host := n.Host
+		if socket {
+			host = n.SocketDir()
+		}
+		list = append(list, config.Node{Name: n.Name, Host: host, Port: n.Port})
+	}
+	return list
+}
+
+// reachesNode says, for the report, how the proxies reach the node.
+func reachesNode(socket bool) string {
+	if socket {
+		return " pgowl and PgBouncer reach the node through its Unix socket (`-node-socket`), as a proxy beside its database can; the clients, direct ones included, connect over TCP."
+	}
+	return " Every connection, the proxies' to the node included, is TCP over loopback."
+}
+
 // behind says what pgowl runs in front of, for the report.
 func behind(standby bool) string {
 	if standby {
@@ -563,12 +591,10 @@ func behind(standby bool) string {
 // startPgowl runs pgowl in this process in front of nodes (the primary first) with benchUser as
 // its login, and waits until a statement passes through it. warnings returns the warning lines
 // logged so far.
-func startPgowl(ctx context.Context, nodes []*cluster.Node, log pgowlLog) (started pgowlInstance, err error) {
+func startPgowl(ctx context.Context, nodes []config.Node, log pgowlLog) (started pgowlInstance, err error) {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
-	for _, n := range nodes {
-		cfg.Nodes = append(cfg.Nodes, config.Node{Name: n.Name, Host: n.Host, Port: n.Port})
-	}
+	cfg.Nodes = nodes
 	cfg.Users = []config.User{{Name: benchUser, Password: benchPassword, Auth: config.AuthSCRAM}}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/config"
 )
 
 // pgbouncerStartTimeout bounds the wait for PgBouncer to accept connections.
@@ -24,7 +24,7 @@ const pgbouncerStartTimeout = 15 * time.Second
 // a SET holds), SCRAM with benchUser's password, logging off. PgBouncer refuses to run as root,
 // so a root benchmark runs it as the postgres user. The binary is pgbouncer from PATH or
 // /usr/sbin (Debian's package).
-func startPgBouncer(ctx context.Context, primary *cluster.Node) (addr string, pid int, stop func(), err error) {
+func startPgBouncer(ctx context.Context, primary config.Node) (addr string, pid int, stop func(), err error) {
 	binary, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if _, statErr := os.Stat("/usr/sbin/pgbouncer"); statErr != nil {

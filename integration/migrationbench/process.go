@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/internal/gomodule"
 )
 
@@ -27,13 +27,13 @@ const (
 // a user deploys it, with the configuration startPgowl gives the pgowl in this process (the
 // defaults, warnings and errors logged). Its log goes to log's file when given (pgowl writes it
 // there itself, as it writes to a deployment's log), or is kept for the report's warnings.
-func startPgowlProcess(ctx context.Context, nodes []*cluster.Node, log pgowlLog) (started pgowlInstance, err error) {
+func startPgowlProcess(ctx context.Context, nodes []config.Node, log pgowlLog) (started pgowlInstance, err error) {
 	return startPgowlBinary(ctx, nodes, log, "")
 }
 
 // startPgowlBinary is startPgowlProcess with binary, a pgowl built elsewhere (another commit's),
 // run instead of the one built from this module; "" builds this module's.
-func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, log pgowlLog, binary string) (started pgowlInstance, err error) {
+func startPgowlBinary(ctx context.Context, nodes []config.Node, log pgowlLog, binary string) (started pgowlInstance, err error) {
 	dir, err := os.MkdirTemp("", "migrationbench-pgowl-")
 	if err != nil {
 		return pgowlInstance{}, err
@@ -72,7 +72,7 @@ func startPgowlBinary(ctx context.Context, nodes []*cluster.Node, log pgowlLog, 
 	}
 	var nodeLines strings.Builder
 	for _, n := range nodes {
-		fmt.Fprintf(&nodeLines, "  - {name: %s, host: %s, port: %d}\n", n.Name, n.Host, n.Port)
+		fmt.Fprintf(&nodeLines, "  - {name: %s, host: %q, port: %d}\n", n.Name, n.Host, n.Port)
 	}
 	yaml := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q, auth: scram-sha-256}\nlog: {level: %s}\nadmin: {listen: \"\"}\n",
 		addr, nodeLines.String(), benchUser, benchPassword, level)
