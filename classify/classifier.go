@@ -606,6 +606,7 @@ func (v *verdict) effects() Effects {
 		SearchPath:      v.searchPath,
 
 		Transaction:       v.transaction,
+		EndsBlock:         v.transaction != nil && v.transaction.Kind.EndsBlock(),
 		Settings:          v.settingChanges,
 		Deallocates:       v.deallocates,
 		Loads:             v.loads,

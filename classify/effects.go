@@ -429,6 +429,10 @@ type Effects struct {
 	// Transaction describes the first transaction-control statement, the one Tx comes from;
 	// nil when there is none.
 	Transaction *TransactionStatement `json:"transaction,omitempty"`
+	// EndsBlock is set when a statement of the string ends a transaction block (TxKind.EndsBlock),
+	// whichever it is: Transaction describes the first only, so in "SAVEPOINT b; COMMIT; BEGIN"
+	// it is the SAVEPOINT.
+	EndsBlock bool `json:"ends_block,omitempty"`
 	// Settings are the setting changes the statements make by their own text, in order: SET,
 	// RESET, RESET ALL, SET LOCAL, SET SESSION CHARACTERISTICS, and a statement that is one
 	// set_config call with a constant name. A set_config call inside a larger statement or in

@@ -11,7 +11,7 @@ import "slices"
 //     READ_ONLY (OVERRIDE, HINT) gives Reason and Subject, since the unit
 //     reads only because of it;
 //   - Tx is the first part's transaction control that is not TxNone, and
-//     Transaction is that part's;
+//     Transaction is that part's; EndsBlock is set when any part has it;
 //   - Settings is the parts' Settings in order, DiscardsSequences is set when
 //     any part has it;
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
@@ -43,6 +43,7 @@ func Merge(parts []Effects) Effects {
 		if merged.Tx == TxNone {
 			merged.Tx, merged.Transaction = part.Tx, part.Transaction
 		}
+		merged.EndsBlock = merged.EndsBlock || part.EndsBlock
 		if len(part.Settings) > 0 {
 			merged.Settings = append(merged.Settings[:len(merged.Settings):len(merged.Settings)], part.Settings...)
 		}

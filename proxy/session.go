@@ -641,7 +641,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		sess.endPgowlTransaction(out.committed)
 		sess.settings.endBlock()
 		be.portalSuspended = false // the transaction's end closed every portal
-	} else if !u.runsNothing && txKind(u.effects).EndsBlock() {
+	} else if !u.runsNothing && u.effects.EndsBlock {
 		// A block ended and the next began within the unit (AND CHAIN, COMMIT; BEGIN): the
 		// savepoints recorded in the old one are gone, so that a ROLLBACK TO a namesake set in
 		// the new one unseen (in a multi-statement string) is not matched to them.
