@@ -218,7 +218,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if s.shutdown.draining.Load() {
 			go func() {
 				defer conn.Close()
-				refuseWhileShuttingDown(conn)
+				s.refuseWhileShuttingDown(conn)
 			}()
 			continue
 		}

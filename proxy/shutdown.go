@@ -141,13 +141,19 @@ func (sess *session) endForShutdown() bool {
 }
 
 // refuseWhileShuttingDown answers a client that connects during the drain
-// with FATAL 57P01, after its startup packet so that it reads the answer.
-func refuseWhileShuttingDown(conn net.Conn) {
+// with FATAL 57P01, after its startup packet so that it reads the answer. A
+// CancelRequest is acted on instead: the drain waits for running statements,
+// and a client may want to stop one rather than wait.
+func (s *Server) refuseWhileShuttingDown(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(time.Second))
 	r := wire.NewReader(conn, 1024, 10000)
 	for range 2 {
 		body, err := r.ReadUntyped()
 		if err != nil {
+			return
+		}
+		if k, ok := cancelRequestKey(body); ok {
+			s.cancelFromClient(k)
 			return
 		}
 		if len(body) >= 4 && (body[0] != 0x04 || body[1] != 0xd2) {

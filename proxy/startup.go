@@ -139,11 +139,15 @@ const maxCourteousRefusals = 256
 // reads the connection's startup packet first (briefly, in a goroutine), so
 // that the client reads the refusal rather than a reset; past that, it writes
 // the refusal and closes the connection at once.
+//
+// A connection that turns out to carry a CancelRequest is no login: the request is acted on, as
+// PostgreSQL's postmaster acts on one whatever its connection limits, since a client at the
+// limit is the one most likely to need to stop a statement.
 func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusal) {
-	s.loginLog.note(loginRefused, addr, refusal.String())
 	refusalErr := tooManyClientsError(refusal, s.live().cfg.Limits)
 	if s.courteousRefusals.Add(1) > maxCourteousRefusals {
 		s.courteousRefusals.Add(-1)
+		s.loginLog.note(loginRefused, addr, refusal.String())
 		conn.SetWriteDeadline(time.Now().Add(refusedLoginWait))
 		writeErrorNow(conn, refusalErr)
 		conn.Close()
@@ -154,11 +158,28 @@ func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusa
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(refusedLoginWait))
 		r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
-		if _, err := r.ReadUntyped(); err != nil {
+		body, err := r.ReadUntyped()
+		if err != nil {
+			s.loginLog.note(loginRefused, addr, refusal.String())
 			return // silent or broken: nothing it could read
 		}
+		if k, ok := cancelRequestKey(body); ok {
+			s.cancelFromClient(k)
+			return
+		}
+		s.loginLog.note(loginRefused, addr, refusal.String())
 		writeErrorNow(conn, refusalErr)
 	}()
+}
+
+// cancelRequestKey returns the key a CancelRequest packet carries (body as ReadUntyped returns
+// it: the request code, then the process ID and secret), or false when body is not a
+// CancelRequest PostgreSQL would act on (it ignores one of the wrong length).
+func cancelRequestKey(body []byte) (cancelKey, bool) {
+	if len(body) != 12 || binary.BigEndian.Uint32(body) != codeCancelRequest {
+		return cancelKey{}, false
+	}
+	return cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])}, true
 }
 
 // tooManyClientsError is the 53300 a client gets when a connection limit refuses it.
@@ -240,9 +261,8 @@ func (sess *session) startup(ctx context.Context) bool {
 			gssDone = true
 			sess.client.conn.Write([]byte{wire.SSLRefused})
 		case code == codeCancelRequest:
-			// PostgreSQL ignores a cancel request of the wrong length.
-			if len(body) == 12 {
-				sess.srv.cancelFromClient(cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])})
+			if k, ok := cancelRequestKey(body); ok {
+				sess.srv.cancelFromClient(k)
 			}
 			return false
 		default:
