@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/pgowl/pgowl/config"
 )
 
