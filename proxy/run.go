@@ -139,9 +139,11 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	first := newMonitor(cfg, backends, logger)
 	mon := newSwitchableNodes(first)
 	var authLookup func(string) (*auth.Credentials, bool)
+	var lookups *authQuery
 	store := auth.NewStore(creds...)
 	if cfg.Auth.QueryEnabled {
-		authLookup = newAuthQuery(cfg, mon, logger).lookup
+		lookups = newAuthQuery(mon, logger)
+		authLookup = lookups.lookup
 		store = store.WithLookup(authLookup)
 	}
 	definitions := &definitionChanges{}
@@ -172,6 +174,10 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	if err != nil {
 		backends.Close() // stops its maintenance goroutine
 		return nil, err
+	}
+	if lookups != nil {
+		// Before Run: no login looks a user up until the server serves.
+		lookups.settings = func() config.Config { return srv.live().cfg }
 	}
 	in := &Instance{Server: srv, Monitor: first, Pool: backends, Admin: recorder, nodes: mon, authLookup: authLookup, cfg: cfg, log: logger}
 	if recorder != nil {
