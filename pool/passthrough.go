@@ -57,6 +57,10 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 	if deadline, has := dctx.Deadline(); has {
 		netConn.SetDeadline(deadline)
 	}
+	// ctx ended (the pool gives up dials to a node that stopped answering, AbandonDials): the
+	// login's reads and writes end at once, as pgconn ends its own, not at the dial's deadline.
+	unwatch := context.AfterFunc(dctx, func() { netConn.SetDeadline(time.Now()) })
+	defer unwatch()
 	rw := wire.Direct(netConn)
 	reader := wire.NewReader(rw, backendReadBuffer, max(opts.MaxMessageSize, maxBackendMessage))
 	writer := bufio.NewWriterSize(rw, backendWriteBuffer)
@@ -137,6 +141,9 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 			c.TxStatus = body[0]
 			break
 		}
+	}
+	if !unwatch() {
+		return nil, fmt.Errorf("SCRAM passthrough: %w", context.Cause(dctx)) // its deadline may be set: not handed out
 	}
 	netConn.SetDeadline(time.Time{})
 	now := time.Now()
