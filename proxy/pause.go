@@ -39,6 +39,13 @@ func (g *pauseGate) open() (time.Duration, bool) {
 	return time.Since(g.since), true
 }
 
+// isOpen reports whether the gate is open now.
+func (g *pauseGate) isOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.released == nil
+}
+
 // wait returns at once while the gate is open, else when it opens or ctx ends.
 func (g *pauseGate) wait(ctx context.Context) error {
 	g.mu.Lock()
@@ -52,6 +59,24 @@ func (g *pauseGate) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// passGate lets a unit that starts new work pass the pause gate: at once while it is open, else
+// once it opens (RESUME, or a shutdown's drain, which opens it). The session counts as busy from
+// before it looks at the gate, so that a PAUSE that closes the gate meanwhile either sees it
+// busy, and waits for its unit, or is seen by it, and holds the unit: PAUSE closes the gate
+// before it counts busy sessions.
+func (sess *session) passGate(ctx context.Context) error {
+	for {
+		sess.busy.Store(true)
+		if sess.srv.pause.isOpen() {
+			return nil
+		}
+		sess.busy.Store(false)
+		if err := sess.srv.pause.wait(ctx); err != nil {
+			return err
+		}
 	}
 }
 

@@ -378,8 +378,13 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	if !sess.txState().onNode() {
 		// A unit that starts new work waits while pgowl is paused, and is
 		// then routed by the node states of the moment it is released.
-		if err := sess.srv.pause.wait(ctx); err != nil {
+		if err := sess.passGate(ctx); err != nil {
 			return err
+		}
+		if sess.srv.shutdown.draining.Load() && sess.endForShutdown() {
+			// Released by the drain: outside a transaction the session ends here, as at its
+			// next message (a deferred transaction's unit runs, as transactions may finish).
+			return errEndedForShutdown
 		}
 	}
 	sess.busy.Store(true)

@@ -34,6 +34,9 @@ type shutdownState struct {
 	closed atomic.Int64
 }
 
+// errEndedForShutdown ends a session the drain ended between its message and its unit.
+var errEndedForShutdown = errors.New("session ended by the shutdown")
+
 // ShutdownReport says how a drain ended, for the exit code.
 type ShutdownReport struct {
 	// RolledBack is the number of transactions rolled back at shutdown_timeout.
@@ -56,6 +59,11 @@ func (s *Server) Shutdown() ShutdownReport {
 // rolled back; shutdownForcedWait later, the connections left are closed.
 func (s *Server) drain(grace time.Duration) {
 	s.shutdown.draining.Store(true)
+	if held, wasPaused := s.pause.open(); wasPaused {
+		// Else the units PAUSE holds would wait for a RESUME that cannot come (the console's
+		// sessions end too), and the drain with them, for ever.
+		s.log.Warn().Dur("paused_for", held).Msg("shutdown while paused: the held units outside a transaction end with 57P01, those of a transaction run")
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	deadline := time.NewTimer(grace)
