@@ -261,8 +261,12 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if in.peerListener != nil {
 		in.log.Info().Str("peering_listen", in.peerListener.Addr().String()).Int("instance", in.cfg.Peering.Instance).Int("peers", len(in.Server.peers)).Msg("peering listener taking the cancels other instances pass on")
+		// The peering listener outlives ctx until the server has drained, as the client
+		// listener's cancels do: a peer passes on cancels of the statements the drain waits for.
+		peersCtx, stopPeers := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopPeers()
 		go func() {
-			if err := in.Server.ServePeers(ctx, in.peerListener); err != nil {
+			if err := in.Server.ServePeers(peersCtx, in.peerListener); err != nil {
 				in.log.Error().Err(err).Msg("peering listener stopped")
 			}
 		}()
