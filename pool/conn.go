@@ -66,14 +66,25 @@ func (t Target) DialAddress() (network, address string) {
 	return pgconn.NetworkAddress(t.Host, uint16(t.Port))
 }
 
+// cancelAddress returns where a CancelRequest for the backend behind conn, a connection made to
+// t, goes: over TCP, the address conn is connected to, as pgconn sends its own, so that a host
+// name that resolves elsewhere since (a DNS change, several addresses) still reaches the server
+// that runs the statement; else (a Unix socket) t's socket.
+func cancelAddress(t Target, conn net.Conn) (network, address string) {
+	if remote, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return "tcp", remote.String()
+	}
+	return t.DialAddress()
+}
+
 // Conn is one authenticated backend connection, owned by one client session
 // at a time.
 type Conn struct {
 	Node string
 	// Addr is the node's host:port (Target.Addr).
 	Addr string
-	// Network and Address are where the connection was made (Target.DialAddress): a
-	// CancelRequest for its backend goes there.
+	// Network and Address are where a CancelRequest for its backend goes (cancelAddress): the
+	// server's address the connection is connected to, or the node's Unix socket.
 	Network, Address string
 	PID              uint32
 	Secret           []byte
@@ -203,7 +214,7 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 	}
 	now := time.Now()
 	rw := wire.Direct(h.Conn)
-	network, address := t.DialAddress()
+	network, address := cancelAddress(t, h.Conn)
 	return &Conn{
 		Node:             t.Node,
 		Addr:             t.Addr(),

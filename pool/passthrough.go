@@ -82,9 +82,10 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 		return nil, err
 	}
 	c := &Conn{
-		Node: t.Node, Addr: t.Addr(), Network: network, Address: address, ParameterStatus: map[string]string{},
+		Node: t.Node, Addr: t.Addr(), ParameterStatus: map[string]string{},
 		Reader: reader, Writer: writer, netConn: netConn, loginKey: login.key(),
 	}
+	c.Network, c.Address = cancelAddress(t, netConn)
 	if err := scramPassthrough(reader, send, login.SCRAM); err != nil {
 		return nil, err
 	}
