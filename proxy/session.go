@@ -176,8 +176,8 @@ func (sess *session) run(ctx context.Context) {
 		// Set before the drain is checked: the drain sets its flag before it
 		// looks for idle sessions, so one of the two sees the other.
 		state := sess.txState()
-		sess.idleOutsideTransaction.Store(!state.inTransaction())
-		sess.busy.Store(state.onNode())
+		sess.idleOutsideTransaction.Store(!state.inTransaction() && !state.workInFlight())
+		sess.busy.Store(state.workInFlight())
 		if sess.endForShutdown() {
 			return
 		}
@@ -375,7 +375,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 	// takenOff: an earlier attempt was taken off a node that stopped
 	// answering; if no node can take the unit now, the client learns that.
 	var takenOff *nodeUnresponsive
-	if !sess.txState().onNode() {
+	if !sess.txState().workInFlight() {
 		// A unit that starts new work waits while pgowl is paused, and is
 		// then routed by the node states of the moment it is released.
 		if err := sess.passGate(ctx); err != nil {

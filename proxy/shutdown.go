@@ -136,7 +136,7 @@ func (sess *session) endForShutdown() bool {
 		return false
 	}
 	message := shutdownIdleMessage
-	if sess.txState().inTransaction() {
+	if state := sess.txState(); state.inTransaction() || state.workInFlight() {
 		if !st.forced.Load() {
 			return false
 		}

@@ -132,6 +132,14 @@ func (s txState) failed() bool {
 // BEGIN alone has reached none).
 func (s txState) onNode() bool { return s == txInBlock || s == txFailed }
 
+// workInFlight reports whether the client has work open on a node: a
+// transaction block, or a pipeline's implicit transaction not yet synced (its
+// statements' effects end with its Sync). PAUSE waits for such work and does
+// not hold its next unit; the shutdown's drain lets it finish.
+func (s txState) workInFlight() bool {
+	return s.onNode() || s == txOpenBatch || s == txOpenReadOnlyBatch
+}
+
 // heldTxState is the state of a session that holds be.
 func heldTxState(be *backend) txState {
 	status := be.conn.TxStatus
