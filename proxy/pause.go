@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -46,8 +47,9 @@ func (g *pauseGate) isOpen() bool {
 	return g.released == nil
 }
 
-// wait returns at once while the gate is open, else when it opens or ctx ends.
-func (g *pauseGate) wait(ctx context.Context) error {
+// wait returns at once while the gate is open, else when it opens, ctx ends or cancelled is
+// closed (errCancelledWhileHeld).
+func (g *pauseGate) wait(ctx context.Context, cancelled <-chan struct{}) error {
 	g.mu.Lock()
 	released := g.released
 	g.mu.Unlock()
@@ -57,16 +59,25 @@ func (g *pauseGate) wait(ctx context.Context) error {
 	select {
 	case <-released:
 		return nil
+	case <-cancelled:
+		return errCancelledWhileHeld
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
+
+// errCancelledWhileHeld: the client's cancel request came while its unit waited at the gate.
+var errCancelledWhileHeld = errors.New("cancelled while held by PAUSE")
 
 // passGate lets a unit that starts new work pass the pause gate: at once while it is open, else
 // once it opens (RESUME, or a shutdown's drain, which opens it). The session counts as busy from
 // before it looks at the gate, so that a PAUSE that closes the gate meanwhile either sees it
 // busy, and waits for its unit, or is seen by it, and holds the unit: PAUSE closes the gate
 // before it counts busy sessions.
+//
+// A cancel request while the unit waits ends it without running (errCancelledWhileHeld), as a
+// statement waiting on the node (for a lock) would end: a client that cancelled must not have its
+// statement run once pgowl resumes.
 func (sess *session) passGate(ctx context.Context) error {
 	for {
 		sess.busy.Store(true)
@@ -74,10 +85,27 @@ func (sess *session) passGate(ctx context.Context) error {
 			return nil
 		}
 		sess.busy.Store(false)
-		if err := sess.srv.pause.wait(ctx); err != nil {
+		cancelled := make(chan struct{})
+		sess.heldCancel.Store(&cancelled)
+		err := sess.srv.pause.wait(ctx, cancelled)
+		if sess.heldCancel.Swap(nil) == nil && err == nil {
+			err = errCancelledWhileHeld // the cancel came as the gate opened
+		}
+		if err != nil {
 			return err
 		}
 	}
+}
+
+// cancelHeld ends the unit waiting at the pause gate, if one waits; it reports whether one did.
+func (sess *session) cancelHeld() bool {
+	held := sess.heldCancel.Swap(nil)
+	if held == nil {
+		return false
+	}
+	close(*held)
+	sess.log.Info().Msg("cancel request ended a statement held by PAUSE; it did not run")
+	return true
 }
 
 // Pause holds every unit that starts outside a transaction until Resume;

@@ -315,6 +315,9 @@ func (sess *session) passOnCancel() {
 	// statement on that backend.
 	sess.cancelling.Lock()
 	defer sess.cancelling.Unlock()
+	if sess.cancelHeld() {
+		return // held by PAUSE: it ends without running
+	}
 	run := sess.running.Load()
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work

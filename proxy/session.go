@@ -86,6 +86,9 @@ type session struct {
 	// busy is true from the moment a unit passes the pause gate until the
 	// session is back between units outside a transaction: PAUSE waits for it.
 	busy atomic.Bool
+	// heldCancel is set while a unit waits at the pause gate: a cancel request takes it and
+	// closes it, and the unit ends with 57014 without running (passGate).
+	heldCancel atomic.Pointer[chan struct{}]
 	// cancelling is held while a cancel request is passed on to the node
 	// running the session's statement. A backend goes back to the pool only
 	// when no cancel is in flight (see waitForCancel).
@@ -362,6 +365,21 @@ func (sess *session) functionCall(ctx context.Context, body []byte) error {
 	})
 }
 
+// refuseCancelledWhileHeld answers a unit whose client cancelled it while PAUSE held it: 57014, as
+// for a statement cancelled on its node, and nothing ran. Inside a deferred transaction the
+// transaction fails, as a cancel fails it on a node.
+func (sess *session) refuseCancelledWhileHeld(u *unit) {
+	cancelled := &clientError{SQLState: sqlstateQueryCanceled, Message: "canceling statement due to user request",
+		Detail: "pgowl held the statement while paused (PAUSE in the admin console); it did not run."}
+	if sess.deferred != nil {
+		sess.deferred.aborted = true
+	}
+	sess.send(toErrorResponse(cancelled))
+	sess.endRefused(u.expectsReady)
+	u.routeErr = cancelled
+	sess.logUnit(u, route.Decision{}, errorCode(cancelled))
+}
+
 // maxAttempts bounds how often a unit is sent again after its backend turned
 // out to be dead before any reply reached the client.
 const maxAttempts = 3
@@ -379,6 +397,10 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 		// A unit that starts new work waits while pgowl is paused, and is
 		// then routed by the node states of the moment it is released.
 		if err := sess.passGate(ctx); err != nil {
+			if errors.Is(err, errCancelledWhileHeld) {
+				sess.refuseCancelledWhileHeld(u)
+				return nil
+			}
 			return err
 		}
 		if sess.srv.shutdown.draining.Load() && sess.endForShutdown() {
