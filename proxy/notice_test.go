@@ -27,7 +27,7 @@ func TestWriteNoticeFrame(t *testing.T) {
 	for _, dec := range noticeDecisions {
 		var out bytes.Buffer
 		sess := relaySession(&out)
-		sess.notice = true
+		sess.notice = noticeOn
 		sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 		sess.writeNotice(dec, nil)
 		if err := sess.client.w.Flush(); err != nil {
@@ -68,7 +68,7 @@ func TestWriteNoticeOff(t *testing.T) {
 // statement (routing.notice on).
 func BenchmarkWriteNotice(b *testing.B) {
 	sess := relaySession(io.Discard)
-	sess.notice = true
+	sess.notice = noticeOn
 	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -80,7 +80,7 @@ func BenchmarkWriteNotice(b *testing.B) {
 // (the default) every statement gets a NOTICE.
 func TestWriteNoticeDoesNotAllocate(t *testing.T) {
 	sess := relaySession(io.Discard)
-	sess.notice = true
+	sess.notice = noticeOn
 	sess.srv.settings.Store(&liveSettings{policy: route.Policy{MaxReplicaLag: time.Second}})
 	for _, dec := range noticeDecisions {
 		if n := testing.AllocsPerRun(100, func() { sess.writeNotice(dec, nil) }); n != 0 {

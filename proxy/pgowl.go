@@ -80,7 +80,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 		switch cmd.Name {
 		case "notice":
 			if reset {
-				sess.notice = sess.srv.live().cfg.Routing.Notice
+				sess.notice = noticeConfigured
 				return pgowlResult{tag: "RESET"}
 			}
 			on, ok := parseBool(cmd.Value)
@@ -88,7 +88,10 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 				return pgowlResult{err: &clientError{SQLState: sqlstateInvalidParamValue,
 					Message: fmt.Sprintf("pgowl: parameter \"pgowl.notice\" requires a Boolean value, not %q", cmd.Value)}}
 			}
-			sess.notice = on
+			sess.notice = noticeOff
+			if on {
+				sess.notice = noticeOn
+			}
 			return pgowlResult{tag: "SET"}
 		case "max_replica_lag":
 			if reset {
@@ -131,7 +134,7 @@ func (sess *session) runPgowl(cmd *classify.PgowlCommand) pgowlResult {
 
 // pgowlSettings are the session's pgowl.* settings.
 type pgowlSettings struct {
-	notice  bool
+	notice  noticeSetting
 	maxLag  time.Duration
 	maxCost float64
 }
@@ -197,6 +200,28 @@ func (sess *session) endPgowlTransaction(committed bool) {
 	}
 }
 
+// noticeSetting is a session's pgowl.notice: the configured routing.notice, as the configuration
+// in force says it (a reload changes it for every session that did not set it, as a reload of
+// postgresql.conf changes a setting no session set), or what the session set.
+type noticeSetting uint8
+
+const (
+	noticeConfigured noticeSetting = iota
+	noticeOn
+	noticeOff
+)
+
+// wantsNotice reports whether the session's units get the routing NOTICE now.
+func (sess *session) wantsNotice() bool {
+	switch sess.notice {
+	case noticeOn:
+		return true
+	case noticeOff:
+		return false
+	}
+	return sess.srv.live().cfg.Routing.Notice
+}
+
 func unknownPgowlSetting(name string) error {
 	return &clientError{SQLState: sqlstateUndefinedObject,
 		Message: fmt.Sprintf("pgowl: unrecognized configuration parameter \"pgowl.%s\"", name),
@@ -207,7 +232,7 @@ func (sess *session) showPgowl(name string) pgowlResult {
 	switch name {
 	case "notice":
 		v := "off"
-		if sess.notice {
+		if sess.wantsNotice() {
 			v = "on"
 		}
 		return pgowlResult{tag: "SHOW", columns: []string{"pgowl.notice"}, rows: [][]string{{v}}}

@@ -32,8 +32,9 @@ type session struct {
 	login                   pool.Login
 	serverParams            map[string]string
 
-	// notice is the session's pgowl.notice setting.
-	notice bool
+	// notice is the session's pgowl.notice setting: routing.notice until the session sets it
+	// (noticeSetting; wantsNotice reads it).
+	notice noticeSetting
 	// maxLag is the session's pgowl.max_replica_lag (0: the configured one).
 	maxLag time.Duration
 	// maxCost is the session's pgowl.max_cost (0: the guards' own).
@@ -505,7 +506,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write func(*backend)) (out exchangeOutcome, sent bool, err error) {
 	// The NOTICE says where a statement ran: a unit that runs nothing
 	// (prepare and describe only) gets none.
-	u.noticePending = sess.notice && !u.runsNothing
+	u.noticePending = sess.wantsNotice() && !u.runsNothing
 	sess.awaitFirstReply(be)
 	err = sess.prepareBackend(be)
 	if err == nil && sess.sequencesDiscarded && dec.Role == route.RolePrimary {
@@ -840,7 +841,7 @@ func (sess *session) forgetStatements(be *backend) {
 
 // writeNotice sends the routing NOTICE for a unit, if the session wants it.
 func (sess *session) writeNotice(dec route.Decision, guard *unitGuard) {
-	if !sess.notice {
+	if !sess.wantsNotice() {
 		return
 	}
 	// The frame is built in the session's scratch buffer: a NoticeResponse

@@ -75,10 +75,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn, addr netip.Addr) {
 	defer leaveGate()
 
 	sess := &session{
-		srv:    s,
-		id:     connID,
-		log:    log,
-		notice: s.live().cfg.Routing.Notice,
+		srv: s,
+		id:  connID,
+		log: log,
 	}
 	sess.client.reset(conn)
 
