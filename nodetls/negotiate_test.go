@@ -45,7 +45,7 @@ func TestApplyPreferStaysOnOneConnection(t *testing.T) {
 			}()
 			addr := ln.Addr().(*net.TCPAddr)
 			s := Settings{SSLMode: mode}
-			cfg, err := pgconn.ParseConfig(s.ConnString(Param{"host", "127.0.0.1"}, Param{"port", strconv.Itoa(addr.Port)}))
+			cfg, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: "127.0.0.1"}, Param{Key: "port", Value: strconv.Itoa(addr.Port)}))
 			if err != nil {
 				t.Fatal(err)
 			}

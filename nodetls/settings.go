@@ -22,34 +22,37 @@ func FromConfig(cfg config.NodeTLS) Settings {
 	return Settings{SSLMode: cfg.SSLMode, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile}
 }
 
-// Param is one libpq connection keyword and its value.
+// Param is one libpq connection keyword and its value. Explicit renders it even when Value is
+// empty: an empty value then overrides what the environment or a default file would give.
 type Param struct {
-	Key   string
-	Value string
+	Key      string
+	Value    string
+	Explicit bool
 }
 
-// Params returns the libpq keywords that apply the settings; unset files are left out.
+// Params returns the libpq keywords that apply the settings. The files are given even when unset
+// (empty), and target_session_attrs is any: pgconn, as libpq, otherwise takes them from PG*
+// environment variables (PGSSLROOTCERT, PGTARGETSESSIONATTRS, ...) or from ~/.postgresql
+// (root.crt, postgresql.crt), and pgowl's connections to the nodes must depend on its
+// configuration alone (tls.nodes: system roots when ca_file is empty, no client certificate
+// without cert_file; every node reachable, whatever its role).
 func (s Settings) Params() []Param {
 	mode := s.SSLMode
 	if mode == "" {
 		mode = config.SSLPrefer
 	}
-	params := []Param{{"sslmode", mode}}
-	for _, p := range []Param{{"sslrootcert", s.CAFile}, {"sslcert", s.CertFile}, {"sslkey", s.KeyFile}} {
-		if p.Value != "" {
-			params = append(params, p)
-		}
-	}
-	return params
+	return []Param{{Key: "sslmode", Value: mode}, {Key: "sslrootcert", Value: s.CAFile, Explicit: true},
+		{Key: "sslcert", Value: s.CertFile, Explicit: true}, {Key: "sslkey", Value: s.KeyFile, Explicit: true},
+		{Key: "target_session_attrs", Value: "any"}}
 }
 
 // ConnString renders params, then the settings' keywords, as a keyword/value connection string
-// with every value quoted; empty values are left out.
+// with every value quoted; empty values are left out unless Explicit.
 func (s Settings) ConnString(params ...Param) string {
 	var b strings.Builder
 	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
 	for _, p := range append(params, s.Params()...) {
-		if p.Value == "" {
+		if p.Value == "" && !p.Explicit {
 			continue
 		}
 		if b.Len() > 0 {

@@ -24,7 +24,7 @@ func TestConnStringAppliesTheMode(t *testing.T) {
 	for _, test := range tests {
 		t.Run(test.mode, func(t *testing.T) {
 			s := Settings{SSLMode: test.mode}
-			cfg, err := pgconn.ParseConfig(s.ConnString(Param{"host", "127.0.0.1"}, Param{"port", "5432"}, Param{"user", "o'neil"}))
+			cfg, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: "127.0.0.1"}, Param{Key: "port", Value: "5432"}, Param{Key: "user", Value: "o'neil"}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestConnStringAppliesTheMode(t *testing.T) {
 			}
 		})
 	}
-	if got := (Settings{}).Params()[0]; got != (Param{"sslmode", "prefer"}) {
+	if got := (Settings{}).Params()[0]; got != (Param{Key: "sslmode", Value: "prefer"}) {
 		t.Errorf("zero Settings give %v, want sslmode=prefer", got)
 	}
 }
