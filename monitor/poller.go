@@ -70,8 +70,10 @@ type pollResult struct {
 
 // poller owns one node's connection and runs its polls one at a time.
 type poller struct {
-	index        int
-	config       *pgx.ConnConfig
+	index int
+	// configure parses the node's connection settings, for each dial; addr is its host:port.
+	configure    func() (*pgx.ConnConfig, error)
+	addr         string
 	dialTimeout  time.Duration
 	queryTimeout time.Duration
 	minBackoff   time.Duration
@@ -88,15 +90,24 @@ type poller struct {
 }
 
 func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
-	config, err := pgx.ParseConfig(connString(node, opts))
-	if err != nil {
+	// Parsed again for each dial: pgconn reads tls.nodes' files when it parses, and a
+	// certificate or CA renewed on disk must reach the monitor's next connection, as it reaches
+	// the pools' (which parse at each dial). Parsed once now so that a bad setting fails New.
+	configure := func() (*pgx.ConnConfig, error) {
+		config, err := pgx.ParseConfig(connString(node, opts))
+		if err != nil {
+			return nil, err
+		}
+		config.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		config.StatementCacheCapacity = 0
+		config.DescriptionCacheCapacity = 0
+		config.ConnectTimeout = opts.DialTimeout
+		opts.TLS.Apply(&config.Config)
+		return config, nil
+	}
+	if _, err := configure(); err != nil {
 		return nil, fmt.Errorf("monitor: node %s: %w", node.Name, err)
 	}
-	config.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	config.StatementCacheCapacity = 0
-	config.DescriptionCacheCapacity = 0
-	config.ConnectTimeout = opts.DialTimeout
-	opts.TLS.Apply(&config.Config)
 	var lost func()
 	if opts.ConnectionLost != nil {
 		lost = func() { opts.ConnectionLost(node.Name) }
@@ -104,7 +115,8 @@ func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
 	return &poller{
 		lost:         lost,
 		index:        index,
-		config:       config,
+		configure:    configure,
+		addr:         net.JoinHostPort(node.Host, strconv.Itoa(node.Port)),
 		dialTimeout:  opts.DialTimeout,
 		queryTimeout: opts.QueryTimeout,
 		minBackoff:   opts.Interval,
@@ -196,11 +208,15 @@ func (p *poller) dial(ctx context.Context) error {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, p.dialTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(dialCtx, p.config)
+	config, err := p.configure()
+	var conn *pgx.Conn
+	if err == nil {
+		conn, err = pgx.ConnectConfig(dialCtx, config)
+	}
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, p.minBackoff), p.maxBackoff)
 		p.nextDial = time.Now().Add(p.backoff)
-		p.lastDialErr = fmt.Errorf("connect to %s: %w", net.JoinHostPort(p.config.Host, strconv.Itoa(int(p.config.Port))), err)
+		p.lastDialErr = fmt.Errorf("connect to %s: %w", p.addr, err)
 		return p.lastDialErr
 	}
 	p.conn = conn

@@ -221,7 +221,10 @@ func TestConnStringQuoting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := p.config
+	c, err := p.configure()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if c.Host != "db.example" || c.Port != 6543 || c.User != "o'neil" || c.Password != `p a\ss'word` || c.Database != "my db" {
 		t.Errorf("parsed config: host %q port %d user %q password %q database %q", c.Host, c.Port, c.User, c.Password, c.Database)
 	}
