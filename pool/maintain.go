@@ -100,6 +100,33 @@ func (p *Pool) kickRefill(kick bool) {
 	}
 }
 
+// ForgetLogins forgets, on every node, the remembered logins keep rejects, and closes their idle
+// connections now: a reload calls it for the logins whose user it removed or whose secret it
+// changed, so that MinIdle no longer keeps (and re-dials, and copies to added nodes) connections
+// as a user that cannot log in any more, or with a password the node no longer takes. Their
+// connections in use go back to the pool when released and close at IdleTimeout.
+func (p *Pool) ForgetLogins(keep func(Login) bool) {
+	var closing []*Conn
+	p.mu.Lock()
+	for _, np := range p.nodes {
+		for key, login := range np.logins {
+			if keep(login) {
+				continue
+			}
+			delete(np.logins, key)
+			for _, c := range np.idle[key] {
+				closing = append(closing, c)
+				p.freeSlot(np)
+			}
+			delete(np.idle, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+}
+
 // ForgetNode closes node's connections as CloseNode does and forgets its remembered logins, so
 // that no background dial goes to it any more: for a node that a reload removed.
 func (p *Pool) ForgetNode(node string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/pgowl/pgowl/admin"
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/monitor"
+	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
 )
@@ -165,6 +166,7 @@ func (in *Instance) apply(cfg config.Config) error {
 	if in.Admin != nil {
 		in.Admin.SetSettings(admin.Settings{Config: cfg, Policy: PolicyFromConfig(cfg)})
 	}
+	in.Pool.ForgetLogins(func(l pool.Login) bool { return loginStillConfigured(cfg, creds, l) })
 	in.settleNodePools(cfg, added, removed)
 	in.cfg = cfg
 	if in.configApplied != nil {
@@ -173,6 +175,32 @@ func (in *Instance) apply(cfg config.Config) error {
 	in.log.Info().Strs("nodes_added", added).Strs("nodes_removed", removed).Int("nodes", len(cfg.Nodes)).
 		Int("users", len(cfg.Users)).Dur("monitor_first_round", firstRound).Str("changed", strings.Join(changedSections(old, cfg), ",")).Msg("configuration reloaded")
 	return nil
+}
+
+// loginStillConfigured reports whether the pool's remembered login l still logs in as cfg (with
+// creds, its users and users file) says: a user with a password still listed with that password;
+// a user known by verifier (SCRAM passthrough) still with that verifier, or found by the auth
+// query, which is not asked here (the node refuses a role that is gone); a user without a secret
+// still listed.
+func loginStillConfigured(cfg config.Config, creds []*auth.Credentials, l pool.Login) bool {
+	if l.Password != "" {
+		for _, u := range cfg.Users {
+			if u.Name == l.User {
+				return u.Password == l.Password
+			}
+		}
+		return false
+	}
+	for _, c := range creds {
+		if c.User() != l.User {
+			continue
+		}
+		if l.SCRAM != nil {
+			return c.FromVerifier() && c.ServerKey() == l.SCRAM.ServerKey
+		}
+		return true
+	}
+	return l.SCRAM != nil && cfg.Auth.QueryEnabled
 }
 
 // settleNodePools brings the pool in line with cfg's node list, now in force: a node removed has
