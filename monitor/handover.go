@@ -30,6 +30,12 @@ type handedOver struct {
 	history []walSample
 }
 
+// handedOverPatroni is Patroni's last answer as the old monitor holds it (zero at: none).
+type handedOverPatroni struct {
+	cluster patroniCluster
+	at      time.Time
+}
+
 // rememberPoll records t's state for a later InheritSamples; it runs on the
 // goroutine that owns the trackers, after each applied poll. A primary's
 // history is copied into the slice the node's previous record used, so that
@@ -64,7 +70,17 @@ func (m *Monitor) InheritSamples(old *Monitor, names []string) {
 			polls[name] = h
 		}
 	}
+	patroni := old.patroniHandover
 	old.memoryMu.Unlock()
+	if !patroni.at.IsZero() && slices.Equal(m.opts.PatroniURLs, old.opts.PatroniURLs) {
+		// Patroni's last answer holds for the new node list as it held for the old (it ages out
+		// past down_after as it would have), until the new monitor's own read: without it the
+		// first snapshots would say Patroni cannot be reached and exclude no node.
+		m.patroni, m.patroniAt = patroni.cluster, patroni.at
+		m.memoryMu.Lock()
+		m.patroniHandover = patroni
+		m.memoryMu.Unlock()
+	}
 	for _, t := range m.nodes {
 		h, ok := polls[t.addr.Name]
 		if !ok || t.poller == nil || (!h.hasSample && !h.lastPollFailed) {

@@ -37,6 +37,9 @@ type Monitor struct {
 	memory   map[string]NodeMemory
 	// polls is each node's last poll, for a reload's next monitor (handover.go); under memoryMu.
 	polls map[string]handedOver
+	// patroniHandover is Patroni's last answer and when it came, for a reload's next monitor
+	// (handover.go); under memoryMu.
+	patroniHandover handedOverPatroni
 	// observer, when set before Run, sees the coordinator's state around
 	// every applied poll result and after every publish, from the goroutine
 	// running Run: tests check invariants of the real loop with it. Nil in

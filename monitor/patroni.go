@@ -190,6 +190,9 @@ func (m *Monitor) applyPatroniResult(r patroniResult) {
 		return
 	}
 	m.patroni, m.patroniAt, m.patroniErr = r.cluster, r.at, ""
+	m.memoryMu.Lock()
+	m.patroniHandover = handedOverPatroni{cluster: r.cluster, at: r.at}
+	m.memoryMu.Unlock()
 }
 
 // applyPatroni sets the snapshot's topology source and, while Patroni's last
