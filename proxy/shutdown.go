@@ -5,8 +5,6 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
-
-	"github.com/pgowl/pgowl/wire"
 )
 
 // shutdownForcedWait is how long sessions have, after shutdown_timeout, to
@@ -154,22 +152,18 @@ func (sess *session) endForShutdown() bool {
 // and a client may want to stop one rather than wait.
 func (s *Server) refuseWhileShuttingDown(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(time.Second))
-	r := wire.NewReader(conn, 1024, 10000)
-	for range 2 {
-		body, err := r.ReadUntyped()
-		if err != nil {
-			return
-		}
-		if k, ok := cancelRequestKey(body); ok {
-			s.cancelFromClient(k)
-			return
-		}
-		if len(body) >= 4 && (body[0] != 0x04 || body[1] != 0xd2) {
-			break // a startup packet, not an SSLRequest or GSSENCRequest
-		}
-		conn.Write([]byte{wire.SSLRefused})
+	answerOn, body, err := s.readPastNegotiation(conn)
+	if answerOn != conn {
+		defer answerOn.Close()
 	}
-	writeErrorNow(conn, &clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: shutdownIdleMessage})
+	if err != nil {
+		return
+	}
+	if k, ok := cancelRequestKey(body); ok {
+		s.cancelFromClient(k)
+		return
+	}
+	writeErrorNow(answerOn, &clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: shutdownIdleMessage})
 }
 
 // isTimeout reports whether err is a deadline that passed, as the drain sets on idle sessions.

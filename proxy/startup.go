@@ -156,8 +156,10 @@ func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusa
 		defer s.courteousRefusals.Add(-1)
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(refusedLoginWait))
-		r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
-		body, err := r.ReadUntyped()
+		answerOn, body, err := s.readPastNegotiation(conn)
+		if answerOn != conn {
+			defer answerOn.Close()
+		}
 		if err != nil {
 			s.loginLog.note(loginRefused, addr, refusal.String())
 			return // silent or broken: nothing it could read
@@ -167,8 +169,46 @@ func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusa
 			return
 		}
 		s.loginLog.note(loginRefused, addr, refusal.String())
-		writeErrorNow(conn, refusalErr)
+		writeErrorNow(answerOn, refusalErr)
 	}()
+}
+
+// readPastNegotiation reads a connection pgowl refuses (a limit, the drain) up to the packet
+// after its encryption requests, as startup does: an SSLRequest gets TLS when it is configured
+// (and N when not), a GSSENCRequest gets N. A client that sends its cancel over TLS, as pgx and
+// libpq 17 do when their connection used TLS, is then read too. It returns the connection to
+// answer on (the TLS one after a handshake, else conn) and that packet. conn's deadline bounds it.
+func (s *Server) readPastNegotiation(conn net.Conn) (net.Conn, []byte, error) {
+	r := wire.NewReader(conn, 1024, wire.MaxStartupPacketLen)
+	answerOn := conn
+	var sslDone, gssDone bool
+	for {
+		body, err := r.ReadUntyped()
+		if err != nil {
+			return answerOn, nil, err
+		}
+		switch code := binary.BigEndian.Uint32(body); {
+		case code == codeSSLRequest && !sslDone && r.Buffered() == 0:
+			sslDone = true
+			tlsConfig := s.live().tls
+			if tlsConfig == nil {
+				answerOn.Write([]byte{wire.SSLRefused})
+				continue
+			}
+			answerOn.Write([]byte{wire.SSLAccepted})
+			secured := tls.Server(conn, tlsConfig)
+			if err := secured.Handshake(); err != nil {
+				return answerOn, nil, err
+			}
+			answerOn = secured
+			r = wire.NewReader(secured, 1024, wire.MaxStartupPacketLen)
+		case code == codeGSSENCRequest && !gssDone && !sslDone:
+			gssDone = true
+			answerOn.Write([]byte{wire.SSLRefused})
+		default:
+			return answerOn, body, nil
+		}
+	}
 }
 
 // cancelRequestKey returns the key a CancelRequest packet carries (body as ReadUntyped returns
