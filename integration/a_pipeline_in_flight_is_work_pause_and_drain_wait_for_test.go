@@ -63,10 +63,10 @@ func TestAPipelineInFlightIsWorkPauseAndDrainWaitFor(t *testing.T) {
 		}
 	})
 
-	t.Run("pause", func(t *testing.T) {
+	pauseWaitsForTheSync := func(t *testing.T, sendPart func(*testing.T, *client), wantRow bool) {
 		o := startOwl(t, c, func(cfg *config.Config) { cfg.Admin.Users = []string{appUser} })
 		conn := o.connect(t, nil)
-		insertThenFlush(t, conn, "2")
+		sendPart(t, conn)
 		ctx := timeoutCtx(t, time.Minute)
 		console, err := pgx.Connect(ctx, o.dsn(appUser, appPassword, "pgowl", nil)+"&default_query_exec_mode=simple_protocol")
 		if err != nil {
@@ -77,7 +77,7 @@ func TestAPipelineInFlightIsWorkPauseAndDrainWaitFor(t *testing.T) {
 		go func() { _, err := console.Exec(ctx, "PAUSE"); paused <- err }()
 		select {
 		case err := <-paused:
-			t.Fatalf("PAUSE answered (%v) while a pipeline's implicit transaction was open on the primary", err)
+			t.Fatalf("PAUSE answered (%v) while a pipeline was not yet synced on its node", err)
 		case <-time.After(500 * time.Millisecond):
 		}
 		syncCommits(t, conn, "while PAUSE waits")
@@ -92,8 +92,18 @@ func TestAPipelineInFlightIsWorkPauseAndDrainWaitFor(t *testing.T) {
 		if _, err := console.Exec(ctx, "RESUME"); err != nil {
 			t.Fatalf("RESUME: %v", err)
 		}
-		if rows := primaryInt(t, c, "SELECT count(*) FROM t_pipeline_in_flight WHERE id = 2"); rows != 1 {
+		if rows := primaryInt(t, c, "SELECT count(*) FROM t_pipeline_in_flight WHERE id = 2"); wantRow && rows != 1 {
 			t.Errorf("the pipeline's INSERT: %d rows committed, want 1", rows)
 		}
+	}
+	t.Run("pause", func(t *testing.T) {
+		pauseWaitsForTheSync(t, func(t *testing.T, conn *client) { insertThenFlush(t, conn, "2") }, true)
+	})
+	// A part that failed leaves the node skipping to the pipeline's Sync, which must reach it.
+	t.Run("pause_after_a_failed_part", func(t *testing.T) {
+		pauseWaitsForTheSync(t, func(t *testing.T, conn *client) {
+			rawSend(t, conn, &pgproto3.Parse{Query: "SELECT 1/0"}, &pgproto3.Bind{}, &pgproto3.Execute{}, &pgproto3.Flush{})
+			rawReceive(t, conn, func(r rawReply, _ []rawReply) bool { return r.typ == 'E' })
+		}, false)
 	})
 }

@@ -133,11 +133,12 @@ func (s txState) failed() bool {
 func (s txState) onNode() bool { return s == txInBlock || s == txFailed }
 
 // workInFlight reports whether the client has work open on a node: a
-// transaction block, or a pipeline's implicit transaction not yet synced (its
-// statements' effects end with its Sync). PAUSE waits for such work and does
-// not hold its next unit; the shutdown's drain lets it finish.
+// transaction block, or a pipeline not yet synced, its implicit transaction
+// open (its statements' effects end with its Sync) or failed (the node skips
+// to the Sync, which must reach it). PAUSE waits for such work and does not
+// hold its next unit; the shutdown's drain lets it reach its end.
 func (s txState) workInFlight() bool {
-	return s.onNode() || s == txOpenBatch || s == txOpenReadOnlyBatch
+	return s.onNode() || s == txOpenBatch || s == txOpenReadOnlyBatch || s == txBatchFailed
 }
 
 // heldTxState is the state of a session that holds be.
