@@ -38,7 +38,8 @@ func TestALoginNoLongerConfiguredIsForgotten(t *testing.T) {
 		{"a verifier user in no list, without the auth query", pool.Login{User: "queried", SCRAM: keys}, false, false},
 		{"a verifier user in no list, with the auth query", pool.Login{User: "queried", SCRAM: keys}, true, true},
 		{"a listed user without a secret", pool.Login{User: "trusted"}, false, true},
-		{"an unlisted user without a secret", pool.Login{User: "stranger"}, true, false},
+		{"an unlisted user without a secret, without the auth query", pool.Login{User: "stranger"}, false, false},
+		{"an unlisted user without a secret (trust or cert), with the auth query", pool.Login{User: "stranger"}, true, true},
 	} {
 		cfg := cfg
 		cfg.Auth.QueryEnabled = tc.authQuery

@@ -179,9 +179,9 @@ func (in *Instance) apply(cfg config.Config) error {
 
 // loginStillConfigured reports whether the pool's remembered login l still logs in as cfg (with
 // creds, its users and users file) says: a user with a password still listed with that password;
-// a user known by verifier (SCRAM passthrough) still with that verifier, or found by the auth
-// query, which is not asked here (the node refuses a role that is gone); a user without a secret
-// still listed.
+// a user known by verifier (SCRAM passthrough) still with that verifier; a user without a secret
+// still listed. A user in no list is kept while the auth query is on: it may have found the user,
+// and it is not asked here (the node refuses a role that is gone).
 func loginStillConfigured(cfg config.Config, creds []*auth.Credentials, l pool.Login) bool {
 	if l.Password != "" {
 		for _, u := range cfg.Users {
@@ -191,7 +191,7 @@ func loginStillConfigured(cfg config.Config, creds []*auth.Credentials, l pool.L
 		}
 		return false
 	}
-	for _, c := range creds {
+	for _, c := range slices.Backward(creds) { // the last of a name is the one the store keeps
 		if c.User() != l.User {
 			continue
 		}
@@ -200,7 +200,7 @@ func loginStillConfigured(cfg config.Config, creds []*auth.Credentials, l pool.L
 		}
 		return true
 	}
-	return l.SCRAM != nil && cfg.Auth.QueryEnabled
+	return cfg.Auth.QueryEnabled
 }
 
 // settleNodePools brings the pool in line with cfg's node list, now in force: a node removed has
