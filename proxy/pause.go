@@ -113,6 +113,12 @@ func (sess *session) cancelHeld() bool {
 // open transactions to finish and returns how many are still open.
 func (s *Server) Pause(timeout time.Duration) (busy int, alreadyPaused bool) {
 	alreadyPaused = !s.pause.close()
+	if s.shutdown.draining.Load() {
+		// The drain opened the gate (or will: it sets draining first); closed again now, the
+		// units it holds would wait for a RESUME that cannot come.
+		s.pause.open()
+		return s.busySessions(), alreadyPaused
+	}
 	if !alreadyPaused {
 		s.log.Info().Msg("paused: new units wait until RESUME")
 	}
