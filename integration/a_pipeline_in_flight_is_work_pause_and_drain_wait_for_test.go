@@ -68,11 +68,7 @@ func TestAPipelineInFlightIsWorkPauseAndDrainWaitFor(t *testing.T) {
 		conn := o.connect(t, nil)
 		sendPart(t, conn)
 		ctx := timeoutCtx(t, time.Minute)
-		console, err := pgx.Connect(ctx, o.dsn(appUser, appPassword, "pgowl", nil)+"&default_query_exec_mode=simple_protocol")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer console.Close(context.Background())
+		console := o.console(t)
 		paused := make(chan error, 1)
 		go func() { _, err := console.Exec(ctx, "PAUSE"); paused <- err }()
 		select {

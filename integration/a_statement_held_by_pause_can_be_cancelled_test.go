@@ -1,11 +1,8 @@
 package integration
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
 )
@@ -20,11 +17,7 @@ func TestAStatementHeldByPauseCanBeCancelled(t *testing.T) {
 	o := startOwl(t, c, func(cfg *config.Config) { cfg.Admin.Users = []string{appUser} })
 	conn := o.connect(t, nil)
 	ctx := timeoutCtx(t, time.Minute)
-	console, err := pgx.Connect(ctx, o.dsn(appUser, appPassword, "pgowl", nil)+"&default_query_exec_mode=simple_protocol")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer console.Close(context.Background())
+	console := o.console(t)
 	if _, err := console.Exec(ctx, "PAUSE"); err != nil {
 		t.Fatalf("PAUSE: %v", err)
 	}

@@ -128,6 +128,19 @@ func initialRoles(c *cluster.Cluster) map[string]route.Role {
 	return want
 }
 
+// console connects to o's admin console (the pgowl database) as the app user, who must be in
+// admin.users; the connection is closed when t ends.
+func (o *owl) console(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	conn, err := pgx.Connect(ctx, o.dsn(appUser, appPassword, "pgowl", nil)+"&default_query_exec_mode=simple_protocol")
+	if err != nil {
+		t.Fatalf("connect to the admin console: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // startOwlNoWait is startOwl without waiting for the monitor.
 func startOwlNoWait(t *testing.T, c *cluster.Cluster, mutate func(*config.Config)) *owl {
 	t.Helper()
