@@ -84,8 +84,9 @@ type session struct {
 	// idleOutsideTransaction is true while the session waits for a client
 	// message outside a transaction: a shutdown may end it at once.
 	idleOutsideTransaction atomic.Bool
-	// busy is true from the moment a unit passes the pause gate until the
-	// session is back between units outside a transaction: PAUSE waits for it.
+	// busy is true from just before a unit looks at the pause gate (passGate;
+	// false again while the gate holds it) until the session is back between
+	// units with no work in flight: PAUSE waits for it.
 	busy atomic.Bool
 	// heldCancel is set while a unit waits at the pause gate: a cancel request takes it and
 	// closes it, and the unit ends with 57014 without running (passGate).
