@@ -152,18 +152,7 @@ func (sess *session) endForShutdown() bool {
 // and a client may want to stop one rather than wait.
 func (s *Server) refuseWhileShuttingDown(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(time.Second))
-	answerOn, body, err := s.readPastNegotiation(conn)
-	if answerOn != conn {
-		defer answerOn.Close()
-	}
-	if err != nil {
-		return
-	}
-	if k, ok := cancelRequestKey(body); ok {
-		s.cancelFromClient(k)
-		return
-	}
-	writeErrorNow(answerOn, &clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: shutdownIdleMessage})
+	s.cancelOrRefuse(conn, &clientError{Severity: "FATAL", SQLState: sqlstateAdminShutdown, Message: shutdownIdleMessage})
 }
 
 // isTimeout reports whether err is a deadline that passed, as the drain sets on idle sessions.

@@ -156,21 +156,29 @@ func (s *Server) refuseLogin(conn net.Conn, addr netip.Addr, refusal loginRefusa
 		defer s.courteousRefusals.Add(-1)
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(refusedLoginWait))
-		answerOn, body, err := s.readPastNegotiation(conn)
-		if answerOn != conn {
-			defer answerOn.Close()
-		}
-		if err != nil {
+		if !s.cancelOrRefuse(conn, refusalErr) {
 			s.loginLog.note(loginRefused, addr, refusal.String())
-			return // silent or broken: nothing it could read
 		}
-		if k, ok := cancelRequestKey(body); ok {
-			s.cancelFromClient(k)
-			return
-		}
-		s.loginLog.note(loginRefused, addr, refusal.String())
-		writeErrorNow(answerOn, refusalErr)
 	}()
+}
+
+// cancelOrRefuse reads a connection pgowl refuses (a limit, the drain) past its encryption
+// requests: a CancelRequest is acted on, and it reports true; anything else gets refusal (a
+// silent or broken connection nothing). conn's deadline bounds it; the caller closes conn.
+func (s *Server) cancelOrRefuse(conn net.Conn, refusal error) (cancelled bool) {
+	answerOn, body, err := s.readPastNegotiation(conn)
+	if answerOn != conn {
+		defer answerOn.Close()
+	}
+	if err != nil {
+		return false
+	}
+	if k, ok := cancelRequestKey(body); ok {
+		s.cancelFromClient(k)
+		return true
+	}
+	writeErrorNow(answerOn, refusal)
+	return false
 }
 
 // readPastNegotiation reads a connection pgowl refuses (a limit, the drain) up to the packet
