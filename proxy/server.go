@@ -194,7 +194,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.drain(grace)
 		ln.Close()
 		report := s.Shutdown()
-		s.log.Info().Int64("rolled_back", report.RolledBack).Int64("closed", report.Closed).Msg("pgowl drained: every session has ended")
+		s.log.Info().Int64("cancelled", report.Cancelled).Int64("rolled_back", report.RolledBack).Int64("closed", report.Closed).Msg("pgowl drained: every session has ended")
 		close(drained)
 	}()
 	go s.watchUnresponsiveNodes(ctx)

@@ -28,6 +28,8 @@ type shutdownState struct {
 	forced atomic.Bool
 	// rolledBack counts the sessions whose transaction was rolled back at the deadline.
 	rolledBack atomic.Int64
+	// cancelled counts the statements still running at the deadline, which were cancelled.
+	cancelled atomic.Int64
 	// closed counts the sessions whose connection had to be closed without a goodbye.
 	closed atomic.Int64
 }
@@ -39,16 +41,20 @@ var errEndedForShutdown = errors.New("session ended by the shutdown")
 type ShutdownReport struct {
 	// RolledBack is the number of transactions rolled back at shutdown_timeout.
 	RolledBack int64
+	// Cancelled is the number of statements cancelled at shutdown_timeout because they were still
+	// running, in a transaction or not: an autocommit statement's work is lost as surely as a
+	// transaction's.
+	Cancelled int64
 	// Closed is the number of connections closed without a 57P01 because they did not end in time.
 	Closed int64
 }
 
-// Clean reports whether every session ended on its own or between transactions.
-func (r ShutdownReport) Clean() bool { return r.RolledBack == 0 && r.Closed == 0 }
+// Clean reports whether every session ended on its own or between statements and transactions.
+func (r ShutdownReport) Clean() bool { return r.RolledBack == 0 && r.Cancelled == 0 && r.Closed == 0 }
 
 // Shutdown returns how the last drain ended; zero until Serve has returned.
 func (s *Server) Shutdown() ShutdownReport {
-	return ShutdownReport{RolledBack: s.shutdown.rolledBack.Load(), Closed: s.shutdown.closed.Load()}
+	return ShutdownReport{RolledBack: s.shutdown.rolledBack.Load(), Cancelled: s.shutdown.cancelled.Load(), Closed: s.shutdown.closed.Load()}
 }
 
 // drain ends the sessions after Serve's context ended: each session ends at
@@ -89,6 +95,7 @@ func (s *Server) drain(grace time.Duration) {
 		}
 	}
 	s.mu.Unlock()
+	s.shutdown.cancelled.Add(int64(len(running)))
 	for _, k := range running {
 		s.cancel(k)
 	}

@@ -75,7 +75,7 @@ func newServeCommand() *cobra.Command {
 			report := instance.Server.Shutdown()
 			if !report.Clean() {
 				return &exitCode{code: exitTransactionsRolledBack, err: fmt.Errorf(
-					"shut down after shutdown_timeout: %d transactions rolled back, %d connections closed", report.RolledBack, report.Closed)}
+					"shut down after shutdown_timeout: %d running statements cancelled, %d transactions rolled back, %d connections closed", report.Cancelled, report.RolledBack, report.Closed)}
 			}
 			return nil
 		},
@@ -116,7 +116,8 @@ const (
 	// exitConfig: the configuration was invalid at start.
 	exitConfig = 2
 	// exitTransactionsRolledBack: SIGTERM's shutdown_timeout passed with
-	// transactions open; they were rolled back and their clients told so.
+	// statements running or transactions open; the statements were cancelled,
+	// the transactions rolled back and their clients told so.
 	exitTransactionsRolledBack = 3
 	// exitSecondSignal: a second SIGTERM or SIGINT ended pgowl at once.
 	exitSecondSignal = 4
