@@ -557,7 +557,16 @@ func (sess *session) leaveReadOnlyBatch(be *backend) {
 // backend in time for the second: the next statement would be cancelled too.
 func (sess *session) statementStopped() {
 	sess.running.Store(nil)
+	sess.runs.Add(1)
 	sess.waitForCancel()
+}
+
+// statementStarted marks that the session's statement (or pgowl's EXPLAIN for it) runs on be
+// from now until statementStopped, for cancel requests; it returns the run's number, which a
+// limit's timer gives cancelIfStillRunning.
+func (sess *session) statementStarted(be *backend) uint64 {
+	sess.running.Store(&be.running)
+	return sess.runs.Add(1)
 }
 
 // waitForCancel returns once no cancel request of the session is being passed

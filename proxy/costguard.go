@@ -473,15 +473,16 @@ type costCheckBound struct {
 // boundCostCheck starts the bounds of an EXPLAIN about to be flushed to be.
 func (sess *session) boundCostCheck(be *backend) *costCheckBound {
 	b := &costCheckBound{sess: sess, be: be}
-	sess.running.Store(&be.running)
+	started := sess.statementStarted(be)
 	sess.awaitFirstReply(be)
 	if limit := sess.srv.live().cfg.Limits.QueryTimeout; limit > 0 {
 		node := be.node
 		b.timer = time.AfterFunc(limit, func() {
-			b.timedOut.Store(true)
-			sess.log.Info().Str("node", node).Dur("limit", limit).
-				Msg("guard: the cost check (EXPLAIN) ran past limits.query_timeout; cancelling it on its node")
-			sess.passOnCancel()
+			sess.cancelIfStillRunning(started, func() {
+				b.timedOut.Store(true)
+				sess.log.Info().Str("node", node).Dur("limit", limit).
+					Msg("guard: the cost check (EXPLAIN) ran past limits.query_timeout; cancelling it on its node")
+			})
 		})
 	}
 	return b

@@ -322,6 +322,28 @@ func (sess *session) passOnCancel() {
 	if run == nil {
 		return // nothing running: a late cancel must not hit anyone else's work
 	}
+	sess.sendCancel(run)
+}
+
+// cancelIfStillRunning is passOnCancel for a limit's timer armed for the statement numbered
+// started (statementStarted's number): it acts only if that
+// statement still runs, and then calls acting first (to record and log why). A client's
+// cancel request is about whatever the session does when it arrives; a timer is about one
+// statement, and firing late it must not cancel the next one or end a unit PAUSE holds.
+func (sess *session) cancelIfStillRunning(started uint64, acting func()) {
+	sess.cancelling.Lock()
+	defer sess.cancelling.Unlock()
+	run := sess.running.Load()
+	if run == nil || sess.runs.Load() != started {
+		return
+	}
+	acting()
+	sess.sendCancel(run)
+}
+
+// sendCancel sends a CancelRequest for run to its node and waits until the node has taken it;
+// the caller holds sess.cancelling.
+func (sess *session) sendCancel(run *runningStatement) {
 	if run.behindRead != nil {
 		// The statement follows the session's catalogue read on the connection: a cancel
 		// now would reach the read (which then fails) and leave the statement running.

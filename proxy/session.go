@@ -81,6 +81,10 @@ type session struct {
 	queryTimedOut atomic.Bool
 
 	running atomic.Pointer[runningStatement]
+	// runs counts the starts and stops of running statements (statementStarted,
+	// statementStopped): a limit's timer armed for one statement compares it, so
+	// that it never cancels the next one, or a unit PAUSE holds, when it fires late.
+	runs atomic.Uint64
 	// idleOutsideTransaction is true while the session waits for a client
 	// message outside a transaction: a shutdown may end it at once.
 	idleOutsideTransaction atomic.Bool
@@ -531,7 +535,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 		if sess.cls.readOn == be && be.expect.front().catalogueRead != nil {
 			be.running.behindRead = make(chan struct{}) // closed by drainCatalogueRead
 		}
-		sess.running.Store(&be.running)
+		started := sess.statementStarted(be)
 		err = be.conn.Writer.Flush()
 		if err == nil {
 			sent = true
@@ -545,7 +549,7 @@ func (sess *session) exchangeOn(be *backend, u *unit, dec route.Decision, write 
 			if sess.labelsRead() {
 				u.effects.Label() // for the NOTICE's log line, while the node runs u
 			}
-			timeout := sess.armQueryTimeout(be)
+			timeout := sess.armQueryTimeout(be, started)
 			out, err = sess.relay(be, u)
 			if timeout != nil {
 				timeout.Stop()

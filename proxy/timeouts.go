@@ -15,23 +15,26 @@ const sqlstateQueryCanceled = "57014"
 const sqlstateIdleInTransactionTimeout = "25P03"
 
 // armQueryTimeout starts limits.query_timeout for the unit being relayed
-// from be: when it passes before the unit's replies have ended, the
+// from be, which started as run number started (statementStarted): when it passes before the unit's replies have ended, the
 // statement is cancelled on its node with a CancelRequest, as a client's
 // own cancel would be, and the client gets the node's 57014. The caller
 // stops the timer (nil without a limit) once the relay returns; a cancel already on its way holds
 // the backend until the node has taken it (see waitForCancel), so it never
-// reaches another session's statement.
-func (sess *session) armQueryTimeout(be *backend) *time.Timer {
+// reaches another session's statement. A timer that fires as the statement
+// ends (Stop comes too late) acts only while that statement still runs
+// (cancelIfStillRunning): not on the session's next one, nor on a unit PAUSE holds.
+func (sess *session) armQueryTimeout(be *backend, started uint64) *time.Timer {
+	sess.queryTimedOut.Store(false)
 	limit := sess.srv.live().cfg.Limits.QueryTimeout
 	if limit <= 0 {
 		return nil
 	}
 	node := be.node
-	sess.queryTimedOut.Store(false)
 	return time.AfterFunc(limit, func() {
-		sess.queryTimedOut.Store(true)
-		sess.log.Info().Str("node", node).Dur("limit", limit).Msg("statement ran past limits.query_timeout; cancelling it on its node")
-		sess.passOnCancel()
+		sess.cancelIfStillRunning(started, func() {
+			sess.queryTimedOut.Store(true)
+			sess.log.Info().Str("node", node).Dur("limit", limit).Msg("statement ran past limits.query_timeout; cancelling it on its node")
+		})
 	})
 }
 
