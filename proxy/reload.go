@@ -122,6 +122,12 @@ func (in *Instance) apply(cfg config.Config) error {
 			return &ReloadError{Key: k.key, Reason: "changed, but it takes effect only after a restart"}
 		}
 	}
+	if in.Admin == nil && len(cfg.Admin.Users) > 0 {
+		// The console (and the recorder behind it) is built at start only, when admin.listen or
+		// admin.users is set: accepting the users here would let them be named admins of a
+		// console that does not exist, and their logins to it reach the nodes as a database.
+		return &ReloadError{Key: "admin.users", Reason: "the admin console starts only with pgowl (admin.listen or admin.users set at start): restart pgowl to add its first admin users"}
+	}
 	creds, err := buildCredentials(cfg, in.log)
 	if err != nil {
 		return &ReloadError{Reason: err.Error()}
