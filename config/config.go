@@ -54,10 +54,18 @@ type Topology struct {
 
 // PatroniTopology lists Patroni REST API addresses; empty: pgowl's own polling alone.
 type PatroniTopology struct {
-	// URLs are Patroni REST API base URLs (http://host:8008); the first that answers GET
-	// /cluster is used. Nodes are matched to members by host:port, so nodes' host and port
-	// must be the members' connect address as Patroni reports it.
+	// URLs are Patroni REST API base URLs (http://host:8008), all asked GET /cluster at each
+	// read; the first valid answer is used. Nodes are matched to members by host:port, so
+	// nodes' host and port must be the members' connect address as Patroni reports it.
 	URLs []string `yaml:"urls" mapstructure:"urls" help:"Patroni REST API base URLs as a JSON list (http://host:8008): its leader is the only primary, nodes it does not list get nothing; empty: own polling alone"`
+	// CAFile holds the PEM certificates that sign the REST API's certificate, for https:// URLs;
+	// empty: the system's roots.
+	CAFile string `yaml:"ca_file" mapstructure:"ca_file" help:"PEM CA certificates that sign Patroni's REST API certificate (https:// URLs); empty: the system's roots"`
+	// CertFile is the PEM client certificate presented to the REST API (Patroni's
+	// restapi.verify_client); KeyFile must be set with it.
+	CertFile string `yaml:"cert_file" mapstructure:"cert_file" help:"PEM client certificate presented to Patroni's REST API"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" mapstructure:"key_file" help:"PEM private key of topology.patroni.cert_file"`
 }
 
 // Admin configures what operators look at: the HTTP listener (/metrics, /healthz, /readyz,

@@ -232,6 +232,9 @@ func TestDefaults(t *testing.T) {
 		"peering.peers":                             "",
 		"peering.self":                              "",
 		"topology.patroni.urls":                     "",
+		"topology.patroni.ca_file":                  "",
+		"topology.patroni.cert_file":                "",
+		"topology.patroni.key_file":                 "",
 		"guards":                                    "",
 	}
 	keys := Keys()

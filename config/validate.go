@@ -449,7 +449,8 @@ func (v *validator) peering(p Peering) {
 	}
 }
 
-// topology checks that every Patroni URL is an absolute http or https URL.
+// topology checks that every Patroni URL is an absolute http or https URL, and the REST API's
+// TLS files: both of the client certificate's or neither, each set file existing.
 func (v *validator) topology(t Topology) {
 	for i, raw := range t.Patroni.URLs {
 		u, err := url.Parse(raw)
@@ -457,4 +458,14 @@ func (v *validator) topology(t Topology) {
 			v.fail(fmt.Sprintf("topology.patroni.urls[%d]", i), "%q is not an http:// or https:// URL", raw)
 		}
 	}
+	p := t.Patroni
+	switch {
+	case p.CertFile != "" && p.KeyFile == "":
+		v.fail("topology.patroni.key_file", "must be set when topology.patroni.cert_file is set")
+	case p.CertFile == "" && p.KeyFile != "":
+		v.fail("topology.patroni.cert_file", "must be set when topology.patroni.key_file is set")
+	}
+	v.existingFile("topology.patroni.ca_file", p.CAFile)
+	v.existingFile("topology.patroni.cert_file", p.CertFile)
+	v.existingFile("topology.patroni.key_file", p.KeyFile)
 }

@@ -57,6 +57,17 @@ type Options struct {
 	// PatroniURLs, when set, are Patroni REST API base URLs (http://host:8008) whose GET
 	// /cluster names the leader and the members (see patroni.go).
 	PatroniURLs []string
+	// PatroniTLS verifies https:// Patroni URLs with a CA of its own and presents a client
+	// certificate (Patroni's restapi.verify_client); the files are read again at each read of
+	// /cluster, so a renewed certificate needs no restart. The zero value uses the system's roots.
+	PatroniTLS PatroniTLS
+}
+
+// PatroniTLS names the PEM files for Patroni's REST API over https: CAFile signs its
+// certificate (empty: the system's roots); CertFile and KeyFile, set together, are the client
+// certificate pgowl presents.
+type PatroniTLS struct {
+	CAFile, CertFile, KeyFile string
 }
 
 const (

@@ -1,13 +1,17 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -124,31 +128,103 @@ type patroniResult struct {
 	at      time.Time
 }
 
-// patroniReader reads GET /cluster from the first of its URLs that answers.
+// patroniReader reads GET /cluster from its URLs, all at once, and takes the first valid
+// answer: a member that does not answer (the old leader's host, gone in a failover) must not
+// delay the answer of the others by monitor.query_timeout at every read, when the answer matters
+// most. Every member answers /cluster from the same DCS, so any valid answer will do.
 type patroniReader struct {
-	urls   []string
+	urls    []string
+	tls     PatroniTLS
+	timeout time.Duration
+	// client is the last client built, for the TLS files as read then (pem).
 	client *http.Client
+	pem    [3][]byte
 }
 
-// read asks each URL in turn and returns the first valid answer.
+func newPatroniReader(urls []string, tls PatroniTLS, timeout time.Duration) *patroniReader {
+	return &patroniReader{urls: urls, tls: tls, timeout: timeout}
+}
+
+// read asks every URL at once and returns the first valid answer, or every URL's error.
 func (r *patroniReader) read(ctx context.Context) patroniResult {
-	var errs []error
-	for _, base := range r.urls {
-		c, err := r.readOne(ctx, base)
-		if err == nil {
-			return patroniResult{cluster: c, url: base, at: time.Now()}
+	client, err := r.currentClient()
+	if err != nil {
+		return patroniResult{err: fmt.Errorf("topology.patroni: %w", err), at: time.Now()}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the reads still in flight end with the first valid answer
+	type answer struct {
+		index   int
+		cluster patroniCluster
+		err     error
+	}
+	answers := make(chan answer, len(r.urls))
+	for i, base := range r.urls {
+		go func() {
+			c, err := readPatroniCluster(ctx, client, base)
+			answers <- answer{index: i, cluster: c, err: err}
+		}()
+	}
+	errs := make([]error, len(r.urls))
+	for range r.urls {
+		a := <-answers
+		if a.err == nil {
+			return patroniResult{cluster: a.cluster, url: r.urls[a.index], at: time.Now()}
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", base, err))
+		errs[a.index] = fmt.Errorf("%s: %w", r.urls[a.index], a.err)
 	}
 	return patroniResult{err: errors.Join(errs...), at: time.Now()}
 }
 
-func (r *patroniReader) readOne(ctx context.Context, base string) (patroniCluster, error) {
+// currentClient returns the HTTP client for the TLS files as they are now: the last one while
+// the files are unchanged (its connections are kept alive between reads), a new one when one
+// was renewed.
+func (r *patroniReader) currentClient() (*http.Client, error) {
+	var pem [3][]byte
+	for i, path := range []string{r.tls.CAFile, r.tls.CertFile, r.tls.KeyFile} {
+		if path == "" {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		pem[i] = data
+	}
+	if r.client != nil && bytes.Equal(pem[0], r.pem[0]) && bytes.Equal(pem[1], r.pem[1]) && bytes.Equal(pem[2], r.pem[2]) {
+		return r.client, nil
+	}
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if pem[0] != nil {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem[0]) {
+			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", r.tls.CAFile)
+		}
+		tlsConfig.RootCAs = roots
+	}
+	if pem[1] != nil || pem[2] != nil {
+		pair, err := tls.X509KeyPair(pem[1], pem[2])
+		if err != nil {
+			return nil, fmt.Errorf("cert_file and key_file: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConfig
+	if r.client != nil {
+		r.client.CloseIdleConnections()
+	}
+	r.client, r.pem = &http.Client{Timeout: r.timeout, Transport: transport}, pem
+	return r.client, nil
+}
+
+// readPatroniCluster reads and parses GET base/cluster.
+func readPatroniCluster(ctx context.Context, client *http.Client, base string) (patroniCluster, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cluster", nil)
 	if err != nil {
 		return patroniCluster{}, err
 	}
-	resp, err := r.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return patroniCluster{}, err
 	}
@@ -165,7 +241,12 @@ func (r *patroniReader) readOne(ctx context.Context, base string) (patroniCluste
 
 // runPatroni reads /cluster every interval until ctx ends and sends each result.
 func (m *Monitor) runPatroni(ctx context.Context, out chan<- patroniResult) {
-	r := &patroniReader{urls: m.opts.PatroniURLs, client: &http.Client{Timeout: m.opts.QueryTimeout}}
+	r := newPatroniReader(m.opts.PatroniURLs, m.opts.PatroniTLS, m.opts.QueryTimeout)
+	defer func() {
+		if r.client != nil {
+			r.client.CloseIdleConnections()
+		}
+	}()
 	ticker := time.NewTicker(m.opts.Interval)
 	defer ticker.Stop()
 	for {

@@ -220,7 +220,7 @@ func TestPatroniReaderTriesEachURL(t *testing.T) {
 	closedURL := closed.URL
 	closed.Close()
 
-	r := &patroniReader{urls: []string{closedURL, unavailable.URL, good.URL}, client: &http.Client{Timeout: time.Second}}
+	r := newPatroniReader([]string{closedURL, unavailable.URL, good.URL}, PatroniTLS{}, time.Second)
 	res := r.read(context.Background())
 	if res.err != nil || res.url != good.URL {
 		t.Fatalf("read from %q: %v; want %s", res.url, res.err, good.URL)

@@ -76,7 +76,9 @@ func newMonitor(cfg config.Config, backends *pool.Pool, logger zerolog.Logger) *
 		// restart) may have dropped the pool's idle ones: check them before use.
 		ConnectionLost: backends.Suspect,
 		PatroniURLs:    cfg.Topology.Patroni.URLs,
-		Logger:         logger.With().Str("component", "monitor").Logger(),
+		PatroniTLS: monitor.PatroniTLS{CAFile: cfg.Topology.Patroni.CAFile,
+			CertFile: cfg.Topology.Patroni.CertFile, KeyFile: cfg.Topology.Patroni.KeyFile},
+		Logger: logger.With().Str("component", "monitor").Logger(),
 	})
 }
 
