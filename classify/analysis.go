@@ -457,8 +457,11 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 	}
 	if res.access == Write {
 		res.reason = ReasonWritingFunction
-		if effect.nodeLocal {
+		switch {
+		case effect.nodeLocal:
 			res.reason = ReasonNodeLocalStats
+		case effect.unseen != "":
+			res.reason, res.detail = ReasonUnknownEffect, effect.unseen
 		}
 		res.subject = quoteIdent(name) + "()"
 		if effect.extension {

@@ -41,6 +41,10 @@ type builtinEffect struct {
 	nodeLocal bool
 	// extension marks functions of extensions, which match in any schema.
 	extension bool
+	// unseen, when set, says what the call runs that analysis cannot see (SQL given as text, a
+	// relation named by a string): the call needs the primary as an UNKNOWN_EFFECT, with this
+	// as its detail, not as a known writer.
+	unseen string
 }
 
 // functionTable knows which functions are built-in and which of those write.
@@ -78,6 +82,10 @@ func (t *functionTable) builtin(name string) (builtinEffect, bool) {
 // exist in pg15_builtin_functions.txt (TestWritingBuiltinsExist checks it).
 func writingBuiltins() map[string]builtinEffect {
 	needsPrimary := builtinEffect{access: Write} // must run on the primary, leaves no session state
+	// Calls whose effect is that of SQL they are given, or of relations they are given by name:
+	// the primary, as any effect that cannot be analysed.
+	runsSQLText := builtinEffect{access: Write, unseen: "it runs the SQL text it is given, which is not analysed"}
+	readsNamedRelations := builtinEffect{access: Write, unseen: "it reads relations named by its arguments, whose views are not analysed"}
 	sessionAdvisory := builtinEffect{access: Write, session: SessionAdvisoryLock}
 	advisoryUnlock := builtinEffect{access: Write, session: SessionRelease}
 	return map[string]builtinEffect{
@@ -179,12 +187,37 @@ func writingBuiltins() map[string]builtinEffect {
 		"pg_logical_slot_get_changes":         needsPrimary,
 		"pg_logical_slot_get_binary_changes":  needsPrimary,
 		"pg_logical_emit_message":             needsPrimary,
+		// Peeking leaves the slot where it was, but PostgreSQL 15 refuses all logical decoding on
+		// a standby: "logical decoding cannot be used while in recovery".
+		"pg_logical_slot_peek_changes":        needsPrimary,
+		"pg_logical_slot_peek_binary_changes": needsPrimary,
 
 		// Index maintenance functions that write index pages.
 		"brin_summarize_new_values": needsPrimary,
 		"brin_summarize_range":      needsPrimary,
 		"brin_desummarize_range":    needsPrimary,
 		"gin_clean_pending_list":    needsPrimary,
+
+		// Functions that run the SQL text they are given, which the classifier does not see into
+		// and which may write: a standby refuses query_to_xml('SELECT nextval(...)', ...) with
+		// "cannot execute nextval() in a read-only transaction". Only the (tsquery, text) form of
+		// ts_rewrite runs a query, but a name cannot tell the forms apart. query_to_xmlschema
+		// plans its query without running it and stays a read.
+		"query_to_xml":               runsSQLText,
+		"query_to_xml_and_xmlschema": runsSQLText,
+		"ts_stat":                    runsSQLText,
+		"ts_rewrite":                 runsSQLText,
+		// Functions that read the relation named by their argument, or every relation of a schema
+		// or of the database, and so run the definition of any view among them, which may write;
+		// a relation named in a string is no relation to the classifier. A standby refuses
+		// table_to_xml of a view that calls nextval() as above. The *_xmlschema forms only
+		// describe the relations and stay reads.
+		"table_to_xml":                  readsNamedRelations,
+		"table_to_xml_and_xmlschema":    readsNamedRelations,
+		"schema_to_xml":                 readsNamedRelations,
+		"schema_to_xml_and_xmlschema":   readsNamedRelations,
+		"database_to_xml":               readsNamedRelations,
+		"database_to_xml_and_xmlschema": readsNamedRelations,
 
 		// Catalogue writers: collation import, extension configuration, OID allocation.
 		"pg_import_system_collations": needsPrimary,
