@@ -268,7 +268,10 @@ func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange)
 		return 0, nil
 	}
 	if !named {
-		return SessionSet, &SearchPathChange{Known: false}
+		// The name may be role or session_authorization: a change no RESET ALL undoes and the
+		// settings read back leave out, so it must pin the session as SET ROLE does, or another
+		// client given the backend would run as that role.
+		return SessionSet | SessionSetRole, &SearchPathChange{Known: false}
 	}
 	name = strings.ToLower(name)
 	if roleSetting(name) {
