@@ -359,12 +359,17 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 			}
 			w.Write(frame)
 		case wire.MsgDescribe:
-			be.expect.push(expectation{typ: wire.MsgDescribe})
+			// A statement the connection lacks is prepared first: ensurePrepared writes its Parse
+			// (and any Close) and queues their expectations, which must come before the
+			// Describe's, in the order the node answers them.
+			var st *preparedStmt
 			if m.kind == wire.TargetStatement {
-				if st := sess.ensurePrepared(be, m.name); st != nil && m.name != "" {
-					w.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgDescribe, wire.TargetStatement, st.serverName))
-					continue
-				}
+				st = sess.ensurePrepared(be, m.name)
+			}
+			be.expect.push(expectation{typ: wire.MsgDescribe})
+			if st != nil && m.name != "" {
+				w.Write(appendTargetedFrame(sess.scratch[:0], wire.MsgDescribe, wire.TargetStatement, st.serverName))
+				continue
 			}
 			w.Write(frame)
 		case wire.MsgExecute:
