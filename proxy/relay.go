@@ -52,6 +52,17 @@ func (q *expectQueue) len() int           { return len(q.items) - q.head }
 func (q *expectQueue) front() *expectation {
 	return &q.items[q.head]
 }
+
+// hasSync reports whether a Sync is expected.
+func (q *expectQueue) hasSync() bool {
+	for i := q.head; i < len(q.items); i++ {
+		if q.items[i].typ == wire.MsgSync {
+			return true
+		}
+	}
+	return false
+}
+
 func (q *expectQueue) pop() {
 	q.items[q.head] = expectation{}
 	q.head++
@@ -92,6 +103,13 @@ type exchange struct {
 	be   *backend
 	// copying: the client is in COPY FROM STDIN mode, sending data.
 	copying bool
+	// extendedCopy: the COPY FROM STDIN began in the extended protocol (an Execute).
+	extendedCopy bool
+	// syncOwed: a COPY FROM STDIN began in the extended protocol, and the batch's Sync reached
+	// the node in copy mode, which ignores it: the node answers the batch's expected Sync only
+	// at the client's next Sync (libpq sends one after CopyDone), which pgowl forwards
+	// (forwardOwedSync).
+	syncOwed bool
 	// replied: the node's first reply came (see firstReplyCame).
 	replied bool
 	out     exchangeOutcome
@@ -126,11 +144,20 @@ func (x *exchange) relayReplies(u *unit) error {
 		}
 		if x.copying {
 			// The client is sending COPY data: forward it until the node speaks.
-			ended, err := sess.copyIn(be)
+			ended, err := sess.copyIn(be, x)
 			if err != nil {
 				return err
 			}
 			x.copying = !ended
+		}
+		if x.syncOwed && !x.copying && r.Buffered() == 0 && be.expect.front().typ == wire.MsgSync {
+			// The node answers the batch's Sync only at the client's next one.
+			if err := sess.client.flush(); err != nil {
+				return err
+			}
+			if err := sess.forwardOwedSync(be, x); err != nil {
+				return err
+			}
 		}
 		if r.Buffered() == 0 && sess.client.w.Buffered() > 0 {
 			// About to wait for the node: let the client have what we have.
@@ -222,6 +249,9 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 		}
 	case wire.MsgCopyInResponse:
 		x.copying = true
+		if head.typ == wire.MsgExecute {
+			x.extendedCopy, x.syncOwed = true, be.expect.hasSync()
+		}
 	case wire.MsgPortalSuspended:
 		be.portalSuspended = true
 		fallthrough
@@ -427,6 +457,35 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 	}
 }
 
+// forwardOwedSync forwards the client's Sync that the node answers in place of the batch's (see
+// exchange.syncOwed), once every reply before it was relayed: Flushes on the way are forwarded,
+// COPY data after a failed COPY is dropped, as the node would drop it.
+func (sess *session) forwardOwedSync(be *backend, x *exchange) error {
+	w := be.conn.Writer
+	for x.syncOwed {
+		typ, body, err := sess.client.readFrame()
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail:
+			continue
+		case wire.MsgSync:
+			x.syncOwed = false
+		case wire.MsgFlush:
+		default:
+			return &clientSideError{protocolViolation("unexpected message type %q after a COPY from stdin in the extended protocol: a Sync must come first", typ)}
+		}
+		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // copyIn forwards the client's COPY data to the backend until CopyDone or
 // CopyFail (ended reports it), or until the node sends something first: an
 // ErrorResponse when the COPY failed midway, which the client must see at
@@ -435,7 +494,7 @@ func (be *backend) undo(sess *session, e *expectation, failed bool) {
 // While copyIn reads the client, a watcher waits for the node's next frame;
 // copyIn looks at it between client messages and returns only once the
 // watcher is done with the node's reader.
-func (sess *session) copyIn(be *backend) (ended bool, err error) {
+func (sess *session) copyIn(be *backend, x *exchange) (ended bool, err error) {
 	if err := sess.client.flush(); err != nil {
 		return false, err
 	}
@@ -467,6 +526,13 @@ func (sess *session) copyIn(be *backend) (ended bool, err error) {
 		}
 		switch typ {
 		case wire.MsgCopyDone, wire.MsgCopyFail:
+			if x.extendedCopy {
+				// In the extended protocol the node holds its answer to the COPY's end until a
+				// Flush or Sync, which the client may send only once it has the answer (a
+				// Sync owed is forwarded later: forwardOwedSync). pgowl's own Flush asks for
+				// it; it has no reply of its own.
+				w.Write(appendFrame(sess.scratch[:0], wire.MsgFlush, nil))
+			}
 			return true, w.Flush()
 		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync:
 		default:
