@@ -89,7 +89,7 @@ func newMetrics(src *Sources, policy func() route.Policy) *metrics {
 // observe counts one unit.
 func (m *metrics) observe(u *Unit) {
 	m.decision.Observe(u.Decision.Seconds())
-	if u.Node == "" {
+	if u.refused() {
 		m.refusals.WithLabelValues(u.Refusal).Inc()
 		return
 	}

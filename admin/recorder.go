@@ -67,10 +67,10 @@ func New(src Sources) *Recorder {
 func (r *Recorder) Routed(u Unit) {
 	r.metrics.observe(&u)
 	r.history.Add(&u)
-	if u.Node != "" {
+	if !u.refused() {
 		r.countDatabase(&u)
 	}
-	if u.Node == "" {
+	if u.refused() {
 		r.refusalsMu.Lock()
 		if len(r.refusals) == recentRefusals {
 			copy(r.refusals, r.refusals[1:])

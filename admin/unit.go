@@ -25,7 +25,8 @@ type Unit struct {
 	// unit, the statement's own effect.
 	Reason string `json:"reason"`
 	// Refusal is the code of why no node ran the unit (NO_READABLE_REPLICA,
-	// REPLICA_LAG_EXCEEDED, NO_PRIMARY, DATABASE_BUSY, or a SQLSTATE), empty when one did.
+	// REPLICA_LAG_EXCEEDED, NO_PRIMARY, DATABASE_BUSY, or a SQLSTATE), empty when one did. A
+	// guard's refusal (QUERY_COST_EXCEEDED) keeps the Node its cost check ran on.
 	Refusal string `json:"refusal,omitempty"`
 	// FallbackRule names the rule that fell back with FALLBACK_PRIMARY.
 	FallbackRule string `json:"fallback_rule,omitempty"`
@@ -49,3 +50,7 @@ type Unit struct {
 
 // Routed reports whether a node ran the unit.
 func (u *Unit) Routed() bool { return u.Node != "" }
+
+// refused reports whether the unit was refused rather than run: no node could take it, or a
+// guard refused it after its cost check on a node.
+func (u *Unit) refused() bool { return u.Node == "" || u.Refusal != "" }
