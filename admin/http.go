@@ -30,7 +30,7 @@ func (r *Recorder) Handler() http.Handler {
 }
 
 func (r *Recorder) serveReady(w http.ResponseWriter, _ *http.Request) {
-	ready := Ready(r.src.Nodes.Snapshot(), r.policy(), time.Now())
+	ready := readiness(&r.src, r.src.Nodes.Snapshot(), r.policy(), time.Now())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if !ready.Ready {

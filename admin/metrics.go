@@ -189,7 +189,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCacheHits, prometheus.CounterValue, float64(hits))
 		ch <- prometheus.MustNewConstMetric(descCacheMisses, prometheus.CounterValue, float64(misses))
 	}
-	gauge(descReady, boolFloat(Ready(snap, c.policy(), now).Ready))
+	gauge(descReady, boolFloat(readiness(c.src, snap, c.policy(), now).Ready))
 }
 
 func boolFloat(b bool) float64 {

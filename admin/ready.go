@@ -61,6 +61,15 @@ func Ready(snap *route.Snapshot, pol route.Policy, now time.Time) Readiness {
 	return r
 }
 
+// readiness is Ready, but not ready while pgowl drains for a shutdown: every new login is
+// refused then (FATAL 57P01), and a load balancer must stop sending clients at once.
+func readiness(src *Sources, snap *route.Snapshot, pol route.Policy, now time.Time) Readiness {
+	if src.ShuttingDown != nil && src.ShuttingDown() {
+		return Readiness{Why: "pgowl is shutting down: new clients are refused"}
+	}
+	return Ready(snap, pol, now)
+}
+
 // NodeVerdict says whether a node serves what its role allows now and, if
 // not, why, in the terms of the routing errors.
 func NodeVerdict(n *route.NodeState, pol route.Policy, now time.Time) string {

@@ -88,6 +88,10 @@ func (r *Recorder) SetClients(c Clients) { r.src.Clients = c }
 // SetVersion sets the version SHOW VERSION and the status page show; call it before Run.
 func (r *Recorder) SetVersion(v string) { r.src.Version = v }
 
+// SetShuttingDown names where readiness learns that pgowl drains for a shutdown (the proxy's
+// server, made after the Recorder); call it before Run.
+func (r *Recorder) SetShuttingDown(f func() bool) { r.src.ShuttingDown = f }
+
 // History is the routing history.
 func (r *Recorder) History() *History { return r.history }
 

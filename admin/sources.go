@@ -58,6 +58,9 @@ type Sources struct {
 	Clients Clients
 	// Version is pgowl's version string, for SHOW VERSION and the status page.
 	Version string
+	// ShuttingDown, when set, reports whether pgowl is draining for a shutdown: it refuses new
+	// clients then, so it is not ready, whatever the nodes.
+	ShuttingDown func() bool
 	// Started is when pgowl started.
 	Started time.Time
 }

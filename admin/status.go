@@ -80,7 +80,7 @@ func (r *Recorder) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	page := statusPage{
 		Version: r.src.Version,
 		Now:     now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Ready:   Ready(snap, r.policy(), now),
+		Ready:   readiness(&r.src, snap, r.policy(), now),
 		MaxLag:  r.policy().MaxReplicaLag.String(),
 		Minutes: int(seriesPoints * seriesStep / time.Minute),
 	}

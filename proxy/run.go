@@ -184,6 +184,7 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	in := &Instance{Server: srv, Monitor: first, Pool: backends, Admin: recorder, nodes: mon, authLookup: authLookup, cfg: cfg, log: logger}
 	if recorder != nil {
 		recorder.SetClients(srv)
+		recorder.SetShuttingDown(srv.shutdown.draining.Load)
 		recorder.SetLifecycle(in)
 	}
 	if cfg.Admin.Listen != "" {
