@@ -369,11 +369,15 @@ func (sess *session) noteLoginRefused(snap *route.Snapshot, dec route.Decision, 
 // change u's verdict rests on, if later (definition_changes.go); and what
 // the standbys are known to have replayed.
 func (sess *session) noteReadAfter(ctx context.Context, u *unit, r *route.PlanRequest, snap *route.Snapshot, wait poolWait) {
+	positionKnown := true
 	if !sess.ryw.settleCanWait(snap) {
-		sess.settleWritePosition(ctx, snap, wait)
+		positionKnown = sess.settleWritePosition(ctx, snap, wait)
 	}
 	var unflushed bool
 	r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
+	if !positionKnown {
+		r.Session.ReadAfter, unflushed = unreadPosition(snap, r.Session.ReadAfter), true
+	}
 	r.Session.ReadAfterChange, r.Session.ReadAfterChanged = false, ""
 	if pos, flush, changed := sess.definitionsReadAfter(ctx, u, snap, wait); pos.LSN != 0 {
 		if raised := r.Session.ReadAfter.Raise(pos); raised != r.Session.ReadAfter {

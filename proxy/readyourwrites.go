@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -406,15 +407,30 @@ func (sess *session) mayNeedWritePosition(r *route.PlanRequest, u *unit) bool {
 // covers that write. Without a primary, on failure, or when wait is waitNot
 // and no primary backend is free now, the position stays as it was and is
 // read again for the next read.
-func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot, wait poolWait) {
+func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot, wait poolWait) (known bool) {
 	r := &sess.ryw
 	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
-		return
+		return true
 	}
 	pos, flush, answered := sess.readPrimaryPositions(ctx, snap, wait)
 	if answered {
 		r.settle(pos, flush)
 	}
+	return answered
+}
+
+// unreadPosition stands for the position of a write the session made whose position could not
+// be read (every primary backend busy past pool.acquire_timeout, a failure): no standby can be
+// known to have replayed it, so the read goes to the primary with READ_YOUR_WRITES, or is
+// refused under routing.read_your_writes_fallback: reject, never to a standby that may not
+// have the write. It is on the primary's timeline, so that no fork rule sends it elsewhere.
+func unreadPosition(snap *route.Snapshot, known route.WritePosition) route.WritePosition {
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Timeline != 0 {
+			return route.WritePosition{LSN: route.LSN(math.MaxUint64), Timeline: n.Timeline}
+		}
+	}
+	return known
 }
 
 // readPrimaryPositions reads the primary's insert and flush positions on a
