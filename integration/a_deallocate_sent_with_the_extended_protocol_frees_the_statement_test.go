@@ -1,9 +1,3 @@
-//go:build opendefect
-
-// Open defect, found 2026-12-06 and not yet fixed: this test fails on main. It is built only
-// with -tags opendefect (go test -tags opendefect ./integration -run NAME) so that CI stays
-// green until the fix lands; the fix removes this build line.
-
 package integration
 
 import (
@@ -11,15 +5,18 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgowl/pgowl/integration/owltest"
 )
 
 // TestADeallocateSentWithTheExtendedProtocolFreesTheStatement: a client prepares a named
 // statement (Parse) and later frees it with the SQL command DEALLOCATE sent in the extended
 // protocol (Parse, Bind, Execute, Sync with no parameters), as psycopg 3 does when its prepared
 // statement cache evicts one (_exec_command uses PQsendQueryParams). On a direct connection the
-// DEALLOCATE succeeds and the name is free. pgowl answers a DEALLOCATE of a client's statement
-// itself only when it comes as a lone simple Query; sent otherwise it reaches the node, which
-// knows the statement under pgowl's managed name only.
+// DEALLOCATE succeeds and the name is free. pgowl answered a DEALLOCATE of a client's statement
+// itself only when it came as a lone simple Query; sent otherwise it reached the node, which
+// knows the statement under pgowl's managed name only, and failed with 26000. Inside a
+// multi-statement string it still does: a known gap (README, Limits).
 func TestADeallocateSentWithTheExtendedProtocolFreesTheStatement(t *testing.T) {
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, readYourWritesOff)
@@ -46,7 +43,14 @@ func TestADeallocateSentWithTheExtendedProtocolFreesTheStatement(t *testing.T) {
 						msg = r.code + " " + r.msg
 					}
 				}
-				t.Errorf("DEALLOCATE xp_evicted of the client's own prepared statement: the client got %s (error %q); a direct connection answers CommandComplete DEALLOCATE", describeReplies(rs), msg)
+				failure := "DEALLOCATE xp_evicted of the client's own prepared statement: the client got " + describeReplies(rs) + " (error " + msg + "); a direct connection answers CommandComplete DEALLOCATE"
+				if tc.name == "multi_statement_string" {
+					owltest.KnownGap(t, true, failure)
+					return
+				}
+				t.Error(failure)
+			} else if tc.name == "multi_statement_string" {
+				owltest.KnownGap(t, false, "a DEALLOCATE of a protocol-level statement in a multi-statement string fails with 26000")
 			}
 			// The name is free again on a direct connection: a Bind of it fails with 26000.
 			xpSend(t, pc, &pgproto3.Bind{PreparedStatement: "xp_evicted"}, &pgproto3.Execute{}, &pgproto3.Sync{})

@@ -282,6 +282,9 @@ func (sess *session) runBatch(ctx context.Context, synced bool) error {
 	if handled, err := sess.answerPgowlBatch(stmts, synced); handled {
 		return err
 	}
+	if sess.answerDeallocateBatch(stmts, synced) {
+		return nil
+	}
 	u := unit{start: time.Now(), effects: batchEffects(stmts), expectsReady: synced, stmts: stmts}
 	u.runsNothing = !b.executes()
 	// Nothing runs: Parse, Describe and Close only prepare and describe,
