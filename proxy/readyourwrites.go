@@ -360,8 +360,19 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	// its ReadyForQuery (behind the session's catalogue read, if one is
 	// in flight there).
 	sess.settleCatalogueReadOn(be)
-	if be.role != route.RolePrimary || !backendIdle(be) {
+	if be.role != route.RolePrimary {
 		return
+	}
+	on := be
+	if !backendIdle(be) {
+		// A commit that chained the next transaction (COMMIT AND CHAIN, or a string that
+		// goes on with BEGIN): a query on be would run in that transaction and could take
+		// its snapshot. Any other connection to the primary reads a position past the
+		// commit, which is done: one beside be, if one is to be had without waiting.
+		if on = sess.primaryBeside(be); on == nil {
+			return
+		}
+		defer sess.giveBack(on)
 	}
 	key := userKey{sess.user, sess.database}
 	sess.srv.userWrites.begin(key)
@@ -370,7 +381,32 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	if err := sess.client.w.Flush(); err != nil {
 		return
 	}
-	pos, flush = sess.readWritePosition(be)
+	pos, flush = sess.readWritePosition(on)
+}
+
+// giveBack returns a backend taken for one query of pgowl's own to the pool, in session pooling
+// too (where releaseIdle keeps a session's backends); one that failed was dropped already.
+func (sess *session) giveBack(be *backend) {
+	if be.broken {
+		return
+	}
+	sess.backends.forget(be)
+	sess.srv.opts.Pool.Release(be.conn, be.conn.TxStatus == wire.TxIdle)
+}
+
+// primaryBeside returns another backend on be's node, beside be, when one is to be had without
+// waiting (an idle pooled one, or a dial under the node's cap), or nil; the caller gives it back
+// (releaseIdle).
+func (sess *session) primaryBeside(be *backend) *backend {
+	target, ok := sess.srv.live().targets[be.node]
+	if !ok {
+		return nil
+	}
+	c, err := sess.srv.opts.Pool.AcquireNow(context.Background(), target, sess.login)
+	if err != nil || c == nil {
+		return nil
+	}
+	return sess.backends.add(c, be.node, route.RolePrimary)
 }
 
 // backendIdle reports whether be is between transactions and batches, so
