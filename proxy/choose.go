@@ -229,6 +229,14 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	sess.turn++
 	r.Session.Turn = sess.turn
 	sess.noteReadFacts(ctx, u, &r, snap, waitInTurn)
+	if fresh := sess.srv.opts.Nodes.Snapshot(); fresh != snap && sameNodeOrder(fresh, snap) {
+		// Reading the write position may have waited (for a primary backend, up to
+		// pool.acquire_timeout): the plan takes the node states as they are now, not as
+		// before the wait, when their samples may have aged past monitor.down_after meanwhile
+		// and every node looked down. The facts gathered index the same nodes.
+		snap, r.Snapshot = fresh, fresh
+		sess.notePoolRoom(&r, snap)
+	}
 	deadline := r.Now.Add(sess.srv.live().cfg.Routing.PrimaryWait)
 	for {
 		out, err := route.Plan(r)
@@ -293,6 +301,20 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		r.Snapshot, r.Now = snap, time.Now()
 		sess.notePoolRoom(&r, snap)
 	}
+}
+
+// sameNodeOrder reports whether two snapshots list the same nodes in the same order, so that a
+// node's index in one is its index in the other.
+func sameNodeOrder(a, b *route.Snapshot) bool {
+	if len(a.Nodes) != len(b.Nodes) {
+		return false
+	}
+	for i := range a.Nodes {
+		if a.Nodes[i].Name != b.Nodes[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // noteReadFacts gathers into r what only a read of u on a standby needs, when the plan may send
