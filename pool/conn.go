@@ -38,6 +38,10 @@ func (l Login) Keyed() Login {
 	return l
 }
 
+// Key identifies the logins whose connections are interchangeable: the user, the database and
+// the startup parameters.
+func (l Login) Key() string { return l.key() }
+
 // key identifies the logins whose connections are interchangeable.
 func (l Login) key() string {
 	if l.keyed != "" {

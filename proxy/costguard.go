@@ -327,13 +327,12 @@ func skipSpaceAndComments(sql string) string {
 // when the guard keeps one, or by EXPLAIN. A nil verdict means the node
 // could not explain the statement.
 func (sess *session) verdictFor(be *backend, g *config.Guard, t explainTarget) (*costVerdict, bool, error) {
-	var key string
+	key, cached := "", false
 	now := time.Now()
 	if g.VerdictCacheTTL > 0 {
-		// The statement's text carries its shape and literal values; the
-		// Bind parameters carry the rest. search_path changes what the
-		// names mean: the session's settings key is part of it.
-		key = be.node + "\x00" + sess.settings.key + "\x00" + t.sql + "\x00" + string(t.bindParams)
+		key, cached = sess.verdictKey(be, t)
+	}
+	if cached {
 		if v, ok := sess.srv.guards.verdicts.get(key, now); ok {
 			return v, true, nil
 		}
@@ -342,10 +341,25 @@ func (sess *session) verdictFor(be *backend, g *config.Guard, t explainTarget) (
 	if err != nil || v == nil {
 		return nil, false, err
 	}
-	if g.VerdictCacheTTL > 0 {
+	if cached {
 		sess.srv.guards.verdicts.put(key, v, now.Add(g.VerdictCacheTTL))
 	}
 	return v, false, nil
+}
+
+// verdictKey is what a cached plan cost of t on be's node is shared under: the statement's text
+// (its shape and literal values) and Bind parameters, and what decides what its names mean and
+// what the planner sees: the node, the login (the database, the user, whose $user and role
+// settings and row security apply, and the startup parameters, search_path among them) and
+// the session's settings. ok is false where the settings are not known as a key says them:
+// changes pending in a transaction block (a SET LOCAL search_path), or a path or settings
+// changed where pgowl could not follow; such a statement is explained each time.
+func (sess *session) verdictKey(be *backend, t explainTarget) (key string, ok bool) {
+	st := &sess.settings
+	if len(st.pending) > 0 || st.pendingUncertain || st.searchPathUnsure || st.readBackDue {
+		return "", false
+	}
+	return be.node + "\x00" + sess.login.Key() + "\x00" + st.key + "\x00" + t.sql + "\x00" + string(t.bindParams), true
 }
 
 // explainSavepoint protects the client's transaction from a failing EXPLAIN.
