@@ -397,7 +397,9 @@ func (sess *session) noteReadAfter(ctx context.Context, u *unit, r *route.PlanRe
 	}
 	var unflushed bool
 	r.Session.ReadAfter, unflushed = sess.readAfter(ctx, snap)
-	if !positionKnown {
+	if !positionKnown && wait != waitNot {
+		// A prepare planned without waiting for the primary (route.SessionFacts.PrimaryFull)
+		// reads no data: it keeps the position as it was rather than wait for the primary.
 		r.Session.ReadAfter, unflushed = unreadPosition(snap, r.Session.ReadAfter), true
 	}
 	r.Session.ReadAfterChange, r.Session.ReadAfterChanged = false, ""

@@ -37,7 +37,8 @@ func (sess *session) deallocateClientStatement(name string) {
 // answers as deallocateClientStatement does for a simple Query, message by message. It reports
 // whether it answered the batch.
 func (sess *session) answerDeallocateBatch(stmts []*preparedStmt, synced bool) bool {
-	if !synced || len(stmts) == 0 || sess.txState().failed() {
+	if state := sess.txState(); !synced || len(stmts) == 0 || state.failed() || state == txOpenBatch || state == txOpenReadOnlyBatch {
+		// A pipeline part open on a node: its Sync must reach the node, which commits it.
 		return false
 	}
 	for _, st := range stmts {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -364,6 +363,11 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		return
 	}
 	on := be
+	if be.conn.TxStatus == wire.TxIdle && !backendIdle(be) {
+		// An open batch (a part sent at a Flush): its implicit transaction commits at its
+		// Sync, and the position is read then, not before the commit.
+		return
+	}
 	if !backendIdle(be) {
 		// A commit that chained the next transaction (COMMIT AND CHAIN, or a string that
 		// goes on with BEGIN): a query on be would run in that transaction and could take
@@ -442,7 +446,9 @@ func (sess *session) mayNeedWritePosition(r *route.PlanRequest, u *unit) bool {
 // it lazily, only when a read needs it). The primary's insert position now
 // covers that write. Without a primary, on failure, or when wait is waitNot
 // and no primary backend is free now, the position stays as it was and is
-// read again for the next read.
+// read again for the next read; known is then false, and a read that waited
+// for it (not a prepare planned with waitNot) goes where no standby is known
+// to have the write (unreadPosition).
 func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapshot, wait poolWait) (known bool) {
 	r := &sess.ryw
 	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
@@ -463,7 +469,7 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 func unreadPosition(snap *route.Snapshot, known route.WritePosition) route.WritePosition {
 	for i := range snap.Nodes {
 		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Timeline != 0 {
-			return route.WritePosition{LSN: route.LSN(math.MaxUint64), Timeline: n.Timeline}
+			return route.WritePosition{LSN: route.UnreadLSN, Timeline: n.Timeline}
 		}
 	}
 	return known

@@ -9,6 +9,10 @@ import (
 // LSN is a WAL position as a byte offset, PostgreSQL's pg_lsn; 0 means none.
 type LSN uint64
 
+// UnreadLSN stands for the position of a write that could not be read: later than any
+// position, so that no standby is taken to have it (wait_lsn=FFFFFFFF/FFFFFFFF).
+const UnreadLSN = LSN(1<<64 - 1)
+
 // String renders the position in PostgreSQL's text form, "16/B374D848".
 func (l LSN) String() string { return string(l.Append(nil)) }
 
