@@ -464,6 +464,10 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 			res.reason, res.detail = ReasonUnknownEffect, effect.unseen
 		}
 		res.subject = quoteIdent(name) + "()"
+		if effect.unseen != "" {
+			// The chain carries the detail to the NOTICE and the log: what is not analysed.
+			res.chain = []string{res.subject}
+		}
 		if effect.extension {
 			res.subject = display + "()"
 		}
