@@ -578,7 +578,7 @@ func txOther(subject string, kind TxKind) verdict {
 	return v
 }
 
-// transactionReadOnly reports whether BEGIN/START TRANSACTION options ask for READ ONLY; the last mode wins.
+// transactionReadOnly reports whether BEGIN/START TRANSACTION options ask for READ ONLY and name no READ WRITE.
 func transactionReadOnly(options []*pg_query.Node) bool {
 	readOnly := false
 	for _, option := range options {
@@ -587,7 +587,13 @@ func transactionReadOnly(options []*pg_query.Node) bool {
 			continue
 		}
 		value, ok := booleanOption(def.GetArg())
-		readOnly = ok && value
+		if !ok || !value {
+			// Any READ WRITE counts, even one a later READ ONLY replaces: PostgreSQL applies
+			// the modes in order, and a standby refuses the read-write one before it reaches
+			// the next ("cannot set transaction read-write mode during recovery").
+			return false
+		}
+		readOnly = true
 	}
 	return readOnly
 }
@@ -696,7 +702,8 @@ func transactionReadWrite(options []*pg_query.Node) bool {
 			continue
 		}
 		value, ok := booleanOption(def.GetArg())
-		readWrite = !ok || !value
+		// Any READ WRITE counts, as in transactionReadOnly.
+		readWrite = readWrite || !ok || !value
 	}
 	return readWrite
 }
