@@ -474,6 +474,12 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 		if refusedSetting != "" {
 			res.subject = "set_config() as " + refusedSetting
 		}
+		if refusedSetting == settingNamedByExpression {
+			// Not known to write: what it sets cannot be read, and it may be
+			// transaction_read_only, which a standby refuses to turn off.
+			res.reason, res.detail = ReasonUnknownEffect, "the setting's name is not a constant; it may be transaction_read_only"
+			res.chain = []string{"set_config()"}
+		}
 	}
 	return res
 }

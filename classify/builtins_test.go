@@ -40,6 +40,10 @@ func TestEveryWritingBuiltinIsClassifiedAsWrite(t *testing.T) {
 	classifier := New(Options{CacheSize: -1})
 	for name, effect := range writingBuiltins() {
 		calls := []string{"SELECT " + name + "()", "SELECT pg_catalog." + name + "(1, 2)"}
+		if effect.configSetter {
+			// With a constant name: a name it cannot read goes to the primary (golden cases).
+			calls = []string{"SELECT " + name + "('work_mem', '8MB', false)", "SELECT pg_catalog." + name + "('work_mem', '8MB', true)"}
+		}
 		if effect.settingReader {
 			// Only a setting that says which kind of server answered is node-local.
 			calls = []string{"SELECT " + name + "('work_mem')", "SELECT pg_catalog." + name + "('work_mem', true)"}

@@ -291,12 +291,19 @@ func setConfigEffect(call *pg_query.FuncCall) (SessionEffect, *SearchPathChange)
 	return SessionSet, nil
 }
 
+// settingNamedByExpression is refusedSetConfig's subject for a set_config whose setting name is
+// not a constant.
+const settingNamedByExpression = "a setting named by an expression"
+
 // refusedSetConfig reports a set_config call that a standby refuses, as SET of the same setting:
-// transaction_read_only off, transaction_isolation serializable (at any is_local).
+// transaction_read_only off, transaction_isolation serializable (at any is_local), or a setting
+// whose name it cannot read.
 func refusedSetConfig(call *pg_query.FuncCall) (string, bool) {
 	name, ok := constText(functionArgument(call, 0).GetAConst())
 	if !ok {
-		return "", false
+		// A name computed or given as a parameter may be transaction_read_only: what cannot be
+		// read goes to the primary, as current_setting's does.
+		return settingNamedByExpression, true
 	}
 	value, ok := constText(functionArgument(call, 1).GetAConst())
 	return refusedTransactionSetting(strings.ToLower(name), []settingValue{{text: value, ok: ok}})

@@ -1,0 +1,63 @@
+package classify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/internal/cluster"
+)
+
+// TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby: set_config('transaction_read_only',
+// 'off', ...) is routed to the primary, because a standby refuses read-write mode. When the name is
+// not a literal (a column, a concatenation, a parameter of a prepared statement) pgowl treats the
+// call as an ordinary set_config, a read, although a name it cannot read may be
+// transaction_read_only: current_setting of a name it cannot read already goes to the primary. A
+// standby refuses such a statement with "transaction read-write mode must be set before any
+// query" (25001); the primary runs it.
+func TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
+	primary, standby := nodes[0], nodes[1]
+
+	classifier := classify.New(classify.Options{CacheSize: -1})
+	for _, sql := range []string{
+		"SELECT set_config(name, 'off', false) FROM (VALUES ('transaction_read_only')) AS s(name)",
+		"SELECT set_config('transaction_' || 'read_only', 'off', true)",
+		"SELECT set_config(lower('TRANSACTION_READ_ONLY'), 'off', false)",
+	} {
+		effects := classifier.Classify(sql)
+		if effects.Access != classify.Read {
+			continue
+		}
+		standbyErr := scnRun(ctx, standby, sql)
+		primaryErr := scnRun(ctx, primary, sql)
+		if standbyErr != nil {
+			primarySays := "runs it"
+			if primaryErr != nil {
+				primarySays = primaryErr.Error()
+			}
+			t.Errorf("%s\n  pgowl: read (%v), sent to a standby\n  standby: %v\n  primary: %s",
+				sql, effects.Reason, standbyErr, primarySays)
+		}
+	}
+}
+
+func scnRun(ctx context.Context, node *cluster.Node, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql).ReadAll()
+	return err
+}
