@@ -104,11 +104,25 @@ func nodeLocalFunction(name string) bool {
 	return strings.HasPrefix(name, "pg_stat_get_") || nodeLocalFunctions[name]
 }
 
-// nodeLocalSettings are the run-time settings whose value says which kind of server answered: on a
-// standby both are on, on the primary (outside a read-only transaction) both are off.
+// nodeLocalSettings are the run-time settings whose value describes the node that answers: which
+// kind of server it is (transaction_read_only and in_hot_standby are on on a standby, off on the
+// primary outside a read-only transaction), where it replicates from (set on a standby, empty on
+// the primary), and which server it is (its port, files and name differ from node to node, as
+// inet_server_port() and pg_settings, already node-local, show).
 var nodeLocalSettings = map[string]bool{
-	"transaction_read_only": true,
-	"in_hot_standby":        true,
+	"transaction_read_only":    true,
+	"in_hot_standby":           true,
+	"primary_conninfo":         true,
+	"primary_slot_name":        true,
+	"restore_command":          true,
+	"recovery_min_apply_delay": true,
+	"port":                     true,
+	"listen_addresses":         true,
+	"data_directory":           true,
+	"config_file":              true,
+	"hba_file":                 true,
+	"ident_file":               true,
+	"cluster_name":             true,
 }
 
 // nodeLocalSetting reports whether SHOW name or current_setting(name) describes the node that
