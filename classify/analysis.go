@@ -846,6 +846,11 @@ func (a *analysis) runEffect(f *Function) fnResult {
 		}
 		return fnResult{access: Write, reason: reason, detail: extensionDetail(f.Name, effect)}
 	}
+	if setting, refused := f.refusedSetting(); refused {
+		// PostgreSQL applies the function's SET clauses as it enters it: a standby refuses
+		// this one before the body runs, whatever the body does.
+		return fnResult{access: Write, reason: ReasonWritingFunction, detail: "its clause " + setting + " is refused by a standby"}
+	}
 	if f.DefaultExprs != "" {
 		// PostgreSQL evaluates the default of an omitted argument in the caller,
 		// whatever the function's own volatility. (Counted whether or not the

@@ -133,6 +133,22 @@ func (f *Function) searchPathSetting() ([]string, bool) {
 	return nil, false
 }
 
+// refusedSetting reports a SET clause of the function that a standby refuses as it enters the
+// function, whatever the body does: transaction_read_only = off, or a serializable
+// transaction_isolation ("transaction read-write mode must be set before any query").
+func (f *Function) refusedSetting() (string, bool) {
+	for _, setting := range f.Config {
+		name, value, ok := strings.Cut(setting, "=")
+		if !ok {
+			continue
+		}
+		if _, refused := refusedTransactionSetting(strings.ToLower(strings.TrimSpace(name)), []settingValue{{text: value, ok: true}}); refused {
+			return "SET " + strings.TrimSpace(name) + " = " + value, true
+		}
+	}
+	return "", false
+}
+
 // View is one view (pg_class.relkind 'v') with its definition.
 type View struct {
 	// OID is the view's pg_class.oid.

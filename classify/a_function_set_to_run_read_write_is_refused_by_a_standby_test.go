@@ -1,0 +1,87 @@
+package classify_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/classify/catalog"
+	"github.com/pgowl/pgowl/internal/cluster"
+)
+
+// TestAFunctionSetToRunReadWriteIsRefusedByAStandby: a function's own SET clause
+// (CREATE FUNCTION ... SET transaction_read_only = off, proconfig) is applied each time it is
+// called. On the primary that changes nothing; on a hot standby, whose every transaction is read
+// only, it is refused: "transaction read-write mode must be set before any query" (25001). The
+// body itself only reads, so pgowl, which reads nothing of proconfig but search_path, calls the
+// function a read and sends every call of it to a standby, where it always fails.
+func TestAFunctionSetToRunReadWriteIsRefusedByAStandby(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
+	primary, standby := nodes[0], nodes[1]
+	const setup = `
+CREATE TABLE frw_items (id int);
+CREATE FUNCTION frw_count() RETURNS bigint LANGUAGE sql
+  SET transaction_read_only = off AS $$ SELECT count(*) FROM frw_items $$;
+CREATE FUNCTION frw_total() RETURNS bigint LANGUAGE plpgsql STABLE
+  SET transaction_read_only TO false AS $$ BEGIN RETURN (SELECT count(*) FROM frw_items); END $$;
+CREATE FUNCTION frw_report() RETURNS bigint LANGUAGE sql AS $$ SELECT frw_count() $$;`
+	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.PgConn().Exec(ctx, setup).ReadAll(); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	cat, err := catalog.Load(ctx, conn, "postgres", catalog.Overrides{})
+	if err != nil {
+		t.Fatalf("load catalogue: %v", err)
+	}
+	if err := standby.WaitCaughtUp(ctx, primary); err != nil {
+		t.Fatalf("standby did not replay the setup: %v", err)
+	}
+
+	classifier := classify.New(classify.Options{CacheSize: -1})
+	session := &classify.Context{Database: "postgres", User: "postgres"}
+	for _, sql := range []string{
+		"SELECT frw_count()",
+		"SELECT frw_total()",
+		"SELECT frw_report()",
+	} {
+		effects := classifier.ClassifyWith(sql, session, cat)
+		if effects.Access != classify.Read {
+			continue
+		}
+		standbyErr := frwRun(ctx, standby, sql)
+		primaryErr := frwRun(ctx, primary, sql)
+		if standbyErr != nil {
+			primarySays := "runs it"
+			if primaryErr != nil {
+				primarySays = primaryErr.Error()
+			}
+			t.Errorf("%s\n  pgowl: read (%v), sent to a standby\n  standby: %v\n  primary: %s",
+				sql, effects.Reason, standbyErr, primarySays)
+		}
+	}
+}
+
+func frwRun(ctx context.Context, node *cluster.Node, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql).ReadAll()
+	return err
+}
