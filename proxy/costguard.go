@@ -64,23 +64,46 @@ func (sess *session) guardFor(u *unit) *config.Guard {
 	if len(guards) == 0 || u.runsNothing || u.effects.Pgowl != nil {
 		return nil
 	}
-	if u.effects.Tx != classify.TxNone || !explainable(u.sql) {
-		// Transaction control, SET, SHOW and other utility statements are
-		// not the class's work: neither their cost nor the load concerns them.
-		return nil
-	}
 	prefix := live.cfg.Routing.AICommentPrefix
 	ai := prefix != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), prefix)
 	for i := range guards {
 		g := &guards[i]
 		if (g.Match.AIComment && ai) || g.MatchesSession(sess.user, sess.database, sess.appName) {
-			if u.effects.Access == classify.Read || g.GuardWrites {
+			if unitHasGuardedStatement(u, g) {
 				return g
 			}
 			return nil
 		}
 	}
 	return nil
+}
+
+// unitHasGuardedStatement reports whether u holds a statement g checks: one EXPLAIN can plan that
+// is the class's work. Transaction control, SET, SHOW and other utility statements are not: neither
+// their cost nor the load concerns them. In an extended-protocol batch each statement counts by
+// itself: a BEGIN sent with the transaction's first query (as JDBC does with autocommit off), or a
+// write ahead of a read, leaves the query guarded.
+func unitHasGuardedStatement(u *unit, g *config.Guard) bool {
+	if u.stmts == nil {
+		return u.effects.Statements == 1 && explainable(u.sql) && guardsStatement(g, &u.effects)
+	}
+	for _, st := range u.stmts {
+		if explainable(st.sql) && guardsStatement(g, &st.effects) {
+			return true
+		}
+	}
+	return false
+}
+
+// guardsStatement reports whether g checks a statement of effects eff: no transaction control, and
+// a read, a statement whose effect is not known (an EXECUTE of an SQL prepared statement, an
+// unknown function: it may well read, and its plan can be checked as a read's), or, with
+// guard_writes, a write.
+func guardsStatement(g *config.Guard, eff *classify.Effects) bool {
+	if eff.Tx != classify.TxNone {
+		return false
+	}
+	return eff.Access == classify.Read || eff.Reason == classify.ReasonUnknownEffect || g.GuardWrites
 }
 
 // noteGuard puts a guarded unit's traffic class and busy limits in the plan's
@@ -195,7 +218,7 @@ func (sess *session) checkCost(be *backend, u *unit) (refusal error, ioErr error
 	if limit <= 0 || be.openBatch || be.conn.TxStatus == wire.TxFailed {
 		return nil, nil
 	}
-	targets := sess.explainTargets(u)
+	targets := sess.explainTargets(u, g)
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -230,10 +253,10 @@ func (sess *session) checkCost(be *backend, u *unit) (refusal error, ioErr error
 	return nil, nil
 }
 
-// explainTargets lists the statements of u that EXPLAIN can plan.
-func (sess *session) explainTargets(u *unit) []explainTarget {
+// explainTargets lists the statements of u that EXPLAIN can plan and g checks.
+func (sess *session) explainTargets(u *unit, g *config.Guard) []explainTarget {
 	if u.stmts == nil {
-		if u.effects.Statements != 1 || !explainable(u.sql) {
+		if u.effects.Statements != 1 || !explainable(u.sql) || !guardsStatement(g, &u.effects) {
 			return nil
 		}
 		return []explainTarget{{sql: u.sql}}
@@ -257,7 +280,7 @@ func (sess *session) explainTargets(u *unit) []explainTarget {
 		}
 		bm := &b.msgs[bind]
 		st := sess.batchStatement(bind, bm.name)
-		if st == nil || !explainable(st.sql) {
+		if st == nil || !explainable(st.sql) || !guardsStatement(g, &st.effects) {
 			continue
 		}
 		body := b.buf[bm.off+wire.HeaderSize : bm.end]
@@ -279,15 +302,20 @@ func (sess *session) batchStatement(before int, name string) *preparedStmt {
 }
 
 // explainable reports whether sql is one statement EXPLAIN accepts: a
-// query or a DML statement (after leading comments).
+// query or a DML statement, in parentheses or not (after leading comments),
+// an EXECUTE of an SQL prepared statement, or a DECLARE of a cursor, both of
+// which plan and run a query.
 func explainable(sql string) bool {
 	s := skipSpaceAndComments(sql)
+	for strings.HasPrefix(s, "(") {
+		s = skipSpaceAndComments(s[1:])
+	}
 	end := 0
 	for end < len(s) && (s[end] >= 'a' && s[end] <= 'z' || s[end] >= 'A' && s[end] <= 'Z') {
 		end++
 	}
 	switch strings.ToLower(s[:end]) {
-	case "select", "with", "values", "table", "insert", "update", "delete", "merge":
+	case "select", "with", "values", "table", "insert", "update", "delete", "merge", "execute", "declare":
 		return true
 	}
 	return false
