@@ -106,9 +106,9 @@ func nodeLocalFunction(name string) bool {
 
 // nodeLocalSettings are the run-time settings whose value describes the node that answers: which
 // kind of server it is (transaction_read_only and in_hot_standby are on on a standby, off on the
-// primary outside a read-only transaction), where it replicates from (set on a standby, empty on
-// the primary), and which server it is (its port, files and name differ from node to node, as
-// inet_server_port() and pg_settings, already node-local, show).
+// primary outside a read-only transaction), and where it replicates from (set on a standby, empty
+// on the primary). Settings that name the server (port, data_directory, cluster_name) are usually
+// the same on every host of a deployment and stay reads.
 var nodeLocalSettings = map[string]bool{
 	"transaction_read_only":    true,
 	"in_hot_standby":           true,
@@ -116,13 +116,6 @@ var nodeLocalSettings = map[string]bool{
 	"primary_slot_name":        true,
 	"restore_command":          true,
 	"recovery_min_apply_delay": true,
-	"port":                     true,
-	"listen_addresses":         true,
-	"data_directory":           true,
-	"config_file":              true,
-	"hba_file":                 true,
-	"ident_file":               true,
-	"cluster_name":             true,
 }
 
 // nodeLocalSetting reports whether SHOW name or current_setting(name) describes the node that
