@@ -684,17 +684,24 @@ const maxCostNodes = 5
 
 // explainNode is one node of EXPLAIN (FORMAT JSON)'s plan tree.
 type explainNode struct {
-	NodeType     string        `json:"Node Type"`
-	RelationName string        `json:"Relation Name"`
-	Schema       string        `json:"Schema"`
-	IndexName    string        `json:"Index Name"`
-	PlanRows     float64       `json:"Plan Rows"`
-	TotalCost    float64       `json:"Total Cost"`
-	Plans        []explainNode `json:"Plans"`
+	NodeType     string  `json:"Node Type"`
+	RelationName string  `json:"Relation Name"`
+	Schema       string  `json:"Schema"`
+	IndexName    string  `json:"Index Name"`
+	PlanRows     float64 `json:"Plan Rows"`
+	TotalCost    float64 `json:"Total Cost"`
+	// ParentRelationship is "SubPlan" for a subquery the parent runs again for its rows (a
+	// correlated subquery): its Total Cost is that of one run.
+	ParentRelationship string        `json:"Parent Relationship"`
+	Plans              []explainNode `json:"Plans"`
 }
 
 // parseExplainJSON reads EXPLAIN (FORMAT JSON)'s output: the plan's total
-// cost and its nodes by own cost (total minus the children's totals).
+// cost and its nodes by own cost (total minus the children's totals, for
+// every time the node runs). A SubPlan's Total Cost is that of one run, while
+// its parent's total counts every run: the runs beyond the first are charged
+// to the SubPlan's nodes, as many as the parent's rows at most (its estimated
+// calls) and never more than the parent's total leaves, not to the parent.
 func parseExplainJSON(data []byte) (*costVerdict, error) {
 	var doc []struct {
 		Plan *explainNode `json:"Plan"`
@@ -708,14 +715,30 @@ func parseExplainJSON(data []byte) (*costVerdict, error) {
 	root := doc[0].Plan
 	v := &costVerdict{total: root.TotalCost}
 	var all []planNodeCost
-	var walk func(n *explainNode)
-	walk = func(n *explainNode) {
-		own := n.TotalCost
+	var walk func(n *explainNode, runs float64)
+	walk = func(n *explainNode, runs float64) {
+		own, subPlans := n.TotalCost, 0.0
 		for i := range n.Plans {
 			own -= n.Plans[i].TotalCost
-			walk(&n.Plans[i])
+			if n.Plans[i].ParentRelationship == "SubPlan" {
+				subPlans += n.Plans[i].TotalCost
+			}
 		}
-		own = max(own, 0) // a Limit costs less than its child
+		// The SubPlans' runs after the first, within what the parent's own cost holds.
+		repeated := 0.0
+		if subPlans > 0 && own > 0 {
+			repeated = min(own, subPlans*max(n.PlanRows-1, 0))
+			own -= repeated
+		}
+		for i := range n.Plans {
+			child := &n.Plans[i]
+			childRuns := runs
+			if child.ParentRelationship == "SubPlan" && repeated > 0 && child.TotalCost > 0 {
+				childRuns = runs * (1 + repeated/subPlans)
+			}
+			walk(child, childRuns)
+		}
+		own = max(own, 0) * runs // a Limit costs less than its child
 		c := planNodeCost{NodeType: n.NodeType, Index: n.IndexName, Rows: int64(math.Round(n.PlanRows)), OwnCost: own}
 		if n.RelationName != "" {
 			c.Relation = n.RelationName
@@ -728,7 +751,7 @@ func parseExplainJSON(data []byte) (*costVerdict, error) {
 		}
 		all = append(all, c)
 	}
-	walk(root)
+	walk(root, 1)
 	slices.SortStableFunc(all, func(a, b planNodeCost) int {
 		switch {
 		case a.OwnCost > b.OwnCost:
