@@ -148,8 +148,13 @@ func newPatroniReader(urls []string, tls PatroniTLS, timeout time.Duration) *pat
 // read asks every URL at once and returns the first valid answer, or every URL's error.
 func (r *patroniReader) read(ctx context.Context) patroniResult {
 	client, err := r.currentClient()
-	if err != nil {
+	if err != nil && r.client == nil {
 		return patroniResult{err: fmt.Errorf("topology.patroni: %w", err), at: time.Now()}
+	}
+	if err != nil {
+		// Files being renewed one at a time (a certificate before its key) do not match for a
+		// moment: the client built from the last files that did goes on meanwhile.
+		client = r.client
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the reads still in flight end with the first valid answer

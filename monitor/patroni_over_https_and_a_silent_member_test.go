@@ -93,6 +93,22 @@ func TestPatroniOverHTTPSWithItsOwnCAAndAClientCertificate(t *testing.T) {
 		if leader, _ := res.cluster.leader(); leader.Name != "m1" {
 			t.Errorf("leader %q, want m1", leader.Name)
 		}
+		// A certificate renewed before its key: the files do not match for a moment, and the
+		// client built from the last files that did goes on.
+		renewedCert, _ := writeSelfSigned(t, t.TempDir(), "pgowl")
+		original, err := os.ReadFile(clientCert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed, err := os.ReadFile(renewedCert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, clientCert, renewed)
+		if res := r.read(context.Background()); res.err != nil {
+			t.Errorf("a read while cert_file and key_file did not match for a moment: %v; want the last good client to go on", res.err)
+		}
+		writeFile(t, clientCert, original)
 		// The CA file is replaced by one that does not sign the server: the next read uses it.
 		otherCert, _ := writeSelfSigned(t, dir, "another CA")
 		data, err := os.ReadFile(otherCert)
