@@ -295,20 +295,21 @@ func (s *Server) unregister(k cancelKey) {
 // the connection), and the session passes on another for the statement once the read is read.
 const cancelWaitsForCatalogueRead = 2 * time.Second
 
-// cancel passes a client's CancelRequest on to the backend running its statement.
-func (s *Server) cancel(k cancelKey) {
+// cancel passes a client's CancelRequest on to the backend running its statement. It reports
+// whether a statement was running and its node took the request.
+func (s *Server) cancel(k cancelKey) bool {
 	s.mu.Lock()
 	sess := s.sessions[k]
 	s.mu.Unlock()
 	if sess == nil {
-		return
+		return false
 	}
-	sess.passOnCancel()
+	return sess.passOnCancel()
 }
 
 // passOnCancel sends a CancelRequest for the statement the session is
 // running, if any, to its node, and waits until the node has taken it.
-func (sess *session) passOnCancel() {
+func (sess *session) passOnCancel() (sent bool) {
 	// Until the node has taken the request, the session keeps the backend
 	// from the pool: a cancel that arrives after the statement finished
 	// reaches an idle backend, which ignores it, never the next session's
@@ -316,13 +317,13 @@ func (sess *session) passOnCancel() {
 	sess.cancelling.Lock()
 	defer sess.cancelling.Unlock()
 	if sess.cancelHeld() {
-		return // held by PAUSE: it ends without running
+		return false // held by PAUSE: it ends without running
 	}
 	run := sess.running.Load()
 	if run == nil {
-		return // nothing running: a late cancel must not hit anyone else's work
+		return false // nothing running: a late cancel must not hit anyone else's work
 	}
-	sess.sendCancel(run)
+	return sess.sendCancel(run)
 }
 
 // cancelIfStillRunning is passOnCancel for a limit's timer armed for the statement numbered
@@ -343,7 +344,7 @@ func (sess *session) cancelIfStillRunning(started uint64, acting func()) {
 
 // sendCancel sends a CancelRequest for run to its node and waits until the node has taken it;
 // the caller holds sess.cancelling.
-func (sess *session) sendCancel(run *runningStatement) {
+func (sess *session) sendCancel(run *runningStatement) (sent bool) {
 	if run.behindRead != nil {
 		// The statement follows the session's catalogue read on the connection: a cancel
 		// now would reach the read (which then fails) and leave the statement running.
@@ -375,4 +376,5 @@ func (sess *session) sendCancel(run *runningStatement) {
 	var one [1]byte
 	c.Read(one[:])
 	sess.log.Info().Str("node", run.node).Uint32("backend_pid", run.pid).Msg("cancel request passed on")
+	return true
 }

@@ -28,7 +28,7 @@ type shutdownState struct {
 	forced atomic.Bool
 	// rolledBack counts the sessions whose transaction was rolled back at the deadline.
 	rolledBack atomic.Int64
-	// cancelled counts the statements still running at the deadline, which were cancelled.
+	// cancelled counts the statements still running at the deadline whose node took the cancel.
 	cancelled atomic.Int64
 	// closed counts the sessions whose connection had to be closed without a goodbye.
 	closed atomic.Int64
@@ -95,9 +95,12 @@ func (s *Server) drain(grace time.Duration) {
 		}
 	}
 	s.mu.Unlock()
-	s.shutdown.cancelled.Add(int64(len(running)))
 	for _, k := range running {
-		s.cancel(k)
+		// Counted when the node took the request for a statement still running: one that
+		// ended meanwhile lost nothing.
+		if s.cancel(k) {
+			s.shutdown.cancelled.Add(1)
+		}
 	}
 	select {
 	case <-done:
