@@ -464,10 +464,6 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 			res.reason, res.detail = ReasonUnknownEffect, effect.unseen
 		}
 		res.subject = quoteIdent(name) + "()"
-		if effect.unseen != "" {
-			// The chain carries the detail to the NOTICE and the log: what is not analysed.
-			res.chain = []string{res.subject}
-		}
 		if effect.extension {
 			res.subject = display + "()"
 		}
@@ -478,7 +474,6 @@ func (a *analysis) builtinResult(call *pg_query.FuncCall, name, display string, 
 			// Not known to write: what it sets cannot be read, and it may be
 			// transaction_read_only, which a standby refuses to turn off.
 			res.reason, res.detail = ReasonUnknownEffect, "the setting's name is not a constant; it may be transaction_read_only"
-			res.chain = []string{"set_config()"}
 		}
 	}
 	return res

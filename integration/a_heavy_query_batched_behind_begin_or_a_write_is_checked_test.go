@@ -100,3 +100,21 @@ func TestAHeavyQueryBatchedBehindAWriteIsChecked(t *testing.T) {
 	}
 	wantSQLState(t, "the heavy read behind a write", err, "54001")
 }
+
+// TestAnAICommentedQueryBatchedBehindBeginIsChecked: the same JDBC batch, with the class matched by
+// the AI comment of the query rather than by the session: the comment is on the batch's second
+// statement, and the guard must see it there.
+func TestAnAICommentedQueryBatchedBehindBeginIsChecked(t *testing.T) {
+	o, ai := startCostGuardOwl(t)
+	conn := o.connect(t, nil)
+	err := runExtendedBatch(t, conn, "BEGIN", ai(heavyReport))
+	rs := conn.routes(t)
+	if _, rerr := conn.Exec(timeoutCtx(t, statementTimeout), "ROLLBACK"); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatalf("batch [BEGIN; %s; Sync] ran (routes %v): the AI-commented sequential scan escaped the guard because its comment "+
+			"was not on the batch's first statement; want QUERY_COST_EXCEEDED", ai(heavyReport), rs)
+	}
+	wantSQLState(t, "the AI-commented heavy query behind BEGIN", err, "54001")
+}

@@ -126,6 +126,8 @@ type patroniResult struct {
 	url     string
 	err     error
 	at      time.Time
+	// warning, when set, is logged: the TLS files failed to load and an older client was used.
+	warning string
 }
 
 // patroniReader reads GET /cluster from its URLs, all at once, and takes the first valid
@@ -136,6 +138,9 @@ type patroniReader struct {
 	urls    []string
 	tls     PatroniTLS
 	timeout time.Duration
+	// loadErr is why the TLS files last failed to load while an older client went on; "" once
+	// they load.
+	loadErr string
 	// client is the last client built, for the TLS files as read then (pem).
 	client *http.Client
 	pem    [3][]byte
@@ -151,11 +156,15 @@ func (r *patroniReader) read(ctx context.Context) patroniResult {
 	if err != nil && r.client == nil {
 		return patroniResult{err: fmt.Errorf("topology.patroni: %w", err), at: time.Now()}
 	}
+	warning := ""
 	if err != nil {
 		// Files being renewed one at a time (a certificate before its key) do not match for a
-		// moment: the client built from the last files that did goes on meanwhile.
-		client = r.client
+		// moment: the client built from the last files that did goes on meanwhile, and the
+		// monitor logs why (once per cause), so that files left broken do not go unnoticed.
+		client, warning = r.client, "topology.patroni: "+err.Error()+"; the last certificates that loaded are used"
 	}
+	newWarning := warning != "" && warning != r.loadErr
+	r.loadErr = warning
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the reads still in flight end with the first valid answer
 	type answer struct {
@@ -174,11 +183,19 @@ func (r *patroniReader) read(ctx context.Context) patroniResult {
 	for range r.urls {
 		a := <-answers
 		if a.err == nil {
-			return patroniResult{cluster: a.cluster, url: r.urls[a.index], at: time.Now()}
+			res := patroniResult{cluster: a.cluster, url: r.urls[a.index], at: time.Now()}
+			if newWarning {
+				res.warning = warning
+			}
+			return res
 		}
 		errs[a.index] = fmt.Errorf("%s: %w", r.urls[a.index], a.err)
 	}
-	return patroniResult{err: errors.Join(errs...), at: time.Now()}
+	res := patroniResult{err: errors.Join(errs...), at: time.Now()}
+	if newWarning {
+		res.warning = warning
+	}
+	return res
 }
 
 // currentClient returns the HTTP client for the TLS files as they are now: the last one while
@@ -271,6 +288,9 @@ func (m *Monitor) runPatroni(ctx context.Context, out chan<- patroniResult) {
 
 // applyPatroniResult keeps a successful read of /cluster, or why it failed.
 func (m *Monitor) applyPatroniResult(r patroniResult) {
+	if r.warning != "" {
+		m.log.Warn().Msg(r.warning)
+	}
 	if r.err != nil {
 		m.patroniErr = r.err.Error()
 		return

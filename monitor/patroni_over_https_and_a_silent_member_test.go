@@ -107,6 +107,11 @@ func TestPatroniOverHTTPSWithItsOwnCAAndAClientCertificate(t *testing.T) {
 		writeFile(t, clientCert, renewed)
 		if res := r.read(context.Background()); res.err != nil {
 			t.Errorf("a read while cert_file and key_file did not match for a moment: %v; want the last good client to go on", res.err)
+		} else if !strings.Contains(res.warning, "cert_file") {
+			t.Errorf("the read with the old client carries the warning %q; want the load error, for the log", res.warning)
+		}
+		if res := r.read(context.Background()); res.warning != "" {
+			t.Errorf("the same load error is warned of again: %q; once per cause", res.warning)
 		}
 		writeFile(t, clientCert, original)
 		// The CA file is replaced by one that does not sign the server: the next read uses it.

@@ -64,12 +64,19 @@ func (sess *session) guardFor(u *unit) *config.Guard {
 	if len(guards) == 0 || u.runsNothing || u.effects.Pgowl != nil {
 		return nil
 	}
+	executed := sess.executedStatements(u)
 	prefix := live.cfg.Routing.AICommentPrefix
-	ai := prefix != "" && strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), prefix)
+	ai := false
+	if prefix != "" {
+		ai = strings.HasPrefix(strings.TrimLeft(u.sql, " \t\r\n"), prefix)
+		for _, st := range executed {
+			ai = ai || strings.HasPrefix(strings.TrimLeft(st.sql, " \t\r\n"), prefix)
+		}
+	}
 	for i := range guards {
 		g := &guards[i]
 		if (g.Match.AIComment && ai) || g.MatchesSession(sess.user, sess.database, sess.appName) {
-			if unitHasGuardedStatement(u, g) {
+			if unitHasGuardedStatement(u, executed, g) {
 				return g
 			}
 			return nil
@@ -78,21 +85,56 @@ func (sess *session) guardFor(u *unit) *config.Guard {
 	return nil
 }
 
-// unitHasGuardedStatement reports whether u holds a statement g checks: one EXPLAIN can plan that
-// is the class's work. Transaction control, SET, SHOW and other utility statements are not: neither
-// their cost nor the load concerns them. In an extended-protocol batch each statement counts by
-// itself: a BEGIN sent with the transaction's first query (as JDBC does with autocommit off), or a
-// write ahead of a read, leaves the query guarded.
-func unitHasGuardedStatement(u *unit, g *config.Guard) bool {
+// executedStatements lists the statements an extended-protocol batch executes (its Executes'
+// portals bound in it), nil for a simple Query.
+func (sess *session) executedStatements(u *unit) []*preparedStmt {
 	if u.stmts == nil {
-		return u.effects.Statements == 1 && explainable(u.sql) && guardsStatement(g, &u.effects)
+		return nil
 	}
-	for _, st := range u.stmts {
-		if explainable(st.sql) && guardsStatement(g, &st.effects) {
-			return true
+	b := &sess.batch
+	var executed []*preparedStmt
+	for i := range b.msgs {
+		if b.msgs[i].typ != wire.MsgExecute {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if bm := &b.msgs[j]; bm.typ == wire.MsgBind && bm.portal == b.msgs[i].portal {
+				if st := sess.batchStatement(j, bm.name); st != nil {
+					executed = append(executed, st)
+				}
+				break
+			}
 		}
 	}
-	return false
+	return executed
+}
+
+// unitHasGuardedStatement reports whether u holds a statement g checks: one EXPLAIN can plan that
+// is the class's work. Transaction control, SET, SHOW and other utility statements are not: neither
+// their cost nor the load concerns them. A simple Query counts by its first statement (a
+// multi-statement string gets the busy limits, not the cost check). In an extended-protocol batch
+// the statements it executes count each by itself, so that a BEGIN sent with a transaction's first
+// query (JDBC with autocommit off), or a write ahead of a read, leaves the query guarded; but not a
+// batch that executes other transaction control or changes settings or the catalogue, since the
+// cost check explains its statements before any of it runs (a SET search_path would not be in
+// force yet, a SET TRANSACTION would come after the EXPLAIN's snapshot, a COMMIT not yet run).
+func unitHasGuardedStatement(u *unit, executed []*preparedStmt, g *config.Guard) bool {
+	if u.stmts == nil {
+		return explainable(u.sql) && guardsStatement(g, &u.effects)
+	}
+	guarded := false
+	for i, st := range executed {
+		eff := &st.effects
+		switch {
+		case i == 0 && (eff.Tx == classify.TxBegin || eff.Tx == classify.TxBeginReadOnly) && eff.Statements == 1 && eff.Session == 0:
+			// Runs after the EXPLAIN, as it would before the batch: nothing in between.
+		case eff.Tx != classify.TxNone || eff.Session != 0 || len(eff.Settings) > 0 || eff.CatalogueChange:
+			return false
+		case explainable(st.sql) && guardsStatement(g, eff):
+			guarded = true
+		}
+	}
+	return guarded
 }
 
 // guardsStatement reports whether g checks a statement of effects eff: no transaction control, and
@@ -306,6 +348,15 @@ func (sess *session) batchStatement(before int, name string) *preparedStmt {
 // an EXECUTE of an SQL prepared statement, or a DECLARE of a cursor, both of
 // which plan and run a query.
 func explainable(sql string) bool {
+	switch firstKeyword(sql) {
+	case "select", "with", "values", "table", "insert", "update", "delete", "merge", "execute", "declare":
+		return true
+	}
+	return false
+}
+
+// firstKeyword returns sql's first keyword in lower case, after comments and opening parentheses.
+func firstKeyword(sql string) string {
 	s := skipSpaceAndComments(sql)
 	for strings.HasPrefix(s, "(") {
 		s = skipSpaceAndComments(s[1:])
@@ -314,11 +365,7 @@ func explainable(sql string) bool {
 	for end < len(s) && (s[end] >= 'a' && s[end] <= 'z' || s[end] >= 'A' && s[end] <= 'Z') {
 		end++
 	}
-	switch strings.ToLower(s[:end]) {
-	case "select", "with", "values", "table", "insert", "update", "delete", "merge", "execute", "declare":
-		return true
-	}
-	return false
+	return strings.ToLower(s[:end])
 }
 
 // skipSpaceAndComments returns sql from its first token.
@@ -385,6 +432,11 @@ func (sess *session) verdictFor(be *backend, g *config.Guard, t explainTarget) (
 func (sess *session) verdictKey(be *backend, t explainTarget) (key string, ok bool) {
 	st := &sess.settings
 	if len(st.pending) > 0 || st.pendingUncertain || st.searchPathUnsure || st.readBackDue {
+		return "", false
+	}
+	if firstKeyword(t.sql) == "execute" {
+		// The name says nothing of the statement it runs, which a DEALLOCATE and PREPARE, or
+		// another session, may have made another.
 		return "", false
 	}
 	return be.node + "\x00" + sess.login.Key() + "\x00" + st.key + "\x00" + t.sql + "\x00" + string(t.bindParams), true
@@ -684,24 +736,20 @@ const maxCostNodes = 5
 
 // explainNode is one node of EXPLAIN (FORMAT JSON)'s plan tree.
 type explainNode struct {
-	NodeType     string  `json:"Node Type"`
-	RelationName string  `json:"Relation Name"`
-	Schema       string  `json:"Schema"`
-	IndexName    string  `json:"Index Name"`
-	PlanRows     float64 `json:"Plan Rows"`
-	TotalCost    float64 `json:"Total Cost"`
-	// ParentRelationship is "SubPlan" for a subquery the parent runs again for its rows (a
-	// correlated subquery): its Total Cost is that of one run.
-	ParentRelationship string        `json:"Parent Relationship"`
-	Plans              []explainNode `json:"Plans"`
+	NodeType     string        `json:"Node Type"`
+	RelationName string        `json:"Relation Name"`
+	Schema       string        `json:"Schema"`
+	IndexName    string        `json:"Index Name"`
+	PlanRows     float64       `json:"Plan Rows"`
+	TotalCost    float64       `json:"Total Cost"`
+	Plans        []explainNode `json:"Plans"`
 }
 
 // parseExplainJSON reads EXPLAIN (FORMAT JSON)'s output: the plan's total
-// cost and its nodes by own cost (total minus the children's totals, for
-// every time the node runs). A SubPlan's Total Cost is that of one run, while
-// its parent's total counts every run: the runs beyond the first are charged
-// to the SubPlan's nodes, as many as the parent's rows at most (its estimated
-// calls) and never more than the parent's total leaves, not to the parent.
+// cost and its nodes by own cost (total minus the children's totals). A
+// correlated subquery (a SubPlan) shows the cost of one run while its parent's
+// total counts every run, and EXPLAIN does not say how many: its runs stay
+// the parent's (README, Limits).
 func parseExplainJSON(data []byte) (*costVerdict, error) {
 	var doc []struct {
 		Plan *explainNode `json:"Plan"`
@@ -715,30 +763,14 @@ func parseExplainJSON(data []byte) (*costVerdict, error) {
 	root := doc[0].Plan
 	v := &costVerdict{total: root.TotalCost}
 	var all []planNodeCost
-	var walk func(n *explainNode, runs float64)
-	walk = func(n *explainNode, runs float64) {
-		own, subPlans := n.TotalCost, 0.0
+	var walk func(n *explainNode)
+	walk = func(n *explainNode) {
+		own := n.TotalCost
 		for i := range n.Plans {
 			own -= n.Plans[i].TotalCost
-			if n.Plans[i].ParentRelationship == "SubPlan" {
-				subPlans += n.Plans[i].TotalCost
-			}
+			walk(&n.Plans[i])
 		}
-		// The SubPlans' runs after the first, within what the parent's own cost holds.
-		repeated := 0.0
-		if subPlans > 0 && own > 0 {
-			repeated = min(own, subPlans*max(n.PlanRows-1, 0))
-			own -= repeated
-		}
-		for i := range n.Plans {
-			child := &n.Plans[i]
-			childRuns := runs
-			if child.ParentRelationship == "SubPlan" && repeated > 0 && child.TotalCost > 0 {
-				childRuns = runs * (1 + repeated/subPlans)
-			}
-			walk(child, childRuns)
-		}
-		own = max(own, 0) * runs // a Limit costs less than its child
+		own = max(own, 0) // a Limit costs less than its child
 		c := planNodeCost{NodeType: n.NodeType, Index: n.IndexName, Rows: int64(math.Round(n.PlanRows)), OwnCost: own}
 		if n.RelationName != "" {
 			c.Relation = n.RelationName
@@ -751,7 +783,7 @@ func parseExplainJSON(data []byte) (*costVerdict, error) {
 		}
 		all = append(all, c)
 	}
-	walk(root, 1)
+	walk(root)
 	slices.SortStableFunc(all, func(a, b planNodeCost) int {
 		switch {
 		case a.OwnCost > b.OwnCost:
