@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/internal/cluster"
 )
 
@@ -37,7 +33,7 @@ CREATE FUNCTION cdf_logged(v int) RETURNS bool LANGUAGE sql AS $$ INSERT INTO cd
 CREATE DOMAIN cdf_positive AS int CHECK (cdf_logged(VALUE));
 CREATE TYPE cdf_pair AS (a cdf_positive, b text);
 CREATE TABLE cdf_row (a cdf_positive, b text);`
-	cat := cdfLoad(t, ctx, primary, standby, setup)
+	cat := loadCatalogueAfter(t, ctx, primary, standby, setup)
 
 	classifier := classify.New(classify.Options{CacheSize: -1})
 	session := &classify.Context{Database: "postgres", User: "postgres"}
@@ -61,8 +57,8 @@ CREATE TABLE cdf_row (a cdf_positive, b text);`
 		if effects.Access != classify.Read {
 			continue
 		}
-		standbyErr := cdfRun(ctx, standby, sql)
-		primaryErr := cdfRun(ctx, primary, sql)
+		standbyErr := runOnNode(ctx, standby, sql)
+		primaryErr := runOnNode(ctx, primary, sql)
 		if standbyErr != nil {
 			refused = append(refused, fmt.Sprintf("%s\n  pgowl: read (%v), sent to a standby\n  standby: %v\n  primary: %v (the domain's CHECK writes cdf_audit)",
 				sql, effects.Reason, standbyErr, cdfOK(primaryErr)))
@@ -83,37 +79,4 @@ func cdfOK(err error) string {
 		return "runs it"
 	}
 	return err.Error()
-}
-
-func cdfRun(ctx context.Context, node *cluster.Node, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql).ReadAll()
-	return err
-}
-
-// cdfLoad runs setup on the primary, loads its catalogue and waits for the standby to replay it.
-func cdfLoad(t *testing.T, ctx context.Context, primary, standby *cluster.Node, setup string) *classify.Catalogue {
-	t.Helper()
-	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.PgConn().Exec(ctx, setup).ReadAll(); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	cat, err := catalog.Load(ctx, conn, "postgres", catalog.Overrides{})
-	if err != nil {
-		t.Fatalf("load catalogue: %v", err)
-	}
-	if err := standby.WaitCaughtUp(ctx, primary); err != nil {
-		t.Fatalf("standby did not replay the setup: %v", err)
-	}
-	return cat
 }

@@ -5,11 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/internal/cluster"
 )
 
@@ -34,21 +30,7 @@ CREATE FUNCTION frw_count() RETURNS bigint LANGUAGE sql
 CREATE FUNCTION frw_total() RETURNS bigint LANGUAGE plpgsql STABLE
   SET transaction_read_only TO false AS $$ BEGIN RETURN (SELECT count(*) FROM frw_items); END $$;
 CREATE FUNCTION frw_report() RETURNS bigint LANGUAGE sql AS $$ SELECT frw_count() $$;`
-	conn, err := pgx.Connect(ctx, primary.DatabaseDSN("postgres"))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.PgConn().Exec(ctx, setup).ReadAll(); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	cat, err := catalog.Load(ctx, conn, "postgres", catalog.Overrides{})
-	if err != nil {
-		t.Fatalf("load catalogue: %v", err)
-	}
-	if err := standby.WaitCaughtUp(ctx, primary); err != nil {
-		t.Fatalf("standby did not replay the setup: %v", err)
-	}
+	cat := loadCatalogueAfter(t, ctx, primary, standby, setup)
 
 	classifier := classify.New(classify.Options{CacheSize: -1})
 	session := &classify.Context{Database: "postgres", User: "postgres"}
@@ -61,8 +43,8 @@ CREATE FUNCTION frw_report() RETURNS bigint LANGUAGE sql AS $$ SELECT frw_count(
 		if effects.Access != classify.Read {
 			continue
 		}
-		standbyErr := frwRun(ctx, standby, sql)
-		primaryErr := frwRun(ctx, primary, sql)
+		standbyErr := runOnNode(ctx, standby, sql)
+		primaryErr := runOnNode(ctx, primary, sql)
 		if standbyErr != nil {
 			primarySays := "runs it"
 			if primaryErr != nil {
@@ -72,16 +54,4 @@ CREATE FUNCTION frw_report() RETURNS bigint LANGUAGE sql AS $$ SELECT frw_count(
 				sql, effects.Reason, standbyErr, primarySays)
 		}
 	}
-}
-
-func frwRun(ctx context.Context, node *cluster.Node, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql).ReadAll()
-	return err
 }

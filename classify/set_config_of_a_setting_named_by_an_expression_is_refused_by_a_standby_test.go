@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/internal/cluster"
 )
@@ -37,8 +35,8 @@ func TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby(t *testing.T)
 		if effects.Access != classify.Read {
 			continue
 		}
-		standbyErr := scnRun(ctx, standby, sql)
-		primaryErr := scnRun(ctx, primary, sql)
+		standbyErr := runOnNode(ctx, standby, sql)
+		primaryErr := runOnNode(ctx, primary, sql)
 		if standbyErr != nil {
 			primarySays := "runs it"
 			if primaryErr != nil {
@@ -48,16 +46,4 @@ func TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby(t *testing.T)
 				sql, effects.Reason, standbyErr, primarySays)
 		}
 	}
-}
-
-func scnRun(ctx context.Context, node *cluster.Node, sql string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgconn.Connect(ctx, node.SuperuserDSN())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql).ReadAll()
-	return err
 }
