@@ -95,6 +95,26 @@ func runAdminStatements(t *testing.T, o *owl) {
 		}
 	}
 	catchUp(t, o.nodes)
+	// Read your writes: until the monitor has seen the primary flush past the session's write
+	// position (its next poll), the session's reads go to the primary. The test wants reads on a
+	// standby too: read until one runs there, within a few monitor intervals.
+	conn.routes(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for onStandby := false; !onStandby; {
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t20_admin WHERE v = $1", adminLiteral).Scan(&n); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		for _, r := range conn.routes(t) {
+			onStandby = onStandby || r.Role == "standby"
+		}
+		if !onStandby && time.Now().After(deadline) {
+			t.Fatal("no read of the session reached a standby within 5s of the standbys replaying its write")
+		}
+		if !onStandby {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	for range 5 {
 		var n int64
 		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t20_admin WHERE v = '"+adminLiteral+"'", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil {
