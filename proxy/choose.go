@@ -229,11 +229,17 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 	sess.turn++
 	r.Session.Turn = sess.turn
 	sess.noteReadFacts(ctx, u, &r, snap, waitInTurn)
-	if fresh := sess.srv.opts.Nodes.Snapshot(); fresh != snap && sameNodeOrder(fresh, snap) {
+	if fresh := sess.srv.opts.Nodes.Snapshot(); fresh != snap && sameNodeOrder(fresh, snap) &&
+		(!sess.ryw.unsettled || r.Session.ReadAfter.LSN == route.UnreadLSN) {
 		// Reading the write position may have waited (for a primary backend, up to
 		// pool.acquire_timeout): the plan takes the node states as they are now, not as
 		// before the wait, when their samples may have aged past monitor.down_after meanwhile
-		// and every node looked down. The facts gathered index the same nodes.
+		// and every node looked down. The facts gathered index the same nodes. Only when the
+		// position the read must see is exact (read, or none to read) or stands for one that
+		// could not be read: a session whose last write's position was left unread because the
+		// old states showed no standby could have even its previous one (settleCanWait) must be
+		// planned on those states, or a standby seen past that older position would serve a
+		// read that misses the last write.
 		snap, r.Snapshot = fresh, fresh
 		sess.notePoolRoom(&r, snap)
 	}
