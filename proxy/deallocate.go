@@ -46,6 +46,23 @@ func (sess *session) answerDeallocateBatch(stmts []*preparedStmt, synced bool) b
 			return false
 		}
 	}
+	sess.answerBatchLocally(func(*preparedStmt) { sess.send(&pgproto3.NoData{}) }, func(st *preparedStmt) bool {
+		name, _ := deallocatedName(st.effects)
+		sess.statements.close(name)
+		sess.send(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
+		sess.log.Debug().Str("statement", name).Msg("DEALLOCATE of a protocol-level prepared statement, sent in the extended protocol, answered by pgowl")
+		return true
+	})
+	return true
+}
+
+// answerBatchLocally answers the current extended-protocol batch message by message as a server
+// would, for a batch whose every statement pgowl answers itself: Parse, Bind and Close as
+// PostgreSQL does (a Close of a statement forgets it), describe for a Describe (after the
+// ParameterDescription of a statement) and execute for an Execute of a bound portal, each given
+// the statement the message concerns (nil for an unknown portal in a Describe). It stops when
+// execute returns false (execute has then ended the batch).
+func (sess *session) answerBatchLocally(describe func(st *preparedStmt), execute func(st *preparedStmt) bool) {
 	portals := map[string]*preparedStmt{}
 	for i := range sess.batch.msgs {
 		m := &sess.batch.msgs[i]
@@ -57,16 +74,15 @@ func (sess *session) answerDeallocateBatch(stmts []*preparedStmt, synced bool) b
 			portals[m.portal] = sess.statements.lookup(m.name)
 			sess.send(&pgproto3.BindComplete{})
 		case wire.MsgDescribe:
+			st := portals[m.name]
 			if m.kind == wire.TargetStatement {
+				st = sess.statements.lookup(m.name)
 				sess.send(&pgproto3.ParameterDescription{})
 			}
-			sess.send(&pgproto3.NoData{})
+			describe(st)
 		case wire.MsgExecute:
-			if st := portals[m.portal]; st != nil {
-				name, _ := deallocatedName(st.effects)
-				sess.statements.close(name)
-				sess.send(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
-				sess.log.Debug().Str("statement", name).Msg("DEALLOCATE of a protocol-level prepared statement, sent in the extended protocol, answered by pgowl")
+			if st := portals[m.portal]; st != nil && !execute(st) {
+				return
 			}
 		case wire.MsgClose:
 			if m.kind == wire.TargetStatement && m.name != "" {
@@ -77,5 +93,4 @@ func (sess *session) answerDeallocateBatch(stmts []*preparedStmt, synced bool) b
 			sess.sendReady()
 		}
 	}
-	return true
 }

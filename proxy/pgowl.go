@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/wire"
 )
 
 // pgowlResult is what a pgowl.* command produces: a command tag and, for
@@ -358,47 +357,24 @@ func (sess *session) answerPgowlBatch(stmts []*preparedStmt, synced bool) (bool,
 		sess.endRefused(synced)
 		return true, nil
 	}
-	portals := map[string]*preparedStmt{}
-	for i := range sess.batch.msgs {
-		m := &sess.batch.msgs[i]
-		switch m.typ {
-		case wire.MsgParse:
-			sess.statements.parse(m.stmt)
-			sess.send(&pgproto3.ParseComplete{})
-		case wire.MsgBind:
-			portals[m.portal] = sess.statements.lookup(m.name)
-			sess.send(&pgproto3.BindComplete{})
-		case wire.MsgDescribe:
-			st := portals[m.name]
-			if m.kind == wire.TargetStatement {
-				st = sess.statements.lookup(m.name)
-				sess.send(&pgproto3.ParameterDescription{})
+	sess.answerBatchLocally(func(st *preparedStmt) {
+		if st != nil && st.effects.Pgowl != nil && st.effects.Pgowl.Kind == classify.PgowlShow {
+			if res := sess.runPgowl(st.effects.Pgowl); res.err == nil {
+				sess.send(rowDescription(res.columns))
+				return
 			}
-			if st != nil && st.effects.Pgowl != nil && st.effects.Pgowl.Kind == classify.PgowlShow {
-				if res := sess.runPgowl(st.effects.Pgowl); res.err == nil {
-					sess.send(rowDescription(res.columns))
-					continue
-				}
-			}
-			sess.send(&pgproto3.NoData{})
-		case wire.MsgExecute:
-			st := portals[m.portal]
-			if st == nil {
-				continue
-			}
-			res := sess.runPgowl(st.effects.Pgowl)
-			if res.err != nil {
-				sess.send(toErrorResponse(res.err))
-				sess.endRefused(synced)
-				return true, nil
-			}
-			sess.sendRows(res)
-		case wire.MsgClose:
-			sess.send(&pgproto3.CloseComplete{})
-		case wire.MsgSync:
-			sess.sendReady()
 		}
-	}
+		sess.send(&pgproto3.NoData{})
+	}, func(st *preparedStmt) bool {
+		res := sess.runPgowl(st.effects.Pgowl)
+		if res.err != nil {
+			sess.send(toErrorResponse(res.err))
+			sess.endRefused(synced)
+			return false
+		}
+		sess.sendRows(res)
+		return true
+	})
 	return true, nil
 }
 
