@@ -64,3 +64,53 @@ func TestACommitThatChainsANewTransactionIsSeenByTheUsersOtherSessions(t *testin
 		})
 	}
 }
+
+// The same when no other connection to the primary is to be had beside the chained transaction
+// (pool.max_per_node: 1): the position of the commit cannot be read, and the user's other
+// sessions were left with the older one, so a read there went to the paused standby and missed
+// the committed row. Now such a read takes the primary until the monitor's next sample of it;
+// here it waits for the primary's one connection, which the writer frees shortly after.
+func TestACommitThatChainsWhileThePrimaryPoolIsFullIsSeenByTheUsersOtherSessions(t *testing.T) {
+	c := ownCluster(t, 1)
+	createTable(t, c, "rp_chain_full", "CREATE TABLE rp_chain_full (k int PRIMARY KEY, v int NOT NULL); INSERT INTO rp_chain_full VALUES (1, 0)")
+	ctx := timeoutCtx(t, 2*time.Minute)
+	standby := c.Nodes[1]
+	if err := standby.PauseReplay(ctx); err != nil {
+		t.Fatalf("pause replay on %s: %v", standby.Name, err)
+	}
+	t.Cleanup(func() { standby.ResumeReplay(context.Background()) })
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesUser
+		cfg.Routing.MaxReplicaLag = 10 * time.Minute // the paused standby keeps qualifying
+		cfg.Pool.MaxPerNode = 1
+		cfg.Pool.MinIdle = 0
+		cfg.Pool.AcquireTimeout = 10 * time.Second
+	})
+	writer := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	reader := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	for _, sql := range []string{"BEGIN", "UPDATE rp_chain_full SET v = 1 WHERE k = 1", "COMMIT AND CHAIN"} {
+		if _, err := writer.PgConn().Exec(ctx, sql).ReadAll(); err != nil {
+			t.Fatalf("writer: %s: %v", sql, err)
+		}
+	}
+	writer.routes(t)
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_, err := writer.PgConn().Exec(ctx, "ROLLBACK").ReadAll()
+		released <- err
+	}()
+	var v int
+	err := reader.QueryRow(ctx, "SELECT v FROM rp_chain_full WHERE k = 1").Scan(&v)
+	rs := reader.routes(t)
+	if rerr := <-released; rerr != nil {
+		t.Fatalf("writer: ROLLBACK of the chained transaction: %v", rerr)
+	}
+	if err != nil {
+		t.Fatalf("reader: %v (routes %v)", err, rs)
+	}
+	if v != 1 {
+		t.Errorf("after the user's other connection got COMMIT for its UPDATE (v = 1), this connection read v = %d on %v: "+
+			"the commit's position could not be read beside the chained transaction and was not shared", v, rs)
+	}
+}

@@ -127,6 +127,13 @@ type userWrites struct {
 	pos route.WritePosition
 	// flushSeen is the primary's flush position when pos was read.
 	flushSeen route.WritePosition
+	// unreadSince, when not zero, is when a read of the position of a write a session of the
+	// user committed failed or could not be made (no primary backend to be had without waiting
+	// beside a chained transaction, the node's error, a failover): the user's reads must see
+	// what the primary had by then. The first sample of the primary the monitor sent after it
+	// gives that (sampledPositionSince); until one, the reads go where no standby is known to
+	// have the write (unreadPosition).
+	unreadSince time.Time
 	// reading counts sessions whose client has (or is about to have) the
 	// ReadyForQuery of a write whose position is not read yet.
 	reading int
@@ -154,11 +161,15 @@ func (u *userWritePositions) begin(k userKey) {
 }
 
 // end settles what begin announced: the position rises to pos (zero: the
-// read failed); flush is the primary's flush position read with it.
+// read failed, and the position is unread since now); flush is the primary's
+// flush position read with it.
 func (u *userWritePositions) end(k userKey, pos, flush route.WritePosition) {
 	u.mu.Lock()
 	e := u.entry(k)
 	e.reading--
+	if pos.LSN == 0 {
+		e.unreadSince = time.Now()
+	}
 	if raised := e.pos.Raise(pos); raised != e.pos {
 		e.pos = raised
 	}
@@ -171,8 +182,10 @@ func (u *userWritePositions) end(k userKey, pos, flush route.WritePosition) {
 }
 
 // get returns k's position, after the reads in flight end or deadline passes,
-// and the primary's flush position last read with one.
-func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time) (pos, flushSeen route.WritePosition) {
+// and the primary's flush position last read with one. A position left
+// unread is taken from the first sample of the primary in snap sent after it
+// (and kept), or is the unread position while snap has none.
+func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time, snap *route.Snapshot) (pos, flushSeen route.WritePosition) {
 	for {
 		u.mu.Lock()
 		e := u.entries[k]
@@ -180,10 +193,18 @@ func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.T
 			u.mu.Unlock()
 			return route.WritePosition{}, route.WritePosition{}
 		}
-		pos, flushSeen, reading, changed := e.pos, e.flushSeen, e.reading, e.changed
+		if !e.unreadSince.IsZero() {
+			if sampled, ok := sampledPositionSince(snap, e.unreadSince); ok {
+				e.pos, e.unreadSince = e.pos.Raise(sampled), time.Time{}
+			}
+		}
+		pos, flushSeen, unread, reading, changed := e.pos, e.flushSeen, !e.unreadSince.IsZero(), e.reading, e.changed
 		u.mu.Unlock()
 		wait := time.Until(deadline)
 		if reading == 0 || wait <= 0 {
+			if unread {
+				pos = unreadPosition(snap, pos)
+			}
 			return pos, flushSeen
 		}
 		t := time.NewTimer(wait)
@@ -221,7 +242,7 @@ func (sess *session) readAfter(ctx context.Context, snap *route.Snapshot) (pos r
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
 		deadline := time.Now().Add(sess.srv.live().cfg.Routing.ReadYourWritesWait)
-		shared, sharedFlush := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline)
+		shared, sharedFlush := sess.srv.userWrites.get(ctx, userKey{sess.user, sess.database}, deadline, snap)
 		pos = pos.Raise(shared)
 		flushes[1] = sharedFlush
 	}
@@ -368,6 +389,12 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		// Sync, and the position is read then, not before the commit.
 		return
 	}
+	key := userKey{sess.user, sess.database}
+	sess.srv.userWrites.begin(key)
+	// Left zero (the position not read), the user's reads take the primary's position from
+	// the monitor's first sample after now instead.
+	var pos, flush route.WritePosition
+	defer func() { sess.srv.userWrites.end(key, pos, flush) }()
 	if !backendIdle(be) {
 		// A commit that chained the next transaction (COMMIT AND CHAIN, or a string that
 		// goes on with BEGIN): a query on be would run in that transaction and could take
@@ -378,10 +405,6 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 		}
 		defer sess.giveBack(on)
 	}
-	key := userKey{sess.user, sess.database}
-	sess.srv.userWrites.begin(key)
-	var pos, flush route.WritePosition
-	defer func() { sess.srv.userWrites.end(key, pos, flush) }()
 	if err := sess.client.w.Flush(); err != nil {
 		return
 	}
@@ -473,6 +496,18 @@ func unreadPosition(snap *route.Snapshot, known route.WritePosition) route.Write
 		}
 	}
 	return known
+}
+
+// sampledPositionSince returns the insert position of the primary in snap when the monitor sent
+// the sample it comes from after since: the primary's position then covers every write committed
+// before since.
+func sampledPositionSince(snap *route.Snapshot, since time.Time) (route.WritePosition, bool) {
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Timeline != 0 && n.WALPosition != 0 && n.SampledAt.After(since) {
+			return route.WritePosition{LSN: n.WALPosition, Timeline: n.Timeline}, true
+		}
+	}
+	return route.WritePosition{}, false
 }
 
 // readPrimaryPositions reads the primary's insert and flush positions on a

@@ -80,22 +80,46 @@ func TestUserPositionsWaitForAPositionBeingRead(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		u.end(k, route.WritePosition{LSN: 0x3000148, Timeline: 1}, route.WritePosition{LSN: 0x3000148, Timeline: 1})
 	}()
-	pos, _ := u.get(context.Background(), k, time.Now().Add(5*time.Second))
+	none := &route.Snapshot{}
+	pos, _ := u.get(context.Background(), k, time.Now().Add(5*time.Second), none)
 	if pos.LSN != 0x3000148 {
 		t.Errorf("got %s, want the position being read, 0/3000148", pos.LSN)
 	}
 	// A position never goes back.
 	u.begin(k)
 	u.end(k, route.WritePosition{LSN: 0x100, Timeline: 1}, route.WritePosition{LSN: 0x90, Timeline: 1})
-	if pos, flush := u.get(context.Background(), k, time.Now()); pos.LSN != 0x3000148 || flush.LSN != 0x3000148 {
+	if pos, flush := u.get(context.Background(), k, time.Now(), none); pos.LSN != 0x3000148 || flush.LSN != 0x3000148 {
 		t.Errorf("after an older position: %s (flush seen %s)", pos.LSN, flush.LSN)
 	}
-	// A read that fails leaves the position as it was, and waits no more.
+}
+
+// TestAUsersPositionLeftUnreadIsTakenFromTheNextSampleOfThePrimary: when the position of a
+// user's committed write could not be read (no primary backend beside a chained transaction, a
+// failed query), the user's other sessions must still see the write. Until the monitor's next
+// sample of the primary their reads take the unread position (no standby is known to have the
+// write); the first sample sent after the failure covers the write and becomes the position.
+func TestAUsersPositionLeftUnreadIsTakenFromTheNextSampleOfThePrimary(t *testing.T) {
+	var u userWritePositions
+	k := userKey{"app", "db"}
+	u.begin(k)
+	u.end(k, route.WritePosition{LSN: 0x3000148, Timeline: 1}, route.WritePosition{LSN: 0x3000148, Timeline: 1})
+	before := time.Now()
 	u.begin(k)
 	u.end(k, route.WritePosition{}, route.WritePosition{})
+	primary := func(lsn route.LSN, sampledAt time.Time) *route.Snapshot {
+		return &route.Snapshot{Nodes: []route.NodeState{{Name: "pg1", Up: true, Role: route.RolePrimary, Timeline: 1, WALPosition: lsn, SampledAt: sampledAt}}}
+	}
 	start := time.Now()
-	if pos, _ := u.get(context.Background(), k, time.Now().Add(time.Second)); pos.LSN != 0x3000148 || time.Since(start) > 500*time.Millisecond {
-		t.Errorf("after a failed read: %s after %s", pos.LSN, time.Since(start))
+	if pos, _ := u.get(context.Background(), k, time.Now().Add(time.Second), primary(0x3000200, before)); pos.LSN != route.UnreadLSN || pos.Timeline != 1 || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("after a failed read, with the primary sampled before it: %s on timeline %d after %s; want the unread position at once", pos.LSN, pos.Timeline, time.Since(start))
+	}
+	after := time.Now().Add(time.Millisecond)
+	if pos, _ := u.get(context.Background(), k, time.Now(), primary(0x3000400, after)); pos.LSN != 0x3000400 {
+		t.Errorf("with the primary sampled after the failed read: %s, want its position then, 0/3000400", pos.LSN)
+	}
+	// The first sample after the failure is kept: a later one does not raise the position.
+	if pos, _ := u.get(context.Background(), k, time.Now(), primary(0x3000900, after.Add(time.Second))); pos.LSN != 0x3000400 {
+		t.Errorf("with a later sample: %s, want the first sample's position kept, 0/3000400", pos.LSN)
 	}
 }
 
