@@ -832,7 +832,11 @@ func (a *analysis) runEffect(f *Function) fnResult {
 	if kind, source := f.directive(); kind == "writes" {
 		return fnResult{access: Write, reason: ReasonWritingFunction, detail: "asserted by " + source}
 	} else if kind == "readonly" {
-		return fnResult{access: Read, override: f.Signature() + " asserted read-only by " + source}
+		// The assertion is about data: what the body does to the session (SET ROLE,
+		// set_config, an advisory lock, LISTEN) still counts, so that it stays with its client.
+		body := a.functionBodyEffect(f)
+		return fnResult{access: Read, override: f.Signature() + " asserted read-only by " + source,
+			session: body.session, settings: body.settings}
 	}
 	if effect, ok := a.c.functions.extensions[f.Name]; ok && effect.access == Write {
 		reason := ReasonWritingFunction
@@ -914,7 +918,8 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		if f.Kind == 'p' {
 			volatility = "a procedure"
 		}
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed",
+			session: SessionUnknown}
 	})
 }
 

@@ -209,7 +209,9 @@ const (
 	// SessionDeallocateAll is DEALLOCATE ALL, which also drops protocol-level prepared statements.
 	SessionDeallocateAll
 	// SessionUnknown marks a statement that may change session state the classifier cannot see:
-	// DO, EXECUTE of an SQL prepared statement, CALL of a procedure whose body is not analysed.
+	// DO, EXECUTE of an SQL prepared statement, CALL of a procedure whose body is not analysed,
+	// a call of a function that runs a computed string as SQL, whose body cannot be parsed, or
+	// whose language is neither SQL nor PL/pgSQL.
 	SessionUnknown
 )
 

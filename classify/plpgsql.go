@@ -30,12 +30,14 @@ const maxJSONDepth = fastjson.MaxDepth
 func (a *analysis) plpgsqlBody(f *Function) fnResult {
 	root, problem := a.c.plpgsqlParse(createStatement(f))
 	if root == nil {
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: problem}
+		// What the body does to the session (SET ROLE, set_config, LISTEN, a temporary
+		// table, an advisory lock) is as unknown as the rest.
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: problem, session: SessionUnknown}
 	}
 	w := plWalker{a: a, procedure: f.Kind == 'p'}
 	w.walk(root, 0)
 	if w.tooDeep {
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse"}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "PL/pgSQL body nested too deeply to analyse", session: SessionUnknown}
 	}
 	return bodyResult(w.stmts, w.verdicts)
 }
@@ -274,7 +276,10 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 
 // dynamic adds what a statement that runs a string as SQL runs. A string written as one literal
 // ('CREATE POLICY ...') is analysed as the statements it holds; any other string cannot be
-// known: a write, which in a procedure may also change the catalogue (migrations run DDL so).
+// known: a write, which in a procedure may also change the catalogue (migrations run DDL so),
+// and which may change the session's state unseen (SET ROLE, set_config, LISTEN, a temporary
+// table, an advisory lock), read or write: SessionUnknown, so that pgowl asks the node what the
+// session holds afterwards, as after a DO block.
 func (w *plWalker) dynamic(subject string, query *jsonNode) {
 	if text, ok := literalSQL(query); ok {
 		if tree, err := w.a.c.bodies.parse(text); err == nil && len(tree.GetStmts()) > 0 {
@@ -290,11 +295,14 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 		// standby refuses (nextval(), advisory locks) or that reads node-local state is
 		// not covered; the declaration is taken at its word for those.
 		w.a.assume(subject + " taken as a read: " + w.a.declared)
-		w.add(nil, read(subject))
+		v := read(subject)
+		v.session = SessionUnknown
+		w.add(nil, v)
 		return
 	}
 	v := write(subject)
 	v.catalogueChange = w.procedure
+	v.session = SessionUnknown
 	w.add(nil, v)
 }
 
