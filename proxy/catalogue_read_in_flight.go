@@ -218,7 +218,7 @@ func (sess *session) besideCatalogueRead(ctx context.Context, be *backend, node 
 	if err != nil || c == nil {
 		return nil
 	}
-	if !settingsOn(c).carries(sess.settings.key) {
+	if !settingsOn(c).carriesFor(sess.settings.key, sess.id) {
 		sess.srv.opts.Pool.Release(c, true)
 		return nil
 	}

@@ -620,7 +620,7 @@ const maxPreparedPerConn = 2000
 // connection carries another session's).
 func (sess *session) prepareBackend(be *backend) error {
 	c := be.conn
-	if settingsOn(c).carries(sess.settings.key) || be.openBatch || c.TxStatus != wire.TxIdle {
+	if settingsOn(c).carriesFor(sess.settings.key, sess.id) || be.openBatch || c.TxStatus != wire.TxIdle {
 		// Settings are applied between transactions and batches only: a
 		// query here would end the implicit transaction of an open batch.
 		return nil

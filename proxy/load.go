@@ -15,12 +15,12 @@ func loadStatement(u *unit) (string, bool) {
 // use on any of its backends: like a setting, the LOAD is replayed on the
 // session's other backends before their next use, ahead of the settings.
 func (sess *session) noteLoad(be *backend, load string) {
-	current := be.settings().carries(sess.settings.key)
+	current := be.settings().carriesFor(sess.settings.key, sess.id)
 	added, full := sess.settings.addLoad(load)
 	if full {
 		sess.log.Warn().Str("statement", load).Msg("too many LOADs to replay: this one holds on its backend only")
 	}
 	if added && current {
-		*be.settings() = knownSettings(sess.settings.key)
+		be.settings().follow(sess.settings.key)
 	}
 }

@@ -830,11 +830,9 @@ const sqlstateCachedPlanChanged = "0A000"
 // settingsTracker.apply), and marks be as carrying the session's settings.
 func (sess *session) applySets(be *backend, sets []string) {
 	sess.settings.apply(sess.srv.opts.Classifier, sets)
-	if be.settings().state != settingsUnknown {
-		// (A connection that holds what pgowl cannot name stays unknown:
-		// it is reset before its next use.)
-		*be.settings() = knownSettings(sess.settings.key)
-	}
+	// (A connection that holds what pgowl cannot name stays unknown: it is reset before
+	// its next use; one the session owns stays its own.)
+	be.settings().follow(sess.settings.key)
 }
 
 // forgetStatements follows DISCARD ALL / DEALLOCATE ALL on be: no statement

@@ -48,9 +48,11 @@ WHERE source = 'session' AND name NOT IN ('role', 'session_authorization') AND n
 // settingsChangedUnseen follows a unit that may have changed settings in a
 // way that cannot be replayed as sent (set_config inside a function, a
 // computed value, a multi-statement string, a DO block): the connection's
-// settings count as unknown (it is reset before its next use, so that
-// nothing pgowl cannot name stays on it for another session), and the
-// session's settings are read back once the backend is idle.
+// settings count as unknown (it is reset before another session uses it, so
+// that nothing pgowl cannot name stays on it for another session), and the
+// session's settings are read back once the backend is idle; the connection
+// is then the session's own (ownedSettings) and its next units run there
+// without a reset.
 func (sess *session) settingsChangedUnseen(be *backend) {
 	sess.settings.readBackDue = true
 	*be.settings() = connSettings{state: settingsUnknown}
@@ -87,6 +89,9 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 		// A serializable default (set under a name pgowl could not read)
 		// makes a standby refuse every statement.
 		sess.settings.replaceWithReadBack(sets, serializable)
+		// be may also hold what the session set under names pgowl cannot see: the
+		// session's own until another session gets be, which resets it first.
+		*be.settings() = ownedSettings(sess.settings.key, sess.id)
 		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
 	}
 }
