@@ -521,6 +521,19 @@ func (sess *session) copyIn(be *backend, x *exchange) (ended bool, err error) {
 			w.Flush()
 			return true, err
 		}
+		switch typ {
+		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync, wire.MsgCopyDone, wire.MsgCopyFail:
+		default:
+			// PostgreSQL ends the connection here (08P01: protocol synchronization lost). The
+			// node, which waits for data that will not come (a cancel does not stop a COPY
+			// waiting for its client), is told the COPY failed, so that it answers and the
+			// backend is free again; the frame is not passed on.
+			w.Write(appendFrame(sess.scratch[:0], wire.MsgCopyFail, []byte("pgowl: the client broke the COPY protocol\x00")))
+			w.Flush()
+			violation := protocolViolation("unexpected message type %q during COPY from stdin", typ)
+			sess.fail(violation)
+			return true, &clientSideError{violation}
+		}
 		if _, err := w.Write(appendFrame(sess.scratch[:0], typ, body)); err != nil {
 			return true, err
 		}
@@ -534,9 +547,6 @@ func (sess *session) copyIn(be *backend, x *exchange) (ended bool, err error) {
 				w.Write(appendFrame(sess.scratch[:0], wire.MsgFlush, nil))
 			}
 			return true, w.Flush()
-		case wire.MsgCopyData, wire.MsgFlush, wire.MsgSync:
-		default:
-			return true, &clientSideError{protocolViolation("unexpected message type %q during COPY from stdin", typ)}
 		}
 	}
 }

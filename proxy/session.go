@@ -226,6 +226,11 @@ func (sess *session) run(ctx context.Context) {
 			sess.idleTransactionDeadline = false
 		}
 		if sess.skip != skipNone && typ != wire.MsgSync && typ != wire.MsgTerminate {
+			if !frontendMessage(typ) {
+				// A server skipping to Sync still reads each message's type.
+				sess.fail(protocolViolation("invalid frontend message type %q", typ))
+				return
+			}
 			continue
 		}
 		switch typ {
@@ -280,6 +285,17 @@ func (sess *session) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// frontendMessage reports whether typ is the type of a message a client may send after its login.
+func frontendMessage(typ byte) bool {
+	switch typ {
+	case wire.MsgQuery, wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose,
+		wire.MsgFlush, wire.MsgSync, wire.MsgFunctionCall, wire.MsgCopyData, wire.MsgCopyDone,
+		wire.MsgCopyFail, wire.MsgTerminate:
+		return true
+	}
+	return false
 }
 
 // endRefused ends a unit that pgowl answered with an error instead of a
@@ -359,6 +375,12 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 
 // functionCall forwards a fastpath FunctionCall; its effect cannot be known.
 func (sess *session) functionCall(ctx context.Context, body []byte) error {
+	if len(sess.batch.msgs) > 0 {
+		// Extended messages without Sync before the call: they run first, as on a node.
+		if err := sess.runBatch(ctx, false); err != nil {
+			return err
+		}
+	}
 	u := unit{start: time.Now(), sql: "<function call>", expectsReady: true, effects: classify.Effects{
 		Access: classify.Write, Reason: classify.ReasonUnknownEffect, Subject: "fastpath function call", Statements: 1}}
 	if arrival := sess.planArrival(u.effects); arrival != route.ArriveRoute {
