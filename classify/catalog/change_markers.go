@@ -66,8 +66,10 @@ type changeMarkers struct {
 	known    bool
 	xmin     uint32
 	selected map[markedRow]struct{}
-	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast and
-	// pg_db_role_setting, by the letter changeMarkersQuery names them with.
+	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast,
+	// pg_db_role_setting, the comments on functions (pg_description, whose pgowl:readonly and
+	// pgowl:writes directives count), the constraints of domains (pg_constraint) and
+	// pg_inherits, by the letter changeMarkersQuery names them with.
 	counts map[byte]int64
 }
 
@@ -82,10 +84,13 @@ type markedRow struct {
 // changeMarkersQuery selects the rows written by transactions at or past $1 (a snapshot's xmin;
 // NULL: its own snapshot's): part, name, OID and xmin. Parts: 'f' functions, 'r' relations
 // (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 't' types, '*' what only
-// a whole read reads (other rules, operators, casts, search_path defaults). Its last rows are its
-// own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid) of functions (name
-// 'f'), operators ('o'), casts ('k') and search_path and other defaults of roles and databases
-// ('d'). age() measures back from the next transaction ID, across wraparound: a row committed
+// a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
+// inheritance and partitions); a comment on a function written since is its function's 'f' row.
+// Its last rows are its own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid)
+// of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
+// and databases ('d'), comments on functions ('c'), domain constraints ('y') and pg_inherits
+// ('i'): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
+// xmin to select, and a count that falls says one was. age() measures back from the next transaction ID, across wraparound: a row committed
 // since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
 // transactions (frozen rows keep their raw xmin) comes out negative and is left out.
 const changeMarkersQuery = `WITH s AS (
@@ -107,6 +112,14 @@ UNION ALL
 SELECT 't', t.typname::text, t.oid::bigint, t.xmin::text::bigint FROM pg_catalog.pg_type t, s
  WHERE pg_catalog.age(t.xmin) BETWEEN 0 AND pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)
 UNION ALL
+SELECT 'f', p.proname::text, e.objoid::bigint, e.xmin::text::bigint
+  FROM pg_catalog.pg_description e JOIN pg_catalog.pg_proc p ON p.oid = e.objoid, s
+ WHERE e.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND pg_catalog.age(e.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT '*', '', y.oid::bigint, y.xmin::text::bigint FROM pg_catalog.pg_constraint y, s WHERE y.contypid <> 0 AND pg_catalog.age(y.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT '*', '', i.inhrelid::bigint, i.xmin::text::bigint FROM pg_catalog.pg_inherits i, s WHERE pg_catalog.age(i.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
 SELECT '*', '', o.oid::bigint, o.xmin::text::bigint FROM pg_catalog.pg_operator o, s WHERE pg_catalog.age(o.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s WHERE pg_catalog.age(k.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
@@ -121,7 +134,13 @@ SELECT 'n', 'o', count(*), 0 FROM pg_catalog.pg_operator
 UNION ALL
 SELECT 'n', 'k', count(*), 0 FROM pg_catalog.pg_cast
 UNION ALL
-SELECT 'n', 'd', count(*), 0 FROM pg_catalog.pg_db_role_setting`
+SELECT 'n', 'd', count(*), 0 FROM pg_catalog.pg_db_role_setting
+UNION ALL
+SELECT 'n', 'c', count(*), 0 FROM pg_catalog.pg_description WHERE classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+UNION ALL
+SELECT 'n', 'y', count(*), 0 FROM pg_catalog.pg_constraint WHERE contypid <> 0
+UNION ALL
+SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits`
 
 // queryChangeMarkers runs changeMarkersQuery from since (from its own snapshot when since is not
 // known yet): the names of the rows written since that since did not select, and the markers the
@@ -172,7 +191,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		}
 		return nil
 	})
-	if err == nil && (!snapshot || len(next.counts) != 4) {
+	if err == nil && (!snapshot || len(next.counts) != 7) {
 		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
@@ -383,7 +402,8 @@ func (m *Manager) pollChanges(db *database) {
 		return
 	}
 	if (dropped(since, next, 'f') && !db.told.anyFunction()) || dropped(since, next, 'o') || dropped(since, next, 'k') ||
-		dropped(since, next, 'd') || wentBack(since, next) {
+		dropped(since, next, 'd') || dropped(since, next, 'c') || dropped(since, next, 'y') || dropped(since, next, 'i') ||
+		wentBack(since, next) {
 		// A session's drop of a function is told with its names, and read by them.
 		found.Everything = true
 	}

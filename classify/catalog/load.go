@@ -949,10 +949,24 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 		return set(names)
 	}
 	if len(wanted.functions) > 0 {
-		functions := held(classify.FunctionNames, wanted.functions)
+		drop := dropNamed(held(classify.FunctionNames, wanted.functions), func(f *classify.Function) string { return f.Name })
+		// A function read under a name the catalogue holds it under no more (ALTER FUNCTION
+		// ... RENAME, read by its new name) leaves its entry under the old name too.
+		var renamed map[uint32]bool
+		for i := range fresh.Functions {
+			if name, ok := oldCatalogue.FunctionNamed(fresh.Functions[i].OID); ok && name != fresh.Functions[i].Name {
+				if renamed == nil {
+					renamed = map[uint32]bool{}
+				}
+				renamed[fresh.Functions[i].OID] = true
+			}
+		}
+		if renamed != nil {
+			named := drop
+			drop = func(f *classify.Function) bool { return renamed[f.OID] || named != nil && named(f) }
+		}
 		var changed bool
-		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions,
-			dropNamed(functions, func(f *classify.Function) string { return f.Name }),
+		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions, drop,
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
 		parts.Functions = parts.Functions || changed
 	}
