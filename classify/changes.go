@@ -185,6 +185,19 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 		}
 	case *pg_query.Node_DropStmt:
 		return dropChanges(stmt.DropStmt)
+	case *pg_query.Node_AlterOwnerStmt:
+		// A new owner changes whose privileges a SECURITY DEFINER function runs with.
+		switch stmt.AlterOwnerStmt.GetObjectType() {
+		case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE,
+			pg_query.ObjectType_OBJECT_ROUTINE, pg_query.ObjectType_OBJECT_AGGREGATE:
+			return functionNamed(lastName(stmt.AlterOwnerStmt.GetObject().GetObjectWithArgs().GetObjname()))
+		}
+	case *pg_query.Node_TransactionStmt:
+		if stmt.TransactionStmt.GetKind() == pg_query.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED {
+			// What the prepared transaction changed is not known here: every catalogue change
+			// it made is committed now.
+			return everything()
+		}
 	case *pg_query.Node_AlterTableStmt:
 		// Persistence and partitions/inheritance decide whether a read needs the primary, and
 		// row security whether reading runs policies; which relations a partition or an
