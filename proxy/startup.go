@@ -351,7 +351,9 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		return false
 	}
 	if version != protocolV3 || len(unsupported) > 0 {
-		msg := &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unsupported}
+		// PostgreSQL 15 puts its whole protocol version there (3.0: 196608), and libpq 18 reads
+		// the field as a whole version: a 0 would read as protocol 0.0.
+		msg := &pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: protocolV3, UnrecognizedOptions: unsupported}
 		if err := sess.send(msg); err != nil || sess.client.w.Flush() != nil {
 			return false
 		}
