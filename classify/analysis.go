@@ -918,8 +918,14 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 		if f.Kind == 'p' {
 			volatility = "a procedure"
 		}
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed",
-			session: SessionUnknown}
+		r := fnResult{access: Write, reason: ReasonUnknownEffect, detail: f.Language + " function, " + volatility + ", body cannot be analysed"}
+		if f.Language != "c" && f.Language != "internal" {
+			// A body in a procedural language (PL/Python, PL/Perl, PL/v8) runs SQL as it likes:
+			// SET ROLE, set_config, LISTEN. A C function seldom changes what the pin check sees
+			// (and asking after each call of uuid_generate_v4() would cost two round trips).
+			r.session = SessionUnknown
+		}
+		return r
 	})
 }
 

@@ -211,7 +211,7 @@ const (
 	// SessionUnknown marks a statement that may change session state the classifier cannot see:
 	// DO, EXECUTE of an SQL prepared statement, CALL of a procedure whose body is not analysed,
 	// a call of a function that runs a computed string as SQL, whose body cannot be parsed, or
-	// whose language is neither SQL nor PL/pgSQL.
+	// that is VOLATILE in a procedural language other than SQL and PL/pgSQL (not C).
 	SessionUnknown
 )
 

@@ -39,49 +39,11 @@ func TestSessionStateAbruptEnd(t *testing.T) {
 			a.Exec(ctx, "SELECT 1/0").ReadAll()
 		}},
 		{"PipelineWithoutSync", func(t *testing.T, ctx context.Context, a *pgconn.PgConn) {
-			fe := a.Frontend()
-			fe.Send(&pgproto3.Parse{Query: "SELECT pg_advisory_xact_lock(7543), set_config('review_state.tenant', 'in-pipeline', false)"})
-			fe.Send(&pgproto3.Bind{})
-			fe.Send(&pgproto3.Execute{})
-			fe.Send(&pgproto3.Flush{})
-			if err := fe.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				msg, err := a.ReceiveMessage(ctx)
-				if err != nil {
-					t.Fatalf("pipeline: %v", err)
-				}
-				if _, ok := msg.(*pgproto3.CommandComplete); ok {
-					break
-				}
-				if e, ok := msg.(*pgproto3.ErrorResponse); ok {
-					t.Fatalf("pipeline: %s", e.Message)
-				}
-			}
+			sendUnsyncedUntilComplete(t, ctx, a, "SELECT pg_advisory_xact_lock(7543), set_config('review_state.tenant', 'in-pipeline', false)")
 		}},
 		{"PipelineWithoutSyncInTransaction", func(t *testing.T, ctx context.Context, a *pgconn.PgConn) {
 			r3pExecAll(t, ctx, a, "BEGIN", "SELECT pg_advisory_lock(7544)")
-			fe := a.Frontend()
-			fe.Send(&pgproto3.Parse{Query: "SELECT set_config('role', 'review_state_role', false)"})
-			fe.Send(&pgproto3.Bind{})
-			fe.Send(&pgproto3.Execute{})
-			fe.Send(&pgproto3.Flush{})
-			if err := fe.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				msg, err := a.ReceiveMessage(ctx)
-				if err != nil {
-					t.Fatalf("pipeline: %v", err)
-				}
-				if _, ok := msg.(*pgproto3.CommandComplete); ok {
-					break
-				}
-				if e, ok := msg.(*pgproto3.ErrorResponse); ok {
-					t.Fatalf("pipeline: %s", e.Message)
-				}
-			}
+			sendUnsyncedUntilComplete(t, ctx, a, "SELECT set_config('role', 'review_state_role', false)")
 		}},
 		{"ListenAndTempThenCopy", func(t *testing.T, ctx context.Context, a *pgconn.PgConn) {
 			r3pExecAll(t, ctx, a, "LISTEN review_state_gone", "CREATE TEMP TABLE review_state_gone_t (id int)")
@@ -137,5 +99,32 @@ func TestSessionStateAbruptEnd(t *testing.T) {
 				t.Errorf("on the primary after A's socket closed: %d advisory locks of A, %d app backends idle in transaction; want none", locks, inTx)
 			}
 		})
+	}
+}
+
+// sendUnsyncedUntilComplete runs query as an extended-protocol pipeline part that a Flush ends,
+// without Sync, and reads until its CommandComplete: the backend is left in the pipeline's
+// implicit transaction (or the client's block).
+func sendUnsyncedUntilComplete(t *testing.T, ctx context.Context, a *pgconn.PgConn, query string) {
+	t.Helper()
+	fe := a.Frontend()
+	fe.Send(&pgproto3.Parse{Query: query})
+	fe.Send(&pgproto3.Bind{})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Flush{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := a.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("pipeline: %v", err)
+		}
+		if _, ok := msg.(*pgproto3.CommandComplete); ok {
+			return
+		}
+		if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("pipeline: %s", e.Message)
+		}
 	}
 }
