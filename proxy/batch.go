@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgowl/pgowl/wire"
@@ -68,12 +69,20 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 		if err != nil {
 			return err
 		}
+		if err := b.refuseForeign(sess, stmt); err != nil {
+			return err
+		}
 		m.portal, m.name = portal, stmt
 		m.rest = len(portal) + 1 + len(stmt) + 1
 	case wire.MsgDescribe, wire.MsgClose:
 		kind, name, err := decodeTargeted(body)
 		if err != nil {
 			return err
+		}
+		if typ == wire.MsgDescribe && kind == wire.TargetStatement {
+			if err := b.refuseForeign(sess, name); err != nil {
+				return err
+			}
 		}
 		m.kind, m.name = kind, name
 	case wire.MsgExecute:
@@ -403,6 +412,47 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 
 // statementLimitError refuses a named Parse beyond the session's limits
 // (limits.max_prepared_statements, limits.max_prepared_statement_bytes).
+// managedStatementPrefix begins the names pgowl prepares statements under on the nodes, where
+// every session of a login that prepares the same statement shares them (statement_registry.go).
+const managedStatementPrefix = "pgowl_"
+
+// foreignStatementError refuses a message that names, as its statement, a name of pgowl's that
+// the client did not prepare: another session's statement, which the client read in
+// pg_prepared_statements. On a direct connection the client has no such statement.
+type foreignStatementError struct{ name string }
+
+func (e *foreignStatementError) Error() string {
+	return fmt.Sprintf("prepared statement %q does not exist", e.name)
+}
+
+// clientError is what the client sees: ERROR 26000, as PostgreSQL answers for a statement the
+// session did not prepare.
+func (e *foreignStatementError) clientError() *clientError {
+	return &clientError{Severity: "ERROR", SQLState: sqlstateInvalidSQLStatementName, Message: e.Error()}
+}
+
+// foreignStatement reports whether name is a managed name the session did not prepare under that
+// name (before this batch, or by a Parse earlier in it).
+func (sess *session) foreignStatement(name string, pending []batchMsg) bool {
+	if !strings.HasPrefix(name, managedStatementPrefix) || sess.statements.lookup(name) != nil {
+		return false
+	}
+	for i := range pending {
+		if pending[i].typ == wire.MsgParse && pending[i].name == name {
+			return false
+		}
+	}
+	return true
+}
+
+// refuseForeign returns the error that refuses a message naming a foreign statement, or nil.
+func (b *batch) refuseForeign(sess *session, name string) error {
+	if sess.foreignStatement(name, b.msgs) {
+		return &foreignStatementError{name: name}
+	}
+	return nil
+}
+
 type statementLimitError struct {
 	limit string // the configuration key
 	value int

@@ -24,18 +24,19 @@ func (e *clientError) Error() string { return e.Message }
 
 // Well-known SQLSTATEs pgowl uses for its own errors.
 const (
-	sqlstateProtocolViolation     = "08P01"
-	sqlstateConnectionFailure     = "08006"
-	sqlstateAdminShutdown         = "57P01"
-	sqlstateCrashShutdown         = "57P02"
-	sqlstateTooManyConnections    = "53300"
-	sqlstateCannotConnectNow      = "57P03"
-	sqlstateInvalidAuthSpec       = "28000"
-	sqlstateInsufficientPrivilege = "42501"
-	sqlstateUndefinedObject       = "42704"
-	sqlstateInvalidParamValue     = "22023"
-	sqlstateFeatureNotSupported   = "0A000"
-	sqlstateInternalError         = "XX000"
+	sqlstateInvalidSQLStatementName = "26000"
+	sqlstateProtocolViolation       = "08P01"
+	sqlstateConnectionFailure       = "08006"
+	sqlstateAdminShutdown           = "57P01"
+	sqlstateCrashShutdown           = "57P02"
+	sqlstateTooManyConnections      = "53300"
+	sqlstateCannotConnectNow        = "57P03"
+	sqlstateInvalidAuthSpec         = "28000"
+	sqlstateInsufficientPrivilege   = "42501"
+	sqlstateUndefinedObject         = "42704"
+	sqlstateInvalidParamValue       = "22023"
+	sqlstateFeatureNotSupported     = "0A000"
+	sqlstateInternalError           = "XX000"
 	// sqlstateDuplicatePreparedStatement is duplicate_prepared_statement.
 	sqlstateDuplicatePreparedStatement = "42P05"
 	// sqlstateConfigurationLimitExceeded refuses what a pgowl limit does not allow.

@@ -246,6 +246,11 @@ func (sess *session) run(ctx context.Context) {
 					sess.refuseInBatch(limit.clientError())
 					continue
 				}
+				var foreign *foreignStatementError
+				if errors.As(err, &foreign) {
+					sess.refuseInBatch(foreign.clientError())
+					continue
+				}
 				sess.fail(protocolViolation("invalid %q message: %v", typ, err))
 				return
 			}
@@ -349,6 +354,13 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	}
 	if name, ok := deallocatedName(eff); ok && sess.statements.lookup(name) != nil && !sess.txState().failed() {
 		sess.deallocateClientStatement(name)
+		return nil
+	} else if ok && sess.foreignStatement(name, nil) {
+		// Another session's statement, by the managed name pg_prepared_statements shows.
+		foreign := &foreignStatementError{name: name}
+		sess.send(toErrorResponse(foreign.clientError()))
+		sess.endRefused(true)
+		sess.log.Info().Str("statement", name).Msg("DEALLOCATE of a statement the session did not prepare refused")
 		return nil
 	}
 	switch arrival := sess.planArrival(eff); arrival {

@@ -229,9 +229,9 @@ func (m *managedNames) serverName(pm parseMessage, scope statementScope) (name, 
 	}
 	base := hex.EncodeToString(h.Sum(nil)[:16])
 	if gen, ok := m.generations.Load(base); ok {
-		return "pgowl_" + base[:24] + "_" + strconv.FormatUint(uint64(gen.(uint32)), 10), base
+		return managedStatementPrefix + base[:24] + "_" + strconv.FormatUint(uint64(gen.(uint32)), 10), base
 	}
-	return "pgowl_" + base, base
+	return managedStatementPrefix + base, base
 }
 
 // retire makes later prepares of st's statement use a new managed name.
