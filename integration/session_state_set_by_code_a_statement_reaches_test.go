@@ -46,7 +46,8 @@ func stateLeakIndirectSetup(t *testing.T) {
 	CREATE OR REPLACE FUNCTION public.review_state_op(int, int) RETURNS bool LANGUAGE sql AS
 		$f$ SELECT set_config('role', 'review_state_role', false) IS NOT NULL $f$;
 	DO $$ BEGIN
-		IF NOT EXISTS (SELECT FROM pg_operator WHERE oprname = '#~#') THEN
+		IF NOT EXISTS (SELECT FROM pg_operator WHERE oprname = '#~#' AND oprnamespace = 'public'::regnamespace
+				AND oprleft = 'int'::regtype AND oprright = 'int'::regtype) THEN
 			CREATE OPERATOR public.#~# (LEFTARG = int, RIGHTARG = int, FUNCTION = public.review_state_op);
 		END IF;
 	END $$;

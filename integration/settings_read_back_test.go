@@ -171,13 +171,15 @@ func TestSessionReadBackStandardConformingStringsOff(t *testing.T) {
 // 1234.56789 comes back as 1234.57, and plans are costed with another value.
 // pgowl: Total Cost 1234570.00 where PostgreSQL gives 1234567.89.
 // PostgreSQL keeps the value as set: EXPLAIN shows the same costs on every
-// statement. A known limit: the test reports it while it is there.
+// statement. A known limit: the test reports it while it is there. (The backend the SET ran on
+// keeps the exact value for the session's own later units there: the string runs on the primary,
+// and the EXPLAINs, reads, on a standby's backend, which gets the value read back.)
 func TestSessionReadBackRealPrecision(t *testing.T) {
 	r8sSetup(t)
 	c := sharedClusterFor(t)
-	o := startOwl(t, c, nil)
+	o := startOwl(t, c, readYourWritesOff) // the reads go to a standby
 	ctx := timeoutCtx(t, 2*statementTimeout)
-	const set = `SET cpu_tuple_cost = 1234.56789; SELECT 1`
+	const set = `/*pgowl:primary*/ SET cpu_tuple_cost = 1234.56789; SELECT 1`
 	const explain = `EXPLAIN (FORMAT JSON) SELECT * FROM generate_series(1, 1000)`
 	d := rtDirect(t, c).PgConn()
 	p := o.connect(t, nil).PgConn()
