@@ -1,14 +1,11 @@
 package classify_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestACompositeValueRunsTheChecksOfItsDomainFields: a composite type whose field is of a domain
@@ -20,13 +17,7 @@ import (
 // looks for domain checks only where the target type is itself a domain, so it calls them reads
 // and sends them to a standby, which refuses them; the primary runs them.
 func TestACompositeValueRunsTheChecksOfItsDomainFields(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
-	primary, standby := nodes[0], nodes[1]
+	ctx, primary, standby := startPrimaryAndStandby(t)
 	const setup = `
 CREATE TABLE cdf_audit (at timestamptz DEFAULT now());
 CREATE FUNCTION cdf_logged(v int) RETURNS bool LANGUAGE sql AS $$ INSERT INTO cdf_audit DEFAULT VALUES; SELECT v > 0 $$;

@@ -1,12 +1,9 @@
 package classify_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestAFunctionSetToRunReadWriteIsRefusedByAStandby: a function's own SET clause
@@ -16,13 +13,7 @@ import (
 // body itself only reads, so pgowl, which reads nothing of proconfig but search_path, calls the
 // function a read and sends every call of it to a standby, where it always fails.
 func TestAFunctionSetToRunReadWriteIsRefusedByAStandby(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
-	primary, standby := nodes[0], nodes[1]
+	ctx, primary, standby := startPrimaryAndStandby(t)
 	const setup = `
 CREATE TABLE frw_items (id int);
 CREATE FUNCTION frw_count() RETURNS bigint LANGUAGE sql

@@ -1,12 +1,9 @@
 package classify_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby: set_config('transaction_read_only',
@@ -17,13 +14,7 @@ import (
 // standby refuses such a statement with "transaction read-write mode must be set before any
 // query" (25001); the primary runs it.
 func TestSetConfigOfASettingNamedByAnExpressionIsRefusedByAStandby(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
-	primary, standby := nodes[0], nodes[1]
+	ctx, primary, standby := startPrimaryAndStandby(t)
 
 	classifier := classify.New(classify.Options{CacheSize: -1})
 	for _, sql := range []string{

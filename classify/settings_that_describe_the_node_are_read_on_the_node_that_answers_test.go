@@ -21,13 +21,7 @@ import (
 // of this test's loopback cluster, but are usually the same on every host of a deployment: they
 // stay reads, and tests tell the node that answered by them.)
 func TestSettingsThatDescribeTheNodeAreReadOnTheNodeThatAnswers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two PostgreSQL servers")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
-	primary, standby := nodes[0], nodes[1]
+	ctx, primary, standby := startPrimaryAndStandby(t)
 
 	classifier := classify.New(classify.Options{CacheSize: -1})
 	// The classifier does send these to the primary: the rule the cases below fall under.

@@ -49,3 +49,17 @@ func loadCatalogueAfter(t *testing.T, ctx context.Context, primary, standby *clu
 	}
 	return cat
 }
+
+// startPrimaryAndStandby starts a primary and a hot standby for a test that takes PostgreSQL as
+// its oracle (skipped with -short, as every test that starts servers), and returns a context
+// that bounds the test.
+func startPrimaryAndStandby(t *testing.T) (ctx context.Context, primary, standby *cluster.Node) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	nodes := cluster.StartForTest(t, cluster.Options{Standbys: 1}).Nodes
+	return ctx, nodes[0], nodes[1]
+}
