@@ -410,12 +410,6 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 	}
 }
 
-// statementLimitError refuses a named Parse beyond the session's limits
-// (limits.max_prepared_statements, limits.max_prepared_statement_bytes).
-// managedStatementPrefix begins the names pgowl prepares statements under on the nodes, where
-// every session of a login that prepares the same statement shares them (statement_registry.go).
-const managedStatementPrefix = "pgowl_"
-
 // foreignStatementError refuses a message that names, as its statement, a name of pgowl's that
 // the client did not prepare: another session's statement, which the client read in
 // pg_prepared_statements. On a direct connection the client has no such statement.
@@ -453,6 +447,8 @@ func (b *batch) refuseForeign(sess *session, name string) error {
 	return nil
 }
 
+// statementLimitError refuses a named Parse beyond the session's limits
+// (limits.max_prepared_statements, limits.max_prepared_statement_bytes).
 type statementLimitError struct {
 	limit string // the configuration key
 	value int

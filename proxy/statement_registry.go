@@ -48,6 +48,10 @@ type statementRegistry struct {
 	unnamed *preparedStmt
 }
 
+// managedStatementPrefix begins the names pgowl prepares statements under on the nodes, where
+// every session of a login that prepares the same statement shares them.
+const managedStatementPrefix = "pgowl_"
+
 // lookup returns the statement the client calls name ("": the unnamed one), or nil.
 func (r *statementRegistry) lookup(name string) *preparedStmt {
 	if name == "" {
