@@ -289,19 +289,16 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 			return
 		}
 	}
+	v := write(subject)
+	v.catalogueChange = w.procedure
 	if w.a.declared != "" {
 		// PostgreSQL runs the string read-only, as it does every statement of a STABLE or
 		// IMMUTABLE function: whatever it writes is refused. Only what it calls that a
 		// standby refuses (nextval(), advisory locks) or that reads node-local state is
 		// not covered; the declaration is taken at its word for those.
 		w.a.assume(subject + " taken as a read: " + w.a.declared)
-		v := read(subject)
-		v.session = SessionUnknown
-		w.add(nil, v)
-		return
+		v = read(subject)
 	}
-	v := write(subject)
-	v.catalogueChange = w.procedure
 	v.session = SessionUnknown
 	w.add(nil, v)
 }
