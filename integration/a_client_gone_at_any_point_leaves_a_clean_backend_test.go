@@ -22,6 +22,13 @@ func TestAClientGoneAtAnyPointLeavesACleanBackend(t *testing.T) {
 	o := rvOwlOnPrimaryOnly(t, c, nil)
 
 	insert := func(v int) string { return fmt.Sprintf("INSERT INTO rv_mid VALUES (%d)", v) }
+	// ranQuery sends sql as a Query and reads its answer, up to ReadyForQuery.
+	ranQuery := func(sql string) func(*testing.T, *rvConn) {
+		return func(t *testing.T, conn *rvConn) {
+			conn.send(t, rvQuery(sql))
+			conn.recv(1, 5*time.Second)
+		}
+	}
 	cases := []struct {
 		name string
 		// do drives the raw connection, then the socket is closed.
@@ -50,14 +57,8 @@ func TestAClientGoneAtAnyPointLeavesACleanBackend(t *testing.T) {
 			conn.send(t, rvQuery("SET search_path = pg_catalog"))
 			conn.recv(1, 5*time.Second)
 		}},
-		{"set_config_in_do_block", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("DO $$BEGIN PERFORM set_config('work_mem', '55MB', false); END$$"))
-			conn.recv(1, 5*time.Second)
-		}},
-		{"sets_in_multi_statement_string", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("SET work_mem = '44MB'; SELECT 1; SET search_path = pg_catalog"))
-			conn.recv(1, 5*time.Second)
-		}},
+		{"set_config_in_do_block", ranQuery("DO $$BEGIN PERFORM set_config('work_mem', '55MB', false); END$$")},
+		{"sets_in_multi_statement_string", ranQuery("SET work_mem = '44MB'; SELECT 1; SET search_path = pg_catalog")},
 		{"extended_batch_flushed_not_synced", func(t *testing.T, conn *rvConn) {
 			conn.send(t, rvJoin(rvParse("", insert(2)), rvBind("", ""), rvExecute("", 0), rvFlush))
 			conn.conn.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -91,26 +92,11 @@ func TestAClientGoneAtAnyPointLeavesACleanBackend(t *testing.T) {
 			conn.send(t, rvJoin(rvTerminate, rvQuery(insert(5))))
 			time.Sleep(300 * time.Millisecond)
 		}},
-		{"advisory_lock", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("SELECT pg_advisory_lock(777)"))
-			conn.recv(1, 5*time.Second)
-		}},
-		{"listen", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("LISTEN rv_chan"))
-			conn.recv(1, 5*time.Second)
-		}},
-		{"temp_table", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("CREATE TEMP TABLE rv_tmp (a int)"))
-			conn.recv(1, 5*time.Second)
-		}},
-		{"sql_prepare", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("PREPARE rv_p AS SELECT 1"))
-			conn.recv(1, 5*time.Second)
-		}},
-		{"with_hold_cursor", func(t *testing.T, conn *rvConn) {
-			conn.send(t, rvQuery("DECLARE rv_cur CURSOR WITH HOLD FOR SELECT 1"))
-			conn.recv(1, 5*time.Second)
-		}},
+		{"advisory_lock", ranQuery("SELECT pg_advisory_lock(777)")},
+		{"listen", ranQuery("LISTEN rv_chan")},
+		{"temp_table", ranQuery("CREATE TEMP TABLE rv_tmp (a int)")},
+		{"sql_prepare", ranQuery("PREPARE rv_p AS SELECT 1")},
+		{"with_hold_cursor", ranQuery("DECLARE rv_cur CURSOR WITH HOLD FOR SELECT 1")},
 		{"sleeping_query", func(t *testing.T, conn *rvConn) {
 			conn.send(t, rvQuery("SELECT pg_sleep(1.5)"))
 			time.Sleep(200 * time.Millisecond)
