@@ -317,13 +317,35 @@ func readsNodeLocalSetting(call *pg_query.FuncCall) bool {
 }
 
 // functionArgument returns the positional argument at position, or nil. Named arguments are not
-// matched: set_config does not accept them, and a nil argument makes callers assume the worst.
+// matched: set_config does not accept them, and a nil argument makes callers assume the worst. A
+// constant cast to a text or boolean type is the constant: the server writes the definitions it
+// stores (a view's, a default's, a CHECK's) with such casts ('role'::text).
 func functionArgument(call *pg_query.FuncCall, position int) *pg_query.Node {
 	args := call.GetArgs()
 	if position >= len(args) || args[position].GetNamedArgExpr() != nil {
 		return nil
 	}
+	if cast := args[position].GetTypeCast(); cast != nil && cast.GetArg().GetAConst() != nil && keepsConstant(cast.GetTypeName()) {
+		return cast.GetArg()
+	}
 	return args[position]
+}
+
+// keepsConstant reports whether a cast to typ leaves a string or boolean constant's value as it
+// is: text and its kin, and boolean (without a type modifier or array bounds).
+func keepsConstant(typ *pg_query.TypeName) bool {
+	if len(typ.GetTypmods()) > 0 || len(typ.GetArrayBounds()) > 0 {
+		return false
+	}
+	names := typ.GetNames()
+	if len(names) == 0 || (len(names) == 2 && names[0].GetString_().GetSval() != "pg_catalog") || len(names) > 2 {
+		return false
+	}
+	switch names[len(names)-1].GetString_().GetSval() {
+	case "text", "varchar", "name", "bool":
+		return true
+	}
+	return false
 }
 
 // displayName joins a qualified name, quoting parts that need it.
