@@ -1350,6 +1350,47 @@ func (a *analysis) policyEffect(r *Relation) fnResult {
 	return a.definitionEffect('p', r.OID, "SELECT "+r.ReadPolicy, "row security policy")
 }
 
+// writeRunsOf returns what a write to rv runs besides the statement, as far as the catalogue holds
+// it (Relation.WriteRuns, WriteRule): the zero result when nothing, or when the relation is not
+// in the catalogue (a temporary table, one made since). Only its session effects count: a write
+// goes to the primary whatever its triggers do.
+func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
+	cat := a.run.cat
+	if cat == nil || rv == nil {
+		return fnResult{}
+	}
+	a.run.dependent = true
+	schema, name := rv.GetSchemaname(), rv.GetRelname()
+	if schema != "pg_catalog" {
+		// A trigger made on the relation later changes what writing it runs.
+		a.dependOn(name)
+	}
+	schemas := a.env.path
+	if schema != "" {
+		schemas = []string{schema}
+	}
+	for _, s := range schemas {
+		key := qualified{s, name}
+		if _, ok := cat.rels.get(key); !ok {
+			continue
+		}
+		r := cat.writeRuns.at(key)
+		if r == nil {
+			return fnResult{}
+		}
+		var res fnResult
+		if r.WriteRuns != "" {
+			res = a.definitionEffect('w', r.OID, "SELECT "+r.WriteRuns, "what writing "+quoteIdent(s)+"."+quoteIdent(name)+" runs")
+		}
+		if r.WriteRule {
+			// A rule's actions are statements of their own, not followed here.
+			res.session |= SessionUnknown
+		}
+		return res
+	}
+	return fnResult{}
+}
+
 // definitionEffect analyses SQL the server stored for an object (a view's query, a table's policy
 // expressions), memoised per catalogue under kind and oid. Definitions are read with search_path =
 // pg_catalog, so every other name in them is qualified; functions they call resolve theirs with the
@@ -1360,7 +1401,12 @@ func (a *analysis) definitionEffect(kind byte, oid uint32, sql, what string) fnR
 	if a.planTime {
 		kind -= 'a' - 'A'
 	}
-	return a.memoised(memoKey{kind: kind, oid: oid, path: a.env.session.pathKey}, e, false, func(child *analysis) fnResult {
+	key := memoKey{kind: kind, oid: oid, path: a.env.session.pathKey}
+	if kind == 'w' {
+		// What writing a table runs changes under its OID (a trigger added, a default changed).
+		key.path += "\x00" + sql
+	}
+	return a.memoised(key, e, false, func(child *analysis) fnResult {
 		child.planTime = a.planTime
 		tree, err := a.c.bodies.parse(sql)
 		if err != nil {

@@ -186,7 +186,21 @@ type Relation struct {
 	// security is enabled on it; empty otherwise. Read with search_path = pg_catalog, so every
 	// other name in them is qualified.
 	ReadPolicy string
+	// WriteRuns lists, comma-separated and each in parentheses, what a write to the relation runs
+	// besides the statement itself: a call of each enabled trigger's function (with no
+	// arguments, as trigger functions are declared), its columns' defaults and generation
+	// expressions, and its CHECK constraints. Read with search_path = pg_catalog, so every other
+	// name in them is qualified. Empty when none. The analysis takes only their session effects
+	// from it (a write goes to the primary whatever it runs).
+	WriteRuns string
+	// WriteRule is set when a rule other than a view's runs on INSERT, UPDATE or DELETE of the
+	// relation: its actions are statements the analysis does not follow, so the session's state
+	// after such a write is asked of the node.
+	WriteRule bool
 }
+
+// writes reports whether a write to r runs more than the statement (WriteRuns, WriteRule).
+func (r *Relation) writes() bool { return r.WriteRuns != "" || r.WriteRule }
 
 // Type is one pg_type row, for resolving casts when overloads are chosen.
 type Type struct {
@@ -283,6 +297,9 @@ type Catalogue struct {
 	unlogged layered[qualified, bool]
 	// readPolicies holds the tables whose row security policies run when they are read.
 	readPolicies layered[qualified, *Relation]
+	// writeRuns holds the relations whose writes run triggers, defaults, CHECK constraints or
+	// rules (Relation.WriteRuns, WriteRule).
+	writeRuns layered[qualified, *Relation]
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
@@ -418,7 +435,7 @@ func (c *Catalogue) FunctionNamed(oid uint32) (string, bool) {
 func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) *Catalogue {
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID, c.byFirstArg = old.funcs, old.byOID, old.byFirstArg
-	c.views, c.rels, c.unlogged, c.readPolicies = old.views, old.rels, old.unlogged, old.readPolicies
+	c.views, c.rels, c.unlogged, c.readPolicies, c.writeRuns = old.views, old.rels, old.unlogged, old.readPolicies, old.writeRuns
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
 	c.rowFunctions, c.schemas = old.rowFunctions, old.schemas
@@ -563,7 +580,7 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		return
 	}
 	c.rels.own()
-	var unlogged, readPolicies owning
+	var unlogged, readPolicies, writeRuns owning
 	for i := range delta.RemovedRelations {
 		r := &delta.RemovedRelations[i]
 		key := qualified{r.Schema, r.Name}
@@ -575,6 +592,10 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		if _, held := c.readPolicies.get(key); held {
 			readPolicies.own(&c.readPolicies)
 			c.readPolicies.remove(key)
+		}
+		if _, held := c.writeRuns.get(key); held {
+			writeRuns.own(&c.writeRuns)
+			c.writeRuns.remove(key)
 		}
 	}
 	for i := range delta.AddedRelations {
@@ -589,10 +610,15 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 			readPolicies.own(&c.readPolicies)
 			c.readPolicies.set(key, r)
 		}
+		if r.writes() {
+			writeRuns.own(&c.writeRuns)
+			c.writeRuns.set(key, r)
+		}
 	}
 	c.rels.settle()
 	unlogged.settle(&c.unlogged)
 	readPolicies.settle(&c.readPolicies)
+	writeRuns.settle(&c.writeRuns)
 }
 
 // deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
@@ -933,6 +959,7 @@ func (c *Catalogue) indexRelations() {
 	rels := make(map[qualified]byte, len(c.data.Relations))
 	unlogged := make(map[qualified]bool)
 	readPolicies := make(map[qualified]*Relation)
+	writeRuns := make(map[qualified]*Relation)
 	for i := range c.data.Relations {
 		r := &c.data.Relations[i]
 		rels[qualified{r.Schema, r.Name}] = r.Kind
@@ -942,8 +969,12 @@ func (c *Catalogue) indexRelations() {
 		if r.ReadPolicy != "" {
 			readPolicies[qualified{r.Schema, r.Name}] = r
 		}
+		if r.writes() {
+			writeRuns[qualified{r.Schema, r.Name}] = r
+		}
 	}
 	c.views, c.rels, c.unlogged, c.readPolicies = newLayered(views), newLayered(rels), newLayered(unlogged), newLayered(readPolicies)
+	c.writeRuns = newLayered(writeRuns)
 }
 
 // indexTypes indexes types by name, row types, and domains with their bases and checks.
@@ -1127,6 +1158,7 @@ func checksum(d *CatalogueData) string {
 		write(r.Name)
 		write(string([]byte{r.Kind}) + strconv.FormatBool(r.Unlogged))
 		write(r.ReadPolicy)
+		write(r.WriteRuns + strconv.FormatBool(r.WriteRule))
 	}
 	types := append([]Type(nil), d.Types...)
 	sort.Slice(types, func(i, j int) bool { return types[i].OID < types[j].OID })

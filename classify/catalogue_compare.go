@@ -25,6 +25,7 @@ func (c *Catalogue) IndexDifferences(other *Catalogue) []string {
 	add("rels", differentLayered(&c.rels, &other.rels, same[byte]))
 	add("unlogged", differentLayered(&c.unlogged, &other.unlogged, same[bool]))
 	add("readPolicies", differentLayered(&c.readPolicies, &other.readPolicies, sameObjects[Relation]))
+	add("writeRuns", differentLayered(&c.writeRuns, &other.writeRuns, sameObjects[Relation]))
 	add("types", differentLayered(&c.types, &other.types, sameObjects[Type]))
 	add("rowTypes", differentLayered(&c.rowTypes, &other.rowTypes, same[bool]))
 	add("domainBase", differentLayered(&c.domainBase, &other.domainBase, same[uint32]))

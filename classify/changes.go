@@ -168,6 +168,9 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 		return typesNamed(lastName(stmt.CreateDomainStmt.GetDomainname()))
 	case *pg_query.Node_AlterDomainStmt:
 		return typesNamed(lastName(stmt.AlterDomainStmt.GetTypeName()))
+	case *pg_query.Node_CreateTrigStmt:
+		// What writing the table runs (Relation.WriteRuns).
+		return relationsNamed(stmt.CreateTrigStmt.GetRelation().GetRelname())
 	case *pg_query.Node_CreatePolicyStmt:
 		return relationsNamed(stmt.CreatePolicyStmt.GetTable().GetRelname())
 	case *pg_query.Node_AlterPolicyStmt:
@@ -211,6 +214,9 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 				return everything()
 			}
 		}
+		if changesWriteRuns(stmt.AlterTableStmt) {
+			return relationsNamed(stmt.AlterTableStmt.GetRelation().GetRelname())
+		}
 	case *pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
 		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
 		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
@@ -225,13 +231,67 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 	return nil
 }
 
+// changesWriteRuns reports whether an ALTER TABLE changes what writing the table runs
+// (Relation.WriteRuns): a trigger enabled or disabled, a column default set or dropped, a CHECK
+// constraint added or a constraint dropped (which one is not known here), a column added with a
+// default, a generation expression or a CHECK. A column dropped or retyped only takes away or
+// re-expresses what the catalogue holds, which leaves its verdicts on the safe side until the
+// relation is read again.
+func changesWriteRuns(alter *pg_query.AlterTableStmt) bool {
+	for _, cmd := range alter.GetCmds() {
+		c := cmd.GetAlterTableCmd()
+		switch c.GetSubtype() {
+		case pg_query.AlterTableType_AT_EnableTrig, pg_query.AlterTableType_AT_EnableAlwaysTrig,
+			pg_query.AlterTableType_AT_EnableReplicaTrig, pg_query.AlterTableType_AT_EnableTrigAll,
+			pg_query.AlterTableType_AT_EnableTrigUser, pg_query.AlterTableType_AT_DisableTrig,
+			pg_query.AlterTableType_AT_DisableTrigAll, pg_query.AlterTableType_AT_DisableTrigUser,
+			pg_query.AlterTableType_AT_ColumnDefault, pg_query.AlterTableType_AT_CookedColumnDefault,
+			pg_query.AlterTableType_AT_DropConstraint:
+			return true
+		case pg_query.AlterTableType_AT_AddConstraint:
+			if c.GetDef().GetConstraint().GetContype() == pg_query.ConstrType_CONSTR_CHECK {
+				return true
+			}
+		case pg_query.AlterTableType_AT_AddColumn:
+			def := c.GetDef().GetColumnDef()
+			if def.GetRawDefault() != nil || def.GetCookedDefault() != nil {
+				return true
+			}
+			for _, constraint := range def.GetConstraints() {
+				switch constraint.GetConstraint().GetContype() {
+				case pg_query.ConstrType_CONSTR_DEFAULT, pg_query.ConstrType_CONSTR_CHECK, pg_query.ConstrType_CONSTR_GENERATED:
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// writeRunsOnly reports whether a statement changes nothing but what writing a table runs
+// (Relation.WriteRuns): no verdict of a read rests on that, since a write goes to the primary.
+func writeRunsOnly(node *pg_query.Node) bool {
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateTrigStmt:
+		return true
+	case *pg_query.Node_AlterTableStmt:
+		// Its other changes are everything's (catalogueChanges).
+		c := catalogueChanges(node)
+		return c != nil && !c.Everything
+	case *pg_query.Node_DropStmt:
+		return stmt.DropStmt.GetRemoveType() == pg_query.ObjectType_OBJECT_TRIGGER && stmt.DropStmt.GetBehavior() != pg_query.DropBehavior_DROP_CASCADE
+	}
+	return false
+}
+
 // dropChanges is what a DROP changes: the objects it names, unless CASCADE may drop others.
 func dropChanges(drop *pg_query.DropStmt) *CatalogueChanges {
 	switch drop.GetRemoveType() {
 	case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,
 		pg_query.ObjectType_OBJECT_AGGREGATE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
 		pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_SEQUENCE,
-		pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN, pg_query.ObjectType_OBJECT_POLICY:
+		pg_query.ObjectType_OBJECT_TYPE, pg_query.ObjectType_OBJECT_DOMAIN, pg_query.ObjectType_OBJECT_POLICY,
+		pg_query.ObjectType_OBJECT_TRIGGER:
 	case pg_query.ObjectType_OBJECT_SCHEMA, pg_query.ObjectType_OBJECT_EXTENSION, pg_query.ObjectType_OBJECT_RULE,
 		pg_query.ObjectType_OBJECT_CAST, pg_query.ObjectType_OBJECT_OPERATOR:
 		return everything()
@@ -252,8 +312,10 @@ func dropChanges(drop *pg_query.DropStmt) *CatalogueChanges {
 		case object.GetTypeName() != nil:
 			parts = object.GetTypeName().GetNames()
 		}
-		if drop.GetRemoveType() == pg_query.ObjectType_OBJECT_POLICY && len(parts) > 1 {
-			parts = parts[:len(parts)-1] // [schema.]table.policy: the table's read policies change
+		if (drop.GetRemoveType() == pg_query.ObjectType_OBJECT_POLICY || drop.GetRemoveType() == pg_query.ObjectType_OBJECT_TRIGGER) && len(parts) > 1 {
+			// [schema.]table.policy: the table's read policies change; [schema.]table.trigger:
+			// what writing it runs.
+			parts = parts[:len(parts)-1]
 		}
 		name := lastName(parts)
 		if name == "" {

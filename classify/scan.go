@@ -55,6 +55,9 @@ type scanner struct {
 	ctes      map[string]bool
 	// targets are relations a statement creates (SELECT INTO), which are not read.
 	targets map[*pg_query.RangeVar]bool
+	// written are the relations INSERT, UPDATE, DELETE and MERGE write: their triggers, defaults,
+	// CHECK constraints and rules run (writeRunsOf).
+	written []*pg_query.RangeVar
 }
 
 // scan walks the whole tree under root. Relations are resolved (views analysed, node-local
@@ -70,16 +73,33 @@ func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
 			}
 		}
 	}
+	for _, rv := range s.written {
+		s.applySession(a.writeRunsOf(rv))
+	}
 	if len(s.relations) > 0 {
 		a.run.dependent = true
 	}
 	return s.found
 }
 
+// applySession records the session effects of what a write runs beside the statement (its
+// triggers, defaults, CHECK constraints): the statement is a write already.
+func (s *scanner) applySession(r fnResult) {
+	s.found.session |= r.session
+	s.found.settings = mergeNames(s.found.settings, r.settings)
+}
+
 // recordWrite records a data-modifying statement, which planning alone does not run.
 func (s *scanner) recordWrite(subject string) {
 	if !s.a.planTime {
 		s.record(ReasonWrite, subject)
+	}
+}
+
+// noteWritten keeps a relation the statement writes, unless it is only planned.
+func (s *scanner) noteWritten(rv *pg_query.RangeVar) {
+	if !s.a.planTime && rv != nil {
+		s.written = append(s.written, rv)
 	}
 }
 
@@ -135,12 +155,16 @@ func (s *scanner) visit(message any) {
 		}
 	case *pg_query.InsertStmt:
 		s.recordWrite("INSERT")
+		s.noteWritten(node.GetRelation())
 	case *pg_query.UpdateStmt:
 		s.recordWrite("UPDATE")
+		s.noteWritten(node.GetRelation())
 	case *pg_query.DeleteStmt:
 		s.recordWrite("DELETE")
+		s.noteWritten(node.GetRelation())
 	case *pg_query.MergeStmt:
 		s.recordWrite("MERGE")
+		s.noteWritten(node.GetRelation())
 	case *pg_query.RangeVar:
 		s.relations = append(s.relations, node)
 	// Expressions that run a function without naming it (see implicit.go).

@@ -68,7 +68,7 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		// table meant (its policies, unlogged data) is held.
 		v.catalogueChange = true
 		v.changes = changes
-		changes.Definitions = !relationOnly(node)
+		changes.Definitions = !relationOnly(node) && !writeRunsOnly(node)
 		if !a.body {
 			changes.Created = createdObject(node)
 		}
@@ -317,7 +317,14 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		return v
 	}
 	if subject, ok := utilityWriteSubject(node); ok {
-		return write(subject)
+		v := write(subject)
+		if truncate, ok := node.GetNode().(*pg_query.Node_TruncateStmt); ok {
+			// TRUNCATE runs the tables' ON TRUNCATE triggers.
+			for _, rel := range truncate.TruncateStmt.GetRelations() {
+				v = a.withWriteRuns(v, rel.GetRangeVar())
+			}
+		}
+		return v
 	}
 	return unknownEffect(fmt.Sprintf("unrecognised statement %s", nodeTypeName(node)))
 }
@@ -476,7 +483,8 @@ func constText(constant *pg_query.A_Const) (string, bool) {
 func (a *analysis) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
 	switch {
 	case stmt.GetIsFrom():
-		return write("COPY FROM")
+		// COPY FROM runs the table's triggers, defaults and CHECK constraints for each row.
+		return a.withWriteRuns(write("COPY FROM"), stmt.GetRelation())
 	case stmt.GetIsProgram():
 		return write("COPY TO PROGRAM")
 	case stmt.GetFilename() != "":
@@ -491,6 +499,18 @@ func (a *analysis) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
 		return v
 	}
 	return a.executed(stmt.GetQuery(), read("COPY TO STDOUT"))
+}
+
+// withWriteRuns adds to v, a write of rel, the session effects of what writing rel runs (its
+// triggers, defaults, CHECK constraints and rules: writeRunsOf).
+func (a *analysis) withWriteRuns(v verdict, rel *pg_query.RangeVar) verdict {
+	if rel == nil {
+		return v
+	}
+	r := a.writeRunsOf(rel)
+	v.session |= r.session
+	v.settings = mergeNames(v.settings, r.settings)
+	return v
 }
 
 // transaction classifies BEGIN, COMMIT, SAVEPOINT and friends.

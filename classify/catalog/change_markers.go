@@ -83,7 +83,9 @@ type markedRow struct {
 
 // changeMarkersQuery selects the rows written by transactions at or past $1 (a snapshot's xmin;
 // NULL: its own snapshot's): part, name, OID and xmin. Parts: 'f' functions, 'r' relations
-// (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 't' types, '*' what only
+// (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 'w' what writing a
+// table runs (its triggers, column defaults and CHECK constraints: Relation.WriteRuns; one dropped
+// leaves the relation's entry on the safe side until the next whole read), 't' types, '*' what only
 // a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
 // inheritance and partitions); a comment on a function written since is its function's 'f' row.
 // Its last rows are its own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid)
@@ -108,6 +110,15 @@ SELECT CASE WHEN w.rulename = '_RETURN' THEN 'v' ELSE '*' END, c.relname::text, 
 UNION ALL
 SELECT 'p', c.relname::text, y.oid::bigint, y.xmin::text::bigint FROM pg_catalog.pg_policy y JOIN pg_catalog.pg_class c ON c.oid = y.polrelid, s
  WHERE pg_catalog.age(y.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT 'w', c.relname::text, g.oid::bigint, g.xmin::text::bigint FROM pg_catalog.pg_trigger g JOIN pg_catalog.pg_class c ON c.oid = g.tgrelid, s
+ WHERE NOT g.tgisinternal AND c.relpersistence <> 't' AND pg_catalog.age(g.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT 'w', c.relname::text, d.oid::bigint, d.xmin::text::bigint FROM pg_catalog.pg_attrdef d JOIN pg_catalog.pg_class c ON c.oid = d.adrelid, s
+ WHERE c.relpersistence <> 't' AND pg_catalog.age(d.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT 'w', c.relname::text, k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid, s
+ WHERE k.contype = 'c' AND c.relpersistence <> 't' AND pg_catalog.age(k.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 't', t.typname::text, t.oid::bigint, t.xmin::text::bigint FROM pg_catalog.pg_type t, s
  WHERE pg_catalog.age(t.xmin) BETWEEN 0 AND pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)
@@ -182,7 +193,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		switch part {
 		case "f":
 			found.Functions = append(found.Functions, name)
-		case "r", "v", "p":
+		case "r", "v", "p", "w":
 			found.Relations = append(found.Relations, name)
 		case "t":
 			found.Types = append(found.Types, name)

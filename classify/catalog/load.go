@@ -429,7 +429,13 @@ ORDER BY c.oid`,
 }
 
 // relationsPart reads every table-like relation (pg_catalog's too), whether reading it reads
-// unlogged data, and the read policies row security runs.
+// unlogged data, the read policies row security runs, and what writing it runs besides the
+// statement (Relation.WriteRuns, WriteRule). The defaults and CHECK constraints are printed in
+// ways that lock no table (a default holds no column, so it needs none to print; the
+// constraint's printer names columns from the system caches): pg_get_expr with a relation
+// locks it on newer servers, and a read that locked every table with a default would wait for
+// any DDL on one of them. Generation expressions, which name columns, are left out: their
+// functions are declared IMMUTABLE.
 var relationsPart = part[classify.Relation]{
 	what: "relations", oidColumn: "c.oid", nameColumn: "c.relname",
 	query: `
@@ -443,14 +449,25 @@ SELECT n.nspname, c.relname, c.relkind::text,
        CASE WHEN c.relrowsecurity THEN coalesce((
          SELECT string_agg('(' || pg_get_expr(p.polqual, p.polrelid) || ')', ', ' ORDER BY p.polname)
          FROM pg_policy p WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL), '')
-       ELSE '' END
+       ELSE '' END,
+       concat_ws(', ',
+         CASE WHEN c.relhastriggers THEN (
+           SELECT string_agg('(' || quote_ident(fn.nspname) || '.' || quote_ident(f.proname) || '())', ', ' ORDER BY g.tgname)
+           FROM pg_trigger g JOIN pg_proc f ON f.oid = g.tgfoid JOIN pg_namespace fn ON fn.oid = f.pronamespace
+           WHERE g.tgrelid = c.oid AND NOT g.tgisinternal AND g.tgenabled <> 'D') END,
+         (SELECT string_agg('(' || pg_get_expr(d.adbin, 0) || ')', ', ' ORDER BY d.adnum)
+          FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+          WHERE d.adrelid = c.oid AND a.attgenerated = ''),
+         (SELECT string_agg('(' || regexp_replace(pg_get_constraintdef(k.oid), '^CHECK (.*?)( NO INHERIT)?( NOT VALID)?$', '\1') || ')', ', ' ORDER BY k.conname)
+          FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c')),
+       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
 ORDER BY c.oid`,
 	scan: func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
-		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy); err != nil {
+		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy, &r.WriteRuns, &r.WriteRule); err != nil {
 			return err
 		}
 		if kind != "" {
