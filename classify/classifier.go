@@ -609,6 +609,8 @@ func (v *verdict) effects() Effects {
 		EndsBlock:         v.transaction != nil && v.transaction.Kind.EndsBlock(),
 		Settings:          v.settingChanges,
 		Deallocates:       v.deallocates,
+		Prepares:          v.prepares,
+		UsesPrepared:      v.usesPrepared,
 		Loads:             v.loads,
 		DiscardsSequences: v.discardsSequences,
 	}

@@ -443,6 +443,11 @@ type Effects struct {
 	// Deallocates is the statement name a lone DEALLOCATE [PREPARE] name drops; empty otherwise
 	// (DEALLOCATE ALL sets SessionDeallocateAll instead).
 	Deallocates string `json:"deallocates,omitempty"`
+	// Prepares are the names the string's SQL PREPARE statements make, in order.
+	Prepares []string `json:"prepares,omitempty"`
+	// UsesPrepared are the SQL-prepared statement names the string's EXECUTE (also under EXPLAIN
+	// and CREATE TABLE AS) and DEALLOCATE statements name, in order.
+	UsesPrepared []string `json:"uses_prepared,omitempty"`
 	// Loads is the library a lone LOAD 'library' loads; empty otherwise.
 	Loads string `json:"loads,omitempty"`
 	// DiscardsSequences is set when some statement is DISCARD SEQUENCES or DISCARD ALL, which end

@@ -12,7 +12,7 @@ import "slices"
 //     reads only because of it;
 //   - Tx is the first part's transaction control that is not TxNone, and
 //     Transaction is that part's; EndsBlock is set when any part has it;
-//   - Settings is the parts' Settings in order, DiscardsSequences is set when
+//   - Settings, Prepares and UsesPrepared are the parts' in order, DiscardsSequences is set when
 //     any part has it;
 //   - Session, SetConfigNames and Warnings are unions, CatalogueChange is set
 //     when any part has it (CatalogueChanges, Assumptions and a read's RestsOn
@@ -48,6 +48,12 @@ func Merge(parts []Effects) Effects {
 			merged.Settings = append(merged.Settings[:len(merged.Settings):len(merged.Settings)], part.Settings...)
 		}
 		merged.DiscardsSequences = merged.DiscardsSequences || part.DiscardsSequences
+		if len(part.Prepares) > 0 {
+			merged.Prepares = append(merged.Prepares[:len(merged.Prepares):len(merged.Prepares)], part.Prepares...)
+		}
+		if len(part.UsesPrepared) > 0 {
+			merged.UsesPrepared = append(merged.UsesPrepared[:len(merged.UsesPrepared):len(merged.UsesPrepared)], part.UsesPrepared...)
+		}
 		merged.Session |= part.Session
 		merged.CatalogueChange = merged.CatalogueChange || part.CatalogueChange
 		if part.CatalogueChanges != nil {

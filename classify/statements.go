@@ -28,11 +28,14 @@ type verdict struct {
 	catalogueChange bool
 	changes         *CatalogueChanges
 	// The typed facts of the statement (see Effects).
-	transaction       *TransactionStatement
-	settingChanges    []SettingChange
-	deallocates       string
-	loads             string
-	discardsSequences bool
+	transaction    *TransactionStatement
+	settingChanges []SettingChange
+	deallocates    string
+	// prepares and usesPrepared are the SQL-prepared statement names PREPARE makes and EXECUTE or
+	// DEALLOCATE name (Effects.Prepares, UsesPrepared).
+	prepares, usesPrepared []string
+	loads                  string
+	discardsSequences      bool
 }
 
 func read(subject string) verdict {
@@ -213,10 +216,12 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		}
 		v.tx, v.pgowl = TxNone, nil
 		v.session = SessionPrepare
+		v.prepares = []string{stmt.PrepareStmt.GetName()}
 		return v
 	case *pg_query.Node_ExecuteStmt:
 		v := unknownEffect("EXECUTE of SQL-prepared statement")
 		v.session = SessionUnknown
+		v.usesPrepared = []string{stmt.ExecuteStmt.GetName()}
 		return v
 	case *pg_query.Node_DeallocateStmt:
 		v := read("DEALLOCATE")
@@ -225,6 +230,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 			v.session |= SessionDeallocateAll
 		}
 		v.deallocates = stmt.DeallocateStmt.GetName()
+		if v.deallocates != "" {
+			v.usesPrepared = []string{v.deallocates}
+		}
 		return v
 	case *pg_query.Node_TransactionStmt:
 		return transaction(stmt.TransactionStmt)
@@ -284,6 +292,9 @@ func (a *analysis) statementKind(node *pg_query.Node) verdict {
 		}
 		v := a.executed(stmt.CreateTableAsStmt.GetQuery(), write(subject))
 		v.access, v.reason, v.subject = Write, ReasonWrite, subject
+		if execute := stmt.CreateTableAsStmt.GetQuery().GetExecuteStmt(); execute != nil {
+			v.usesPrepared = []string{execute.GetName()} // CREATE TABLE ... AS EXECUTE name
+		}
 		if a.createsTemp(stmt.CreateTableAsStmt.GetInto().GetRel()) {
 			v.session |= SessionTempTable
 		}
@@ -367,7 +378,8 @@ func selectSubject(stmt *pg_query.SelectStmt) string {
 // write plans the column defaults and rules the rewriter adds, which are not analysed: unknown.
 func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 	if !explainAnalyzes(stmt.GetOptions()) {
-		if full := a.statement(stmt.GetQuery()); full.access == Write && full.reason == ReasonWrite {
+		full := a.statement(stmt.GetQuery())
+		if full.access == Write && full.reason == ReasonWrite {
 			// Planning a write also plans what the rewriter adds: column
 			// defaults and rules, which pgowl does not analyse.
 			v := unknownEffect("EXPLAIN of a write (effect unknown: planning runs column defaults and rules)")
@@ -378,6 +390,7 @@ func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 		plan.planTime = true
 		v := plan.executed(stmt.GetQuery(), read("EXPLAIN"))
 		v.tx, v.pgowl = TxNone, nil
+		v.usesPrepared = full.usesPrepared // EXPLAIN EXECUTE name plans that statement
 		return v
 	}
 	v := a.statement(stmt.GetQuery())
