@@ -126,3 +126,55 @@ func TestAManagedStatementReplacedThroughDynamicSQL(t *testing.T) {
 		t.Errorf("the victim's own statement %q returned %d: it ran the text another client prepared under its managed name %s", sql, v, name)
 	}
 }
+
+// TestAClientCannotReachAnotherSessionsStatementThroughSQL: the managed names listed in
+// pg_prepared_statements are refused in SQL too, in the simple and the extended protocol and in
+// a string of several statements: EXECUTE (also under EXPLAIN and CREATE TABLE AS) and
+// DEALLOCATE answer 26000, as a direct connection does for a statement the client never
+// prepared, and a PREPARE under the prefix answers 42939 (reserved_name). The other session's
+// statement keeps running.
+func TestAClientCannotReachAnotherSessionsStatementThroughSQL(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := rvOwlOnPrimaryOnly(t, c, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	victim := o.connect(t, withMode(pgx.QueryExecModeCacheStatement))
+	const sql = "SELECT 42::int AS rv_sql_reach"
+	var v int
+	if err := victim.QueryRow(ctx, sql).Scan(&v); err != nil || v != 42 {
+		t.Fatalf("victim before: %d, %v", v, err)
+	}
+	hostile := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	var name string
+	if err := hostile.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE NOT from_sql AND statement = $1", sql).Scan(&name); err != nil {
+		t.Fatalf("the victim's statement is not listed on the hostile client's backend: %v", err)
+	}
+	for _, tc := range []struct{ sql, code string }{
+		{"EXECUTE " + name, "26000"},
+		{"EXPLAIN EXECUTE " + name, "26000"},
+		{"CREATE TEMP TABLE rv_sql_reach_copy AS EXECUTE " + name, "26000"},
+		{"SELECT 1; DEALLOCATE " + name, "26000"},
+		{"DEALLOCATE " + name + "; SELECT 1", "26000"},
+		{"PREPARE " + managedPrefixForTests + "mine AS SELECT 1", "42939"},
+	} {
+		_, err := hostile.Exec(ctx, tc.sql)
+		if pgErr, ok := asPgError(err); !ok || pgErr.Code != tc.code {
+			t.Errorf("%s: %v; want %s", tc.sql, err, tc.code)
+		}
+	}
+	// The extended protocol: the text is a Parse's.
+	_, err := hostile.PgConn().Prepare(ctx, "", "EXECUTE "+name, nil)
+	if pgErr, ok := asPgError(err); !ok || pgErr.Code != "26000" {
+		t.Errorf("Parse of EXECUTE %s: %v; want 26000", name, err)
+	}
+	if err := victim.QueryRow(ctx, sql).Scan(&v); err != nil || v != 42 {
+		t.Errorf("the victim's own statement after the hostile client's tries: %d, %v", v, err)
+	}
+	var listed bool
+	if err := hostile.QueryRow(ctx, "SELECT true FROM pg_prepared_statements WHERE name = $1", name).Scan(&listed); err != nil {
+		t.Errorf("the victim's managed statement %s is gone from the shared backend: %v", name, err)
+	}
+}
+
+// managedPrefixForTests is proxy's managedStatementPrefix, which the tests cannot import.
+const managedPrefixForTests = "pgowl_"

@@ -56,6 +56,11 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 		if err != nil {
 			return err
 		}
+		if mayNameManagedStatement(pm.query) {
+			if eff := sess.classify(pm.query, pm.paramTypes); sqlStatementNamesRefused(&eff) != nil {
+				return sqlStatementNamesRefused(&eff)
+			}
+		}
 		if pm.name != "" {
 			if err := sess.checkStatementLimits(len(body)); err != nil {
 				return err
@@ -413,16 +418,65 @@ func (sess *session) writeBatch(be *backend, b *batch) {
 // foreignStatementError refuses a message that names, as its statement, a name of pgowl's that
 // the client did not prepare: another session's statement, which the client read in
 // pg_prepared_statements. On a direct connection the client has no such statement.
-type foreignStatementError struct{ name string }
+type foreignStatementError struct {
+	name string
+	// prepares: an SQL PREPARE would make a statement under the name, which pgowl reserves.
+	prepares bool
+}
 
 func (e *foreignStatementError) Error() string {
+	if e.prepares {
+		return fmt.Sprintf("pgowl: prepared statement names beginning with %q are reserved for the statements pgowl prepares on the nodes; %q cannot be prepared", managedStatementPrefix, e.name)
+	}
 	return fmt.Sprintf("prepared statement %q does not exist", e.name)
 }
 
 // clientError is what the client sees: ERROR 26000, as PostgreSQL answers for a statement the
-// session did not prepare.
+// session did not prepare; for a PREPARE under a reserved name 42939 (reserved_name).
 func (e *foreignStatementError) clientError() *clientError {
+	if e.prepares {
+		return &clientError{Severity: "ERROR", SQLState: sqlstateReservedName, Message: e.Error(),
+			Hint: "Choose a name that does not begin with " + managedStatementPrefix + "."}
+	}
 	return &clientError{Severity: "ERROR", SQLState: sqlstateInvalidSQLStatementName, Message: e.Error()}
+}
+
+// sqlStatementNamesRefused returns the refusal of a statement string whose SQL PREPARE, EXECUTE
+// or DEALLOCATE names a statement under the managed prefix, or nil. On the nodes those names
+// are pgowl's, shared by the sessions of a login (pg_prepared_statements shows them to each):
+// an SQL EXECUTE or DEALLOCATE of one would run or drop another session's statement, and a
+// PREPARE could take a name pgowl is about to use. A client's own extended-protocol statement
+// under such a name is not reached by SQL either: on the node it has another name (a lone
+// DEALLOCATE of it is answered by pgowl, deallocateClientStatement).
+func sqlStatementNamesRefused(eff *classify.Effects) *foreignStatementError {
+	for _, name := range eff.Prepares {
+		if strings.HasPrefix(name, managedStatementPrefix) {
+			return &foreignStatementError{name: name, prepares: true}
+		}
+	}
+	for _, name := range eff.UsesPrepared {
+		if strings.HasPrefix(name, managedStatementPrefix) {
+			return &foreignStatementError{name: name}
+		}
+	}
+	return nil
+}
+
+// mayNameManagedStatement reports whether sql may hold a managed statement name: the cheap test
+// before a Parse's text is classified for it (sqlStatementNamesRefused). Unquoted names fold to
+// lower case.
+func mayNameManagedStatement(sql string) bool {
+	for rest := sql; len(rest) >= len(managedStatementPrefix); {
+		i := strings.IndexAny(rest, "pP")
+		if i < 0 || len(rest)-i < len(managedStatementPrefix) {
+			return false
+		}
+		if strings.EqualFold(rest[i:i+len(managedStatementPrefix)], managedStatementPrefix) {
+			return true
+		}
+		rest = rest[i+1:]
+	}
+	return false
 }
 
 // foreignStatement reports whether name is a managed name the session did not prepare under that

@@ -25,6 +25,7 @@ func (e *clientError) Error() string { return e.Message }
 // Well-known SQLSTATEs pgowl uses for its own errors.
 const (
 	sqlstateInvalidSQLStatementName = "26000"
+	sqlstateReservedName            = "42939"
 	sqlstateProtocolViolation       = "08P01"
 	sqlstateConnectionFailure       = "08006"
 	sqlstateAdminShutdown           = "57P01"

@@ -363,6 +363,13 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 		sess.log.Info().Str("statement", name).Msg("DEALLOCATE of a statement the session did not prepare refused")
 		return nil
 	}
+	if refused := sqlStatementNamesRefused(&eff); refused != nil {
+		// Nothing of the string runs: its statements would have run up to this one.
+		sess.send(toErrorResponse(refused.clientError()))
+		sess.endRefused(true)
+		sess.log.Info().Str("statement", refused.name).Msg("SQL statement naming a prepared statement under pgowl's reserved prefix refused")
+		return nil
+	}
 	switch arrival := sess.planArrival(eff); arrival {
 	case route.ArriveRoute:
 	case route.ArriveDeferBegin:
