@@ -68,8 +68,8 @@ type changeMarkers struct {
 	selected map[markedRow]struct{}
 	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast,
 	// pg_db_role_setting, the comments on functions (pg_description, whose pgowl:readonly and
-	// pgowl:writes directives count), the constraints of domains (pg_constraint) and
-	// pg_inherits, by the letter changeMarkersQuery names them with.
+	// pgowl:writes directives count), the constraints of domains (pg_constraint), pg_inherits
+	// and pg_namespace, by the letter changeMarkersQuery names them with.
 	counts map[byte]int64
 }
 
@@ -88,10 +88,12 @@ type markedRow struct {
 // leaves the relation's entry on the safe side until the next whole read), 't' types, '*' what only
 // a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
 // inheritance and partitions); a comment on a function written since is its function's 'f' row.
+// A schema made, renamed, dropped or granted (pg_namespace, temporary ones left out) is '*' too:
+// the catalogue's schemas, the path a name resolves along, and every name in a renamed schema.
 // Its last rows are its own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
-// and databases ('d'), comments on functions ('c'), domain constraints ('y') and pg_inherits
-// ('i'): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
+// and databases ('d'), comments on functions ('c'), domain constraints ('y'), pg_inherits ('i')
+// and schemas ('m'): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
 // xmin to select, and a count that falls says one was. age() measures back from the next transaction ID, across wraparound: a row committed
 // since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
 // transactions (frozen rows keep their raw xmin) comes out negative and is left out.
@@ -137,6 +139,9 @@ SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s
 UNION ALL
 SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
+SELECT '*', '', n.oid::bigint, n.xmin::text::bigint FROM pg_catalog.pg_namespace n, s
+ WHERE n.oid NOT IN (SELECT oid FROM ns) AND pg_catalog.age(n.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
 SELECT 's', (pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text, 0, 0
 UNION ALL
 SELECT 'n', 'f', count(*), 0 FROM pg_catalog.pg_proc WHERE pronamespace NOT IN (SELECT oid FROM ns)
@@ -151,7 +156,9 @@ SELECT 'n', 'c', count(*), 0 FROM pg_catalog.pg_description WHERE classoid = 'pg
 UNION ALL
 SELECT 'n', 'y', count(*), 0 FROM pg_catalog.pg_constraint WHERE contypid <> 0
 UNION ALL
-SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits`
+SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits
+UNION ALL
+SELECT 'n', 'm', count(*), 0 FROM pg_catalog.pg_namespace WHERE oid NOT IN (SELECT oid FROM ns)`
 
 // queryChangeMarkers runs changeMarkersQuery from since (from its own snapshot when since is not
 // known yet): the names of the rows written since that since did not select, and the markers the
@@ -202,7 +209,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		}
 		return nil
 	})
-	if err == nil && (!snapshot || len(next.counts) != 7) {
+	if err == nil && (!snapshot || len(next.counts) != 8) {
 		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
@@ -414,6 +421,7 @@ func (m *Manager) pollChanges(db *database) {
 	}
 	if (dropped(since, next, 'f') && !db.told.anyFunction()) || dropped(since, next, 'o') || dropped(since, next, 'k') ||
 		dropped(since, next, 'd') || dropped(since, next, 'c') || dropped(since, next, 'y') || dropped(since, next, 'i') ||
+		dropped(since, next, 'm') ||
 		wentBack(since, next) {
 		// A session's drop of a function is told with its names, and read by them.
 		found.Everything = true
