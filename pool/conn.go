@@ -120,6 +120,8 @@ type Conn struct {
 	loginKey string
 	gen      uint64
 	created  time.Time
+	// database is the login's database (RetireDatabase).
+	database string
 	lastUsed time.Time
 	pool     *Pool
 }
@@ -235,6 +237,7 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 		Writer:   bufio.NewWriterSize(rw, backendWriteBuffer),
 		netConn:  h.Conn,
 		loginKey: login.key(),
+		database: login.Database,
 		created:  now,
 		lastUsed: now,
 	}, nil

@@ -83,7 +83,7 @@ func dialPassthrough(ctx context.Context, t Target, login Login, opts *Options) 
 	}
 	c := &Conn{
 		Node: t.Node, Addr: t.Addr(), ParameterStatus: map[string]string{},
-		Reader: reader, Writer: writer, netConn: netConn, loginKey: login.key(),
+		Reader: reader, Writer: writer, netConn: netConn, loginKey: login.key(), database: login.Database,
 	}
 	c.Network, c.Address = cancelAddress(t, netConn)
 	if err := scramPassthrough(reader, send, login.SCRAM); err != nil {

@@ -54,6 +54,9 @@ type Pool struct {
 	// refillSoon asks the maintenance goroutine for a refill now rather than at its next round
 	// (one pending request is enough); nil without a maintenance goroutine.
 	refillSoon chan struct{}
+	// retiredBefore holds, per database, when RetireDatabase last ran: a connection of that
+	// database made before it is closed when released, not pooled.
+	retiredBefore map[string]time.Time
 }
 
 type nodePool struct {
@@ -428,6 +431,51 @@ func (p *Pool) tooOld(c *Conn, now time.Time) bool {
 	return p.opts.MaxLifetime > 0 && now.Sub(c.created) > p.opts.MaxLifetime
 }
 
+// retired reports whether c was made before its database's connections were retired
+// (RetireDatabase). The caller holds p.mu.
+func (p *Pool) retired(c *Conn) bool {
+	before, ok := p.retiredBefore[c.database]
+	return ok && !c.created.After(before)
+}
+
+// RetireDatabase ends the pooled life of every connection to database made until now, on every
+// node: idle ones are closed at once, and those in use are closed when released rather than
+// pooled (a session that holds one keeps it until then). The logins are kept, so MinIdle dials
+// new ones. A proxy calls it when the defaults a login applies changed (ALTER ROLE or ALTER
+// DATABASE ... SET): a connection keeps the settings of its login, and a new one gets the new
+// defaults, as a new direct connection would.
+func (p *Pool) RetireDatabase(database string) {
+	var closing []*Conn
+	p.mu.Lock()
+	if p.retiredBefore == nil {
+		p.retiredBefore = make(map[string]time.Time)
+	}
+	p.retiredBefore[database] = time.Now()
+	for _, np := range p.nodes {
+		for key, idle := range np.idle {
+			kept := idle[:0]
+			for _, c := range idle {
+				if p.retired(c) {
+					closing = append(closing, c)
+					p.freeSlot(np)
+				} else {
+					kept = append(kept, c)
+				}
+			}
+			if len(kept) == 0 {
+				delete(np.idle, key)
+			} else {
+				np.idle[key] = kept
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+	p.kickRefill(p.refillSoon != nil && len(closing) > 0)
+}
+
 // takeSlot takes a slot of np for a dial of login key, and reports whether there was one: a new
 // one under the cap, or the slot of an idle connection of another login, which it closes (the
 // slot passes to the caller as it is, counted once). The caller holds p.mu.
@@ -491,7 +539,7 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 // releaseLocked is Release for a caller that holds p.mu, which it unlocks.
 func (p *Pool) releaseLocked(c *Conn, reusable bool, now time.Time) {
 	np := p.node(c.Node)
-	if !reusable || p.done || c.TxStatus != wire.TxIdle || c.gen != np.gen || p.tooOld(c, now) {
+	if !reusable || p.done || c.TxStatus != wire.TxIdle || c.gen != np.gen || p.tooOld(c, now) || p.retired(c) {
 		c.Close()
 		if len(np.waiters) > 0 && !p.done {
 			p.handOver(np, grant{})

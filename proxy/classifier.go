@@ -397,7 +397,9 @@ func routeReason(r classify.Reason) (route.Reason, bool) {
 // newClassifier builds the classifier from the configuration, with a function catalogue per
 // database read from the current primary (as the monitor user) when the node states are known.
 // The catalogue tells definitions of the changes it finds that no session told.
-func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, definitions *definitionChanges) *classify.Classifier {
+// defaultsChanged, when not nil, is told of a database whose sessions' default search_path
+// changed (catalog.Options.DefaultsChanged).
+func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, definitions *definitionChanges, defaultsChanged func(database string)) *classify.Classifier {
 	opts := classify.Options{CacheSize: cfg.Classify.CacheSize, MaxDepth: cfg.Classify.MaxDepth}
 	if cfg.Classify.CacheSize == 0 {
 		opts.CacheSize = -1 // classify.cache_size: 0 disables the cache
@@ -412,6 +414,7 @@ func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, d
 			ChangePollInterval: cfg.Classify.ChangePollInterval,
 			Logger:             logger.With().Str("component", "catalog").Logger(),
 			Found:              definitions.found,
+			DefaultsChanged:    defaultsChanged,
 		})
 	}
 	return classify.New(opts)

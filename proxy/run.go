@@ -149,7 +149,12 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		store = store.WithLookup(authLookup)
 	}
 	definitions := &definitionChanges{}
-	classifier := newClassifier(cfg, mon, logger, definitions)
+	classifier := newClassifier(cfg, mon, logger, definitions, func(database string) {
+		// Pooled connections keep the search_path default of their login; new ones get the
+		// one the catalogue now classifies with.
+		logger.Info().Str("database", database).Msg("a role's or the database's default search_path changed: pooled connections to it are replaced")
+		backends.RetireDatabase(database)
+	})
 	opts := Options{
 		Config:      cfg,
 		Logger:      logger,

@@ -1,0 +1,62 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRetiredConnectionsAreNotHandedOutAgain: after RetireDatabase, an idle connection of that
+// database is closed at once and one in use is closed when released; the next acquire dials a
+// new backend, which logs in with the defaults of that moment. Another database's connections
+// stay pooled.
+func TestRetiredConnectionsAreNotHandedOutAgain(t *testing.T) {
+	target, login := startNode(t)
+	other := login
+	other.Database = "template1"
+	p := New(Options{MaxPerNode: 4, AcquireTimeout: 5 * time.Second})
+	defer p.Close()
+	ctx := context.Background()
+	idle, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := p.Acquire(ctx, target, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idlePID, busyPID, elsewherePID := idle.PID, busy.PID, elsewhere.PID
+	p.Release(idle, true)
+	p.Release(elsewhere, true)
+	p.RetireDatabase(login.Database)
+	if inUse, idleCount := p.Stats(target.Node); inUse != 1 || idleCount != 1 {
+		t.Errorf("after the retire: %d in use, %d idle; want the busy one in use and the other database's idle", inUse, idleCount)
+	}
+	p.Release(busy, true)
+	if inUse, idleCount := p.Stats(target.Node); inUse != 0 || idleCount != 1 {
+		t.Errorf("after the retired busy one came back: %d in use, %d idle; want it closed", inUse, idleCount)
+	}
+	again, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.PID == idlePID || again.PID == busyPID {
+		t.Errorf("acquired backend %d after the retire: one made before it (%d, %d)", again.PID, idlePID, busyPID)
+	}
+	p.Release(again, true)
+	if c, err := p.Acquire(ctx, target, other); err != nil {
+		t.Error(err)
+	} else if c.PID != elsewherePID {
+		t.Errorf("the other database's connection: pid %d; want the pooled %d", c.PID, elsewherePID)
+	}
+	// A connection made after the retire is pooled as usual.
+	if c, err := p.Acquire(ctx, target, login); err != nil {
+		t.Error(err)
+	} else if c.PID != again.PID {
+		t.Errorf("a connection made after the retire was not pooled: pid %d, want %d", c.PID, again.PID)
+	}
+}
