@@ -892,10 +892,20 @@ func (a *analysis) runEffect(f *Function) fnResult {
 // aggregate's support functions); any other body has an unknown effect.
 func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	bodyEnv := a.env.session
+	runsAs := f.runsAs()
 	if path, ok := f.searchPathSetting(); ok {
 		// A function's SET search_path holds while it runs, for the
 		// functions it calls as well.
-		bodyEnv = a.env.withSessionPath(path)
+		if runsAs != "" {
+			bodyEnv = a.env.withSessionPathAs(path, runsAs)
+		} else {
+			bodyEnv = a.env.withSessionPath(path)
+		}
+	} else if runsAs != "" && runsAs != bodyEnv.user && bodyEnv.schemas != nil {
+		// A SECURITY DEFINER function, or one with SET role, runs as another user: "$user" on the
+		// path in force is that user while it runs (PostgreSQL computes the path again when the
+		// current user changes), also for what it calls.
+		bodyEnv = a.env.withSessionPathAs(bodyEnv.schemas, runsAs)
 	}
 	// The body resolves names with bodyEnv, and the functions it calls without a search_path
 	// setting of their own resolve theirs with the path in force: the session's, or that of the

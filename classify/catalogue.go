@@ -62,6 +62,9 @@ type Function struct {
 	Override string
 	// Calls lists other functions an aggregate runs (its transition, final and combine functions).
 	Calls []uint32
+	// DefinerUser is the owner of a SECURITY DEFINER function, whose privileges and name ("$user"
+	// on the search_path) its body runs with; empty otherwise.
+	DefinerUser string
 }
 
 // Signature renders the function as name(argtypes), qualified unless its schema is public or pg_catalog.
@@ -131,6 +134,25 @@ func (f *Function) searchPathSetting() ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// runsAs returns the user the function's body runs as when that is not its caller: the role its
+// SET role clause names, else, for a SECURITY DEFINER function, its owner; "" otherwise.
+// PostgreSQL applies the SET clauses after it switches to the owner, so a role set wins.
+func (f *Function) runsAs() string {
+	for _, setting := range f.Config {
+		name, value, ok := strings.Cut(setting, "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "role") {
+			value = strings.TrimSpace(value)
+			if unquoted, err := strconv.Unquote(value); err == nil && strings.HasPrefix(value, `"`) {
+				value = unquoted
+			}
+			if !strings.EqualFold(value, "none") {
+				return value
+			}
+		}
+	}
+	return f.DefinerUser
 }
 
 // refusedSetting reports a SET clause of the function that a standby refuses as it enters the
@@ -1135,6 +1157,7 @@ func checksum(d *CatalogueData) string {
 		write(strings.Join(f.Config, "\x00"))
 		write(f.Comment)
 		write(f.Override)
+		write(f.DefinerUser)
 		for _, o := range f.Calls {
 			write(strconv.FormatUint(uint64(o), 10))
 		}

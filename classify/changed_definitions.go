@@ -242,5 +242,5 @@ func sameFunction(a, b *Function) bool {
 	return a.Language == b.Language && a.Volatility == b.Volatility && a.Kind == b.Kind && a.ReturnsSet == b.ReturnsSet &&
 		a.Source == b.Source && a.SQLBody == b.SQLBody && slices.Equal(a.ArgNames, b.ArgNames) && a.Arguments == b.Arguments &&
 		a.Defaults == b.Defaults && a.DefaultExprs == b.DefaultExprs && a.Variadic == b.Variadic && a.Result == b.Result &&
-		slices.Equal(a.Config, b.Config) && a.Comment == b.Comment && a.Override == b.Override
+		slices.Equal(a.Config, b.Config) && a.Comment == b.Comment && a.Override == b.Override && a.DefinerUser == b.DefinerUser
 }

@@ -135,7 +135,11 @@ func createdFunction(stmt *pg_query.CreateFunctionStmt) *CreatedFunction {
 			default:
 				return nil
 			}
-		case "strict", "security", "leakproof", "parallel", "cost", "rows":
+		case "security":
+			if opt.GetArg().GetBoolean().GetBoolval() {
+				return nil // SECURITY DEFINER: its owner, whose name its body resolves "$user" with, is read
+			}
+		case "strict", "leakproof", "parallel", "cost", "rows":
 			// Columns of pg_proc the classifier does not read.
 		default:
 			return nil // SET (proconfig), WINDOW, TRANSFORM, SUPPORT, ...: read

@@ -98,6 +98,9 @@ type env struct {
 	path    []string
 	params  []uint32
 	pathKey string
+	// schemas is the search_path path was made of, "$user" not expanded: a body that runs as
+	// another user expands it again (withSessionPathAs).
+	schemas []string
 	// createsInTemp: an unqualified CREATE makes a temporary object (see createsInTemp).
 	createsInTemp bool
 	// session resolves names with the path in force, without parameters: the session's, or
@@ -199,12 +202,13 @@ func newEnv(ctx *Context, cat *Catalogue) *env {
 func pathEnv(database, user string, params []uint32, schemas []string) *env {
 	e := &env{database: database, user: user, params: params}
 	e.setPath(schemas, user)
-	e.session = &env{database: database, user: user, path: e.path, pathKey: e.pathKey, createsInTemp: e.createsInTemp}
+	e.session = &env{database: database, user: user, path: e.path, pathKey: e.pathKey, schemas: e.schemas, createsInTemp: e.createsInTemp}
 	e.session.session = e.session
 	return e
 }
 
 func (e *env) setPath(schemas []string, user string) {
+	e.schemas = schemas
 	key := appendEffectivePath(nil, schemas, user)
 	e.pathKey = string(key)
 	lookup := e.pathKey
@@ -238,6 +242,13 @@ func (a *analysis) followSearchPath(change *SearchPathChange) {
 // search_path clause does while the function runs.
 func (e *env) withSessionPath(schemas []string) *env {
 	return pathEnv(e.database, e.user, nil, schemas).session
+}
+
+// withSessionPathAs is withSessionPath for a body that runs as user (a SECURITY DEFINER
+// function's owner, a SET role): "$user" in schemas stands for that user, also in what the body
+// calls.
+func (e *env) withSessionPathAs(schemas []string, user string) *env {
+	return pathEnv(e.database, user, nil, schemas).session
 }
 
 // withPath returns a copy of e that resolves names in schemas (a function's own search_path setting).

@@ -14,9 +14,6 @@ import (
 // function's owner while it runs (PostgreSQL recomputes the path when the current user changes).
 // rdd.sd_owner() (owner rdd_owner, body SELECT g()) called by app with search_path
 // "$user", rdd_pub runs rdd_owner.g(), which calls nextval.
-// The known gap these tests observe (README, Limits).
-const rddGapSecurityDefiner = `a SECURITY DEFINER function, or one with SET role, resolves "$user" in its body as its owner or that role; pgowl resolves it as the login user`
-
 func TestSecurityDefinerDollarUser(t *testing.T) {
 	c, o := rddSetup(t)
 	const path = `"$user", rdd_pub`
@@ -25,8 +22,8 @@ func TestSecurityDefinerDollarUser(t *testing.T) {
 	for _, mode := range bothProtocols {
 		t.Run(mode.name, func(t *testing.T) {
 			conn := rddConnect(t, o, mode.mode, path)
-			rddWriterGap(t, rddGapSecurityDefiner, conn, "SECURITY DEFINER sql function owned by rdd_owner", "SELECT rdd.sd_owner()")
-			rddWriterGap(t, rddGapSecurityDefiner, conn, "SECURITY DEFINER plpgsql function owned by rdd_owner", "SELECT rdd.sd_owner_pl()")
+			rddWriter(t, conn, "SECURITY DEFINER sql function owned by rdd_owner", "SELECT rdd.sd_owner()")
+			rddWriter(t, conn, "SECURITY DEFINER plpgsql function owned by rdd_owner", "SELECT rdd.sd_owner_pl()")
 		})
 	}
 }
@@ -41,9 +38,9 @@ func TestAlterOwnerOfSecurityDefiner(t *testing.T) {
 	rs := rddReader(t, conn, "owned by app", "SELECT rdd.sd_app()")
 	t.Logf("owned by app: %v", rs)
 	rddMust(t, conn, "ALTER FUNCTION rdd.sd_app() OWNER TO rdd_owner")
-	rddWriterGap(t, rddGapSecurityDefiner, conn, "right after ALTER FUNCTION rdd.sd_app() OWNER TO rdd_owner", "SELECT rdd.sd_app()")
+	rddWriter(t, conn, "right after ALTER FUNCTION rdd.sd_app() OWNER TO rdd_owner", "SELECT rdd.sd_app()")
 	catchUp(t, c)
-	rddWriterGap(t, rddGapSecurityDefiner, conn, "once the standbys replayed the ALTER", "SELECT rdd.sd_app()")
+	rddWriter(t, conn, "once the standbys replayed the ALTER", "SELECT rdd.sd_app()")
 	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT rdd.sd_app()")
 }
 
@@ -180,9 +177,9 @@ func TestAlterFunctionSecurityDefiner(t *testing.T) {
 	rs := rddReader(t, conn, "SECURITY INVOKER", "SELECT rdd.sd_later()")
 	t.Logf("SECURITY INVOKER: %v", rs)
 	rddMust(t, conn, "ALTER FUNCTION rdd.sd_later() SECURITY DEFINER")
-	rddWriterGap(t, rddGapSecurityDefiner, conn, "right after ALTER FUNCTION rdd.sd_later() SECURITY DEFINER", "SELECT rdd.sd_later()")
+	rddWriter(t, conn, "right after ALTER FUNCTION rdd.sd_later() SECURITY DEFINER", "SELECT rdd.sd_later()")
 	catchUp(t, c)
-	rddWriterGap(t, rddGapSecurityDefiner, conn, "once the standbys replayed it", "SELECT rdd.sd_later()")
+	rddWriter(t, conn, "once the standbys replayed it", "SELECT rdd.sd_later()")
 	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT rdd.sd_later()")
 }
 
@@ -199,6 +196,6 @@ func TestAlterFunctionSetRole(t *testing.T) {
 	t.Logf("as app: %v", rs)
 	rddMust(t, conn, "ALTER FUNCTION rdd.setrole_f() SET role = rdd_owner")
 	catchUp(t, c)
-	rddWriterGap(t, rddGapSecurityDefiner, conn, "after ALTER FUNCTION rdd.setrole_f() SET role = rdd_owner", "SELECT rdd.setrole_f()")
+	rddWriter(t, conn, "after ALTER FUNCTION rdd.setrole_f() SET role = rdd_owner", "SELECT rdd.setrole_f()")
 	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT rdd.setrole_f()")
 }

@@ -49,7 +49,7 @@ func TestFunctionTakenFromItsStatementMatchesTheRead(t *testing.T) {
 			made: function{"public", "rows_of", "bigint, character varying, double precision"}},
 		{sql: "CREATE FUNCTION \"Mixed Case\"(\"Arg\" boolean) RETURNS boolean LANGUAGE sql IMMUTABLE LEAKPROOF AS $$ SELECT $1 $$",
 			made: function{"public", "Mixed Case", "boolean"}},
-		{sql: "CREATE PROCEDURE billing.settle(n integer) LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN INSERT INTO public.audit VALUES (n::text); END $$",
+		{sql: "CREATE PROCEDURE billing.settle(n integer) LANGUAGE plpgsql SECURITY INVOKER AS $$ BEGIN INSERT INTO public.audit VALUES (n::text); END $$",
 			made: function{"billing", "settle", "integer"}},
 		{sql: "CREATE OR REPLACE FUNCTION kept(x integer) RETURNS integer LANGUAGE sql STABLE AS $$ SELECT x * 2 $$",
 			made: function{"public", "kept", "integer"}, replaces: true},

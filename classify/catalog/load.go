@@ -391,7 +391,8 @@ SELECT p.oid, n.nspname, p.proname, l.lanname, p.provolatile::text, p.prokind::t
        CASE WHEN p.prokind <> 'a' THEN '{}'::oid[] ELSE
          ARRAY(SELECT x FROM pg_aggregate a CROSS JOIN LATERAL (VALUES (a.aggtransfn::oid), (a.aggfinalfn::oid),
                  (a.aggcombinefn::oid), (a.aggserialfn::oid), (a.aggdeserialfn::oid), (a.aggmtransfn::oid),
-                 (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE a.aggfnoid = p.oid AND x <> 0) END
+                 (a.aggminvtransfn::oid), (a.aggmfinalfn::oid)) AS v(x) WHERE a.aggfnoid = p.oid AND x <> 0) END,
+       CASE WHEN p.prosecdef THEN pg_get_userbyid(p.proowner)::text ELSE '' END
 FROM pg_proc p
 JOIN pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_language l ON l.oid = p.prolang
@@ -402,7 +403,7 @@ ORDER BY p.oid`,
 		var volatility, kind string
 		if err := row.Scan(&f.OID, &f.Schema, &f.Name, &f.Language, &volatility, &kind, &f.ReturnsSet, &f.Source,
 			&f.SQLBody, &f.ArgTypes, &f.ArgTypeNames, &f.ArgNames, &f.Defaults, &f.DefaultExprs, &f.Variadic, &f.Arguments, &f.Result,
-			&f.Config, &f.Comment, &f.Calls); err != nil {
+			&f.Config, &f.Comment, &f.Calls, &f.DefinerUser); err != nil {
 			return err
 		}
 		if volatility != "" {
