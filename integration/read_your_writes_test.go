@@ -375,3 +375,50 @@ func TestReadYourWritesOffReadsStale(t *testing.T) {
 // that ended, a log line, a setting carried): the test says why where it
 // uses it.
 func readYourWritesOff(cfg *config.Config) { cfg.Routing.ReadYourWrites = config.ReadYourWritesOff }
+
+// TestAReadAfterAWriteWaitsForTheFullPrimaryOnlyOnce: session scope reads the session's write
+// position on the primary when a read needs it. With the primary's one backend held by another
+// session's open transaction, that read waited pool.acquire_timeout and failed, and the read
+// then went to the primary, where it waited as long again and was refused (DATABASE_BUSY): the
+// read pgowl could have sent to a standby piled onto the primary at its busiest. The monitor
+// samples the primary's position meanwhile (monitor.interval); a sample sent after the write
+// covers it, so the read goes to a standby that replayed it, after one wait.
+func TestAReadAfterAWriteWaitsForTheFullPrimaryOnlyOnce(t *testing.T) {
+	c := ownCluster(t, 1)
+	createTable(t, c, "ryw_full", "CREATE TABLE ryw_full (k int PRIMARY KEY, v int NOT NULL); INSERT INTO ryw_full VALUES (1, 0), (2, 0)")
+	ctx := timeoutCtx(t, time.Minute)
+	const acquireTimeout = 1500 * time.Millisecond
+	o := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Routing.ReadYourWrites = config.ReadYourWritesSession
+		cfg.Pool.MaxPerNode = 1
+		cfg.Pool.MinIdle = 0
+		cfg.Pool.AcquireTimeout = acquireTimeout
+	})
+	session := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	holder := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+	if _, err := session.Exec(ctx, "UPDATE ryw_full SET v = 1 WHERE k = 1"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	session.routes(t)
+	// The holder's transaction writes no WAL (an uncommitted write would put the primary's
+	// insert position past its flush position, and a read after that goes to the primary).
+	if _, err := holder.PgConn().Exec(ctx, "BEGIN; SELECT pg_advisory_xact_lock(7301)").ReadAll(); err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	holder.routes(t)
+	defer holder.Exec(context.Background(), "ROLLBACK")
+	start := time.Now()
+	var v int
+	err := session.QueryRow(ctx, "SELECT v FROM ryw_full WHERE k = 1").Scan(&v)
+	took := time.Since(start)
+	rs := session.routes(t)
+	if err != nil {
+		t.Fatalf("the read after the write, with the primary's one backend held: %v after %v (routes %v); want it served by the standby", err, took, rs)
+	}
+	if v != 1 || len(rs) == 0 || rs[len(rs)-1].Role != "standby" {
+		t.Errorf("the read after the write: v = %d on %v after %v; want v = 1 on the standby", v, rs, took)
+	}
+	if took > acquireTimeout+time.Second {
+		t.Errorf("the read took %v: more than one wait for the primary (pool.acquire_timeout %v)", took, acquireTimeout)
+	}
+}

@@ -21,7 +21,11 @@ import (
 //     session's position is unsettled. In session scope the next read
 //     settles it first: it reads pg_current_wal_insert_lsn() on a primary
 //     backend (the session's, or one from the pool), which covers the
-//     write; a session that only writes never runs it. In user scope it is
+//     write; a session that only writes never runs it. A monitor sample of
+//     the primary sent after the write covers it as well: that settles it
+//     without the round trip, also when no primary backend became free
+//     within pool.acquire_timeout (the read would otherwise go to the
+//     primary and wait for a backend a second time). In user scope it is
 //     read at once on the unit's backend, once that is idle, after the
 //     client's replies are flushed (the client is not kept waiting). A unit "may have written" when it ran on the
 //     primary and the classifier found a write, a writing or unknown
@@ -66,8 +70,11 @@ type readYourWrites struct {
 	// synchronous_commit = off a commit is past it until the WAL writer
 	// flushes it, and no standby can have it before then (see notYetFlushed).
 	flushSeen route.WritePosition
-	// unsettled: a unit may have written on the primary since own was read.
-	unsettled bool
+	// unsettled: a unit may have written on the primary since own was read. unsettledSince is
+	// when the last such unit's replies were in: a sample of the primary's position sent after
+	// it covers the write (settleWritePosition).
+	unsettled      bool
+	unsettledSince time.Time
 	// inTransaction: a unit may have written inside the open transaction
 	// block; it counts once the block commits, and not if it rolls back.
 	inTransaction bool
@@ -359,12 +366,15 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) && counts {
 		if status == wire.TxIdle {
 			r.unsettled = true // autocommitted (or a string that ended its transactions)
+			r.unsettledSince = time.Now()
 		} else {
 			r.inTransaction = true
 		}
 	}
 	if u.outcome.committed {
-		r.unsettled = r.unsettled || r.inTransaction
+		if r.inTransaction {
+			r.unsettled, r.unsettledSince = true, time.Now()
+		}
 		r.inTransaction = false
 	}
 	if status == wire.TxIdle {
@@ -477,11 +487,39 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
 		return true
 	}
+	if sess.settleFromSample(snap) {
+		return true
+	}
 	pos, flush, answered := sess.readPrimaryPositions(ctx, snap, wait)
 	if answered {
 		r.settle(pos, flush)
+		return true
 	}
-	return answered
+	// No primary backend was free (or the read failed): the monitor may have sampled the
+	// primary since the write meanwhile, which covers it as well as a read would. Without it the
+	// read goes to the primary, where it would wait for a backend a second time.
+	return sess.settleFromSample(sess.srv.opts.Nodes.Snapshot())
+}
+
+// settleFromSample settles the session's write position from the primary's insert position in
+// snap when the monitor sent that sample after the session's last write: no round trip.
+func (sess *session) settleFromSample(snap *route.Snapshot) bool {
+	r := &sess.ryw
+	if r.unsettledSince.IsZero() {
+		return false
+	}
+	pos, ok := sampledPositionSince(snap, r.unsettledSince)
+	if !ok {
+		return false
+	}
+	flush := route.WritePosition{Timeline: pos.Timeline}
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Timeline == pos.Timeline && n.WALPosition == pos.LSN {
+			flush.LSN = n.FlushPosition // sampled with it
+		}
+	}
+	r.settle(pos, flush)
+	return true
 }
 
 // unreadPosition stands for the position of a write the session made whose position could not
