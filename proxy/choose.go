@@ -257,8 +257,8 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 				_, err := route.Plan(pr)
 				return err == nil
 			})
-			r.Snapshot, r.Now = snap, time.Now()
-			sess.notePoolRoom(&r, snap)
+			r.Snapshot = snap
+			sess.noteReadFactsAgain(ctx, u, &r, snap)
 			out, err = route.Plan(r)
 		}
 		if err == nil && out.AwaitReplay {
@@ -304,9 +304,20 @@ func (sess *session) choose(ctx context.Context, u *unit) (*backend, route.Outco
 		if ctx.Err() != nil {
 			return nil, out, ctx.Err()
 		}
-		r.Snapshot, r.Now = snap, time.Now()
-		sess.notePoolRoom(&r, snap)
+		r.Snapshot = snap
+		sess.noteReadFactsAgain(ctx, u, &r, snap)
 	}
+}
+
+// noteReadFactsAgain gathers r's read facts and pool room again for snap, a snapshot choose
+// waited for: what was gathered for the one before may not hold on it. The standbys that refused
+// the login are indexed by position, which a reload meanwhile may have changed; and the write
+// position a read must see may have been left unread because no standby of the old snapshot
+// could have it (settleCanWait), while one of the new may have replayed the position before it
+// and would serve a read that misses the session's last write.
+func (sess *session) noteReadFactsAgain(ctx context.Context, u *unit, r *route.PlanRequest, snap *route.Snapshot) {
+	sess.noteReadFacts(ctx, u, r, snap, waitInTurn)
+	sess.notePoolRoom(r, snap)
 }
 
 // sameNodeOrder reports whether two snapshots list the same nodes in the same order, so that a
