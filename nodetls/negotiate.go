@@ -26,8 +26,15 @@ var ErrTLSRefused = errors.New("the node refused TLS (it answered N to SSLReques
 // connection, and a backend process is started for each attempt. Apply moves the TLS
 // configuration pgconn built for the mode into cfg.DialFunc, which sends SSLRequest on the new
 // connection and, under prefer, goes on in plain TCP on the same connection when the node
-// answers N. Call it after setting cfg.DialFunc; connections over Unix sockets stay plain.
+// answers N. Call it after setting cfg.DialFunc; connections over Unix sockets stay plain. It
+// also drops the time zone and options pgconn took from PGTZ and PGOPTIONS.
 func (s Settings) Apply(cfg *pgconn.Config) {
+	// pgconn takes the session's time zone and command-line options from PGTZ and PGOPTIONS
+	// when the connection string leaves them out, as node connection strings always do: a
+	// node connection's settings come from the configuration (and for a client's backend, from
+	// the client), not from pgowl's environment.
+	delete(cfg.RuntimeParams, "timezone")
+	delete(cfg.RuntimeParams, "options")
 	tlsConfig := cfg.TLSConfig
 	cfg.TLSConfig = nil
 	cfg.Fallbacks = nil

@@ -51,6 +51,26 @@ func TestNodeConnectionsIgnoreLibpqEnvironment(t *testing.T) {
 			t.Fatalf("a node connection read PGSSLROOTCERT, PGSSLCERT or PGSSLKEY: %v", err)
 		}
 	})
+	t.Run("session_settings_from_the_environment", func(t *testing.T) {
+		// PGTZ and PGOPTIONS would set every node connection's time zone and options: a
+		// client's backend would run with pgowl's, not its own.
+		t.Setenv("PGTZ", "Pacific/Chatham")
+		t.Setenv("PGOPTIONS", "-c statement_timeout=1")
+		cfg, err := pgconn.ParseConfig(Settings{}.ConnString(Param{Key: "host", Value: "127.0.0.1"}, Param{Key: "application_name", Value: "pgowl"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		Settings{}.Apply(cfg)
+		if _, ok := cfg.RuntimeParams["timezone"]; ok {
+			t.Error("PGTZ reached a node connection")
+		}
+		if _, ok := cfg.RuntimeParams["options"]; ok {
+			t.Error("PGOPTIONS reached a node connection")
+		}
+		if cfg.RuntimeParams["application_name"] != "pgowl" {
+			t.Errorf("the connection string's own application_name was dropped: %v", cfg.RuntimeParams)
+		}
+	})
 	t.Run("configured_files_still_apply", func(t *testing.T) {
 		_, err := pgconn.ParseConfig(Settings{SSLMode: config.SSLVerifyFull, CAFile: filepath.Join(home, "configured-ca.crt")}.ConnString(Param{Key: "host", Value: "127.0.0.1"}))
 		if err == nil {
