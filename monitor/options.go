@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/pgowl/pgowl/nodetls"
+	"github.com/pgowl/pgowl/tcpopt"
 )
 
 // NodeAddr names one node to monitor and where it listens.
@@ -30,6 +31,10 @@ type Options struct {
 	Password string
 	// TLS is how the monitor's connections are secured (tls.nodes); the zero value is sslmode=prefer.
 	TLS nodetls.Settings
+	// TCP sets keepalives and the user timeout of the monitor's connections (tcp.*), so that a
+	// node that went silent without closing them is noticed as on the pool's; the zero value
+	// keeps the system's defaults.
+	TCP tcpopt.Options
 	// Database is the database the monitor connects to; "postgres" when empty.
 	Database string
 	// Interval is the time between polling rounds; 1s by default.

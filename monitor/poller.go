@@ -102,6 +102,7 @@ func newPoller(index int, node NodeAddr, opts Options) (*poller, error) {
 		config.StatementCacheCapacity = 0
 		config.DescriptionCacheCapacity = 0
 		config.ConnectTimeout = opts.DialTimeout
+		config.DialFunc = opts.TCP.DialFunc(opts.DialTimeout)
 		opts.TLS.Apply(&config.Config)
 		return config, nil
 	}

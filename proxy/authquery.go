@@ -117,6 +117,7 @@ func (q *authQuery) query(ctx context.Context, cfg config.Config, user string) (
 		return nil, err
 	}
 	connConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	connConfig.DialFunc = TCPOptions(cfg.TCP).DialFunc(cfg.Pool.DialTimeout)
 	nodetls.FromConfig(cfg.TLS.Nodes).Apply(&connConfig.Config)
 	conn, err := pgx.ConnectConfig(ctx, connConfig)
 	if err != nil {

@@ -472,6 +472,7 @@ func primaryConnector(cfg config.Config, nodes NodeStates) func(context.Context,
 		if err != nil {
 			return nil, err
 		}
+		connConfig.DialFunc = TCPOptions(cfg.TCP).DialFunc(cfg.Pool.DialTimeout)
 		nodetls.FromConfig(cfg.TLS.Nodes).Apply(&connConfig.Config)
 		return pgx.ConnectConfig(ctx, connConfig)
 	}

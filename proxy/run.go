@@ -65,6 +65,7 @@ func newMonitor(cfg config.Config, backends *pool.Pool, logger zerolog.Logger) *
 		Password:     cfg.Monitor.Password,
 		Database:     cfg.Monitor.Database,
 		TLS:          nodetls.FromConfig(cfg.TLS.Nodes),
+		TCP:          TCPOptions(cfg.TCP),
 		Interval:     cfg.Monitor.Interval,
 		DownAfter:    cfg.Monitor.DownAfter,
 		QueryTimeout: cfg.Monitor.QueryTimeout,
