@@ -183,29 +183,16 @@ func (p *Pool) reapIdle(now time.Time) {
 		return
 	}
 	for _, np := range p.nodes {
-		for key, list := range np.idle {
+		for key := range np.idle {
 			keep := 0
 			if _, remembered := np.logins[key]; remembered {
 				keep = p.opts.MinIdle
 			}
-			left := len(list)
-			kept := list[:0]
-			for _, c := range list { // least recently used first
+			// Least recently used first.
+			closing = p.takeOutIdle(np, key, closing, func(c *Conn, left int) bool {
 				idleTooLong := p.opts.IdleTimeout > 0 && now.Sub(c.lastUsed) > p.opts.IdleTimeout && left > keep
-				if p.tooOld(c, now) || idleTooLong {
-					closing = append(closing, c)
-					left--
-					p.freeSlot(np)
-					continue
-				}
-				kept = append(kept, c)
-			}
-			clear(list[len(kept):])
-			if len(kept) == 0 {
-				delete(np.idle, key)
-			} else {
-				np.idle[key] = kept
-			}
+				return p.tooOld(c, now) || idleTooLong
+			})
 		}
 	}
 	p.mu.Unlock()

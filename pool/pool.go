@@ -452,21 +452,8 @@ func (p *Pool) RetireDatabase(database string) {
 	}
 	p.retiredBefore[database] = time.Now()
 	for _, np := range p.nodes {
-		for key, idle := range np.idle {
-			kept := idle[:0]
-			for _, c := range idle {
-				if p.retired(c) {
-					closing = append(closing, c)
-					p.freeSlot(np)
-				} else {
-					kept = append(kept, c)
-				}
-			}
-			if len(kept) == 0 {
-				delete(np.idle, key)
-			} else {
-				np.idle[key] = kept
-			}
+		for key := range np.idle {
+			closing = p.takeOutIdle(np, key, closing, func(c *Conn, _ int) bool { return p.retired(c) })
 		}
 	}
 	p.mu.Unlock()
@@ -474,6 +461,31 @@ func (p *Pool) RetireDatabase(database string) {
 		c.Close()
 	}
 	p.kickRefill(p.refillSoon != nil && len(closing) > 0)
+}
+
+// takeOutIdle takes out of np's idle connections of login key, in order, those drop picks (told
+// how many of the list are still left), frees their slots, and returns closing with them
+// appended, to be closed once p.mu is let go. The caller holds p.mu.
+func (p *Pool) takeOutIdle(np *nodePool, key string, closing []*Conn, drop func(c *Conn, left int) bool) []*Conn {
+	list := np.idle[key]
+	left := len(list)
+	kept := list[:0]
+	for _, c := range list {
+		if drop(c, left) {
+			closing = append(closing, c)
+			left--
+			p.freeSlot(np)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(list[len(kept):])
+	if len(kept) == 0 {
+		delete(np.idle, key)
+	} else {
+		np.idle[key] = kept
+	}
+	return closing
 }
 
 // takeSlot takes a slot of np for a dial of login key, and reports whether there was one: a new
