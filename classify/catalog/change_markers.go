@@ -93,7 +93,8 @@ type markedRow struct {
 // Its last rows are its own snapshot's xmin (part 's', in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
 // and databases ('d'), comments on functions ('c'), domain constraints ('y'), pg_inherits ('i')
-// and schemas ('m'): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
+// and schemas ('m'), and a hash of the names of the roles that own SECURITY DEFINER functions
+// ('u', compared for any change: a rename of such a role reads the whole catalogue): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
 // xmin to select, and a count that falls says one was. age() measures back from the next transaction ID, across wraparound: a row committed
 // since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
 // transactions (frozen rows keep their raw xmin) comes out negative and is left out.
@@ -158,7 +159,10 @@ SELECT 'n', 'y', count(*), 0 FROM pg_catalog.pg_constraint WHERE contypid <> 0
 UNION ALL
 SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits
 UNION ALL
-SELECT 'n', 'm', count(*), 0 FROM pg_catalog.pg_namespace WHERE oid NOT IN (SELECT oid FROM ns)`
+SELECT 'n', 'm', count(*), 0 FROM pg_catalog.pg_namespace WHERE oid NOT IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'n', 'u', coalesce(pg_catalog.hashtext(string_agg(r.oid::text || '=' || r.rolname, ',' ORDER BY r.oid)), 0), 0
+  FROM pg_catalog.pg_roles r WHERE r.oid IN (SELECT proowner FROM pg_catalog.pg_proc WHERE prosecdef)`
 
 // queryChangeMarkers runs changeMarkersQuery from since (from its own snapshot when since is not
 // known yet): the names of the rows written since that since did not select, and the markers the
@@ -209,7 +213,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		}
 		return nil
 	})
-	if err == nil && (!snapshot || len(next.counts) != 8) {
+	if err == nil && (!snapshot || len(next.counts) != 9) {
 		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
@@ -223,6 +227,14 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 // one was dropped (see above).
 func dropped(since, next changeMarkers, catalogue byte) bool {
 	return since.known && next.counts[catalogue] < since.counts[catalogue]
+}
+
+// renamedDefiner reports whether the names of the roles that own SECURITY DEFINER functions
+// changed between since and next (the 'u' marker is a hash of them): such a function's body
+// resolves "$user" as its owner's name, and pg_authid, a shared catalogue only superusers read,
+// carries no xmin the polls can select.
+func renamedDefiner(since, next changeMarkers) bool {
+	return since.known && next.counts['u'] != since.counts['u']
 }
 
 // wentBack reports whether next's snapshot xmin is behind since's: the primary is another one
@@ -421,7 +433,7 @@ func (m *Manager) pollChanges(db *database) {
 	}
 	if (dropped(since, next, 'f') && !db.told.anyFunction()) || dropped(since, next, 'o') || dropped(since, next, 'k') ||
 		dropped(since, next, 'd') || dropped(since, next, 'c') || dropped(since, next, 'y') || dropped(since, next, 'i') ||
-		dropped(since, next, 'm') ||
+		dropped(since, next, 'm') || renamedDefiner(since, next) ||
 		wentBack(since, next) {
 		// A session's drop of a function is told with its names, and read by them.
 		found.Everything = true
