@@ -1365,11 +1365,16 @@ func (a *analysis) policyEffect(r *Relation) fnResult {
 // in the catalogue (a temporary table, one made since). Only its session effects count: a write
 // goes to the primary whatever its triggers do.
 func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
-	cat := a.run.cat
-	if cat == nil || rv == nil {
+	if rv == nil {
 		return fnResult{}
 	}
+	// Without a catalogue too: the verdict depends on one (a TRUNCATE or COPY FROM classified
+	// before the catalogue was read must not be kept as is).
 	a.run.dependent = true
+	cat := a.run.cat
+	if cat == nil {
+		return fnResult{}
+	}
 	schema, name := rv.GetSchemaname(), rv.GetRelname()
 	if schema != "pg_catalog" {
 		// A trigger made on the relation later changes what writing it runs.
@@ -1388,17 +1393,47 @@ func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
 		if r == nil {
 			return fnResult{}
 		}
+		// The relation's own, then those of the tables the write may reach (partitions and
+		// children, tables whose foreign keys cascade from it), each once.
 		var res fnResult
-		if r.WriteRuns != "" {
-			res = a.definitionEffect('w', r.OID, "SELECT "+r.WriteRuns, "what writing "+quoteIdent(s)+"."+quoteIdent(name)+" runs")
-		}
-		if r.WriteRule {
-			// A rule's actions are statements of their own, not followed here.
-			res.session |= SessionUnknown
+		seen := map[uint32]bool{r.OID: true}
+		queue := []*Relation{r}
+		for len(queue) > 0 {
+			rel := queue[0]
+			queue = queue[1:]
+			own := a.ownWriteRuns(rel)
+			res.session |= own.session
+			res.settings = mergeNames(res.settings, own.settings)
+			for _, oid := range rel.Reaches {
+				if seen[oid] || len(seen) >= maxReachedRelations {
+					continue
+				}
+				seen[oid] = true
+				if reached := cat.writeRunsByOID.at(oid); reached != nil {
+					a.dependOn(reached.Name)
+					queue = append(queue, reached)
+				}
+			}
 		}
 		return res
 	}
 	return fnResult{}
+}
+
+// maxReachedRelations bounds the tables one write's analysis follows (writeRunsOf).
+const maxReachedRelations = 256
+
+// ownWriteRuns is what a write of r itself runs: its WriteRuns analysed (memoised under its OID
+// and text), and a rule, whose actions are statements this does not follow.
+func (a *analysis) ownWriteRuns(r *Relation) fnResult {
+	var res fnResult
+	if r.WriteRuns != "" {
+		res = a.definitionEffect('w', r.OID, "SELECT "+r.WriteRuns, "what writing "+quoteIdent(r.Schema)+"."+quoteIdent(r.Name)+" runs")
+	}
+	if r.WriteRule {
+		res.session |= SessionUnknown
+	}
+	return res
 }
 
 // definitionEffect analyses SQL the server stored for an object (a view's query, a table's policy

@@ -219,10 +219,16 @@ type Relation struct {
 	// relation: its actions are statements the analysis does not follow, so the session's state
 	// after such a write is asked of the node.
 	WriteRule bool
+	// Reaches lists, by OID, the tables a write of this one may write as well, whose own
+	// WriteRuns then run: its partitions and inheritance children (rows routed to them, an
+	// UPDATE or DELETE of the parent), and the tables whose foreign keys reference it (ON DELETE
+	// or ON UPDATE CASCADE, SET NULL, SET DEFAULT, TRUNCATE ... CASCADE).
+	Reaches []uint32
 }
 
-// writes reports whether a write to r runs more than the statement (WriteRuns, WriteRule).
-func (r *Relation) writes() bool { return r.WriteRuns != "" || r.WriteRule }
+// writes reports whether a write to r may run more than the statement (WriteRuns, WriteRule,
+// Reaches).
+func (r *Relation) writes() bool { return r.WriteRuns != "" || r.WriteRule || len(r.Reaches) > 0 }
 
 // Type is one pg_type row, for resolving casts when overloads are chosen.
 type Type struct {
@@ -320,8 +326,9 @@ type Catalogue struct {
 	// readPolicies holds the tables whose row security policies run when they are read.
 	readPolicies layered[qualified, *Relation]
 	// writeRuns holds the relations whose writes run triggers, defaults, CHECK constraints or
-	// rules (Relation.WriteRuns, WriteRule).
-	writeRuns layered[qualified, *Relation]
+	// rules, or reach other tables (Relation.writes), by name and by OID.
+	writeRuns      layered[qualified, *Relation]
+	writeRunsByOID layered[uint32, *Relation]
 	// operators indexes Operators by schema and name.
 	operators map[qualified][]*Operator
 	// castsTo lists the casts to a type (by target OID).
@@ -458,6 +465,7 @@ func DeriveCatalogue(old *Catalogue, data CatalogueData, delta *CatalogueDelta) 
 	c := &Catalogue{data: data, version: catalogueVersions.Add(1), misses: make(map[string]bool)}
 	c.funcs, c.byOID, c.byFirstArg = old.funcs, old.byOID, old.byFirstArg
 	c.views, c.rels, c.unlogged, c.readPolicies, c.writeRuns = old.views, old.rels, old.unlogged, old.readPolicies, old.writeRuns
+	c.writeRunsByOID = old.writeRunsByOID
 	c.types, c.rowTypes, c.domainBase, c.domainChecks = old.types, old.rowTypes, old.domainBase, old.domainChecks
 	c.operators, c.fieldCastTargets, c.castsTo = old.operators, old.fieldCastTargets, old.castsTo
 	c.rowFunctions, c.schemas = old.rowFunctions, old.schemas
@@ -602,7 +610,7 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		return
 	}
 	c.rels.own()
-	var unlogged, readPolicies, writeRuns owning
+	var unlogged, readPolicies, writeRuns, writeRunsByOID owning
 	for i := range delta.RemovedRelations {
 		r := &delta.RemovedRelations[i]
 		key := qualified{r.Schema, r.Name}
@@ -618,6 +626,10 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		if _, held := c.writeRuns.get(key); held {
 			writeRuns.own(&c.writeRuns)
 			c.writeRuns.remove(key)
+		}
+		if _, held := c.writeRunsByOID.get(r.OID); held {
+			writeRunsByOID.own(&c.writeRunsByOID)
+			c.writeRunsByOID.remove(r.OID)
 		}
 	}
 	for i := range delta.AddedRelations {
@@ -635,12 +647,15 @@ func (c *Catalogue) deriveRelations(delta *CatalogueDelta) {
 		if r.writes() {
 			writeRuns.own(&c.writeRuns)
 			c.writeRuns.set(key, r)
+			writeRunsByOID.own(&c.writeRunsByOID)
+			c.writeRunsByOID.set(r.OID, r)
 		}
 	}
 	c.rels.settle()
 	unlogged.settle(&c.unlogged)
 	readPolicies.settle(&c.readPolicies)
 	writeRuns.settle(&c.writeRuns)
+	writeRunsByOID.settle(&c.writeRunsByOID)
 }
 
 // deriveTypes updates types, rowTypes, domainBase and domainChecks (old's until then) with
@@ -982,6 +997,7 @@ func (c *Catalogue) indexRelations() {
 	unlogged := make(map[qualified]bool)
 	readPolicies := make(map[qualified]*Relation)
 	writeRuns := make(map[qualified]*Relation)
+	writeRunsByOID := make(map[uint32]*Relation)
 	for i := range c.data.Relations {
 		r := &c.data.Relations[i]
 		rels[qualified{r.Schema, r.Name}] = r.Kind
@@ -993,10 +1009,11 @@ func (c *Catalogue) indexRelations() {
 		}
 		if r.writes() {
 			writeRuns[qualified{r.Schema, r.Name}] = r
+			writeRunsByOID[r.OID] = r
 		}
 	}
 	c.views, c.rels, c.unlogged, c.readPolicies = newLayered(views), newLayered(rels), newLayered(unlogged), newLayered(readPolicies)
-	c.writeRuns = newLayered(writeRuns)
+	c.writeRuns, c.writeRunsByOID = newLayered(writeRuns), newLayered(writeRunsByOID)
 }
 
 // indexTypes indexes types by name, row types, and domains with their bases and checks.
@@ -1182,6 +1199,9 @@ func checksum(d *CatalogueData) string {
 		write(string([]byte{r.Kind}) + strconv.FormatBool(r.Unlogged))
 		write(r.ReadPolicy)
 		write(r.WriteRuns + strconv.FormatBool(r.WriteRule))
+		for _, o := range r.Reaches {
+			write(strconv.FormatUint(uint64(o), 10))
+		}
 	}
 	types := append([]Type(nil), d.Types...)
 	sort.Slice(types, func(i, j int) bool { return types[i].OID < types[j].OID })

@@ -26,6 +26,7 @@ func (c *Catalogue) IndexDifferences(other *Catalogue) []string {
 	add("unlogged", differentLayered(&c.unlogged, &other.unlogged, same[bool]))
 	add("readPolicies", differentLayered(&c.readPolicies, &other.readPolicies, sameObjects[Relation]))
 	add("writeRuns", differentLayered(&c.writeRuns, &other.writeRuns, sameObjects[Relation]))
+	add("writeRunsByOID", differentLayered(&c.writeRunsByOID, &other.writeRunsByOID, sameObjects[Relation]))
 	add("types", differentLayered(&c.types, &other.types, sameObjects[Type]))
 	add("rowTypes", differentLayered(&c.rowTypes, &other.rowTypes, same[bool]))
 	add("domainBase", differentLayered(&c.domainBase, &other.domainBase, same[uint32]))

@@ -149,6 +149,10 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 		for _, parent := range stmt.CreateStmt.GetInhRelations() {
 			names = append(names, parent.GetRangeVar().GetRelname())
 		}
+		// The tables its foreign keys reference: a write of one now reaches it (Relation.Reaches).
+		for _, element := range stmt.CreateStmt.GetTableElts() {
+			names = append(names, referencedTables(element)...)
+		}
 		return relationsNamed(names...)
 	case *pg_query.Node_CreateTableAsStmt:
 		if stmt.CreateTableAsStmt.GetInto().GetRel().GetRelpersistence() == "t" {
@@ -215,7 +219,11 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 			}
 		}
 		if changesWriteRuns(stmt.AlterTableStmt) {
-			return relationsNamed(stmt.AlterTableStmt.GetRelation().GetRelname())
+			names := []string{stmt.AlterTableStmt.GetRelation().GetRelname()}
+			for _, cmd := range stmt.AlterTableStmt.GetCmds() {
+				names = append(names, referencedTables(cmd.GetAlterTableCmd().GetDef())...)
+			}
+			return relationsNamed(names...)
 		}
 	case *pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
 		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
@@ -232,9 +240,10 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 }
 
 // changesWriteRuns reports whether an ALTER TABLE changes what writing the table runs
-// (Relation.WriteRuns): a trigger enabled or disabled, a column default set or dropped, a CHECK
-// constraint added or a constraint dropped (which one is not known here), a column added with a
-// default, a generation expression or a CHECK. A column dropped or retyped only takes away or
+// (Relation.WriteRuns, Reaches): a trigger enabled or disabled, a column default set or dropped,
+// a CHECK constraint or a foreign key (the referenced table's writes now reach this one) added or
+// a constraint dropped (which one is not known here), a column added with a default, a
+// generation expression, a CHECK or a foreign key. A column dropped or retyped only takes away or
 // re-expresses what the catalogue holds, which leaves its verdicts on the safe side until the
 // relation is read again.
 func changesWriteRuns(alter *pg_query.AlterTableStmt) bool {
@@ -249,7 +258,8 @@ func changesWriteRuns(alter *pg_query.AlterTableStmt) bool {
 			pg_query.AlterTableType_AT_DropConstraint:
 			return true
 		case pg_query.AlterTableType_AT_AddConstraint:
-			if c.GetDef().GetConstraint().GetContype() == pg_query.ConstrType_CONSTR_CHECK {
+			switch c.GetDef().GetConstraint().GetContype() {
+			case pg_query.ConstrType_CONSTR_CHECK, pg_query.ConstrType_CONSTR_FOREIGN:
 				return true
 			}
 		case pg_query.AlterTableType_AT_AddColumn:
@@ -259,13 +269,33 @@ func changesWriteRuns(alter *pg_query.AlterTableStmt) bool {
 			}
 			for _, constraint := range def.GetConstraints() {
 				switch constraint.GetConstraint().GetContype() {
-				case pg_query.ConstrType_CONSTR_DEFAULT, pg_query.ConstrType_CONSTR_CHECK, pg_query.ConstrType_CONSTR_GENERATED:
+				case pg_query.ConstrType_CONSTR_DEFAULT, pg_query.ConstrType_CONSTR_CHECK, pg_query.ConstrType_CONSTR_GENERATED,
+					pg_query.ConstrType_CONSTR_FOREIGN:
 					return true
 				}
 			}
 		}
 	}
 	return false
+}
+
+// referencedTables returns the names of the tables the foreign keys of a table element (a
+// column's constraints, or a table constraint) reference.
+func referencedTables(element *pg_query.Node) []string {
+	var constraints []*pg_query.Node
+	switch e := element.GetNode().(type) {
+	case *pg_query.Node_ColumnDef:
+		constraints = e.ColumnDef.GetConstraints()
+	case *pg_query.Node_Constraint:
+		constraints = []*pg_query.Node{element}
+	}
+	var names []string
+	for _, constraint := range constraints {
+		if c := constraint.GetConstraint(); c.GetContype() == pg_query.ConstrType_CONSTR_FOREIGN && c.GetPktable().GetRelname() != "" {
+			names = append(names, c.GetPktable().GetRelname())
+		}
+	}
+	return names
 }
 
 // writeRunsOnly reports whether a statement changes nothing but what writing a table runs

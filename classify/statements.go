@@ -70,6 +70,11 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		// call must not reload the catalogue on every call), unless what reading a dropped
 		// table meant (its policies, unlogged data) is held.
 		v.catalogueChange = true
+		if a.changesPartitionsTriggers(node) {
+			// The partitions' copies of the trigger change too, under names the statement
+			// does not give.
+			changes = everything()
+		}
 		v.changes = changes
 		changes.Definitions = !relationOnly(node) && !writeRunsOnly(node)
 		if !a.body {
@@ -92,6 +97,57 @@ func (a *analysis) statement(node *pg_query.Node) verdict {
 		}
 	}
 	return v
+}
+
+// changesPartitionsTriggers reports whether node creates, drops, enables or disables a trigger
+// of a partitioned table the catalogue holds: PostgreSQL does the same to the trigger's copy on
+// every partition.
+func (a *analysis) changesPartitionsTriggers(node *pg_query.Node) bool {
+	var rv *pg_query.RangeVar
+	switch stmt := node.GetNode().(type) {
+	case *pg_query.Node_CreateTrigStmt:
+		rv = stmt.CreateTrigStmt.GetRelation()
+	case *pg_query.Node_AlterTableStmt:
+		if changesWriteRuns(stmt.AlterTableStmt) {
+			rv = stmt.AlterTableStmt.GetRelation()
+		}
+	case *pg_query.Node_DropStmt:
+		if stmt.DropStmt.GetRemoveType() == pg_query.ObjectType_OBJECT_TRIGGER {
+			for _, object := range stmt.DropStmt.GetObjects() {
+				items := object.GetList().GetItems()
+				if len(items) < 2 {
+					return true // not a name this knows: the safe side
+				}
+				rv = &pg_query.RangeVar{Relname: items[len(items)-2].GetString_().GetSval()}
+				if len(items) > 2 {
+					rv.Schemaname = items[len(items)-3].GetString_().GetSval()
+				}
+				if a.partitioned(rv) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return rv != nil && a.partitioned(rv)
+}
+
+// partitioned reports whether rv names a partitioned table the catalogue holds, along the path.
+func (a *analysis) partitioned(rv *pg_query.RangeVar) bool {
+	cat := a.run.cat
+	if cat == nil {
+		return false
+	}
+	schemas := a.env.path
+	if rv.GetSchemaname() != "" {
+		schemas = []string{rv.GetSchemaname()}
+	}
+	for _, s := range schemas {
+		if kind, ok := cat.rels.get(qualified{s, rv.GetRelname()}); ok {
+			return kind == 'p'
+		}
+	}
+	return false
 }
 
 // relationOnly reports whether a statement creates or drops only tables, sequences or foreign tables.

@@ -250,10 +250,11 @@ func (sess *session) recheckPins(be *backend) {
 	}
 	if released != 0 {
 		sess.log.Info().Str("node", be.node).Str("released", describePin(released)).Msg("session pin released")
-		if released&classify.SessionPrepare != 0 {
+		if released&(classify.SessionPrepare|classify.SessionTempTable) != 0 {
 			// An SQL prepared statement may have been executed to change
-			// settings (set_config) that pgowl did not follow: carry what
-			// the session has now.
+			// settings (set_config) that pgowl did not follow, and so may the
+			// triggers, rules and defaults of a temporary table, which is in no
+			// catalogue pgowl reads: carry what the session has now.
 			sess.settingsChangedUnseen(be)
 			sess.readSettingsBackIfDue(be)
 		}

@@ -84,7 +84,8 @@ type markedRow struct {
 // changeMarkersQuery selects the rows written by transactions at or past $1 (a snapshot's xmin;
 // NULL: its own snapshot's): part, name, OID and xmin. Parts: 'f' functions, 'r' relations
 // (pg_class), 'v' views (their _RETURN rule), 'p' policies (their table), 'w' what writing a
-// table runs (its triggers, column defaults and CHECK constraints: Relation.WriteRuns; one dropped
+// table runs (its triggers, column defaults and CHECK constraints: Relation.WriteRuns; a foreign
+// key, under the table it references: Relation.Reaches; one dropped
 // leaves the relation's entry on the safe side until the next whole read), 't' types, '*' what only
 // a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
 // inheritance and partitions); a comment on a function written since is its function's 'f' row.
@@ -122,6 +123,9 @@ SELECT 'w', c.relname::text, d.oid::bigint, d.xmin::text::bigint FROM pg_catalog
 UNION ALL
 SELECT 'w', c.relname::text, k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid, s
  WHERE k.contype = 'c' AND c.relpersistence <> 't' AND pg_catalog.age(k.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT 'w', c.relname::text, k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.confrelid, s
+ WHERE k.contype = 'f' AND c.relpersistence <> 't' AND pg_catalog.age(k.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 't', t.typname::text, t.oid::bigint, t.xmin::text::bigint FROM pg_catalog.pg_type t, s
  WHERE pg_catalog.age(t.xmin) BETWEEN 0 AND pg_catalog.age(s.since) AND t.typnamespace NOT IN (SELECT oid FROM ns)

@@ -361,9 +361,9 @@ func keepsAnalysesByScanning(old, fresh *classify.CatalogueData, wanted namedRea
 		return true
 	}
 	relations, types := nameSet(wanted.relations), nameSet(wanted.types)
-	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, relations) ||
-		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, relations) ||
-		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, types) {
+	if !unchangedIn(old.Relations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, sameRelation, relations) ||
+		!unchangedIn(old.Views, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, equal[classify.View], relations) ||
+		!unchangedIn(old.Types, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, equal[classify.Type], types) {
 		return false
 	}
 	for i := range old.Types {

@@ -431,12 +431,13 @@ ORDER BY c.oid`,
 
 // relationsPart reads every table-like relation (pg_catalog's too), whether reading it reads
 // unlogged data, the read policies row security runs, and what writing it runs besides the
-// statement (Relation.WriteRuns, WriteRule). The defaults and CHECK constraints are printed in
-// ways that lock no table (a default holds no column, so it needs none to print; the
+// statement (Relation.WriteRuns, WriteRule, Reaches). The defaults and CHECK constraints are
+// printed in ways that lock no table (a default holds no column, so it needs none to print; the
 // constraint's printer names columns from the system caches): pg_get_expr with a relation
 // locks it on newer servers, and a read that locked every table with a default would wait for
-// any DDL on one of them. Generation expressions, which name columns, are left out: their
-// functions are declared IMMUTABLE.
+// any DDL on one of them. A generation expression names columns, so it is printed with its
+// table, which newer servers lock: only tables with generated columns. A column of a domain with
+// CHECK constraints runs them: a cast of NULL to the domain stands for that.
 var relationsPart = part[classify.Relation]{
 	what: "relations", oidColumn: "c.oid", nameColumn: "c.relname",
 	query: `
@@ -456,19 +457,25 @@ SELECT n.nspname, c.relname, c.relkind::text,
            SELECT string_agg('(' || quote_ident(fn.nspname) || '.' || quote_ident(f.proname) || '())', ', ' ORDER BY g.tgname)
            FROM pg_trigger g JOIN pg_proc f ON f.oid = g.tgfoid JOIN pg_namespace fn ON fn.oid = f.pronamespace
            WHERE g.tgrelid = c.oid AND NOT g.tgisinternal AND g.tgenabled <> 'D') END,
-         (SELECT string_agg('(' || pg_get_expr(d.adbin, 0) || ')', ', ' ORDER BY d.adnum)
+         (SELECT string_agg('(' || CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, 0) ELSE pg_get_expr(d.adbin, d.adrelid) END || ')', ', ' ORDER BY d.adnum)
           FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
-          WHERE d.adrelid = c.oid AND a.attgenerated = ''),
+          WHERE d.adrelid = c.oid),
          (SELECT string_agg('(' || regexp_replace(pg_get_constraintdef(k.oid), '^CHECK (.*?)( NO INHERIT)?( NOT VALID)?$', '\1') || ')', ', ' ORDER BY k.conname)
-          FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c')),
-       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1')
+          FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'),
+         (SELECT string_agg('(NULL::' || quote_ident(tn.nspname) || '.' || quote_ident(t.typname) || ')', ', ' ORDER BY a.attnum)
+          FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace tn ON tn.oid = t.typnamespace
+          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND t.typtype = 'd'
+            AND EXISTS (SELECT FROM pg_constraint dk WHERE dk.contypid = t.oid AND dk.contype = 'c'))),
+       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1'),
+       ARRAY(SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = c.oid
+             UNION SELECT f.conrelid FROM pg_constraint f WHERE f.contype = 'f' AND f.confrelid = c.oid AND f.conrelid <> c.oid)::oid[]
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
 ORDER BY c.oid`,
 	scan: func(row pgx.CollectableRow, r *classify.Relation) error {
 		var kind string
-		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy, &r.WriteRuns, &r.WriteRule); err != nil {
+		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy, &r.WriteRuns, &r.WriteRule, &r.Reaches); err != nil {
 			return err
 		}
 		if kind != "" {
@@ -833,9 +840,9 @@ func keepsAnalyses(old, fresh *classify.CatalogueData, wanted namedReads, delta 
 	// A part is read again, and replaced, for the names wanted for it only: what the patch took
 	// out is what old held under them (nothing when unchanged: then fresh holds it as it was).
 	all := func(string) bool { return true }
-	if !unchangedIn(delta.RemovedRelations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, all) ||
-		!unchangedIn(delta.RemovedViews, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, all) ||
-		!unchangedIn(delta.RemovedTypes, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, all) {
+	if !unchangedIn(delta.RemovedRelations, fresh.Relations, func(r *classify.Relation) (string, string, uint32) { return r.Schema, r.Name, r.OID }, sameRelation, all) ||
+		!unchangedIn(delta.RemovedViews, fresh.Views, func(v *classify.View) (string, string, uint32) { return v.Schema, v.Name, v.OID }, equal[classify.View], all) ||
+		!unchangedIn(delta.RemovedTypes, fresh.Types, func(t *classify.Type) (string, string, uint32) { return t.Schema, t.Name, t.OID }, equal[classify.Type], all) {
 		return false
 	}
 	oldTypes := delta.RemovedTypes // the types old held under the names read again
@@ -874,7 +881,7 @@ func plainAdditions(fresh *classify.CatalogueData) bool {
 // unchangedIn reports whether every object of old whose name named selects is in fresh with the
 // same OID and the same row, or is gone (dropped) with nothing in fresh under its schema and name
 // (a drop and create in place is a change).
-func unchangedIn[T comparable](old, fresh []T, key func(*T) (schema, name string, oid uint32), named func(string) bool) bool {
+func unchangedIn[T any](old, fresh []T, key func(*T) (schema, name string, oid uint32), same func(a, b *T) bool, named func(string) bool) bool {
 	for i := range old {
 		schema, name, oid := key(&old[i])
 		if !named(name) {
@@ -882,12 +889,21 @@ func unchangedIn[T comparable](old, fresh []T, key func(*T) (schema, name string
 		}
 		for j := range fresh {
 			freshSchema, freshName, freshOID := key(&fresh[j])
-			if freshOID == oid && fresh[j] != old[i] || freshOID != oid && freshSchema == schema && freshName == name {
+			if freshOID == oid && !same(&fresh[j], &old[i]) || freshOID != oid && freshSchema == schema && freshName == name {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// equal reports whether two rows of a comparable type are the same.
+func equal[T comparable](a, b *T) bool { return *a == *b }
+
+// sameRelation reports whether two rows of pg_class, as read, are the same.
+func sameRelation(a, b *classify.Relation) bool {
+	return a.Schema == b.Schema && a.Name == b.Name && a.Kind == b.Kind && a.Unlogged == b.Unlogged && a.OID == b.OID &&
+		a.ReadPolicy == b.ReadPolicy && a.WriteRuns == b.WriteRuns && a.WriteRule == b.WriteRule && slices.Equal(a.Reaches, b.Reaches)
 }
 
 // sameFieldCasts reports whether composite type oid has the same fields that casts convert in

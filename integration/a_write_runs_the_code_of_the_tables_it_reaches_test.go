@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// A write runs code pgowl's catalogue holds with another table than the one the
+// statement names, or does not hold at all: the triggers of a table a foreign key's ON DELETE
+// CASCADE writes, the CHECK of a domain a column is of, a generated column's expression, the
+// ON TRUNCATE triggers of a table TRUNCATE ... CASCADE empties, the triggers of the partition a
+// row is routed to. On a direct connection (checked first, on the primary) each of these leaves
+// the tenant set with the session that wrote; through pgowl the other client sharing the backend
+// must not get it.
+
+const h1ReachSetup = `
+CREATE OR REPLACE FUNCTION public.h1_tenant_trg() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	PERFORM set_config('review_state.tenant', 'from-' || TG_TABLE_NAME, false);
+	RETURN NULL;
+END $f$;
+CREATE OR REPLACE FUNCTION public.h1_tenant_default() RETURNS int LANGUAGE plpgsql AS $f$
+BEGIN
+	PERFORM set_config('review_state.tenant', 'from-default', false);
+	RETURN NULL;
+END $f$;
+-- Declared IMMUTABLE (PostgreSQL does not check), as a generation expression requires.
+CREATE OR REPLACE FUNCTION public.h1_tenant_gen(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $f$
+BEGIN
+	PERFORM set_config('review_state.tenant', 'from-generated-' || t, false);
+	RETURN t;
+END $f$;
+DROP TABLE IF EXISTS public.h1_fk_child, public.h1_fk_parent, public.h1_fkd_child, public.h1_fkd_parent,
+	public.h1_dom_t, public.h1_gen_t, public.h1_tr_child, public.h1_tr_parent, public.h1_part CASCADE;
+DROP DOMAIN IF EXISTS public.h1_tenant_dom;
+-- ON DELETE CASCADE: deleting a parent row deletes the child rows, and the child's triggers fire.
+CREATE TABLE public.h1_fk_parent (id int PRIMARY KEY);
+CREATE TABLE public.h1_fk_child (pid int REFERENCES public.h1_fk_parent ON DELETE CASCADE);
+CREATE TRIGGER t AFTER DELETE ON public.h1_fk_child FOR EACH ROW EXECUTE FUNCTION public.h1_tenant_trg();
+-- ON DELETE SET DEFAULT: the child's column default runs.
+CREATE TABLE public.h1_fkd_parent (id int PRIMARY KEY);
+CREATE TABLE public.h1_fkd_child (pid int DEFAULT public.h1_tenant_default() REFERENCES public.h1_fkd_parent ON DELETE SET DEFAULT);
+-- A column of a domain whose CHECK sets the tenant.
+CREATE DOMAIN public.h1_tenant_dom AS text CHECK (set_config('review_state.tenant', 'from-domain-' || VALUE, false) IS NOT NULL);
+CREATE TABLE public.h1_dom_t (d public.h1_tenant_dom);
+-- A stored generated column.
+CREATE TABLE public.h1_gen_t (a text, g text GENERATED ALWAYS AS (public.h1_tenant_gen(a)) STORED);
+-- TRUNCATE ... CASCADE empties the referencing table, whose ON TRUNCATE trigger fires.
+CREATE TABLE public.h1_tr_parent (id int PRIMARY KEY);
+CREATE TABLE public.h1_tr_child (pid int REFERENCES public.h1_tr_parent);
+CREATE TRIGGER t AFTER TRUNCATE ON public.h1_tr_child FOR EACH STATEMENT EXECUTE FUNCTION public.h1_tenant_trg();
+-- A trigger on one partition only: a row inserted through the partitioned table is routed to it.
+CREATE TABLE public.h1_part (id int) PARTITION BY LIST (id);
+CREATE TABLE public.h1_part_1 PARTITION OF public.h1_part FOR VALUES IN (1);
+CREATE TRIGGER t AFTER INSERT ON public.h1_part_1 FOR EACH ROW EXECUTE FUNCTION public.h1_tenant_trg();
+ALTER TABLE public.h1_fk_parent OWNER TO app; ALTER TABLE public.h1_fk_child OWNER TO app;
+ALTER TABLE public.h1_fkd_parent OWNER TO app; ALTER TABLE public.h1_fkd_child OWNER TO app;
+ALTER TABLE public.h1_dom_t OWNER TO app; ALTER TABLE public.h1_gen_t OWNER TO app;
+ALTER TABLE public.h1_tr_parent OWNER TO app; ALTER TABLE public.h1_tr_child OWNER TO app;
+ALTER TABLE public.h1_part OWNER TO app; ALTER TABLE public.h1_part_1 OWNER TO app;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO app;
+`
+
+// h1ReachRows puts back the rows a case's statement removes.
+const h1ReachRows = `
+DELETE FROM public.h1_fk_child; DELETE FROM public.h1_fk_parent;
+INSERT INTO public.h1_fk_parent VALUES (1); INSERT INTO public.h1_fk_child VALUES (1);
+DELETE FROM public.h1_fkd_child; DELETE FROM public.h1_fkd_parent;
+INSERT INTO public.h1_fkd_parent VALUES (1), (2); INSERT INTO public.h1_fkd_child VALUES (2);
+INSERT INTO public.h1_tr_parent VALUES (1) ON CONFLICT DO NOTHING;
+`
+
+func TestAWriteRunsCodeOfTablesItReaches(t *testing.T) {
+	stateLeakSetup(t)
+	c := sharedClusterFor(t)
+	ctx := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(ctx, h1ReachSetup); err != nil {
+		t.Fatalf("set up: %v", err)
+	}
+	for _, tc := range []struct {
+		name, sql, tenant string
+	}{
+		{"ForeignKeyCascadeFiresChildTrigger", "DELETE FROM public.h1_fk_parent WHERE id = 1", "from-h1_fk_child"},
+		{"ForeignKeySetDefaultRunsChildDefault", "DELETE FROM public.h1_fkd_parent WHERE id = 2", "from-default"},
+		{"DomainCheckOfAColumn", "INSERT INTO public.h1_dom_t VALUES ('a')", "from-domain-a"},
+		{"GeneratedColumn", "INSERT INTO public.h1_gen_t (a) VALUES ('z')", "from-generated-z"},
+		{"TruncateCascadeFiresChildTruncateTrigger", "TRUNCATE public.h1_tr_parent CASCADE", "from-h1_tr_child"},
+		{"RowRoutedToAPartitionWithATrigger", "INSERT INTO public.h1_part VALUES (1)", "from-h1_part_1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := timeoutCtx(t, statementTimeout)
+			// The oracle: PostgreSQL itself, as app, on the primary.
+			if err := c.Nodes[0].Exec(ctx, h1ReachRows); err != nil {
+				t.Fatalf("rows: %v", err)
+			}
+			direct := danDirectAs(t, c.Nodes[0], appUser, appPassword,
+				tc.sql+"; SELECT coalesce(current_setting('review_state.tenant', true), '')")
+			if !strings.Contains(direct, tc.tenant) {
+				t.Fatalf("oracle: directly on the primary, %s left the tenant %q; want %q", tc.sql, direct, tc.tenant)
+			}
+			if err := c.Nodes[0].Exec(ctx, h1ReachRows); err != nil {
+				t.Fatalf("rows: %v", err)
+			}
+			o := rvStartOneBackend(t, nil)
+			a := o.connect(t, nil).PgConn()
+			b := o.connect(t, nil).PgConn()
+			r3pExecAll(t, ctx, a, tc.sql)
+			checkNoLeakedState(t, b, "after A ran "+tc.sql)
+		})
+	}
+}
