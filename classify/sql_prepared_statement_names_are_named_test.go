@@ -23,6 +23,7 @@ func TestSQLPreparedStatementNamesAreNamed(t *testing.T) {
 		{"EXPLAIN EXECUTE c", nil, []string{"c"}},
 		{"EXPLAIN ANALYZE EXECUTE c", nil, []string{"c"}},
 		{"CREATE TABLE t2 AS EXECUTE d", nil, []string{"d"}},
+		{"EXPLAIN CREATE TABLE t2 AS EXECUTE d", nil, []string{"d"}},
 		{"SELECT 1; PREPARE a AS SELECT 2; EXECUTE b; DEALLOCATE e", []string{"a"}, []string{"b", "e"}},
 		{"SELECT 'EXECUTE pgowl_x'", nil, nil},
 	} {

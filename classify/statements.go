@@ -440,6 +440,7 @@ func (a *analysis) explain(stmt *pg_query.ExplainStmt) verdict {
 			// defaults and rules, which pgowl does not analyse.
 			v := unknownEffect("EXPLAIN of a write (effect unknown: planning runs column defaults and rules)")
 			v.chain, v.detail = []string{"EXPLAIN of a write"}, "planning runs column defaults and rules, which are not analysed"
+			v.usesPrepared = full.usesPrepared // EXPLAIN CREATE TABLE ... AS EXECUTE name
 			return v
 		}
 		plan := *a

@@ -15,6 +15,8 @@ func TestAManagedStatementNameIsFoundInAnyCase(t *testing.T) {
 		"":                             false,
 		"pgowl_":                       true,
 		"xpgowl":                       false,
+		`EXECUTE U&"\0070gowl_x"`:      true, // Unicode escapes hold no "pgowl_"
+		`execute u&"\0070gowl_x"`:      true,
 	} {
 		if got := mayNameManagedStatement(sql); got != want {
 			t.Errorf("%q: %v, want %v", sql, got, want)

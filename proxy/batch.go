@@ -57,8 +57,8 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 			return err
 		}
 		if mayNameManagedStatement(pm.query) {
-			if eff := sess.classify(pm.query, pm.paramTypes); sqlStatementNamesRefused(&eff) != nil {
-				return sqlStatementNamesRefused(&eff)
+			if eff := sess.classify(pm.query, pm.paramTypes); sess.sqlStatementNamesRefused(&eff) != nil {
+				return sess.sqlStatementNamesRefused(&eff)
 			}
 		}
 		if pm.name != "" {
@@ -441,31 +441,54 @@ func (e *foreignStatementError) clientError() *clientError {
 	return &clientError{Severity: "ERROR", SQLState: sqlstateInvalidSQLStatementName, Message: e.Error()}
 }
 
+// failTransactionForRefusal fails the session's transaction block, if it is in one, for a
+// statement pgowl refused itself with sqlstate, as an error fails it on a node: the client's
+// later statements get 25P02 and its COMMIT rolls back. A deferred BEGIN fails where it waits;
+// a block open on the held backend, between statements, is failed there by a statement that
+// raises sqlstate.
+func (sess *session) failTransactionForRefusal(sqlstate string) {
+	switch be := sess.held; {
+	case sess.deferred != nil:
+		sess.deferred.aborted = true
+	case be != nil && be.conn.TxStatus == wire.TxInBlock && !be.openBatch && be.expect.len() == 0:
+		sess.runQuietly(be, abortTransactionSQL(sqlstate))
+	}
+}
+
 // sqlStatementNamesRefused returns the refusal of a statement string whose SQL PREPARE, EXECUTE
 // or DEALLOCATE names a statement under the managed prefix, or nil. On the nodes those names
 // are pgowl's, shared by the sessions of a login (pg_prepared_statements shows them to each):
 // an SQL EXECUTE or DEALLOCATE of one would run or drop another session's statement, and a
 // PREPARE could take a name pgowl is about to use. A client's own extended-protocol statement
-// under such a name is not reached by SQL either: on the node it has another name (a lone
-// DEALLOCATE of it is answered by pgowl, deallocateClientStatement).
-func sqlStatementNamesRefused(eff *classify.Effects) *foreignStatementError {
+// under such a name is not reached by SQL either: on the node it has another name. A lone
+// DEALLOCATE of it is the exception: pgowl answers it (deallocateClientStatement, and in an
+// extended batch answerBatchLocally).
+func (sess *session) sqlStatementNamesRefused(eff *classify.Effects) *foreignStatementError {
 	for _, name := range eff.Prepares {
 		if strings.HasPrefix(name, managedStatementPrefix) {
 			return &foreignStatementError{name: name, prepares: true}
 		}
 	}
 	for _, name := range eff.UsesPrepared {
-		if strings.HasPrefix(name, managedStatementPrefix) {
-			return &foreignStatementError{name: name}
+		if !strings.HasPrefix(name, managedStatementPrefix) {
+			continue
 		}
+		if own, ok := deallocatedName(*eff); ok && own == name && sess.statements.lookup(name) != nil {
+			continue
+		}
+		return &foreignStatementError{name: name}
 	}
 	return nil
 }
 
 // mayNameManagedStatement reports whether sql may hold a managed statement name: the cheap test
 // before a Parse's text is classified for it (sqlStatementNamesRefused). Unquoted names fold to
-// lower case.
+// lower case; a name spelled with Unicode escapes (U&"\0070...") holds no "pgowl_", so any such
+// identifier counts.
 func mayNameManagedStatement(sql string) bool {
+	if strings.Contains(sql, "U&") || strings.Contains(sql, "u&") {
+		return true
+	}
 	for rest := sql; len(rest) >= len(managedStatementPrefix); {
 		i := strings.IndexAny(rest, "pP")
 		if i < 0 || len(rest)-i < len(managedStatementPrefix) {

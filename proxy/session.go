@@ -243,12 +243,16 @@ func (sess *session) run(ctx context.Context) {
 			if err := sess.batch.add(sess, typ, body); err != nil {
 				var limit *statementLimitError
 				if errors.As(err, &limit) {
-					sess.refuseInBatch(limit.clientError())
+					cerr := limit.clientError()
+					sess.failTransactionForRefusal(cerr.SQLState)
+					sess.refuseInBatch(cerr)
 					continue
 				}
 				var foreign *foreignStatementError
 				if errors.As(err, &foreign) {
-					sess.refuseInBatch(foreign.clientError())
+					cerr := foreign.clientError()
+					sess.failTransactionForRefusal(cerr.SQLState)
+					sess.refuseInBatch(cerr)
 					continue
 				}
 				sess.fail(protocolViolation("invalid %q message: %v", typ, err))
@@ -358,14 +362,17 @@ func (sess *session) simpleQuery(ctx context.Context, body []byte) error {
 	} else if ok && sess.foreignStatement(name, nil) {
 		// Another session's statement, by the managed name pg_prepared_statements shows.
 		foreign := &foreignStatementError{name: name}
+		sess.failTransactionForRefusal(sqlstateInvalidSQLStatementName)
 		sess.send(toErrorResponse(foreign.clientError()))
 		sess.endRefused(true)
 		sess.log.Info().Str("statement", name).Msg("DEALLOCATE of a statement the session did not prepare refused")
 		return nil
 	}
-	if refused := sqlStatementNamesRefused(&eff); refused != nil {
+	if refused := sess.sqlStatementNamesRefused(&eff); refused != nil {
 		// Nothing of the string runs: its statements would have run up to this one.
-		sess.send(toErrorResponse(refused.clientError()))
+		cerr := refused.clientError()
+		sess.failTransactionForRefusal(cerr.SQLState)
+		sess.send(toErrorResponse(cerr))
 		sess.endRefused(true)
 		sess.log.Info().Str("statement", refused.name).Msg("SQL statement naming a prepared statement under pgowl's reserved prefix refused")
 		return nil
