@@ -164,11 +164,28 @@ func TestShutdownSecondSignal(t *testing.T) {
 	}
 	defer sleeper.Close(ctx)
 	slept := make(chan error, 1)
+	const sleep = "SELECT pg_sleep(1.51)"
 	go func() {
-		_, err := sleeper.Exec(ctx, "SELECT pg_sleep(1.5)")
+		_, err := sleeper.Exec(ctx, sleep)
 		slept <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The signal must find the read running on its node: on a loaded machine the client's
+	// connection and prepare can take longer than any fixed pause.
+	running := false
+	for deadline := time.Now().Add(5 * time.Second); !running && time.Now().Before(deadline); {
+		for _, n := range c.Nodes {
+			var active bool
+			if err := n.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE query = $1 AND state = 'active')", sleep).Scan(&active); err == nil && active {
+				running = true
+			}
+		}
+		if !running {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !running {
+		t.Fatalf("%s did not start on any node within 5s", sleep)
+	}
 	p.signal(t, syscall.SIGTERM)
 	if err := <-slept; err != nil {
 		t.Errorf("a read running outside a transaction at SIGTERM failed: %v, want it to finish", err)
