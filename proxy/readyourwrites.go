@@ -487,7 +487,7 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	if !r.unsettled || sess.readYourWritesScope() == config.ReadYourWritesUser {
 		return true
 	}
-	if sess.settleFromSample(snap) {
+	if sess.settleFromSample(snap, true) {
 		return true
 	}
 	pos, flush, answered := sess.readPrimaryPositions(ctx, snap, wait)
@@ -498,12 +498,15 @@ func (sess *session) settleWritePosition(ctx context.Context, snap *route.Snapsh
 	// No primary backend was free (or the read failed): the monitor may have sampled the
 	// primary since the write meanwhile, which covers it as well as a read would. Without it the
 	// read goes to the primary, where it would wait for a backend a second time.
-	return sess.settleFromSample(sess.srv.opts.Nodes.Snapshot())
+	return sess.settleFromSample(sess.srv.opts.Nodes.Snapshot(), false)
 }
 
 // settleFromSample settles the session's write position from the primary's insert position in
-// snap when the monitor sent that sample after the session's last write: no round trip.
-func (sess *session) settleFromSample(snap *route.Snapshot) bool {
+// snap when the monitor sent that sample after the session's last write: no round trip. With
+// flushed, only a sample whose insert position was flushed as it was taken: one past its flush
+// position (other sessions' WAL in flight) would send the read to the primary, where a read of
+// the position now may find it flushed.
+func (sess *session) settleFromSample(snap *route.Snapshot, flushed bool) bool {
 	r := &sess.ryw
 	if r.unsettledSince.IsZero() {
 		return false
@@ -517,6 +520,9 @@ func (sess *session) settleFromSample(snap *route.Snapshot) bool {
 		if n := &snap.Nodes[i]; n.Role == route.RolePrimary && n.Timeline == pos.Timeline && n.WALPosition == pos.LSN {
 			flush.LSN = n.FlushPosition // sampled with it
 		}
+	}
+	if flushed && flush.LSN < pos.LSN {
+		return false
 	}
 	r.settle(pos, flush)
 	return true
