@@ -45,14 +45,7 @@ func pipelinedWriteThenRead(t *testing.T, flushFirst bool) {
 		cfg.Monitor.DownAfter = 20 * time.Second
 	})
 	standbys := c.Nodes[1:]
-	resume := func() {
-		for _, n := range standbys {
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = n.ResumeReplay(rctx)
-			rcancel()
-		}
-	}
-	t.Cleanup(resume)
+	resume := resumeReplayAtCleanup(t, standbys)
 	var notices []string
 	pcfg, err := pgconn.ParseConfig(o.dsn(appUser, appPassword, appDatabase, nil))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
-	"github.com/pgowl/pgowl/integration/owltest"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // TestBackendsDialledBeforeAStandbyReplaysANewDefaultAreRetired: pgowl retires a database's
@@ -52,14 +52,7 @@ ALTER ROLE h2_u SET search_path = h2_old, public;`
 		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
 	})
 	standbys := c.Nodes[1:]
-	resume := func() {
-		for _, n := range standbys {
-			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = n.ResumeReplay(rctx)
-			rcancel()
-		}
-	}
-	t.Cleanup(resume)
+	resume := resumeReplayAtCleanup(t, standbys)
 
 	const probe = "SELECT current_setting('search_path')"
 	// Warm backends of h2_u on every node: several sessions read.
@@ -145,11 +138,30 @@ ALTER ROLE h2_u SET search_path = h2_old, public;`
 	}
 	t.Logf("new sessions after the standbys replayed the ALTER: %v", seen)
 	what := fmt.Sprintf("%d of 24 reads of sessions opened after the standbys replayed ALTER ROLE h2_u SET search_path ran on a backend with the old default (a new direct connection gets h2_new, public): %v", stale, seen)
-	if pause {
+	switch {
+	case pause && stale > 0:
 		// README, Limits: backends a standby logs in before it replays the change keep the old
-		// default; the retirement happens when the primary has it.
-		owltest.KnownGap(t, stale > 0, what)
-	} else if stale > 0 {
+		// default; the retirement happens when the primary has it. Whether min_idle's dials
+		// reach the paused standby before the reads do is a race, so the gap is reported when
+		// seen rather than required (owltest.KnownGap would fail the runs that miss it).
+		t.Logf("known gap observed: %s", what)
+	case pause:
+		t.Logf("known gap not observed in this run (a race): %s", what)
+	case stale > 0:
 		t.Error(what)
 	}
+}
+
+// resumeReplayAtCleanup returns what resumes replay on nodes (each bounded to 10 s), and makes
+// the test's cleanup run it: a test that paused replay leaves the shared cluster replaying.
+func resumeReplayAtCleanup(t *testing.T, nodes []*cluster.Node) func() {
+	resume := func() {
+		for _, n := range nodes {
+			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = n.ResumeReplay(rctx)
+			rcancel()
+		}
+	}
+	t.Cleanup(resume)
+	return resume
 }

@@ -44,12 +44,7 @@ func TestSessionStateStatementForms(t *testing.T) {
 		{"ListenInMultiStatementString", []string{"SELECT 1; LISTEN review_state_ms_chan"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := rvStartOneBackend(t, nil)
-			ctx := timeoutCtx(t, statementTimeout)
-			a := o.connect(t, nil).PgConn()
-			b := o.connect(t, nil).PgConn()
-			r3pExecAll(t, ctx, a, tc.steps...)
-			checkNoLeakedState(t, b, "after A ran "+joinSteps(tc.steps))
+			checkStatementsLeaveNoState(t, tc.steps...)
 		})
 	}
 }

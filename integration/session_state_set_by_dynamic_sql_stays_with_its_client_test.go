@@ -92,6 +92,14 @@ func checkNoLeakedState(t *testing.T, b *pgconn.PgConn, what string) {
 	}
 }
 
+// checkStatementsLeaveNoState runs stmts as client A through a pgowl with one backend, then
+// checks that client B, given that backend next, finds none of A's session state (or waits for
+// it while A's pin holds it).
+func checkStatementsLeaveNoState(t *testing.T, stmts ...string) {
+	t.Helper()
+	checkStatementsLeaveNoState(t, stmts...)
+}
+
 // leakedState runs the probe in b and describes the state of session A that b's backend
 // carries, or returns "" when it is clean (or b waited for A's pinned backend).
 func leakedState(t *testing.T, b *pgconn.PgConn, what string) string {
@@ -130,12 +138,7 @@ func TestSessionStateDynamicSQLInAFunction(t *testing.T) {
 		{"ExecHelperReadOnlyDefault", "SELECT public.review_state_exec('SET default_transaction_read_only = on')"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := rvStartOneBackend(t, nil)
-			ctx := timeoutCtx(t, statementTimeout)
-			a := o.connect(t, nil).PgConn()
-			b := o.connect(t, nil).PgConn()
-			r3pExecAll(t, ctx, a, tc.sql)
-			checkNoLeakedState(t, b, "after A ran "+tc.sql)
+			checkStatementsLeaveNoState(t, tc.sql)
 		})
 	}
 }

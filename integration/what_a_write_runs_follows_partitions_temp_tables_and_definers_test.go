@@ -168,12 +168,7 @@ func TestTemporaryTableTriggerStateOutlivesTheTable(t *testing.T) {
 		"DROP TABLE h1m_tmp",
 	}
 	writeRunsOracle(t, strings.Join(stmts, "; "), "tenant-tmp")
-	o := rvStartOneBackend(t, nil)
-	ctx := timeoutCtx(t, statementTimeout)
-	a := o.connect(t, nil).PgConn()
-	b := o.connect(t, nil).PgConn()
-	r3pExecAll(t, ctx, a, stmts...)
-	checkNoLeakedState(t, b, "after A wrote a temporary table whose trigger set the tenant and dropped it")
+	checkStatementsLeaveNoState(t, stmts...)
 }
 
 // TestSecurityDefinerTriggerFunctionDollarUser: a SECURITY DEFINER trigger function's body
@@ -187,12 +182,7 @@ func TestSecurityDefinerTriggerFunctionDollarUser(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			writeRunsOracle(t, tc.sql, tc.tenant)
-			o := rvStartOneBackend(t, nil)
-			ctx := timeoutCtx(t, statementTimeout)
-			a := o.connect(t, nil).PgConn()
-			b := o.connect(t, nil).PgConn()
-			r3pExecAll(t, ctx, a, tc.sql)
-			checkNoLeakedState(t, b, "after A ran "+tc.sql)
+			checkStatementsLeaveNoState(t, tc.sql)
 		})
 	}
 }
@@ -246,7 +236,7 @@ func TestDeferredConstraintTriggerRunsAtCommit(t *testing.T) {
 		a := o.connect(t, nil).PgConn()
 		b := o.connect(t, nil).PgConn()
 		r3pExecAll(t, ctx, a, "BEGIN", "INSERT INTO public.h1m_def_lock VALUES (1)", "COMMIT")
-		checkNoLeakedState(t, b, "after A committed an INSERT whose deferred trigger took an advisory lock")
+		checkNoLeakedState(t, b, "after A's COMMIT ran the deferred trigger that takes a lock")
 		r3pExecAll(t, ctx, a, "SELECT pg_advisory_unlock_all()")
 	})
 	t.Run("Tenant", func(t *testing.T) {
@@ -256,7 +246,7 @@ func TestDeferredConstraintTriggerRunsAtCommit(t *testing.T) {
 		a := o.connect(t, nil).PgConn()
 		b := o.connect(t, nil).PgConn()
 		r3pExecAll(t, ctx, a, "BEGIN", "INSERT INTO public.h1m_def_tenant VALUES (1)", "COMMIT")
-		checkNoLeakedState(t, b, "after A committed an INSERT whose deferred trigger set the tenant")
+		checkNoLeakedState(t, b, "after A's COMMIT ran the deferred trigger that sets the tenant")
 		aKeepsItsTenant(t, a, "from-h1m_def_tenant")
 	})
 }
