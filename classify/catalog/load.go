@@ -437,10 +437,14 @@ ORDER BY c.oid`,
 // locks it on newer servers, and a read that locked every table with a default would wait for
 // any DDL on one of them. A generation expression names columns, so it is printed with its
 // table, which newer servers lock: only tables with generated columns. A column of a domain with
-// CHECK constraints runs them: a cast of NULL to the domain stands for that.
+// CHECK constraints runs them: a cast of NULL to the domain stands for that. The foreign keys
+// that reference each table are gathered once (no index of pg_constraint covers confrelid).
 var relationsPart = part[classify.Relation]{
 	what: "relations", oidColumn: "c.oid", nameColumn: "c.relname",
 	query: `
+WITH fk AS (
+  SELECT confrelid, array_agg(DISTINCT conrelid) AS referencing FROM pg_constraint
+  WHERE contype = 'f' AND conrelid <> confrelid GROUP BY confrelid)
 SELECT n.nspname, c.relname, c.relkind::text,
        c.relpersistence = 'u' OR (c.relhassubclass AND EXISTS (
          WITH RECURSIVE d(oid) AS (
@@ -452,6 +456,7 @@ SELECT n.nspname, c.relname, c.relkind::text,
          SELECT string_agg('(' || pg_get_expr(p.polqual, p.polrelid) || ')', ', ' ORDER BY p.polname)
          FROM pg_policy p WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL), '')
        ELSE '' END,
+       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
        concat_ws(', ',
          CASE WHEN c.relhastriggers THEN (
            SELECT string_agg('(' || quote_ident(fn.nspname) || '.' || quote_ident(f.proname) || '())', ', ' ORDER BY g.tgname)
@@ -465,11 +470,17 @@ SELECT n.nspname, c.relname, c.relkind::text,
          (SELECT string_agg('(NULL::' || quote_ident(tn.nspname) || '.' || quote_ident(t.typname) || ')', ', ' ORDER BY a.attnum)
           FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace tn ON tn.oid = t.typnamespace
           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND t.typtype = 'd'
-            AND EXISTS (SELECT FROM pg_constraint dk WHERE dk.contypid = t.oid AND dk.contype = 'c'))),
-       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1'),
+            AND EXISTS (SELECT FROM pg_constraint dk WHERE dk.contypid = t.oid AND dk.contype = 'c')))
+       ELSE '' END,
+       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
+       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1')
+       ELSE false END,
+       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
        ARRAY(SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = c.oid
-             UNION SELECT f.conrelid FROM pg_constraint f WHERE f.contype = 'f' AND f.confrelid = c.oid AND f.conrelid <> c.oid)::oid[]
+             UNION SELECT unnest(fk.referencing))::oid[]
+       ELSE '{}'::oid[] END
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN fk ON fk.confrelid = c.oid
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
 ORDER BY c.oid`,
