@@ -2,6 +2,7 @@ package classify
 
 import (
 	_ "embed"
+	"slices"
 	"strings"
 )
 
@@ -255,4 +256,20 @@ func writingExtensionFunctions() map[string]builtinEffect {
 		"pg_stat_statements":      {access: Write, extension: true, nodeLocal: true},
 		"pg_stat_statements_info": {access: Write, extension: true, nodeLocal: true},
 	}
+}
+
+// SessionChangingBuiltins lists, sorted, the pg_catalog functions whose call may change the
+// session's state (set_config, advisory locks) or runs SQL text the analysis does not see. A
+// stored expression (a column default, a CHECK) that calls none of them and no function outside
+// pg_catalog changes nothing of the session: the catalogue need not read it (catalog's
+// relations part).
+func SessionChangingBuiltins() []string {
+	var names []string
+	for name, effect := range writingBuiltins() {
+		if effect.session != 0 || effect.configSetter || effect.unseen != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -97,7 +97,12 @@ func checkNoLeakedState(t *testing.T, b *pgconn.PgConn, what string) {
 // it while A's pin holds it).
 func checkStatementsLeaveNoState(t *testing.T, stmts ...string) {
 	t.Helper()
-	checkStatementsLeaveNoState(t, stmts...)
+	o := rvStartOneBackend(t, nil)
+	ctx := timeoutCtx(t, statementTimeout)
+	a := o.connect(t, nil).PgConn()
+	b := o.connect(t, nil).PgConn()
+	r3pExecAll(t, ctx, a, stmts...)
+	checkNoLeakedState(t, b, "after A ran "+strings.Join(stmts, "; "))
 }
 
 // leakedState runs the probe in b and describes the state of session A that b's backend

@@ -441,10 +441,36 @@ ORDER BY c.oid`,
 // that reference each table are gathered once (no index of pg_constraint covers confrelid).
 var relationsPart = part[classify.Relation]{
 	what: "relations", oidColumn: "c.oid", nameColumn: "c.relname",
-	query: `
+	query: relationsQuery(),
+	scan: func(row pgx.CollectableRow, r *classify.Relation) error {
+		var kind string
+		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy, &r.WriteRuns, &r.WriteRule, &r.Reaches); err != nil {
+			return err
+		}
+		if kind != "" {
+			r.Kind = kind[0]
+		}
+		return nil
+	},
+}
+
+// relationsQuery is relationsPart's query. What a write of a table runs is read only for tables,
+// partitioned tables, foreign tables and views outside pg_catalog and information_schema; of
+// its defaults and CHECK constraints only those that call a function outside pg_catalog (a
+// dependency in pg_depend) or a built-in that changes the session
+// (classify.SessionChangingBuiltins) are printed, since printing costs about 25 µs each.
+func relationsQuery() string {
+	quoted := make([]string, 0, len(classify.SessionChangingBuiltins()))
+	for _, name := range classify.SessionChangingBuiltins() {
+		quoted = append(quoted, "'"+name+"'")
+	}
+	return `
 WITH fk AS (
   SELECT confrelid, array_agg(DISTINCT conrelid) AS referencing FROM pg_constraint
-  WHERE contype = 'f' AND conrelid <> confrelid GROUP BY confrelid)
+  WHERE contype = 'f' AND conrelid <> confrelid GROUP BY confrelid),
+sfn AS (
+  SELECT ':funcid (' || string_agg(oid::text, '|') || ') ' AS pattern
+  FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace AND proname IN (` + strings.Join(quoted, ", ") + `))
 SELECT n.nspname, c.relname, c.relkind::text,
        c.relpersistence = 'u' OR (c.relhassubclass AND EXISTS (
          WITH RECURSIVE d(oid) AS (
@@ -459,14 +485,17 @@ SELECT n.nspname, c.relname, c.relkind::text,
        CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
        concat_ws(', ',
          CASE WHEN c.relhastriggers THEN (
-           SELECT string_agg('(' || quote_ident(fn.nspname) || '.' || quote_ident(f.proname) || '())', ', ' ORDER BY g.tgname)
-           FROM pg_trigger g JOIN pg_proc f ON f.oid = g.tgfoid JOIN pg_namespace fn ON fn.oid = f.pronamespace
-           WHERE g.tgrelid = c.oid AND NOT g.tgisinternal AND g.tgenabled <> 'D') END,
+           SELECT string_agg('(' || g.tgfoid::regproc::text || '())', ', ' ORDER BY g.tgname)
+           FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal AND g.tgenabled <> 'D') END,
          (SELECT string_agg('(' || CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, 0) ELSE pg_get_expr(d.adbin, d.adrelid) END || ')', ', ' ORDER BY d.adnum)
           FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
-          WHERE d.adrelid = c.oid),
+          WHERE d.adrelid = c.oid AND (
+            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_attrdef'::regclass AND x.objid = d.oid AND x.refclassid = 'pg_proc'::regclass)
+            OR d.adbin::text ~ (SELECT pattern FROM sfn))),
          (SELECT string_agg('(' || regexp_replace(pg_get_constraintdef(k.oid), '^CHECK (.*?)( NO INHERIT)?( NOT VALID)?$', '\1') || ')', ', ' ORDER BY k.conname)
-          FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c'),
+          FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'c' AND (
+            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_constraint'::regclass AND x.objid = k.oid AND x.refclassid = 'pg_proc'::regclass)
+            OR k.conbin::text ~ (SELECT pattern FROM sfn))),
          (SELECT string_agg('(NULL::' || quote_ident(tn.nspname) || '.' || quote_ident(t.typname) || ')', ', ' ORDER BY a.attnum)
           FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_namespace tn ON tn.oid = t.typnamespace
           WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND t.typtype = 'd'
@@ -483,17 +512,7 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN fk ON fk.confrelid = c.oid
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p', 'S')
   AND n.nspname NOT LIKE 'pg\_temp\_%%' AND n.nspname NOT LIKE 'pg\_toast%%' AND %s
-ORDER BY c.oid`,
-	scan: func(row pgx.CollectableRow, r *classify.Relation) error {
-		var kind string
-		if err := row.Scan(&r.Schema, &r.Name, &kind, &r.Unlogged, &r.OID, &r.ReadPolicy, &r.WriteRuns, &r.WriteRule, &r.Reaches); err != nil {
-			return err
-		}
-		if kind != "" {
-			r.Kind = kind[0]
-		}
-		return nil
-	},
+ORDER BY c.oid`
 }
 
 // typesPart reads every type, with a domain's CHECK expressions.
