@@ -46,6 +46,9 @@ type run struct {
 	// dependent is set when the verdict may depend on the context (catalogue, search path,
 	// parameter types): any function call or relation reference.
 	dependent bool
+	// provisional: the verdict is made without a catalogue on purpose, to be made again with one
+	// (ClassifyWithoutCatalogue); otherwise a classification without a catalogue is final.
+	provisional bool
 	warnings  []string
 	// frames are the functions and views being analysed, outermost first, for cycle detection.
 	frames []frame
@@ -353,8 +356,15 @@ func (a *analysis) resolveCall(call *pg_query.FuncCall) callResult {
 				return res
 			}
 		}
-		return callResult{access: Write, reason: ReasonUnknownEffect, subject: display + "() (effect unknown: not analysed yet)",
+		res := callResult{access: Write, reason: ReasonUnknownEffect, subject: display + "() (effect unknown: not analysed yet)",
 			chain: []string{display + "()"}, detail: "not analysed yet: no function catalogue"}
+		if a.c.catalogues != nil && !a.run.provisional {
+			// The catalogue could not be had (its read failed, or outlasted the wait): this
+			// verdict is final, and what the call does to the session is not known either (a
+			// SET ROLE, a LISTEN), so the node is asked after it, as after a DO block.
+			res.session = SessionUnknown
+		}
+		return res
 	}
 	detail := "not found"
 	if schema == "" {

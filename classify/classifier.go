@@ -467,6 +467,7 @@ func (a *analysis) fullUnless(sql string, stopIfDependent bool) (effects Effects
 // (and its labels, shared), an empty one receives the tree and the labels to compute; nil parses
 // as fullUnless does.
 func (a *analysis) fullParsed(sql string, parsed *parsedStatement, stopIfDependent bool) (effects Effects, stopped bool) {
+	a.run.provisional = parsed != nil && parsed.provisional
 	var tree *pg_query.ParseResult
 	if parsed != nil && parsed.tree != nil {
 		tree = parsed.tree
