@@ -49,7 +49,7 @@ type run struct {
 	// provisional: the verdict is made without a catalogue on purpose, to be made again with one
 	// (ClassifyWithoutCatalogue); otherwise a classification without a catalogue is final.
 	provisional bool
-	warnings  []string
+	warnings    []string
 	// frames are the functions and views being analysed, outermost first, for cycle detection.
 	frames []frame
 	// budget bounds the function bodies and views analysed for one statement.
