@@ -49,6 +49,11 @@
 // way) is a target too: the extra hop of any proxy written in Go and run where pgowl runs, so
 // that pgowl's ratio can be split into the hop's part and its own work's.
 //
+// With -relay-process, the same relay runs as a process of its own (this binary again, with
+// -serve-byte-relay), started and placed as -process places pgowl: the extra hop of any proxy
+// written in Go and deployed as pgowl is. With -process, pgowl's ratio over it is what pgowl's own
+// work costs, apart from what being a Go process of its own costs.
+//
 // With -standby, a streaming standby stands behind pgowl beside the primary, as users deploy it
 // (direct still runs on the primary). A use's verdict then picks its node, so it is not sent
 // ahead of its session's change being taken in: it waits for the take-in before it is routed,
@@ -96,6 +101,7 @@
 //	go run ./integration/migrationbench -repeat-texts # every run the same texts: caches by text serve
 //	go run ./integration/migrationbench -process -pgbouncer # as deployed, beside PgBouncer
 //	go run ./integration/migrationbench -byte-relay  # beside a Go relay that does nothing else
+//	go run ./integration/migrationbench -process -relay-process # beside that relay as a process of its own
 //	go run ./integration/migrationbench -process -baseline-binary /tmp/pgowl-old # two builds, one sitting
 //	go run ./integration/migrationbench -process -standby # as deployed, with a standby to read on
 //	go run ./integration/migrationbench -node-cpus 1 # the node on CPU 1 alone, the rest on the others

@@ -50,7 +50,9 @@ const (
 	targetPgowl     = "pgowl"
 	targetPgBouncer = "pgbouncer"
 	targetByteRelay = "relay"
-	targetBaseline  = "baseline"
+	// targetRelayProcess is the byte relay run as a process of its own (-relay-process).
+	targetRelayProcess = "relay_process"
+	targetBaseline     = "baseline"
 )
 
 var protocols = []protocol{{name: "simple"}, {name: "extended", extended: true}}
@@ -107,6 +109,8 @@ type options struct {
 	pgbouncer bool
 	// byteRelay adds a relay in this process that copies bytes and does nothing else.
 	byteRelay bool
+	// relayProcess adds the same relay run as a process of its own, as a proxy is deployed.
+	relayProcess bool
 	// standby puts a streaming standby behind pgowl beside the primary, as deployed: the uses,
 	// reads, may then go to it, and a statement whose verdict picks the node is not sent ahead
 	// of its session's change being taken in.
@@ -157,6 +161,8 @@ func main() {
 	flag.BoolVar(&o.pgbouncer, "pgbouncer", false, "add PgBouncer (session pooling, from PATH or /usr/sbin) as a third target: what a relay that does nothing else costs on this machine")
 	flag.BoolVar(&o.process, "process", false, "run pgowl as a process of its own (built from this module), as it is deployed, not in the benchmark's process")
 	flag.BoolVar(&o.byteRelay, "byte-relay", false, "add a relay in this process that copies bytes between the client and the primary and does nothing else: what the extra hop of any proxy in Go, run where pgowl runs, costs on this machine")
+	flag.BoolVar(&o.relayProcess, "relay-process", false, "add the byte relay (-byte-relay) run as a process of its own (this binary again), placed as -process places pgowl: what the extra hop of any proxy in Go, deployed as pgowl is, costs on this machine")
+	relayUpstream := flag.String("serve-byte-relay", "", "serve the byte relay to this upstream address and print the address it listens on (how -relay-process starts its relay)")
 	flag.StringVar(&o.baselineBinary, "baseline-binary", "", "add a pgowl binary built elsewhere (go build -o /tmp/pgowl-old ./cmd/pgowl in a worktree at another commit) as a target, run as a process of its own and interleaved with the others: with -process, two builds compared in one sitting")
 	flag.BoolVar(&o.standby, "standby", false, "put a streaming standby behind pgowl beside the primary, as deployed (direct still runs on the primary): a use's verdict then picks its node, so it waits for its session's change to be taken in before it is routed")
 	flag.BoolVar(&o.nodeSocket, "node-socket", false, "have pgowl, the baseline binary and PgBouncer reach the node through its Unix socket (node host: the socket's directory), as a proxy beside its database can; the clients, direct ones included, and -byte-relay stay on TCP")
@@ -167,6 +173,13 @@ func main() {
 	mutexProfile := flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
 	tracePath := flag.String("trace", "", "write an execution trace (go tool trace: goroutine handoffs, scheduling, network waits) to this file")
 	flag.Parse()
+	if *relayUpstream != "" {
+		if err := serveByteRelay(*relayUpstream); err != nil {
+			fmt.Fprintln(os.Stderr, "migrationbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.command = strings.Join(append([]string{"go run ./integration/migrationbench"}, os.Args[1:]...), " ")
 	if o.rounds < 1 || o.rounds > 50 || o.functions < 4 || o.functions > 2000 {
 		fmt.Fprintln(os.Stderr, "migrationbench: -rounds must be between 1 and 50, -functions between 4 and 2000")
@@ -352,6 +365,16 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		dsn[targetByteRelay] = "postgres://" + benchUser + ":" + benchPassword + "@" + relayAddr + "/postgres?sslmode=disable"
 		targets = append(targets, targetByteRelay)
 	}
+	if o.relayProcess {
+		relay, err := startByteRelayProcess(startCtx, net.JoinHostPort(primary.Host, fmt.Sprint(primary.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("-relay-process: %w", err)
+		}
+		defer relay.stop()
+		dsn[targetRelayProcess] = "postgres://" + benchUser + ":" + benchPassword + "@" + relay.addr + "/postgres?sslmode=disable"
+		targets = append(targets, targetRelayProcess)
+		meters[targetRelayProcess] = cpuMeter{proxyPID: relay.pid}
+	}
 	if o.baselineBinary != "" {
 		base, err := startPgowlBinary(startCtx, nodes, pgowlLog{}, o.baselineBinary)
 		if err != nil {
@@ -456,6 +479,9 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	if o.byteRelay {
 		cpuTargets = append(cpuTargets, targetByteRelay)
 	}
+	if o.relayProcess {
+		cpuTargets = append(cpuTargets, targetRelayProcess)
+	}
 	if o.baselineBinary != "" {
 		cpuTargets = append(cpuTargets, targetBaseline)
 	}
@@ -516,6 +542,18 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		report.WriteString("| protocol | direct | byte relay | relay / direct | pgowl / relay |\n| --- | ---: | ---: | ---: | ---: |\n")
 		for _, proto := range protocols {
 			direct, relay, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetByteRelay]), median(results[proto.name+"/"+targetPgowl])
+			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× |\n", proto.name, ms(direct.total), ms(relay.total),
+				float64(relay.total)/float64(direct.total), float64(owl.total)/float64(relay.total))
+		}
+	}
+	if o.relayProcess {
+		report.WriteString("\nThe relay process (`-relay-process`): the byte relay of `-byte-relay` (io.Copy each way, nothing else) run as a process of its own, started and placed as `-process` places pgowl: what the extra hop of any proxy written in Go and deployed as pgowl is costs here. pgowl's ratio over it is what pgowl's own work costs the script.")
+		if !o.process {
+			report.WriteString(" pgowl runs in the benchmark's process here: run with `-process` to compare the two as deployed.")
+		}
+		report.WriteString("\n\n| protocol | direct | relay process | relay process / direct | pgowl / relay process |\n| --- | ---: | ---: | ---: | ---: |\n")
+		for _, proto := range protocols {
+			direct, relay, owl := median(results[proto.name+"/"+targetDirect]), median(results[proto.name+"/"+targetRelayProcess]), median(results[proto.name+"/"+targetPgowl])
 			fmt.Fprintf(&report, "| %s | %.0f ms | %.0f ms | %.2f× | %.2f× |\n", proto.name, ms(direct.total), ms(relay.total),
 				float64(relay.total)/float64(direct.total), float64(owl.total)/float64(relay.total))
 		}
