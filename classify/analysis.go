@@ -1373,7 +1373,9 @@ func (a *analysis) policyEffect(r *Relation) fnResult {
 // writeRunsOf returns what a write to rv runs besides the statement, as far as the catalogue holds
 // it (Relation.WriteRuns, WriteRule): the zero result when nothing, or when the relation is not
 // in the catalogue (a temporary table, one made since). Only its session effects count: a write
-// goes to the primary whatever its triggers do.
+// goes to the primary whatever its triggers do. A write of a view also writes the relation in
+// its FROM (viewBase): an automatically updatable view has exactly one, whose triggers, defaults
+// and CHECKs run as for a write of it, and so on down views of views.
 func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
 	if rv == nil {
 		return fnResult{}
@@ -1385,49 +1387,107 @@ func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
 	if cat == nil {
 		return fnResult{}
 	}
-	schema, name := rv.GetSchemaname(), rv.GetRelname()
-	if schema != "pg_catalog" {
-		// A trigger made on the relation later changes what writing it runs.
-		a.dependOn(name)
-	}
-	schemas := a.env.path
-	if schema != "" {
-		schemas = []string{schema}
-	}
-	for _, s := range schemas {
-		key := qualified{s, name}
-		if _, ok := cat.rels.get(key); !ok {
-			continue
+	var res fnResult
+	var seen map[uint32]bool // the relations followed, made at the first that runs anything
+	schema, name, path := rv.GetSchemaname(), rv.GetRelname(), a.env.path
+	for hops := 0; hops <= maxViewHops; hops++ {
+		if schema != "pg_catalog" {
+			// A trigger made on the relation later changes what writing it runs.
+			a.dependOn(name)
 		}
-		r := cat.writeRuns.at(key)
-		if r == nil {
-			return fnResult{}
-		}
-		// The relation's own, then those of the tables the write may reach (partitions and
-		// children, tables whose foreign keys cascade from it), each once.
-		var res fnResult
-		seen := map[uint32]bool{r.OID: true}
-		queue := []*Relation{r}
-		for len(queue) > 0 {
-			rel := queue[0]
-			queue = queue[1:]
-			own := a.ownWriteRuns(rel)
-			res.session |= own.session
-			res.settings = mergeNames(res.settings, own.settings)
-			for _, oid := range rel.Reaches {
-				if seen[oid] || len(seen) >= maxReachedRelations {
-					continue
-				}
-				seen[oid] = true
-				if reached := cat.writeRunsByOID.at(oid); reached != nil {
-					a.dependOn(reached.Name)
-					queue = append(queue, reached)
-				}
+		key, found := qualified{}, false
+		for _, s := range schemasFor(schema, path) {
+			if _, ok := cat.rels.get(qualified{s, name}); ok {
+				key, found = qualified{s, name}, true
+				break
 			}
 		}
-		return res
+		if !found {
+			break
+		}
+		if r := cat.writeRuns.at(key); r != nil && !seen[r.OID] {
+			if seen == nil {
+				seen = map[uint32]bool{}
+			}
+			own := a.reachedWriteRuns(cat, r, seen)
+			res.session |= own.session
+			res.settings = mergeNames(res.settings, own.settings)
+		}
+		v, ok := cat.views.get(key)
+		if !ok {
+			break
+		}
+		base, basePath, ok := a.viewBase(v)
+		if !ok {
+			break
+		}
+		schema, name, path = base.GetSchemaname(), base.GetRelname(), basePath
 	}
-	return fnResult{}
+	return res
+}
+
+// schemasFor is where a relation named in schema (none: along path) is looked for.
+func schemasFor(schema string, path []string) []string {
+	if schema != "" {
+		return []string{schema}
+	}
+	return path
+}
+
+// maxViewHops bounds the views of views one write's analysis goes down (writeRunsOf).
+const maxViewHops = 32
+
+// viewBase is the one relation in the FROM of v's query, with the search_path its name resolves
+// along: the relation a write of the view writes when the view is automatically updatable. A
+// view with more than one FROM item, a join, a subquery or a set operation has none (a write of
+// it runs its INSTEAD OF triggers or rules, which are its own write runs, or fails).
+func (a *analysis) viewBase(v *View) (*pg_query.RangeVar, []string, bool) {
+	query, path := v.query, []string{"pg_catalog"}
+	if query == nil {
+		tree, err := a.c.bodies.parse(v.Definition)
+		if err != nil || len(tree.GetStmts()) != 1 {
+			return nil, nil, false
+		}
+		query = tree.GetStmts()[0].GetStmt()
+	} else {
+		path = strings.Split(strings.TrimSuffix(v.path, "\x00"), "\x00")
+	}
+	sel := query.GetSelectStmt()
+	if sel == nil || sel.GetOp() != pg_query.SetOperation_SETOP_NONE || len(sel.GetFromClause()) != 1 {
+		return nil, nil, false
+	}
+	base := sel.GetFromClause()[0].GetRangeVar()
+	if base == nil {
+		return nil, nil, false
+	}
+	return base, path, true
+}
+
+// reachedWriteRuns is what a write of r runs: its own write runs, then those of the tables the
+// write may reach (partitions and children, tables whose foreign keys cascade from it), each
+// once (seen holds the OIDs followed so far).
+func (a *analysis) reachedWriteRuns(cat *Catalogue, r *Relation, seen map[uint32]bool) fnResult {
+	var res fnResult
+	seen[r.OID] = true
+	queue := []*Relation{r}
+	for len(queue) > 0 {
+		rel := queue[0]
+		queue = queue[1:]
+		own := a.ownWriteRuns(rel)
+		res.session |= own.session
+		res.settings = mergeNames(res.settings, own.settings)
+		for _, oid := range rel.Reaches {
+			if seen[oid] || len(seen) >= maxReachedRelations {
+				continue
+			}
+			seen[oid] = true
+			if reached := cat.writeRunsByOID.at(oid); reached != nil {
+				a.dependOn(reached.Name)
+				queue = append(queue, reached)
+			}
+		}
+	}
+	return res
 }
 
 // maxReachedRelations bounds the tables one write's analysis follows (writeRunsOf).
