@@ -57,8 +57,9 @@ func (b *batch) add(sess *session, typ byte, body []byte) error {
 			return err
 		}
 		if mayNameManagedStatement(pm.query) {
-			if eff := sess.classify(pm.query, pm.paramTypes); sess.sqlStatementNamesRefused(&eff) != nil {
-				return sess.sqlStatementNamesRefused(&eff)
+			eff := sess.classify(pm.query, pm.paramTypes)
+			if refused := sess.sqlStatementNamesRefused(&eff); refused != nil {
+				return refused
 			}
 		}
 		if pm.name != "" {
