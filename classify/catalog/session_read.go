@@ -114,11 +114,11 @@ const sessionStatementPrefix = "pgowl.catalogue."
 // transaction only, UTF8 text whatever the session's client_encoding, names qualified as the
 // Manager's own read prints them (pg_temp after pg_catalog, so nothing temporary shadows a
 // catalogue table), plans made once per connection (the reads are index lookups by name;
-// planning them every time costs more than running them), and a bound on the read, limit, as
-// both lock_timeout and statement_timeout. The bound frees the session when the read is held on a
-// lock (another transaction's on a view it reads, or an explicit LOCK of a catalogue table): the
-// read fails, the statement behind it runs, and the change is read by the Manager as after any
-// failed read (at most Options.Wait more). The name carries the limit, so that a connection's
+// planning them every time costs more than running them) and never compiled (withoutJIT), and a
+// bound on the read, limit, as both lock_timeout and statement_timeout. The bound frees the
+// session when the read is held on a lock (another transaction's on a view it reads, or an
+// explicit LOCK of a catalogue table): the read fails, the statement behind it runs, and the
+// change is read by the Manager as after any failed read (at most Options.Wait more). The name carries the limit, so that a connection's
 // statement prepared under another one is not taken for it.
 func sessionSettings(limit time.Duration) (name, query string) {
 	ms := strconv.FormatInt(max(limit.Milliseconds(), 1), 10)
@@ -126,6 +126,7 @@ func sessionSettings(limit time.Duration) (name, query string) {
 		"SELECT pg_catalog.set_config('client_encoding', 'UTF8', true), " +
 			"pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), " +
 			"pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), " +
+			"pg_catalog.set_config('jit', 'off', true), " +
 			"pg_catalog.set_config('lock_timeout', '" + ms + "', true), " +
 			"pg_catalog.set_config('statement_timeout', '" + ms + "', true)"
 }
