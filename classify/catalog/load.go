@@ -516,10 +516,16 @@ var runsBesideWrites = []runsBesideWrite{{
             AND EXISTS (SELECT FROM pg_constraint dk WHERE dk.contypid = t.oid AND dk.contype = 'c')`,
 }}
 
+// writtenRelation is the condition on a relation (wc, in schema wn) for which relationsQuery reads
+// what writing it runs: a table, partitioned table, foreign table or view outside pg_catalog,
+// information_schema, the temporary schemas and the toast schemas.
+const writtenRelation = `wc.relkind IN ('r', 'p', 'f', 'v') AND wn.nspname NOT IN ('pg_catalog', 'information_schema')
+    AND wn.nspname NOT LIKE 'pg\_temp\_%' AND wn.nspname NOT LIKE 'pg\_toast%'`
+
 // relationsQuery is relationsPart's query: grouped, the one that reads every relation
 // (wholeQuery), else the one that reads some. What a write of a table runs is read only for
 // tables, partitioned tables, foreign tables and views outside pg_catalog and
-// information_schema.
+// information_schema (writtenRelation).
 func relationsQuery(grouped bool) string {
 	quoted := make([]string, 0, len(classify.SessionChangingBuiltins()))
 	for _, name := range classify.SessionChangingBuiltins() {
@@ -529,8 +535,10 @@ func relationsQuery(grouped bool) string {
 	runs := make([]string, 0, len(runsBesideWrites))
 	for _, kind := range runsBesideWrites {
 		if grouped {
-			fmt.Fprintf(&ctes, ",\n%s AS (\n  SELECT %s AS rel, %s AS runs\n  FROM %s WHERE %s\n  GROUP BY %s)",
-				kind.name, kind.relation, kind.runs, kind.from, kind.where, kind.relation)
+			// Only of the relations the query reads it for: printing a CHECK or a generation
+			// expression locks its table, and another session's temporary table may be held.
+			fmt.Fprintf(&ctes, ",\n%s AS (\n  SELECT %s AS rel, %s AS runs\n  FROM %s\n  JOIN pg_class wc ON wc.oid = %s JOIN pg_namespace wn ON wn.oid = wc.relnamespace\n  WHERE %s AND (%s)\n  GROUP BY %s)",
+				kind.name, kind.relation, kind.runs, kind.from, kind.relation, writtenRelation, kind.where, kind.relation)
 			fmt.Fprintf(&joins, "\nLEFT JOIN %s ON %s.rel = c.oid", kind.name, kind.name)
 			runs = append(runs, kind.name+".runs")
 		} else {
