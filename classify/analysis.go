@@ -1426,6 +1426,38 @@ func (a *analysis) writeRunsOf(rv *pg_query.RangeVar) fnResult {
 	return res
 }
 
+// readSessionEffect is what reading rv does to the session, as far as the catalogue holds it: a
+// view's query analysed, a table's read policies; nothing for a CTE, a relation of pg_catalog or
+// one the catalogue does not hold (no name is looked up: a write's temporary tables are in no
+// catalogue). Only its session effects count: the statement that reads it is a write.
+func (a *analysis) readSessionEffect(rv *pg_query.RangeVar, ctes map[string]bool) fnResult {
+	cat := a.run.cat
+	schema, name := rv.GetSchemaname(), rv.GetRelname()
+	if cat == nil || schema == "pg_catalog" || (schema == "" && ctes[name]) {
+		return fnResult{}
+	}
+	a.run.dependent = true
+	// A view created under this name may be the one read next time.
+	a.dependOn(name)
+	for _, s := range schemasFor(schema, a.env.path) {
+		key := qualified{s, name}
+		if s != "pg_catalog" {
+			if v, ok := cat.views.get(key); ok {
+				r := a.viewEffect(v)
+				return fnResult{session: r.session, settings: r.settings}
+			}
+		}
+		if _, ok := cat.rels.get(key); ok {
+			if rel := cat.readPolicies.at(key); rel != nil {
+				r := a.policyEffect(rel)
+				return fnResult{session: r.session, settings: r.settings}
+			}
+			return fnResult{}
+		}
+	}
+	return fnResult{}
+}
+
 // schemasFor is where a relation named in schema (none: along path) is looked for.
 func schemasFor(schema string, path []string) []string {
 	if schema != "" {

@@ -525,7 +525,8 @@ const writtenRelation = `wc.relkind IN ('r', 'p', 'f', 'v') AND wn.nspname NOT I
 // relationsQuery is relationsPart's query: grouped, the one that reads every relation
 // (wholeQuery), else the one that reads some. What a write of a table runs is read only for
 // tables, partitioned tables, foreign tables and views outside pg_catalog and
-// information_schema (writtenRelation).
+// information_schema (writtenRelation); whether a rule runs on a write, for those of pg_catalog
+// too (pg_settings' rules call set_config).
 func relationsQuery(grouped bool) string {
 	quoted := make([]string, 0, len(classify.SessionChangingBuiltins()))
 	for _, name := range classify.SessionChangingBuiltins() {
@@ -570,9 +571,8 @@ SELECT n.nspname, c.relname, c.relkind::text,
        concat_ws(', ',
          ` + strings.ReplaceAll(strings.Join(runs, ",\n         "), "%", "%%") + `)
        ELSE '' END,
-       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
-       c.relhasrules AND EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1')
-       ELSE false END,
+       c.relkind IN ('r', 'p', 'f', 'v') AND c.relhasrules AND
+         EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1'),
        CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
        ARRAY(SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = c.oid
              UNION SELECT unnest(fk.referencing))::oid[]
