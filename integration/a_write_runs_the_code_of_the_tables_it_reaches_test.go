@@ -9,9 +9,10 @@ import (
 // statement names, or does not hold at all: the triggers of a table a foreign key's ON DELETE
 // CASCADE writes, the CHECK of a domain a column is of, a generated column's expression, the
 // ON TRUNCATE triggers of a table TRUNCATE ... CASCADE empties, the triggers of the partition a
-// row is routed to. On a direct connection (checked first, on the primary) each of these leaves
-// the tenant set with the session that wrote; through pgowl the other client sharing the backend
-// must not get it.
+// row is routed to, the row security policies of a write (an INSERT's WITH CHECK, a DELETE's
+// USING). On a direct connection (checked first, on the primary) each of these leaves the tenant
+// set with the session that wrote; through pgowl the other client sharing the backend must not
+// get it.
 
 const h1ReachSetup = `
 CREATE OR REPLACE FUNCTION public.h1_tenant_trg() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -30,8 +31,14 @@ BEGIN
 	PERFORM set_config('review_state.tenant', 'from-generated-' || t, false);
 	RETURN t;
 END $f$;
+CREATE OR REPLACE FUNCTION public.h1_tenant_policy(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+	PERFORM set_config('review_state.tenant', 'from-policy-' || what, false);
+	RETURN true;
+END $f$;
 DROP TABLE IF EXISTS public.h1_fk_child, public.h1_fk_parent, public.h1_fkd_child, public.h1_fkd_parent,
-	public.h1_dom_t, public.h1_gen_t, public.h1_tr_child, public.h1_tr_parent, public.h1_part CASCADE;
+	public.h1_dom_t, public.h1_gen_t, public.h1_tr_child, public.h1_tr_parent, public.h1_part,
+	public.h1_rls_ins, public.h1_rls_del CASCADE;
 DROP DOMAIN IF EXISTS public.h1_tenant_dom;
 -- ON DELETE CASCADE: deleting a parent row deletes the child rows, and the child's triggers fire.
 CREATE TABLE public.h1_fk_parent (id int PRIMARY KEY);
@@ -53,6 +60,15 @@ CREATE TRIGGER t AFTER TRUNCATE ON public.h1_tr_child FOR EACH STATEMENT EXECUTE
 CREATE TABLE public.h1_part (id int) PARTITION BY LIST (id);
 CREATE TABLE public.h1_part_1 PARTITION OF public.h1_part FOR VALUES IN (1);
 CREATE TRIGGER t AFTER INSERT ON public.h1_part_1 FOR EACH ROW EXECUTE FUNCTION public.h1_tenant_trg();
+-- Row security (forced, so that the owner is held to it too): an INSERT policy's WITH CHECK, and
+-- a DELETE policy's USING.
+CREATE TABLE public.h1_rls_ins (id int);
+ALTER TABLE public.h1_rls_ins ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY ins ON public.h1_rls_ins FOR INSERT WITH CHECK (public.h1_tenant_policy('with-check'));
+CREATE TABLE public.h1_rls_del (id int);
+ALTER TABLE public.h1_rls_del ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY;
+CREATE POLICY del ON public.h1_rls_del FOR DELETE USING (public.h1_tenant_policy('using'));
+ALTER TABLE public.h1_rls_ins OWNER TO app; ALTER TABLE public.h1_rls_del OWNER TO app;
 ALTER TABLE public.h1_fk_parent OWNER TO app; ALTER TABLE public.h1_fk_child OWNER TO app;
 ALTER TABLE public.h1_fkd_parent OWNER TO app; ALTER TABLE public.h1_fkd_child OWNER TO app;
 ALTER TABLE public.h1_dom_t OWNER TO app; ALTER TABLE public.h1_gen_t OWNER TO app;
@@ -68,6 +84,7 @@ INSERT INTO public.h1_fk_parent VALUES (1); INSERT INTO public.h1_fk_child VALUE
 DELETE FROM public.h1_fkd_child; DELETE FROM public.h1_fkd_parent;
 INSERT INTO public.h1_fkd_parent VALUES (1), (2); INSERT INTO public.h1_fkd_child VALUES (2);
 INSERT INTO public.h1_tr_parent VALUES (1) ON CONFLICT DO NOTHING;
+DELETE FROM public.h1_rls_del; INSERT INTO public.h1_rls_del VALUES (1);
 `
 
 func TestAWriteRunsCodeOfTablesItReaches(t *testing.T) {
@@ -86,6 +103,8 @@ func TestAWriteRunsCodeOfTablesItReaches(t *testing.T) {
 		{"GeneratedColumn", "INSERT INTO public.h1_gen_t (a) VALUES ('z')", "from-generated-z"},
 		{"TruncateCascadeFiresChildTruncateTrigger", "TRUNCATE public.h1_tr_parent CASCADE", "from-h1_tr_child"},
 		{"RowRoutedToAPartitionWithATrigger", "INSERT INTO public.h1_part VALUES (1)", "from-h1_part_1"},
+		{"RowSecurityWithCheckOfAnInsert", "INSERT INTO public.h1_rls_ins VALUES (1)", "from-policy-with-check"},
+		{"RowSecurityUsingOfADelete", "DELETE FROM public.h1_rls_del", "from-policy-using"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := timeoutCtx(t, statementTimeout)

@@ -485,8 +485,8 @@ type runsBesideWrite struct {
 	name, relation, runs, from, where string
 }
 
-// runsBesideWrites are the kinds, in the order Relation.WriteRuns lists them. Of defaults and
-// CHECK constraints only those that call a function outside pg_catalog (a dependency in
+// runsBesideWrites are the kinds, in the order Relation.WriteRuns lists them. Of defaults, CHECK
+// constraints and policies only those that call a function outside pg_catalog (a dependency in
 // pg_depend) or a built-in that changes the session (the pattern of sfn, from
 // classify.SessionChangingBuiltins) are printed, since printing costs about 25 µs each.
 var runsBesideWrites = []runsBesideWrite{{
@@ -508,6 +508,19 @@ var runsBesideWrites = []runsBesideWrite{{
 	where: `k.contype = 'c' AND k.conrelid <> 0 AND (
             EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_constraint'::regclass AND x.objid = k.oid AND x.refclassid = 'pg_proc'::regclass)
             OR k.conbin::text ~ (SELECT pattern FROM sfn))`,
+}, {
+	// Row security on a write: an UPDATE's or DELETE's own policies' USING, and the WITH CHECK of
+	// INSERT, UPDATE and ALL policies (a SELECT or ALL policy's USING is the read policy, which a
+	// write's relations carry as well).
+	name: "pol", relation: "p.polrelid",
+	runs: `string_agg(concat_ws(', ',
+              CASE WHEN p.polcmd IN ('w', 'd') AND p.polqual IS NOT NULL THEN '(' || pg_get_expr(p.polqual, p.polrelid) || ')' END,
+              CASE WHEN p.polwithcheck IS NOT NULL THEN '(' || pg_get_expr(p.polwithcheck, p.polrelid) || ')' END), ', ' ORDER BY p.polname)`,
+	from: `pg_policy p`,
+	where: `((p.polcmd IN ('w', 'd') AND p.polqual IS NOT NULL) OR p.polwithcheck IS NOT NULL)
+            AND EXISTS (SELECT FROM pg_class pc WHERE pc.oid = p.polrelid AND pc.relrowsecurity) AND (
+            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_policy'::regclass AND x.objid = p.oid AND x.refclassid = 'pg_proc'::regclass)
+            OR p.polqual::text ~ (SELECT pattern FROM sfn) OR p.polwithcheck::text ~ (SELECT pattern FROM sfn))`,
 }, {
 	name: "dom", relation: "a.attrelid",
 	runs: `string_agg('(NULL::' || quote_ident(tn.nspname) || '.' || quote_ident(t.typname) || ')', ', ' ORDER BY a.attnum)`,

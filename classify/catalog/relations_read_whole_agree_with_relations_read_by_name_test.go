@@ -11,7 +11,7 @@ import (
 // TestRelationsReadWholeAgreeWithRelationsReadByName reads the relations of a schema that has
 // every kind of thing a write runs besides the statement (triggers, defaults and CHECK
 // constraints calling user functions and session-changing built-ins, generated columns, domains
-// with CHECKs, rules, policies, partitions, foreign keys) three ways: whole (each kind gathered
+// with CHECKs, rules, read and write policies, partitions, foreign keys) three ways: whole (each kind gathered
 // for every relation at once), by name and by OID range (looked up per relation). The three must
 // agree relation by relation: a whole load and a session's read of the change may not see
 // different writes.
@@ -38,6 +38,8 @@ CREATE RULE ruled_log AS ON INSERT TO ruled DO ALSO INSERT INTO plain VALUES (NE
 CREATE TABLE guarded (id int, owner text);
 ALTER TABLE guarded ENABLE ROW LEVEL SECURITY;
 CREATE POLICY mine ON guarded FOR SELECT USING (owner = current_user);
+CREATE POLICY added ON guarded FOR INSERT WITH CHECK (positive(id));
+CREATE POLICY removed ON guarded FOR DELETE USING (positive(id) AND owner = current_user);
 CREATE TABLE measures (at date, value int DEFAULT next_code()) PARTITION BY RANGE (at);
 CREATE TABLE measures_2026 PARTITION OF measures FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
 CREATE TRIGGER measures_stamp BEFORE INSERT ON measures_2026 FOR EACH ROW EXECUTE FUNCTION stamp();
@@ -92,6 +94,7 @@ CREATE UNLOGGED TABLE scratch (id int DEFAULT pg_advisory_lock(1)::text::int);
 	}
 	const want = "(public.stamp()), (public.next_code()), (set_config('app.tag'::text, 'x'::text, false)), (public.doubled(id)), " +
 		"((public.positive(id))), (NULL::public.small_positive)"
+	const wantGuarded = "(public.positive(id)), ((public.positive(id) AND (owner = CURRENT_USER)))"
 	// The schema gives most tables something a write runs: a read that found none compares nothing.
 	if writes < 5 {
 		t.Fatalf("only %d relations run anything beside a write: %+v", writes, whole)
@@ -99,6 +102,9 @@ CREATE UNLOGGED TABLE scratch (id int DEFAULT pg_advisory_lock(1)::text::int);
 	for _, r := range whole {
 		if r.Name == "parent" && r.WriteRuns != want {
 			t.Errorf("parent runs beside a write:\n%s\nwant\n%s", r.WriteRuns, want)
+		}
+		if r.Name == "guarded" && r.WriteRuns != wantGuarded {
+			t.Errorf("guarded runs beside a write:\n%s\nwant\n%s", r.WriteRuns, wantGuarded)
 		}
 	}
 }
