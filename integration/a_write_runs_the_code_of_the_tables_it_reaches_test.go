@@ -3,6 +3,8 @@ package integration
 import (
 	"strings"
 	"testing"
+
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // A write runs code pgowl's catalogue holds with another table than the one the
@@ -107,24 +109,34 @@ func TestAWriteRunsCodeOfTablesItReaches(t *testing.T) {
 		{"RowSecurityUsingOfADelete", "DELETE FROM public.h1_rls_del", "from-policy-using"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := timeoutCtx(t, statementTimeout)
-			// The oracle: PostgreSQL itself, as app, on the primary.
-			if err := c.Nodes[0].Exec(ctx, h1ReachRows); err != nil {
-				t.Fatalf("rows: %v", err)
-			}
-			direct := danDirectAs(t, c.Nodes[0], appUser, appPassword,
-				tc.sql+"; SELECT coalesce(current_setting('review_state.tenant', true), '')")
-			if !strings.Contains(direct, tc.tenant) {
-				t.Fatalf("oracle: directly on the primary, %s left the tenant %q; want %q", tc.sql, direct, tc.tenant)
-			}
-			if err := c.Nodes[0].Exec(ctx, h1ReachRows); err != nil {
-				t.Fatalf("rows: %v", err)
-			}
-			o := rvStartOneBackend(t, nil)
-			a := o.connect(t, nil).PgConn()
-			b := o.connect(t, nil).PgConn()
-			r3pExecAll(t, ctx, a, tc.sql)
-			checkNoLeakedState(t, b, "after A ran "+tc.sql)
+			checkWriteKeepsItsStateWithItsClient(t, c, h1ReachRows, tc.sql, tenantProbe, tc.tenant)
 		})
 	}
+}
+
+// tenantProbe reads the tenant setting the write tests' functions set.
+const tenantProbe = "SELECT coalesce(current_setting('review_state.tenant', true), '')"
+
+// checkWriteKeepsItsStateWithItsClient runs sql as app directly on c's primary, where probe must
+// then answer want (the oracle: PostgreSQL leaves the state with the session that wrote), then
+// through a pgowl whose two clients share one backend: after the first runs sql, the second must
+// find no state of it. rows runs before each, to put back what sql removes.
+func checkWriteKeepsItsStateWithItsClient(t *testing.T, c *cluster.Cluster, rows, sql, probe, want string) {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(ctx, rows); err != nil {
+		t.Fatalf("rows: %v", err)
+	}
+	direct := danDirectAs(t, c.Nodes[0], appUser, appPassword, sql+"; "+probe)
+	if !strings.Contains(direct, want) {
+		t.Fatalf("oracle: directly on the primary, %s left %q; want %q", sql, direct, want)
+	}
+	if err := c.Nodes[0].Exec(ctx, rows); err != nil {
+		t.Fatalf("rows: %v", err)
+	}
+	o := rvStartOneBackend(t, nil)
+	a := o.connect(t, nil).PgConn()
+	b := o.connect(t, nil).PgConn()
+	r3pExecAll(t, ctx, a, sql)
+	checkNoLeakedState(t, b, "after A ran "+sql)
 }
