@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -74,6 +75,8 @@ func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
 	for _, rv := range s.relations {
 		switch {
 		case s.targets[rv]:
+		case writes && slices.Contains(s.written, rv):
+			s.applySession(a.readSessionEffect(rv, nil)) // a written relation is never a CTE
 		case writes:
 			s.applySession(a.readSessionEffect(rv, s.ctes))
 		default:

@@ -553,8 +553,8 @@ func constText(constant *pg_query.A_Const) (string, bool) {
 func (a *analysis) copy(node *pg_query.Node, stmt *pg_query.CopyStmt) verdict {
 	switch {
 	case stmt.GetIsFrom():
-		// COPY FROM runs the table's triggers, defaults and CHECK constraints for each row.
-		return a.withWriteRuns(write("COPY FROM"), stmt.GetRelation())
+		// COPY FROM runs the table's triggers, defaults and CHECK constraints for each row, and its WHERE.
+		return a.withWriteRuns(a.executed(stmt.GetWhereClause(), write("COPY FROM")), stmt.GetRelation())
 	case stmt.GetIsProgram():
 		return write("COPY TO PROGRAM")
 	case stmt.GetFilename() != "":

@@ -499,14 +499,14 @@ var runsBesideWrites = []runsBesideWrite{{
 	runs: `string_agg('(' || CASE WHEN (SELECT a.attgenerated FROM pg_attribute a WHERE a.attrelid = d.adrelid AND a.attnum = d.adnum) = ''
             THEN pg_get_expr(d.adbin, 0) ELSE pg_get_expr(d.adbin, d.adrelid) END || ')', ', ' ORDER BY d.adnum)`,
 	from: `pg_attrdef d`,
-	where: `EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_attrdef'::regclass AND x.objid = d.oid AND x.refclassid = 'pg_proc'::regclass)
+	where: `EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_attrdef'::regclass AND x.objid = d.oid AND x.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass))
             OR d.adbin::text ~ (SELECT pattern FROM sfn)`,
 }, {
 	name: "chk", relation: "k.conrelid",
 	runs: `string_agg('(' || regexp_replace(pg_get_constraintdef(k.oid), '^CHECK (.*?)( NO INHERIT)?( NOT VALID)?$', '\1') || ')', ', ' ORDER BY k.conname)`,
 	from: `pg_constraint k`,
 	where: `k.contype = 'c' AND k.conrelid <> 0 AND (
-            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_constraint'::regclass AND x.objid = k.oid AND x.refclassid = 'pg_proc'::regclass)
+            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_constraint'::regclass AND x.objid = k.oid AND x.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass))
             OR k.conbin::text ~ (SELECT pattern FROM sfn))`,
 }, {
 	// Row security on a write: an UPDATE's or DELETE's own policies' USING, and the WITH CHECK of
@@ -519,7 +519,7 @@ var runsBesideWrites = []runsBesideWrite{{
 	from: `pg_policy p`,
 	where: `((p.polcmd IN ('w', 'd') AND p.polqual IS NOT NULL) OR p.polwithcheck IS NOT NULL)
             AND EXISTS (SELECT FROM pg_class pc WHERE pc.oid = p.polrelid AND pc.relrowsecurity) AND (
-            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_policy'::regclass AND x.objid = p.oid AND x.refclassid = 'pg_proc'::regclass)
+            EXISTS (SELECT FROM pg_depend x WHERE x.classid = 'pg_policy'::regclass AND x.objid = p.oid AND (x.refclassid <> 'pg_class'::regclass OR x.refobjid <> p.polrelid))
             OR p.polqual::text ~ (SELECT pattern FROM sfn) OR p.polwithcheck::text ~ (SELECT pattern FROM sfn))`,
 }, {
 	name: "dom", relation: "a.attrelid",
