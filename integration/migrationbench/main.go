@@ -339,41 +339,40 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	}
 	defer owl.stop()
 	addr, warnings := owl.addr, owl.warnings
-	meters := map[string]cpuMeter{targetPgowl: {proxyPID: owl.pid}}
-	dsn := map[string]string{
-		targetDirect: primary.DSN(benchUser, benchPassword, "postgres"),
-		targetPgowl:  "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable",
+	meters := map[string]cpuMeter{}
+	dsn := map[string]string{targetDirect: primary.DSN(benchUser, benchPassword, "postgres")}
+	targets := []string{targetDirect}
+	// addProxy adds a proxy listening on addr as a target; pid is its process (0: this one).
+	addProxy := func(target, addr string, pid int) {
+		dsn[target] = "postgres://" + benchUser + ":" + benchPassword + "@" + addr + "/postgres?sslmode=disable"
+		targets = append(targets, target)
+		meters[target] = cpuMeter{proxyPID: pid}
 	}
-	targets := []string{targetDirect, targetPgowl}
+	addProxy(targetPgowl, addr, owl.pid)
 	if o.pgbouncer {
 		bouncerAddr, bouncerPID, stopBouncer, err := startPgBouncer(startCtx, nodes[0])
 		if err != nil {
 			return nil, err
 		}
 		defer stopBouncer()
-		dsn[targetPgBouncer] = "postgres://" + benchUser + ":" + benchPassword + "@" + bouncerAddr + "/postgres?sslmode=disable"
-		targets = append(targets, targetPgBouncer)
-		meters[targetPgBouncer] = cpuMeter{proxyPID: bouncerPID}
+		addProxy(targetPgBouncer, bouncerAddr, bouncerPID)
 	}
+	upstream := net.JoinHostPort(primary.Host, fmt.Sprint(primary.Port))
 	if o.byteRelay {
-		host := primary.Host
-		relayAddr, stopRelay, err := startByteRelay(net.JoinHostPort(host, fmt.Sprint(primary.Port)))
+		relayAddr, stopRelay, err := startByteRelay(upstream)
 		if err != nil {
 			return nil, err
 		}
 		defer stopRelay()
-		dsn[targetByteRelay] = "postgres://" + benchUser + ":" + benchPassword + "@" + relayAddr + "/postgres?sslmode=disable"
-		targets = append(targets, targetByteRelay)
+		addProxy(targetByteRelay, relayAddr, 0)
 	}
 	if o.relayProcess {
-		relay, err := startByteRelayProcess(startCtx, net.JoinHostPort(primary.Host, fmt.Sprint(primary.Port)))
+		relay, err := startByteRelayProcess(startCtx, upstream)
 		if err != nil {
 			return nil, fmt.Errorf("-relay-process: %w", err)
 		}
 		defer relay.stop()
-		dsn[targetRelayProcess] = "postgres://" + benchUser + ":" + benchPassword + "@" + relay.addr + "/postgres?sslmode=disable"
-		targets = append(targets, targetRelayProcess)
-		meters[targetRelayProcess] = cpuMeter{proxyPID: relay.pid}
+		addProxy(targetRelayProcess, relay.addr, relay.pid)
 	}
 	if o.baselineBinary != "" {
 		base, err := startPgowlBinary(startCtx, nodes, pgowlLog{}, o.baselineBinary)
@@ -381,9 +380,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 			return nil, fmt.Errorf("-baseline-binary: %w", err)
 		}
 		defer base.stop()
-		dsn[targetBaseline] = "postgres://" + benchUser + ":" + benchPassword + "@" + base.addr + "/postgres?sslmode=disable"
-		targets = append(targets, targetBaseline)
-		meters[targetBaseline] = cpuMeter{proxyPID: base.pid}
+		addProxy(targetBaseline, base.addr, base.pid)
 	}
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
