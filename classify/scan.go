@@ -63,11 +63,11 @@ type scanner struct {
 
 // scan walks the whole tree under root. Relations are resolved (views analysed, node-local
 // statistics found) only for statements that are not writes already (resolveRelations, and no
-// write found in the tree): a write goes to the primary
-// whatever it reads, and the targets it creates are not in any catalogue. Of a write's relations
-// only what reading them does to the session counts (readSessionEffect): a view it reads or
-// writes runs its query's functions (an UPDATE or DELETE through a view its WHERE, RETURNING its
-// select list, WITH CHECK OPTION its WHERE on the new row), a table its read policies.
+// write found in the tree): a write goes to the primary whatever it reads, and the targets it
+// creates are not in any catalogue. Of a write's relations only what reading them does to the
+// session counts (readSessionEffect): a view it reads or writes runs its query's functions (an
+// UPDATE or DELETE through a view its WHERE, RETURNING its select list, WITH CHECK OPTION its
+// WHERE on the new row), a table its read policies.
 func (a *analysis) scan(root *pg_query.Node, resolveRelations bool) finding {
 	s := scanner{a: a}
 	s.walk(root)
