@@ -529,11 +529,13 @@ var runsBesideWrites = []runsBesideWrite{{
             AND EXISTS (SELECT FROM pg_constraint dk WHERE dk.contypid = t.oid AND dk.contype = 'c')`,
 }}
 
-// writtenRelation is the condition on a relation (wc, in schema wn) for which relationsQuery reads
-// what writing it runs: a table, partitioned table, foreign table or view outside pg_catalog,
-// information_schema, the temporary schemas and the toast schemas.
-const writtenRelation = `wc.relkind IN ('r', 'p', 'f', 'v') AND wn.nspname NOT IN ('pg_catalog', 'information_schema')
-    AND wn.nspname NOT LIKE 'pg\_temp\_%' AND wn.nspname NOT LIKE 'pg\_toast%'`
+// writtenRelation is the condition on a relation (class, in schema namespace) for which
+// relationsQuery reads what writing it runs: a table, partitioned table, foreign table or view
+// outside pg_catalog, information_schema, the temporary schemas and the toast schemas.
+func writtenRelation(class, namespace string) string {
+	return class + ".relkind IN ('r', 'p', 'f', 'v') AND " + namespace + ".nspname NOT IN ('pg_catalog', 'information_schema')" +
+		" AND " + namespace + `.nspname NOT LIKE 'pg\_temp\_%' AND ` + namespace + `.nspname NOT LIKE 'pg\_toast%'`
+}
 
 // relationsQuery is relationsPart's query: grouped, the one that reads every relation
 // (wholeQuery), else the one that reads some. What a write of a table runs is read only for
@@ -552,7 +554,7 @@ func relationsQuery(grouped bool) string {
 			// Only of the relations the query reads it for: printing a CHECK or a generation
 			// expression locks its table, and another session's temporary table may be held.
 			fmt.Fprintf(&ctes, ",\n%s AS (\n  SELECT %s AS rel, %s AS runs\n  FROM %s\n  JOIN pg_class wc ON wc.oid = %s JOIN pg_namespace wn ON wn.oid = wc.relnamespace\n  WHERE %s AND (%s)\n  GROUP BY %s)",
-				kind.name, kind.relation, kind.runs, kind.from, kind.relation, writtenRelation, kind.where, kind.relation)
+				kind.name, kind.relation, kind.runs, kind.from, kind.relation, writtenRelation("wc", "wn"), kind.where, kind.relation)
 			fmt.Fprintf(&joins, "\nLEFT JOIN %s ON %s.rel = c.oid", kind.name, kind.name)
 			runs = append(runs, kind.name+".runs")
 		} else {
@@ -561,6 +563,7 @@ func relationsQuery(grouped bool) string {
 	}
 	// A relation without triggers has none to look up.
 	runs[0] = "CASE WHEN c.relhastriggers THEN " + runs[0] + " END"
+	written := strings.ReplaceAll(writtenRelation("c", "n"), "%", "%%")
 	return `
 WITH fk AS (
   SELECT confrelid, array_agg(DISTINCT conrelid) AS referencing FROM pg_constraint
@@ -580,13 +583,13 @@ SELECT n.nspname, c.relname, c.relkind::text,
          SELECT string_agg('(' || pg_get_expr(p.polqual, p.polrelid) || ')', ', ' ORDER BY p.polname)
          FROM pg_policy p WHERE p.polrelid = c.oid AND p.polcmd IN ('r', '*') AND p.polqual IS NOT NULL), '')
        ELSE '' END,
-       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
+       CASE WHEN ` + written + ` THEN
        concat_ws(', ',
          ` + strings.ReplaceAll(strings.Join(runs, ",\n         "), "%", "%%") + `)
        ELSE '' END,
        c.relkind IN ('r', 'p', 'f', 'v') AND c.relhasrules AND
          EXISTS (SELECT FROM pg_rewrite w WHERE w.ev_class = c.oid AND w.rulename <> '_RETURN' AND w.ev_type <> '1'),
-       CASE WHEN n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN ('r', 'p', 'f', 'v') THEN
+       CASE WHEN ` + written + ` THEN
        ARRAY(SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = c.oid
              UNION SELECT unnest(fk.referencing))::oid[]
        ELSE '{}'::oid[] END
