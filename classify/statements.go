@@ -138,11 +138,7 @@ func (a *analysis) partitioned(rv *pg_query.RangeVar) bool {
 	if cat == nil {
 		return false
 	}
-	schemas := a.env.path
-	if rv.GetSchemaname() != "" {
-		schemas = []string{rv.GetSchemaname()}
-	}
-	for _, s := range schemas {
+	for _, s := range schemasFor(rv.GetSchemaname(), a.env.path) {
 		if kind, ok := cat.rels.get(qualified{s, rv.GetRelname()}); ok {
 			return kind == 'p'
 		}
