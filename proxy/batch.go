@@ -442,6 +442,13 @@ func (e *foreignStatementError) clientError() *clientError {
 	return &clientError{Severity: "ERROR", SQLState: sqlstateInvalidSQLStatementName, Message: e.Error()}
 }
 
+// batchRefusal is an error of batch.add for a message pgowl refuses itself (statementLimitError,
+// foreignStatementError): the client gets its error, and the session goes on.
+type batchRefusal interface {
+	error
+	clientError() *clientError
+}
+
 // failTransactionForRefusal fails the session's transaction block, if it is in one, for a
 // statement pgowl refused itself with sqlstate, as an error fails it on a node: the client's
 // later statements get 25P02 and its COMMIT rolls back. A deferred BEGIN fails where it waits;

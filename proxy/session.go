@@ -241,16 +241,9 @@ func (sess *session) run(ctx context.Context) {
 			}
 		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
 			if err := sess.batch.add(sess, typ, body); err != nil {
-				var limit *statementLimitError
-				if errors.As(err, &limit) {
-					cerr := limit.clientError()
-					sess.failTransactionForRefusal(cerr.SQLState)
-					sess.refuseInBatch(cerr)
-					continue
-				}
-				var foreign *foreignStatementError
-				if errors.As(err, &foreign) {
-					cerr := foreign.clientError()
+				var refusal batchRefusal
+				if errors.As(err, &refusal) {
+					cerr := refusal.clientError()
 					sess.failTransactionForRefusal(cerr.SQLState)
 					sess.refuseInBatch(cerr)
 					continue
