@@ -118,8 +118,9 @@ const sessionStatementPrefix = "pgowl.catalogue."
 // bound on the read, limit, as both lock_timeout and statement_timeout. The bound frees the
 // session when the read is held on a lock (another transaction's on a view it reads, or an
 // explicit LOCK of a catalogue table): the read fails, the statement behind it runs, and the
-// change is read by the Manager as after any failed read (at most Options.Wait more). The name carries the limit, so that a connection's
-// statement prepared under another one is not taken for it.
+// change is read by the Manager as after any failed read (at most Options.Wait more). The name
+// carries the limit, so that a connection's statement prepared under another one is not taken for
+// it.
 func sessionSettings(limit time.Duration) (name, query string) {
 	ms := strconv.FormatInt(max(limit.Milliseconds(), 1), 10)
 	return sessionStatementPrefix + "settings." + ms + "ms",
