@@ -122,8 +122,11 @@ type Conn struct {
 	created  time.Time
 	// database is the login's database (RetireDatabase).
 	database string
-	lastUsed time.Time
-	pool     *Pool
+	// dialStarted is when the dial began: the login ran no earlier (RetireDatabase and
+	// RetireDatabaseOn retire a connection whose login may have come before a change).
+	dialStarted time.Time
+	lastUsed    time.Time
+	pool        *Pool
 }
 
 // WriteQuery buffers a simple Query message with the given query text on c,
@@ -167,6 +170,7 @@ const (
 )
 
 func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
+	started := time.Now()
 	if login.Password == "" && login.SCRAM != nil {
 		return dialPassthrough(ctx, t, login, opts)
 	}
@@ -233,13 +237,14 @@ func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, err
 		TxStatus:         h.TxStatus,
 		// Backend frames are forwarded in pieces, so a large row needs no large
 		// buffer; the limit only guards the few frames pgowl reads whole.
-		Reader:   wire.NewReader(rw, backendReadBuffer, max(maxMessage, maxBackendMessage)),
-		Writer:   bufio.NewWriterSize(rw, backendWriteBuffer),
-		netConn:  h.Conn,
-		loginKey: login.key(),
-		database: login.Database,
-		created:  now,
-		lastUsed: now,
+		Reader:      wire.NewReader(rw, backendReadBuffer, max(maxMessage, maxBackendMessage)),
+		Writer:      bufio.NewWriterSize(rw, backendWriteBuffer),
+		netConn:     h.Conn,
+		loginKey:    login.key(),
+		database:    login.Database,
+		dialStarted: started,
+		created:     now,
+		lastUsed:    now,
 	}, nil
 }
 

@@ -52,9 +52,10 @@
 // every node, and has their min_idle connections dialled at once, before its first statement; a
 // node a reload removes (ForgetNode) loses its logins, so that no background dial goes to it
 // again. An Acquire that began before such a change does not remember its login or address.
-// RetireDatabase ends the pooled life of a database's connections made until then (a login's
+// RetireDatabase ends the pooled life of a database's connections dialled until then (a login's
 // defaults changed): idle ones close at once, those in use when released; the logins stay
-// remembered, so min_idle dials new ones.
+// remembered, so min_idle dials new ones. RetireDatabaseOn does the same on one node, up to a
+// given time (a standby replayed the change then).
 //
 // An idle connection can die without the pool noticing (the node restarted,
 // pg_terminate_backend, a firewall dropped it). When Acquire takes one that

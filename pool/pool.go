@@ -55,7 +55,7 @@ type Pool struct {
 	// (one pending request is enough); nil without a maintenance goroutine.
 	refillSoon chan struct{}
 	// retiredBefore holds, per database, when RetireDatabase last ran: a connection of that
-	// database made before it is closed when released, not pooled.
+	// database dialled before it is closed when released, not pooled.
 	retiredBefore map[string]time.Time
 }
 
@@ -82,6 +82,9 @@ type nodePool struct {
 	// (a restart or crash closes every connection at once), so connections
 	// idle since before it are checked before they are handed out.
 	suspectSince time.Time
+	// retiredBefore holds, per database, the latest bound RetireDatabaseOn gave this node: a
+	// connection of that database dialled before it is closed when released, not pooled.
+	retiredBefore map[string]time.Time
 }
 
 // waiter is an Acquire waiting for a node at its cap. A released connection
@@ -431,27 +434,64 @@ func (p *Pool) tooOld(c *Conn, now time.Time) bool {
 	return p.opts.MaxLifetime > 0 && now.Sub(c.created) > p.opts.MaxLifetime
 }
 
-// retired reports whether c was made before its database's connections were retired
-// (RetireDatabase). The caller holds p.mu.
+// retired reports whether c's login may have come before a retirement of its database
+// (RetireDatabase on every node, RetireDatabaseOn on c's): its dial began no later than it. The
+// caller holds p.mu.
 func (p *Pool) retired(c *Conn) bool {
-	before, ok := p.retiredBefore[c.database]
-	return ok && !c.created.After(before)
+	if before, ok := p.retiredBefore[c.database]; ok && !c.dialStarted.After(before) {
+		return true
+	}
+	if np := p.nodes[c.Node]; np != nil {
+		if before, ok := np.retiredBefore[c.database]; ok && !c.dialStarted.After(before) {
+			return true
+		}
+	}
+	return false
 }
 
-// RetireDatabase ends the pooled life of every connection to database made until now, on every
+// RetireDatabase ends the pooled life of every connection to database dialled until now, on every
 // node: idle ones are closed at once, and those in use are closed when released rather than
 // pooled (a session that holds one keeps it until then). The logins are kept, so MinIdle dials
 // new ones. A proxy calls it when the defaults a login applies changed (ALTER ROLE or ALTER
 // DATABASE ... SET): a connection keeps the settings of its login, and a new one gets the new
 // defaults, as a new direct connection would.
 func (p *Pool) RetireDatabase(database string) {
+	p.retire("", database, time.Now())
+}
+
+// RetireDatabaseOn ends, as RetireDatabase does, the pooled life of the connections to database
+// on node whose dial began no later than before. A proxy calls it when a standby has replayed a
+// change of defaults that RetireDatabase met before the standby had: the connections it logged in
+// meanwhile, MinIdle's among them, carry the old defaults.
+func (p *Pool) RetireDatabaseOn(node, database string, before time.Time) {
+	p.retire(node, database, before)
+}
+
+// retire records the retirement of database's connections dialled until before, on node (every
+// node when node is ""), and closes the idle ones it ends.
+func (p *Pool) retire(node, database string, before time.Time) {
 	var closing []*Conn
 	p.mu.Lock()
-	if p.retiredBefore == nil {
-		p.retiredBefore = make(map[string]time.Time)
+	if node == "" {
+		if p.retiredBefore == nil {
+			p.retiredBefore = make(map[string]time.Time)
+		}
+		if before.After(p.retiredBefore[database]) {
+			p.retiredBefore[database] = before
+		}
+	} else {
+		np := p.node(node)
+		if np.retiredBefore == nil {
+			np.retiredBefore = make(map[string]time.Time)
+		}
+		if before.After(np.retiredBefore[database]) {
+			np.retiredBefore[database] = before
+		}
 	}
-	p.retiredBefore[database] = time.Now()
-	for _, np := range p.nodes {
+	for name, np := range p.nodes {
+		if node != "" && name != node {
+			continue
+		}
 		for key := range np.idle {
 			closing = p.takeOutIdle(np, key, closing, func(c *Conn, _ int) bool { return p.retired(c) })
 		}

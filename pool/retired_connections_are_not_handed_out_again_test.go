@@ -60,3 +60,57 @@ func TestRetiredConnectionsAreNotHandedOutAgain(t *testing.T) {
 		t.Errorf("a connection made after the retire was not pooled: pid %d, want %d", c.PID, again.PID)
 	}
 }
+
+// TestRetiringOneNodeLeavesTheOthersPooled: RetireDatabaseOn ends the connections of one node
+// whose dial began no later than its bound, as RetireDatabase does on every node: the idle one
+// closes at once, the one in use when released. A connection of another node (the same server
+// under a second name, as a standby would be), in use during the retire, and one dialled after
+// the bound, stay pooled.
+func TestRetiringOneNodeLeavesTheOthersPooled(t *testing.T) {
+	target, login := startNode(t)
+	other := target
+	other.Node = target.Node + "-b"
+	p := New(Options{MaxPerNode: 4, AcquireTimeout: 5 * time.Second})
+	defer p.Close()
+	ctx := context.Background()
+	idle, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := p.Acquire(ctx, target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := p.Acquire(ctx, other, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewherePID := elsewhere.PID
+	bound := time.Now()
+	time.Sleep(time.Millisecond)
+	later, err := p.Acquire(ctx, target, login) // dialled after the bound
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(idle, true)
+	p.RetireDatabaseOn(target.Node, login.Database, bound)
+	p.Release(elsewhere, true) // in use during the retire: pooled when it comes back
+	if inUse, idleCount := p.Stats(target.Node); inUse != 2 || idleCount != 0 {
+		t.Errorf("after the retire: %d in use, %d idle on %s; want the two in use, the idle one closed", inUse, idleCount, target.Node)
+	}
+	p.Release(busy, true)
+	p.Release(later, true)
+	if inUse, idleCount := p.Stats(target.Node); inUse != 0 || idleCount != 1 {
+		t.Errorf("after both came back: %d in use, %d idle; want the one dialled after the bound pooled", inUse, idleCount)
+	}
+	if c, err := p.Acquire(ctx, target, login); err != nil {
+		t.Error(err)
+	} else if c.PID != later.PID {
+		t.Errorf("on %s: pid %d; want the pooled %d", target.Node, c.PID, later.PID)
+	}
+	if c, err := p.Acquire(ctx, other, login); err != nil {
+		t.Error(err)
+	} else if c.PID != elsewherePID {
+		t.Errorf("on %s: pid %d; want the pooled %d", other.Node, c.PID, elsewherePID)
+	}
+}
