@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -51,6 +52,9 @@ type Instance struct {
 	// peerListener takes the cancels peers pass on (peering.listen); bound by Build, served
 	// by Run, nil when peering is off.
 	peerListener net.Listener
+	// standbyDefaults follows the changes of default search_path until the standbys replayed
+	// them (retireOnStandbyReplay).
+	standbyDefaults *standbyDefaults
 }
 
 // newMonitor builds a node monitor for the nodes of cfg.
@@ -150,10 +154,12 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		store = store.WithLookup(authLookup)
 	}
 	definitions := &definitionChanges{}
+	replays := &standbyDefaults{}
 	classifier := newClassifier(cfg, mon, logger, definitions, func(database string) {
 		// Pooled connections keep the search_path default of their login; new ones get the
-		// one the catalogue now classifies with.
+		// one the catalogue now classifies with, on a standby once it has replayed it.
 		logger.Info().Str("database", database).Msg("a role's or the database's default search_path changed: pooled connections to it are replaced")
+		replays.noticed(database, time.Now())
 		backends.RetireDatabase(database)
 	})
 	opts := Options{
@@ -187,7 +193,8 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 		// Before Run: no login looks a user up until the server serves.
 		lookups.settings = func() config.Config { return srv.live().cfg }
 	}
-	in := &Instance{Server: srv, Monitor: first, Pool: backends, Admin: recorder, nodes: mon, authLookup: authLookup, cfg: cfg, log: logger}
+	in := &Instance{Server: srv, Monitor: first, Pool: backends, Admin: recorder, nodes: mon, authLookup: authLookup, cfg: cfg, log: logger,
+		standbyDefaults: replays}
 	if recorder != nil {
 		recorder.SetClients(srv)
 		recorder.SetShuttingDown(srv.shutdown.draining.Load)
@@ -253,6 +260,7 @@ func (in *Instance) Run(ctx context.Context, ln net.Listener) error {
 	roleCtx, stopRoles := context.WithCancel(in.monitorCtx)
 	defer stopRoles()
 	go in.closeOnRoleChange(roleCtx)
+	go in.retireOnStandbyReplay(roleCtx)
 	// The admin side outlives ctx until the server has drained, so that
 	// metrics and /readyz stay readable while sessions finish.
 	adminCtx, stopAdmin := context.WithCancel(context.WithoutCancel(ctx))

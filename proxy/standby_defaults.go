@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pgowl/pgowl/route"
+)
+
+// Defaults a standby has not replayed yet.
+//
+// When the catalogue, read on the primary, finds that a role's or a database's default
+// search_path changed, the pool retires the database's connections on every node
+// (pool.RetireDatabase): a connection keeps the defaults of its login. A standby that has not
+// replayed the ALTER ROLE or ALTER DATABASE yet still logs new connections in under the old
+// default, pool.min_idle's refills among them, and those would go on serving sessions after the
+// standby caught up, while pgowl classifies their statements with the new default.
+//
+// standbyDefaults follows each such change until every standby has replayed it. The change
+// committed before the catalogue noticed it, so the primary's WAL position in the monitor's
+// first sample taken after that is at or past its commit. A standby whose replay position in a
+// sample has reached that position had replayed the change when the sample was taken: its
+// connections to the database dialled no later than that are retired (pool.RetireDatabaseOn),
+// and those dialled after log in under the new default. A change is followed until every node is
+// the primary or has replayed it, or for maxFollowDefaults; a later change of the same database
+// starts over.
+type standbyDefaults struct {
+	mu      sync.Mutex
+	pending map[string]*defaultsToReplay // by database
+}
+
+// defaultsToReplay is one database's change followed on the standbys.
+type defaultsToReplay struct {
+	noticedAt time.Time
+	// position is the primary's WAL position in the first sample after noticedAt; 0 until the
+	// monitor has taken one.
+	position route.LSN
+	// replayed names the nodes whose connections were retired once they had replayed it.
+	replayed map[string]bool
+}
+
+// standbyRetirement says that node's connections to database dialled no later than before may
+// carry the old defaults.
+type standbyRetirement struct {
+	node, database string
+	before         time.Time
+}
+
+// maxFollowDefaults bounds how long a change is followed: a standby down for longer is left
+// alone (its connections end with it, or with pool.max_lifetime).
+const maxFollowDefaults = time.Hour
+
+// noticed starts following a change of database's defaults that the catalogue noticed at at.
+func (d *standbyDefaults) noticed(database string, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pending == nil {
+		d.pending = make(map[string]*defaultsToReplay)
+	}
+	d.pending[database] = &defaultsToReplay{noticedAt: at, replayed: make(map[string]bool)}
+}
+
+// due returns the retirements s allows: for each change followed, the standbys that s shows past
+// its position and that were not retired for it yet. It forgets the changes every node has
+// replayed, and those followed for maxFollowDefaults.
+func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []standbyRetirement
+	for database, p := range d.pending {
+		if s.TakenAt.Sub(p.noticedAt) > maxFollowDefaults {
+			delete(d.pending, database)
+			continue
+		}
+		if p.position == 0 {
+			for _, n := range s.Nodes {
+				if n.Up && n.Role == route.RolePrimary && n.SampledAt.After(p.noticedAt) && n.WALPosition != 0 {
+					p.position = n.WALPosition
+				}
+			}
+			if p.position == 0 {
+				continue
+			}
+		}
+		finished := true
+		for _, n := range s.Nodes {
+			switch {
+			case p.replayed[n.Name], n.Up && n.Role == route.RolePrimary:
+			case n.Up && n.Role == route.RoleStandby && n.WALPosition >= p.position:
+				p.replayed[n.Name] = true
+				out = append(out, standbyRetirement{node: n.Name, database: database, before: n.SampledAt})
+			default:
+				finished = false
+			}
+		}
+		if finished {
+			delete(d.pending, database)
+		}
+	}
+	return out
+}
+
+// retireOnStandbyReplay retires, as the monitor's snapshots show standbys replaying a change of
+// defaults, their connections logged in before they had (standbyDefaults), until ctx ends.
+func (in *Instance) retireOnStandbyReplay(ctx context.Context) {
+	for ctx.Err() == nil {
+		in.nodes.WaitFor(ctx, func(s *route.Snapshot) bool {
+			for _, r := range in.standbyDefaults.due(s) {
+				in.log.Info().Str("node", r.node).Str("database", r.database).
+					Msg("a standby replayed a new default search_path: its pooled connections logged in before are replaced")
+				in.Pool.RetireDatabaseOn(r.node, r.database, r.before)
+			}
+			return false
+		})
+	}
+}
