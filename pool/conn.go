@@ -172,7 +172,11 @@ const (
 func dial(ctx context.Context, t Target, login Login, opts *Options) (*Conn, error) {
 	started := time.Now()
 	if login.Password == "" && login.SCRAM != nil {
-		return dialPassthrough(ctx, t, login, opts)
+		c, err := dialPassthrough(ctx, t, login, opts)
+		if c != nil {
+			c.dialStarted = started
+		}
+		return c, err
 	}
 	dialTimeout, maxMessage := opts.DialTimeout, opts.MaxMessageSize
 	// The host and port go through the connection string so that the TLS
