@@ -19,12 +19,14 @@ import (
 //
 // standbyDefaults follows each such change until every standby has replayed it. The change
 // committed before the catalogue noticed it, so the primary's WAL position in the monitor's
-// first sample taken after that is at or past its commit. A standby whose replay position in a
-// sample has reached that position had replayed the change when the sample was taken: its
-// connections to the database dialled no later than that are retired (pool.RetireDatabaseOn),
-// and those dialled after log in under the new default. A change is followed until every node is
-// the primary or has replayed it, or for maxFollowDefaults; a later change of the same database
-// starts over.
+// first sample taken after that is at or past its commit (a primary on a timeline below the
+// newest one seen is passed over). A standby whose replay position in a snapshot has reached that
+// position had replayed the change when the snapshot was taken: its connections to the database
+// dialled no later than that are retired (pool.RetireDatabaseOn), and those dialled after log in
+// under the new default. A node is known by its name and address, so that a name a reload points
+// at another server is followed again. A change is followed until every node is the primary or
+// has replayed it, however long a standby stays down (pool.min_idle dials one that comes back
+// before it has caught up); a later change of the same database starts over.
 type standbyDefaults struct {
 	mu      sync.Mutex
 	pending map[string]*defaultsToReplay // by database
@@ -36,7 +38,8 @@ type defaultsToReplay struct {
 	// position is the primary's WAL position in the first sample after noticedAt; 0 until the
 	// monitor has taken one.
 	position route.LSN
-	// replayed names the nodes whose connections were retired once they had replayed it.
+	// replayed holds the nodes (name and address) whose connections were retired once they had
+	// replayed it.
 	replayed map[string]bool
 }
 
@@ -46,10 +49,6 @@ type standbyRetirement struct {
 	node, database string
 	before         time.Time
 }
-
-// maxFollowDefaults bounds how long a change is followed: a standby down for longer is left
-// alone (its connections end with it, or with pool.max_lifetime).
-const maxFollowDefaults = time.Hour
 
 // noticed starts following a change of database's defaults that the catalogue noticed at at.
 func (d *standbyDefaults) noticed(database string, at time.Time) {
@@ -63,19 +62,16 @@ func (d *standbyDefaults) noticed(database string, at time.Time) {
 
 // due returns the retirements s allows: for each change followed, the standbys that s shows past
 // its position and that were not retired for it yet. It forgets the changes every node has
-// replayed, and those followed for maxFollowDefaults.
+// replayed.
 func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []standbyRetirement
 	for database, p := range d.pending {
-		if s.TakenAt.Sub(p.noticedAt) > maxFollowDefaults {
-			delete(d.pending, database)
-			continue
-		}
 		if p.position == 0 {
 			for _, n := range s.Nodes {
-				if n.Up && n.Role == route.RolePrimary && n.SampledAt.After(p.noticedAt) && n.WALPosition != 0 {
+				if n.Up && n.Role == route.RolePrimary && n.Timeline >= s.NewestPrimaryTimeline &&
+					n.SampledAt.After(p.noticedAt) && n.WALPosition != 0 {
 					p.position = n.WALPosition
 				}
 			}
@@ -85,11 +81,14 @@ func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 		}
 		finished := true
 		for _, n := range s.Nodes {
+			node := n.Name + "@" + n.Addr
 			switch {
-			case p.replayed[n.Name], n.Up && n.Role == route.RolePrimary:
+			case p.replayed[node], n.Up && n.Role == route.RolePrimary:
 			case n.Up && n.Role == route.RoleStandby && n.WALPosition >= p.position:
-				p.replayed[n.Name] = true
-				out = append(out, standbyRetirement{node: n.Name, database: database, before: n.SampledAt})
+				p.replayed[node] = true
+				// The position was read during the node's poll, which ended before the snapshot
+				// was taken: a login after TakenAt comes after the replay.
+				out = append(out, standbyRetirement{node: n.Name, database: database, before: later(n.SampledAt, s.TakenAt)})
 			default:
 				finished = false
 			}
@@ -99,6 +98,14 @@ func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 		}
 	}
 	return out
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // retireOnStandbyReplay retires, as the monitor's snapshots show standbys replaying a change of

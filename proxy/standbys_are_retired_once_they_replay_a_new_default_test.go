@@ -10,16 +10,18 @@ import (
 // TestStandbysAreRetiredOnceTheyReplayANewDefault: a change of defaults the catalogue noticed is
 // followed until each standby's replay reaches the primary's WAL position of the first sample
 // taken after the change was noticed; each standby's connections are then retired once, up to
-// the sample that showed it there. A later change of the same database starts over; a change
-// every node has replayed, or one followed for an hour, is forgotten.
+// the snapshot that showed it there. A later change of the same database starts over; a change
+// every node has replayed is forgotten, and one a standby has not is followed however long it
+// stays down. A name a reload points at another server is followed again, and a primary on a
+// timeline below the newest one seen gives no position.
 func TestStandbysAreRetiredOnceTheyReplayANewDefault(t *testing.T) {
 	noticed := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return noticed.Add(time.Duration(ms) * time.Millisecond) }
 	primary := func(sampled time.Time, pos route.LSN) route.NodeState {
-		return route.NodeState{Name: "pg1", Up: true, Role: route.RolePrimary, SampledAt: sampled, WALPosition: pos}
+		return route.NodeState{Name: "pg1", Addr: "10.0.0.1:5432", Up: true, Role: route.RolePrimary, SampledAt: sampled, WALPosition: pos}
 	}
 	standby := func(name string, up bool, sampled time.Time, pos route.LSN) route.NodeState {
-		return route.NodeState{Name: name, Up: up, Role: route.RoleStandby, SampledAt: sampled, WALPosition: pos}
+		return route.NodeState{Name: name, Addr: "10.0.0." + name[2:] + ":5432", Up: up, Role: route.RoleStandby, SampledAt: sampled, WALPosition: pos}
 	}
 	snap := func(taken time.Time, nodes ...route.NodeState) *route.Snapshot {
 		return &route.Snapshot{TakenAt: taken, Nodes: nodes}
@@ -39,14 +41,14 @@ func TestStandbysAreRetiredOnceTheyReplayANewDefault(t *testing.T) {
 			snap(at(5), primary(at(-10), 100), standby("pg2", true, at(4), 500), standby("pg3", true, at(4), 500)), nil},
 		{"the first primary sample after the notice fixes the position; pg2 is past it",
 			snap(at(260), primary(at(250), 900), standby("pg2", true, at(255), 900), standby("pg3", true, at(255), 700)),
-			[]standbyRetirement{{node: "pg2", database: "app", before: at(255)}}},
+			[]standbyRetirement{{node: "pg2", database: "app", before: at(260)}}},
 		{"a later primary position does not move the one fixed; pg2 is not retired twice",
 			snap(at(510), primary(at(500), 2000), standby("pg2", true, at(505), 2000), standby("pg3", true, at(505), 899)), nil},
 		{"pg3 down, its position past: a node that does not answer is not taken",
 			snap(at(760), primary(at(750), 2000), standby("pg2", true, at(755), 2000), standby("pg3", false, at(505), 950)), nil},
 		{"pg3 back and past",
 			snap(at(1010), primary(at(1000), 2000), standby("pg2", true, at(1005), 2000), standby("pg3", true, at(1005), 950)),
-			[]standbyRetirement{{node: "pg3", database: "app", before: at(1005)}}},
+			[]standbyRetirement{{node: "pg3", database: "app", before: at(1010)}}},
 		{"every node has replayed it: forgotten",
 			snap(at(1260), primary(at(1250), 2000), standby("pg2", true, at(1255), 2000), standby("pg3", true, at(1255), 2000)), nil},
 	}
@@ -68,18 +70,46 @@ func TestStandbysAreRetiredOnceTheyReplayANewDefault(t *testing.T) {
 	if got := d.due(snap(at(2560), primary(at(2550), 3100), standby("pg2", true, at(2555), 3050))); len(got) != 0 {
 		t.Errorf("the second change's position is the later sample's: got %v", got)
 	}
-	if got := d.due(snap(at(2810), primary(at(2800), 3100), standby("pg2", true, at(2805), 3100))); !sameRetirements(got, []standbyRetirement{{node: "pg2", database: "app", before: at(2805)}}) {
+	if got := d.due(snap(at(2810), primary(at(2800), 3100), standby("pg2", true, at(2805), 3100))); !sameRetirements(got, []standbyRetirement{{node: "pg2", database: "app", before: at(2810)}}) {
 		t.Errorf("pg2 past the second change: got %v", got)
 	}
 
-	// A standby that never catches up is followed for an hour, then forgotten.
+	// A standby down for more than an hour is still followed: pool.min_idle dials it as soon
+	// as it is back, before it has replayed what it missed.
 	d.noticed("other", at(3000))
-	d.due(snap(at(3260), primary(at(3250), 5000), standby("pg2", true, at(3255), 10)))
-	if got := d.due(snap(at(3000).Add(maxFollowDefaults+time.Second), primary(at(3250), 5000), standby("pg2", true, at(3255), 6000))); len(got) != 0 {
-		t.Errorf("after an hour: got %v, want the change forgotten", got)
+	d.due(snap(at(3260), primary(at(3250), 5000), standby("pg2", false, at(2000), 10)))
+	back := at(3000).Add(70 * time.Minute)
+	if got := d.due(snap(back, primary(back, 9000), standby("pg2", true, back, 600))); len(got) != 0 {
+		t.Errorf("pg2 back, not past the change yet: got %v", got)
 	}
-	if _, ok := d.pending["other"]; ok {
-		t.Error("a change followed for an hour is still followed")
+	caught := back.Add(time.Minute)
+	if got := d.due(snap(caught, primary(caught, 9000), standby("pg2", true, caught, 5000))); !sameRetirements(got, []standbyRetirement{{node: "pg2", database: "other", before: caught}}) {
+		t.Errorf("pg2 down for 70 minutes, back and past the change: got %v", got)
+	}
+
+	// A reload points pg3 at another server while the change is followed: it is followed
+	// again there, though the old server had replayed it.
+	d.noticed("moved", at(4000))
+	d.due(snap(at(4260), primary(at(4250), 6000), standby("pg2", true, at(4255), 5000), standby("pg3", true, at(4255), 6000)))
+	moved := standby("pg3", true, at(4505), 5500)
+	moved.Addr = "10.0.0.9:5432"
+	if got := d.due(snap(at(4510), primary(at(4500), 6000), standby("pg2", true, at(4505), 5000), moved)); len(got) != 0 {
+		t.Errorf("pg3 moved to a server not past the change: got %v", got)
+	}
+	moved.WALPosition, moved.SampledAt = 6000, at(4755)
+	if got := d.due(snap(at(4760), primary(at(4750), 6000), standby("pg2", true, at(4755), 6000), moved)); !sameRetirements(got, []standbyRetirement{{node: "pg2", database: "moved", before: at(4760)}, {node: "pg3", database: "moved", before: at(4760)}}) {
+		t.Errorf("pg2 and the moved pg3 past the change: got %v", got)
+	}
+
+	// A primary left on an older timeline (a standby was promoted past it) gives no position.
+	d.noticed("split", at(5000))
+	stale := primary(at(5250), 99999)
+	stale.Timeline = 1
+	promoted := route.NodeState{Name: "pg2", Addr: "10.0.0.2:5432", Up: true, Role: route.RolePrimary, Timeline: 2, SampledAt: at(5250), WALPosition: 7000}
+	s2 := snap(at(5260), promoted, standby("pg3", true, at(5255), 7000), stale)
+	s2.NewestPrimaryTimeline = 2
+	if got := d.due(s2); !sameRetirements(got, []standbyRetirement{{node: "pg3", database: "split", before: at(5260)}}) {
+		t.Errorf("the position of the primary on the newest timeline: got %v", got)
 	}
 }
 
