@@ -741,36 +741,63 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 		return fmt.Errorf("catalog: read role and database settings: %w", err)
 	}
 	defer rows.Close()
+	var settings []defaultSearchPathSetting
+	for rows.Next() {
+		var d defaultSearchPathSetting
+		var setting string
+		if err := rows.Scan(&d.role, &d.inDatabase, &setting); err != nil {
+			return fmt.Errorf("catalog: read setting row: %w", err)
+		}
+		d.value = strings.TrimPrefix(setting, "search_path=")
+		settings = append(settings, d)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: read role and database settings: %w", err)
+	}
+	for role, path := range defaultSearchPaths(server, settings) {
+		data.DefaultSearchPath[role] = classify.SplitSearchPath(path)
+	}
+	return nil
+}
+
+// defaultSearchPathSetting is one search_path default of pg_db_role_setting: for role ("" for
+// every role), in this database or in every one.
+type defaultSearchPathSetting struct {
+	role       string
+	inDatabase bool
+	value      string
+}
+
+// defaultSearchPaths gives, per role with a setting of its own ("" for every other role), the
+// search_path a new session starts with, whatever the order of settings: PostgreSQL applies the
+// role's setting in this database over the role's, over this database's (ALTER DATABASE, or
+// ALTER ROLE ALL IN DATABASE), over every role's in every database (ALTER ROLE ALL), over the
+// server's.
+func defaultSearchPaths(server string, settings []defaultSearchPathSetting) map[string]string {
 	type level struct {
 		value string
 		rank  int
 	}
 	best := map[string]level{"": {server, 0}}
-	for rows.Next() {
-		var role, setting string
-		var inDatabase bool
-		if err := rows.Scan(&role, &inDatabase, &setting); err != nil {
-			return fmt.Errorf("catalog: read setting row: %w", err)
-		}
-		value := strings.TrimPrefix(setting, "search_path=")
-		rank := 1 // this database, every role
+	for _, d := range settings {
+		rank := 1 // every role, every database
 		switch {
-		case role != "" && inDatabase:
+		case d.role != "" && d.inDatabase:
+			rank = 4
+		case d.role != "":
 			rank = 3
-		case role != "":
+		case d.inDatabase:
 			rank = 2
 		}
-		if current, ok := best[role]; !ok || rank > current.rank {
-			best[role] = level{value, rank}
+		if current, ok := best[d.role]; !ok || rank > current.rank {
+			best[d.role] = level{d.value, rank}
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("catalog: read role and database settings: %w", err)
-	}
+	paths := make(map[string]string, len(best))
 	for role, l := range best {
-		data.DefaultSearchPath[role] = classify.SplitSearchPath(l.value)
+		paths[role] = l.value
 	}
-	return nil
+	return paths
 }
 
 // refreshNames reads again the functions, relations (with views) and types that changes names (in
