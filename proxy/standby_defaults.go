@@ -17,16 +17,17 @@ import (
 // default, pool.min_idle's refills among them, and those would go on serving sessions after the
 // standby caught up, while pgowl classifies their statements with the new default.
 //
-// standbyDefaults follows each such change until every standby has replayed it. The change
-// committed before the catalogue noticed it, so the primary's WAL position in the monitor's
-// first sample taken after that is at or past its commit (a primary on a timeline below the
-// newest one seen is passed over). A standby whose replay position in a snapshot has reached that
-// position had replayed the change when the snapshot was taken: its connections to the database
-// dialled no later than that are retired (pool.RetireDatabaseOn), and those dialled after log in
-// under the new default. A node is known by its name and address, so that a name a reload points
-// at another server is followed again. A change is followed until every node is the primary or
-// has replayed it, however long a standby stays down (pool.min_idle dials one that comes back
-// before it has caught up); a later change of the same database starts over.
+// standbyDefaults follows each such change on every standby. The change committed before the
+// catalogue noticed it, so the primary's WAL position in the monitor's first sample taken after
+// that is at or past its commit (a primary on a timeline below the newest one seen is passed
+// over). A standby whose replay position in a snapshot has reached that position had replayed the
+// change when the snapshot was taken: its connections to the database dialled no later than that
+// are retired (pool.RetireDatabaseOn), and those dialled after log in under the new default. A
+// node is known by its name and address, and the nodes no snapshot lists any more are forgotten:
+// a server a reload adds, or points a name at, is followed like the others, when the reload comes
+// too (pool.min_idle dials it at once, perhaps before it has replayed the change). So the last
+// change of each database is kept, however long a standby stays down; a later change of the same
+// database takes its place.
 type standbyDefaults struct {
 	mu      sync.Mutex
 	pending map[string]*defaultsToReplay // by database
@@ -38,8 +39,8 @@ type defaultsToReplay struct {
 	// position is the primary's WAL position in the first sample after noticedAt; 0 until the
 	// monitor has taken one.
 	position route.LSN
-	// replayed holds the nodes (name and address) whose connections were retired once they had
-	// replayed it.
+	// replayed holds the nodes (name@address) listed in the last snapshot whose connections were
+	// retired once they had replayed it.
 	replayed map[string]bool
 }
 
@@ -61,12 +62,15 @@ func (d *standbyDefaults) noticed(database string, at time.Time) {
 }
 
 // due returns the retirements s allows: for each change followed, the standbys that s shows past
-// its position and that were not retired for it yet. It forgets the changes every node has
-// replayed.
+// its position and that were not retired for it yet. It forgets the nodes s does not list.
 func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []standbyRetirement
+	listed := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		listed[n.Name+"@"+n.Addr] = true
+	}
 	for database, p := range d.pending {
 		if p.position == 0 {
 			for _, n := range s.Nodes {
@@ -79,22 +83,19 @@ func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 				continue
 			}
 		}
-		finished := true
 		for _, n := range s.Nodes {
 			node := n.Name + "@" + n.Addr
-			switch {
-			case p.replayed[node], n.Up && n.Role == route.RolePrimary:
-			case n.Up && n.Role == route.RoleStandby && n.WALPosition >= p.position:
+			if !p.replayed[node] && n.Up && n.Role == route.RoleStandby && n.WALPosition >= p.position {
 				p.replayed[node] = true
 				// The position was read during the node's poll, which ended before the snapshot
 				// was taken: a login after TakenAt comes after the replay.
 				out = append(out, standbyRetirement{node: n.Name, database: database, before: later(n.SampledAt, s.TakenAt)})
-			default:
-				finished = false
 			}
 		}
-		if finished {
-			delete(d.pending, database)
+		for node := range p.replayed {
+			if !listed[node] {
+				delete(p.replayed, node)
+			}
 		}
 	}
 	return out
