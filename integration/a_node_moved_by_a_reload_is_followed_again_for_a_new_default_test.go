@@ -3,11 +3,8 @@ package integration
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/internal/cluster"
@@ -24,66 +21,22 @@ func TestANodeMovedByAReloadIsFollowedAgainForANewDefault(t *testing.T) {
 	pg2, pg3 := c.Nodes[1], c.Nodes[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const setup = `
-DO $$BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rv_mv_u') THEN CREATE ROLE rv_mv_u LOGIN PASSWORD 'secret'; END IF;
-END$$;
-CREATE SCHEMA IF NOT EXISTS rv_mv_old;
-CREATE SCHEMA IF NOT EXISTS rv_mv_new;
-GRANT USAGE ON SCHEMA rv_mv_old, rv_mv_new TO rv_mv_u;
-ALTER ROLE rv_mv_u SET search_path = rv_mv_old, public;`
-	if err := c.Nodes[0].Exec(ctx, setup); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	catchUp(t, c)
+	const role = "rv_mv_u"
+	roleWithDefaultSearchPath(t, ctx, c, role)
 	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Users = append(cfg.Users, config.User{Name: "rv_mv_u", Password: "secret", Auth: config.AuthSCRAM})
+		cfg.Users = append(cfg.Users, config.User{Name: role, Password: "secret", Auth: config.AuthSCRAM})
 		cfg.Pool.MinIdle = 2
 		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
 	})
 	resume := resumeReplayAtCleanup(t, []*cluster.Node{pg3})
-	const probe = "SELECT current_setting('search_path')"
-	var warm []*client
-	for range 4 {
-		warm = append(warm, o.connectAs(t, "rv_mv_u", "secret", withMode(pgx.QueryExecModeSimpleProtocol)))
-	}
-	for range 3 {
-		for _, w := range warm {
-			var s string
-			if err := w.QueryRow(ctx, probe).Scan(&s); err != nil {
-				t.Fatalf("warm-up: %v", err)
-			}
-		}
-	}
+	warm := roleSessions(t, o, role, 4)
+	readSearchPaths(t, ctx, warm, 3, true)
 	if err := pg3.PauseReplay(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Nodes[0].Exec(ctx, "ALTER ROLE rv_mv_u SET search_path = rv_mv_new, public"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, ccancel := context5s()
-		defer ccancel()
-		_ = c.Nodes[0].Exec(cctx, "ALTER ROLE rv_mv_u RESET search_path")
-	})
-	waitLog := func(what ...string) {
-		deadline := time.Now().Add(20 * time.Second)
-		for !slices.ContainsFunc(strings.Split(o.logs.String(), "\n"), func(line string) bool {
-			for _, w := range what {
-				if !strings.Contains(line, w) {
-					return false
-				}
-			}
-			return true
-		}) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in pgowl's log within 20s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitLog("default search_path changed")
-	waitLog(`"node":"pg2"`, "a standby replayed a new default search_path")
+	moveRoleDefaultSearchPath(t, ctx, c, role)
+	waitForLogLine(t, o, "default search_path changed")
+	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed a new default search_path")
 
 	// The name pg2 moves to pg3's server, which has not replayed the change; pg3 is removed.
 	cfg := o.cfg
@@ -98,51 +51,18 @@ ALTER ROLE rv_mv_u SET search_path = rv_mv_old, public;`
 	}
 	o.states = o.inst.Nodes()
 	// Sessions through pgowl warm pg2 (now pg3's server) under the old default; min_idle refills too.
-	for range 3 {
-		for _, w := range warm {
-			var s string
-			_ = w.QueryRow(ctx, probe).Scan(&s)
-		}
-	}
+	readSearchPaths(t, ctx, warm, 3, false)
 	time.Sleep(3 * time.Second)
 	resume()
 	if err := pg3.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
 		t.Fatal(err)
 	}
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.Connect(dctx, pg3.DSN("rv_mv_u", "secret", appDatabase))
-	if err != nil {
-		dcancel()
-		t.Fatal(err)
-	}
-	var direct string
-	err = conn.QueryRow(dctx, probe).Scan(&direct)
-	conn.Close(dctx)
-	dcancel()
-	if err != nil || direct != "rv_mv_new, public" {
-		t.Fatalf("oracle: a direct connection to pg3 after replay: %q, %v", direct, err)
+	if got := directSearchPath(t, ctx, pg3, role); got != role+"_new, public" {
+		t.Fatalf("oracle: a direct connection to pg3 after replay: %q", got)
 	}
 	time.Sleep(3 * time.Second) // the monitor sees pg3's server caught up
 
-	stale := 0
-	seen := map[string]int{}
-	for range 6 {
-		s := o.connectAs(t, "rv_mv_u", "secret", withMode(pgx.QueryExecModeSimpleProtocol))
-		for range 4 {
-			var got string
-			if err := s.QueryRow(ctx, probe).Scan(&got); err != nil {
-				t.Fatalf("probe: %v", err)
-			}
-			where := "?"
-			if rs := s.routes(t); len(rs) > 0 {
-				where = rs[len(rs)-1].Node + "/" + rs[len(rs)-1].Role
-			}
-			seen[where+" "+got]++
-			if strings.HasSuffix(got, "rv_mv_old, public") {
-				stale++
-			}
-		}
-	}
+	stale, seen := staleDefaultReads(t, ctx, o, role)
 	t.Logf("sessions after the moved node replayed the ALTER: %v", seen)
 	if stale > 0 {
 		t.Errorf("%d of 24 reads ran on a backend with the old default after the server pg2 now names replayed the change: %v", stale, seen)

@@ -2,12 +2,8 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/internal/cluster"
@@ -36,41 +32,17 @@ func retireWithReplay(t *testing.T, pause bool) {
 	c := sharedClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	const setup = `
-DO $$BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'h2_u') THEN CREATE ROLE h2_u LOGIN PASSWORD 'secret'; END IF;
-END$$;
-CREATE SCHEMA IF NOT EXISTS h2_old;
-CREATE SCHEMA IF NOT EXISTS h2_new;
-GRANT USAGE ON SCHEMA h2_old, h2_new TO h2_u;
-ALTER ROLE h2_u SET search_path = h2_old, public;`
-	if err := c.Nodes[0].Exec(ctx, setup); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	catchUp(t, c)
+	const role = "h2_u"
+	roleWithDefaultSearchPath(t, ctx, c, role)
 	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Users = append(cfg.Users, config.User{Name: "h2_u", Password: "secret", Auth: config.AuthSCRAM})
+		cfg.Users = append(cfg.Users, config.User{Name: role, Password: "secret", Auth: config.AuthSCRAM})
 		cfg.Pool.MinIdle = 2
 		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
 	})
 	standbys := c.Nodes[1:]
 	resume := resumeReplayAtCleanup(t, standbys)
-
-	const probe = "SELECT current_setting('search_path')"
-	// Warm backends of h2_u on every node: several sessions read.
-	var warm []*client
-	for range 4 {
-		warm = append(warm, o.connectAs(t, "h2_u", "secret", withMode(pgx.QueryExecModeSimpleProtocol)))
-	}
-	for range 3 {
-		for _, w := range warm {
-			var s string
-			if err := w.QueryRow(ctx, probe).Scan(&s); err != nil {
-				t.Fatalf("warm-up: %v", err)
-			}
-			t.Logf("warm-up: %s %v", s, w.routes(t))
-		}
-	}
+	// Warm backends of the role on every node: several sessions read.
+	readSearchPaths(t, ctx, roleSessions(t, o, role, 4), 3, true)
 
 	for _, n := range standbys {
 		if !pause {
@@ -80,68 +52,26 @@ ALTER ROLE h2_u SET search_path = h2_old, public;`
 			t.Fatalf("pause replay on %s: %v", n.Name, err)
 		}
 	}
-	if err := c.Nodes[0].Exec(ctx, "ALTER ROLE h2_u SET search_path = h2_new, public"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, ccancel := context5s()
-		defer ccancel()
-		_ = c.Nodes[0].Exec(cctx, "ALTER ROLE h2_u RESET search_path")
-	})
+	moveRoleDefaultSearchPath(t, ctx, c, role)
 	// pgowl's catalogue (read on the primary) finds the new default and retires the backends.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(o.logs.String(), "default search_path changed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("pgowl did not notice the new default within 20s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForLogLine(t, o, "default search_path changed")
 	// min_idle refills while the standbys still serve the old default.
 	time.Sleep(3 * time.Second)
 	resume()
 	catchUp(t, c)
 	for _, n := range standbys {
-		var s string
-		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		conn, err := pgx.Connect(dctx, n.DSN("h2_u", "secret", appDatabase))
-		if err != nil {
-			dcancel()
-			t.Fatal(err)
-		}
-		err = conn.QueryRow(dctx, "SELECT current_setting('search_path')").Scan(&s)
-		conn.Close(dctx)
-		dcancel()
-		if err != nil || s != "h2_new, public" {
-			t.Fatalf("oracle: a new direct connection to %s after replay: %q, %v", n.Name, s, err)
+		if got := directSearchPath(t, ctx, n, role); got != role+"_new, public" {
+			t.Fatalf("oracle: a new direct connection to %s after replay: %q", n.Name, got)
 		}
 	}
 	// Let the monitor see the standbys caught up again.
 	o.waitRoles(t, initialRoles(c))
 	time.Sleep(2 * time.Second)
 
-	stale := 0
-	seen := map[string]int{}
-	for range 6 {
-		s := o.connectAs(t, "h2_u", "secret", withMode(pgx.QueryExecModeSimpleProtocol))
-		for range 4 {
-			var got string
-			if err := s.QueryRow(ctx, probe).Scan(&got); err != nil {
-				t.Fatalf("probe: %v", err)
-			}
-			where := "?"
-			if rs := s.routes(t); len(rs) > 0 {
-				where = rs[len(rs)-1].Node + "/" + rs[len(rs)-1].Role
-			}
-			seen[where+" "+got]++
-			if strings.HasSuffix(got, "h2_old, public") {
-				stale++
-			}
-		}
-	}
+	stale, seen := staleDefaultReads(t, ctx, o, role)
 	t.Logf("new sessions after the standbys replayed the ALTER: %v", seen)
-	what := fmt.Sprintf("%d of 24 reads of sessions opened after the standbys replayed ALTER ROLE h2_u SET search_path ran on a backend with the old default (a new direct connection gets h2_new, public): %v", stale, seen)
 	if stale > 0 {
-		t.Error(what)
+		t.Errorf("%d of 24 reads of sessions opened after the standbys replayed ALTER ROLE %s SET search_path ran on a backend with the old default (a new direct connection gets %s_new, public): %v", stale, role, role, seen)
 	}
 }
 
