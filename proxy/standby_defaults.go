@@ -23,11 +23,11 @@ import (
 // over). A standby whose replay position in a snapshot has reached that position had replayed the
 // change when the snapshot was taken: its connections to the database dialled no later than that
 // are retired (pool.RetireDatabaseOn), and those dialled after log in under the new default. A
-// node is known by its name and address, and the nodes no snapshot lists any more are forgotten:
-// a server a reload adds, or points a name at, is followed like the others, when the reload comes
-// too (pool.min_idle dials it at once, perhaps before it has replayed the change). So the last
-// change of each database is kept, however long a standby stays down; a later change of the same
-// database takes its place.
+// node is known by its name and address, and a node the last snapshot does not list is forgotten:
+// a server a reload adds, or points a name at, is followed like the others, even when every node
+// listed before had replayed the change (pool.min_idle dials it at once, perhaps before it has).
+// So the last change of each database is kept, however long a standby stays down; a later change
+// of the same database takes its place.
 type standbyDefaults struct {
 	mu      sync.Mutex
 	pending map[string]*defaultsToReplay // by database
@@ -66,6 +66,9 @@ func (d *standbyDefaults) noticed(database string, at time.Time) {
 func (d *standbyDefaults) due(s *route.Snapshot) []standbyRetirement {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.pending) == 0 {
+		return nil
+	}
 	var out []standbyRetirement
 	listed := make(map[string]bool, len(s.Nodes))
 	for _, n := range s.Nodes {
