@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // TestDefaultSearchPathFollowsPostgresPrecedence: the search_path pgowl takes a new session of
 // each role to start with is the one PostgreSQL gives it, at every level a default can be set:
 // the role in this database, the role, this database (ALTER DATABASE, or ALTER ROLE ALL IN
-// DATABASE), every role in every database (ALTER ROLE ALL), the server. The oracle is a login of
-// each role, which shows the path PostgreSQL applied.
+// DATABASE), every role in every database (ALTER ROLE ALL), the server's configuration, read
+// when the loader's own role has a setting. The oracle is a login of each role, which shows the
+// path PostgreSQL applied.
 func TestDefaultSearchPathFollowsPostgresPrecedence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
@@ -74,10 +76,18 @@ ALTER ROLE both_levels IN DATABASE postgres SET search_path = g_both_here, publi
 ALTER DATABASE postgres RESET search_path;
 ALTER ROLE ALL IN DATABASE postgres SET search_path = g_all_here, public`},
 		{"every role's in every database reset", "ALTER ROLE ALL RESET search_path"},
+		{"the configuration file's, the loader with a setting of its own", `
+ALTER ROLE ALL IN DATABASE postgres RESET search_path;
+ALTER SYSTEM SET search_path = g_file, public;
+SELECT pg_reload_conf();
+ALTER ROLE postgres SET search_path = g_loader, public`},
 	}
 	for _, s := range steps {
-		if s.sql != "" {
-			if _, err := setup.Exec(ctx, s.sql); err != nil {
+		for _, sql := range strings.Split(s.sql, ";\n") { // one at a time: ALTER SYSTEM runs in no block
+			if strings.TrimSpace(sql) == "" {
+				continue
+			}
+			if _, err := setup.Exec(ctx, sql); err != nil {
 				t.Fatalf("%s: %v", s.stage, err)
 			}
 		}

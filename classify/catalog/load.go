@@ -727,8 +727,13 @@ func loadDefaultSearchPathsOnce(ctx context.Context, conn *pgx.Conn, data *class
 	}
 	switch source {
 	case "database", "user", "database user", "client", "session":
-		// The loader's own value comes from a setting for its role or database: use the built-in default.
+		// The loader's own value comes from a setting for its role or database: the server's is
+		// the configuration file's, which only a superuser (or a role granted pg_file_settings)
+		// may read, else the built-in default.
 		server = `"$user", public`
+		if file, ok := configurationFileSearchPath(ctx, conn); ok {
+			server = file
+		}
 	}
 	rows, err := conn.Query(ctx, `
 SELECT coalesce(r.rolname, ''), s.setdatabase <> 0, cfg
@@ -758,6 +763,15 @@ WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_
 		data.DefaultSearchPath[role] = classify.SplitSearchPath(path)
 	}
 	return nil
+}
+
+// configurationFileSearchPath reads the search_path the server's configuration files set
+// (postgresql.conf, ALTER SYSTEM), if any and if the loader may read pg_file_settings.
+func configurationFileSearchPath(ctx context.Context, conn *pgx.Conn) (string, bool) {
+	var setting string
+	err := conn.QueryRow(ctx, `SELECT setting FROM pg_catalog.pg_file_settings
+WHERE name = 'search_path' AND applied ORDER BY seqno DESC LIMIT 1`).Scan(&setting)
+	return setting, err == nil
 }
 
 // defaultSearchPathSetting is one search_path default of pg_db_role_setting: for role ("" for
