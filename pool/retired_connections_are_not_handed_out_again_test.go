@@ -17,18 +17,9 @@ func TestRetiredConnectionsAreNotHandedOutAgain(t *testing.T) {
 	p := New(Options{MaxPerNode: 4, AcquireTimeout: 5 * time.Second})
 	defer p.Close()
 	ctx := context.Background()
-	idle, err := p.Acquire(ctx, target, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := p.Acquire(ctx, target, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere, err := p.Acquire(ctx, target, other)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idle := acquireOrFail(t, p, target, login)
+	busy := acquireOrFail(t, p, target, login)
+	elsewhere := acquireOrFail(t, p, target, other)
 	idlePID, busyPID, elsewherePID := idle.PID, busy.PID, elsewhere.PID
 	p.Release(idle, true)
 	p.Release(elsewhere, true)
@@ -40,10 +31,7 @@ func TestRetiredConnectionsAreNotHandedOutAgain(t *testing.T) {
 	if inUse, idleCount := p.Stats(target.Node); inUse != 0 || idleCount != 1 {
 		t.Errorf("after the retired busy one came back: %d in use, %d idle; want it closed", inUse, idleCount)
 	}
-	again, err := p.Acquire(ctx, target, login)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := acquireOrFail(t, p, target, login)
 	if again.PID == idlePID || again.PID == busyPID {
 		t.Errorf("acquired backend %d after the retire: one made before it (%d, %d)", again.PID, idlePID, busyPID)
 	}
@@ -73,25 +61,13 @@ func TestRetiringOneNodeLeavesTheOthersPooled(t *testing.T) {
 	p := New(Options{MaxPerNode: 4, AcquireTimeout: 5 * time.Second})
 	defer p.Close()
 	ctx := context.Background()
-	idle, err := p.Acquire(ctx, target, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy, err := p.Acquire(ctx, target, login)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere, err := p.Acquire(ctx, other, login)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idle := acquireOrFail(t, p, target, login)
+	busy := acquireOrFail(t, p, target, login)
+	elsewhere := acquireOrFail(t, p, other, login)
 	elsewherePID := elsewhere.PID
 	bound := time.Now()
 	time.Sleep(time.Millisecond)
-	later, err := p.Acquire(ctx, target, login) // dialled after the bound
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := acquireOrFail(t, p, target, login) // dialled after the bound
 	p.Release(idle, true)
 	p.RetireDatabaseOn(target.Node, login.Database, bound)
 	p.Release(elsewhere, true) // in use during the retire: pooled when it comes back
@@ -113,4 +89,14 @@ func TestRetiringOneNodeLeavesTheOthersPooled(t *testing.T) {
 	} else if c.PID != elsewherePID {
 		t.Errorf("on %s: pid %d; want the pooled %d", other.Node, c.PID, elsewherePID)
 	}
+}
+
+// acquireOrFail acquires a connection of login on target from p, failing t when it cannot.
+func acquireOrFail(t *testing.T, p *Pool, target Target, login Login) *Conn {
+	t.Helper()
+	c, err := p.Acquire(context.Background(), target, login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
