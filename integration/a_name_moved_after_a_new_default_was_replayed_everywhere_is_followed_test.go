@@ -35,36 +35,11 @@ func TestANameMovedAfterANewDefaultWasReplayedEverywhereIsFollowed(t *testing.T)
 	resume := resumeReplayAtCleanup(t, []*cluster.Node{pg3})
 	warm := roleSessions(t, o, role, 4)
 	readSearchPaths(t, ctx, warm, 3, true)
-	if err := pg3.PauseReplay(ctx); err != nil {
-		t.Fatal(err)
-	}
-	moveRoleDefaultSearchPath(t, ctx, c, role)
-	waitForLogLine(t, o, "default search_path changed")
-	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed a new default search_path")
+	changeDefaultWhilePg3Lags(t, ctx, c, o, role)
 	time.Sleep(time.Second) // a few more snapshots: every node listed has replayed it
 
 	// The reload points pg2 at pg3's server, which has not replayed the change.
-	cfg := o.cfg
-	cfg.Nodes = slices.Clone(cfg.Nodes)
-	for i := range cfg.Nodes {
-		if cfg.Nodes[i].Name == c.Nodes[1].Name {
-			cfg.Nodes[i].Host, cfg.Nodes[i].Port = pg3.Host, pg3.Port
-		}
-	}
-	if err := o.inst.Apply(cfg); err != nil {
-		t.Fatalf("reload: %v", err)
-	}
-	o.states = o.inst.Nodes()
-	readSearchPaths(t, ctx, warm, 3, false)
-	time.Sleep(3 * time.Second) // min_idle dials pg3 under the old default
-	resume()
-	if err := pg3.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
-		t.Fatal(err)
-	}
-	if got := directSearchPath(t, ctx, pg3, role); got != role+"_new, public" {
-		t.Fatalf("oracle: a direct connection to pg3 after replay: %q", got)
-	}
-	time.Sleep(3 * time.Second) // the monitor sees pg3 caught up
+	pointPg2AtLaggingPg3(t, ctx, c, o, role, warm, resume)
 
 	stale, seen := staleDefaultReads(t, ctx, o, role)
 	t.Logf("sessions after pg3's server, which pg2 now names, replayed the ALTER: %v", seen)

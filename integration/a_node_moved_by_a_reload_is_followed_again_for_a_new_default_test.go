@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // default, as a direct connection does.
 func TestANodeMovedByAReloadIsFollowedAgainForANewDefault(t *testing.T) {
 	c := sharedClusterFor(t)
-	pg2, pg3 := c.Nodes[1], c.Nodes[2]
+	pg3 := c.Nodes[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const role = "rv_mv_u"
@@ -31,36 +30,10 @@ func TestANodeMovedByAReloadIsFollowedAgainForANewDefault(t *testing.T) {
 	resume := resumeReplayAtCleanup(t, []*cluster.Node{pg3})
 	warm := roleSessions(t, o, role, 4)
 	readSearchPaths(t, ctx, warm, 3, true)
-	if err := pg3.PauseReplay(ctx); err != nil {
-		t.Fatal(err)
-	}
-	moveRoleDefaultSearchPath(t, ctx, c, role)
-	waitForLogLine(t, o, "default search_path changed")
-	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed a new default search_path")
+	changeDefaultWhilePg3Lags(t, ctx, c, o, role)
 
 	// The name pg2 moves to pg3's server, which has not replayed the change; pg3 is removed.
-	cfg := o.cfg
-	cfg.Nodes = slices.DeleteFunc(slices.Clone(cfg.Nodes), func(n config.Node) bool { return n.Name == pg3.Name })
-	for i := range cfg.Nodes {
-		if cfg.Nodes[i].Name == pg2.Name {
-			cfg.Nodes[i].Host, cfg.Nodes[i].Port = pg3.Host, pg3.Port
-		}
-	}
-	if err := o.inst.Apply(cfg); err != nil {
-		t.Fatalf("reload: %v", err)
-	}
-	o.states = o.inst.Nodes()
-	// Sessions through pgowl warm pg2 (now pg3's server) under the old default; min_idle refills too.
-	readSearchPaths(t, ctx, warm, 3, false)
-	time.Sleep(3 * time.Second)
-	resume()
-	if err := pg3.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
-		t.Fatal(err)
-	}
-	if got := directSearchPath(t, ctx, pg3, role); got != role+"_new, public" {
-		t.Fatalf("oracle: a direct connection to pg3 after replay: %q", got)
-	}
-	time.Sleep(3 * time.Second) // the monitor sees pg3's server caught up
+	pointPg2AtLaggingPg3(t, ctx, c, o, role, warm, resume)
 
 	stale, seen := staleDefaultReads(t, ctx, o, role)
 	t.Logf("sessions after the moved node replayed the ALTER: %v", seen)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/internal/cluster"
 )
 
@@ -134,4 +135,47 @@ func waitForLogLine(t *testing.T, o *owl, parts ...string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// changeDefaultWhilePg3Lags pauses replay on c's third node, moves role's default search_path,
+// and waits for pgowl to notice the change and for pg2 to have replayed it.
+func changeDefaultWhilePg3Lags(t *testing.T, ctx context.Context, c *cluster.Cluster, o *owl, role string) {
+	t.Helper()
+	if err := c.Nodes[2].PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	moveRoleDefaultSearchPath(t, ctx, c, role)
+	waitForLogLine(t, o, "default search_path changed")
+	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed a new default search_path")
+}
+
+// pointPg2AtLaggingPg3 reloads o with the name pg2 pointing at the third node's server (which
+// has not replayed role's new default; the name pg3 leaves the configuration), lets the warm
+// sessions and min_idle log in there under the old default, then resumes replay (resume) and
+// waits until the server has replayed the change, a direct connection shows it, and the
+// monitor has seen it.
+func pointPg2AtLaggingPg3(t *testing.T, ctx context.Context, c *cluster.Cluster, o *owl, role string, warm []*client, resume func()) {
+	t.Helper()
+	pg2, pg3 := c.Nodes[1], c.Nodes[2]
+	cfg := o.cfg
+	cfg.Nodes = slices.DeleteFunc(slices.Clone(cfg.Nodes), func(n config.Node) bool { return n.Name == pg3.Name })
+	for i := range cfg.Nodes {
+		if cfg.Nodes[i].Name == pg2.Name {
+			cfg.Nodes[i].Host, cfg.Nodes[i].Port = pg3.Host, pg3.Port
+		}
+	}
+	if err := o.inst.Apply(cfg); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	o.states = o.inst.Nodes()
+	readSearchPaths(t, ctx, warm, 3, false)
+	time.Sleep(3 * time.Second) // min_idle dials pg3's server under the old default
+	resume()
+	if err := pg3.WaitCaughtUp(ctx, c.Nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := directSearchPath(t, ctx, pg3, role); got != role+"_new, public" {
+		t.Fatalf("oracle: a direct connection to pg3 after replay: %q", got)
+	}
+	time.Sleep(3 * time.Second) // the monitor sees pg3's server caught up
 }
