@@ -293,6 +293,12 @@ type CatalogueData struct {
 	// DefaultSearchPath is the search_path a new session of each role gets before startup parameters,
 	// keyed by role name, with "" for roles without a role-specific setting.
 	DefaultSearchPath map[string][]string
+	// LoginDefaults are the settings ALTER ROLE and ALTER DATABASE ... SET give a login to this
+	// database (pg_db_role_setting rows of this database or of every one), one per setting as
+	// "role@database: name=value" ("*" for every role or every database), sorted. A backend
+	// keeps the ones of its login: when they change, pooled backends are replaced
+	// (Options.DefaultsChanged of catalog.Manager).
+	LoginDefaults []string
 	// Schemas are the names of every schema, sorted, as the last read found them (a whole read,
 	// or a read by name, which reads them too; nil when not read): where an unqualified CREATE
 	// makes its object (CreatedFunction).
@@ -1256,6 +1262,7 @@ func checksum(d *CatalogueData) string {
 		write(role)
 		write(strings.Join(d.DefaultSearchPath[role], "\x00"))
 	}
+	write(strings.Join(d.LoginDefaults, "\x00"))
 	write(strings.Join(d.Schemas, "\x00"))
 	return strconv.FormatUint(h, 16)
 }

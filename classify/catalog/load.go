@@ -713,13 +713,15 @@ func collectSchemas(rows pgx.Rows) ([]string, error) {
 }
 
 // loadDefaultSearchPaths works out the search_path a new session starts with, per role: a setting for
-// the role in this database, else for the role, else for this database, else the server's.
+// the role in this database, else for the role, else for this database, else the server's. It
+// also reads every other role and database setting a login to this database starts with
+// (LoginDefaults), from the same rows.
 func loadDefaultSearchPaths(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
 	return waitingOutLocks(func() error { return loadDefaultSearchPathsOnce(ctx, conn, data) })
 }
 
-// loadDefaultSearchPathsOnce is one try of loadDefaultSearchPaths; it sets data's paths only once
-// every row is read.
+// loadDefaultSearchPathsOnce is one try of loadDefaultSearchPaths; it sets data's paths and login
+// defaults only once every row is read.
 func loadDefaultSearchPathsOnce(ctx context.Context, conn *pgx.Conn, data *classify.CatalogueData) error {
 	var server, source string
 	if err := conn.QueryRow(ctx, "SELECT coalesce(reset_val, boot_val), source FROM pg_settings WHERE name = 'search_path'").Scan(&server, &source); err != nil {
@@ -736,33 +738,54 @@ func loadDefaultSearchPathsOnce(ctx context.Context, conn *pgx.Conn, data *class
 		}
 	}
 	rows, err := conn.Query(ctx, `
-SELECT coalesce(r.rolname, ''), s.setdatabase <> 0, cfg
+SELECT coalesce(r.rolname, ''), s.setrole = 0, s.setdatabase <> 0, cfg
 FROM pg_db_role_setting s
 LEFT JOIN pg_roles r ON r.oid = s.setrole
 CROSS JOIN LATERAL unnest(s.setconfig) AS cfg
-WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
-  AND cfg LIKE 'search\_path=%'`)
+WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))`)
 	if err != nil {
 		return fmt.Errorf("catalog: read role and database settings: %w", err)
 	}
 	defer rows.Close()
-	var settings []defaultSearchPathSetting
+	var paths []defaultSearchPathSetting
+	var logins []string
 	for rows.Next() {
 		var d defaultSearchPathSetting
+		var everyRole bool
 		var setting string
-		if err := rows.Scan(&d.role, &d.inDatabase, &setting); err != nil {
+		if err := rows.Scan(&d.role, &everyRole, &d.inDatabase, &setting); err != nil {
 			return fmt.Errorf("catalog: read setting row: %w", err)
 		}
-		d.value = strings.TrimPrefix(setting, "search_path=")
-		settings = append(settings, d)
+		if !everyRole && d.role == "" {
+			continue // a dropped role's row, which no login meets
+		}
+		logins = append(logins, loginDefault(d.role, d.inDatabase, setting))
+		if value, ok := strings.CutPrefix(setting, "search_path="); ok {
+			d.value = value
+			paths = append(paths, d)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("catalog: read role and database settings: %w", err)
 	}
-	for role, path := range defaultSearchPaths(server, settings) {
+	for role, path := range defaultSearchPaths(server, paths) {
 		data.DefaultSearchPath[role] = classify.SplitSearchPath(path)
 	}
+	slices.Sort(logins)
+	data.LoginDefaults = logins
 	return nil
+}
+
+// loginDefault names one role or database setting as CatalogueData.LoginDefaults holds it.
+func loginDefault(role string, inDatabase bool, setting string) string {
+	if role == "" {
+		role = "*"
+	}
+	database := "*"
+	if inDatabase {
+		database = "this database"
+	}
+	return role + "@" + database + ": " + setting
 }
 
 // configurationFileSearchPath reads the search_path the server's configuration files set

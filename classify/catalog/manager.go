@@ -77,9 +77,10 @@ type Options struct {
 	// called with the database's lock held and must not call m. A proxy uses it for changes it
 	// was not told of (made past it, or not told yet): a standby may not have replayed them.
 	Found func(database string, changes *classify.CatalogueChanges)
-	// DefaultsChanged, when set, is told of a database whose sessions' default search_path (set
-	// for a role or the database with ALTER ROLE or ALTER DATABASE ... SET) a read found changed,
-	// before the catalogue that holds it is served. A connection keeps the defaults of its login:
+	// DefaultsChanged, when set, is told of a database whose logins' default settings (set for a
+	// role or the database with ALTER ROLE or ALTER DATABASE ... SET: search_path,
+	// statement_timeout, work_mem, ...) a read found changed, before the catalogue that holds
+	// them is served. A connection keeps the defaults of its login:
 	// a proxy retires its pooled connections to the database, so that sessions run where the
 	// catalogue says they do. It is called with the database's lock held and must not call m.
 	DefaultsChanged func(database string)
@@ -591,7 +592,8 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		}
 		if changed {
 			if m.opts.DefaultsChanged != nil && old != nil &&
-				!maps.EqualFunc(old.Data().DefaultSearchPath, cat.Data().DefaultSearchPath, slices.Equal[[]string]) {
+				(!maps.EqualFunc(old.Data().DefaultSearchPath, cat.Data().DefaultSearchPath, slices.Equal[[]string]) ||
+					!slices.Equal(old.Data().LoginDefaults, cat.Data().LoginDefaults)) {
 				m.opts.DefaultsChanged(db.name)
 			}
 			if m.opts.Found != nil && old != nil {
