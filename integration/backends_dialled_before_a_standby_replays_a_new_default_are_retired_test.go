@@ -54,7 +54,7 @@ func retireWithReplay(t *testing.T, pause bool) {
 	}
 	moveRoleDefaultSearchPath(t, ctx, c, role)
 	// pgowl's catalogue (read on the primary) finds the new default and retires the backends.
-	waitForLogLine(t, o, "default search_path changed")
+	waitForLogLine(t, o, "default settings changed")
 	// min_idle refills while the standbys still serve the old default.
 	time.Sleep(3 * time.Second)
 	resume()

@@ -145,8 +145,8 @@ func changeDefaultWhilePg3Lags(t *testing.T, ctx context.Context, c *cluster.Clu
 		t.Fatal(err)
 	}
 	moveRoleDefaultSearchPath(t, ctx, c, role)
-	waitForLogLine(t, o, "default search_path changed")
-	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed a new default search_path")
+	waitForLogLine(t, o, "default settings changed")
+	waitForLogLine(t, o, `"node":"pg2"`, "a standby replayed new default settings")
 }
 
 // pointPg2AtLaggingPg3 reloads o with the name pg2 pointing at the third node's server (which

@@ -397,8 +397,8 @@ func routeReason(r classify.Reason) (route.Reason, bool) {
 // newClassifier builds the classifier from the configuration, with a function catalogue per
 // database read from the current primary (as the monitor user) when the node states are known.
 // The catalogue tells definitions of the changes it finds that no session told.
-// defaultsChanged, when not nil, is told of a database whose sessions' default search_path
-// changed (catalog.Options.DefaultsChanged).
+// defaultsChanged, when not nil, is told of a database whose logins' default settings changed
+// (catalog.Options.DefaultsChanged).
 func newClassifier(cfg config.Config, nodes NodeStates, logger zerolog.Logger, definitions *definitionChanges, defaultsChanged func(database string)) *classify.Classifier {
 	opts := classify.Options{CacheSize: cfg.Classify.CacheSize, MaxDepth: cfg.Classify.MaxDepth}
 	if cfg.Classify.CacheSize == 0 {

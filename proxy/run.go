@@ -156,9 +156,10 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	definitions := &definitionChanges{}
 	replays := &standbyDefaults{}
 	classifier := newClassifier(cfg, mon, logger, definitions, func(database string) {
-		// Pooled connections keep the search_path default of their login; new ones get the
-		// one the catalogue now classifies with, on a standby once it has replayed it.
-		logger.Info().Str("database", database).Msg("a role's or the database's default search_path changed: pooled connections to it are replaced")
+		// Pooled connections keep the defaults of their login (the search_path the catalogue
+		// classifies with among them); new ones get the new ones, on a standby once it has
+		// replayed them.
+		logger.Info().Str("database", database).Msg("a role's or the database's default settings changed: pooled connections to it are replaced")
 		replays.noticed(database, time.Now())
 		backends.RetireDatabase(database)
 	})

@@ -10,12 +10,14 @@ import (
 
 // Defaults a standby has not replayed yet.
 //
-// When the catalogue, read on the primary, finds that a role's or a database's default
-// search_path changed, the pool retires the database's connections on every node
+// When the catalogue, read on the primary, finds that a role's or a database's default settings
+// changed (search_path, statement_timeout, ...: ALTER ROLE or ALTER DATABASE ... SET), the pool
+// retires the database's connections on every node
 // (pool.RetireDatabase): a connection keeps the defaults of its login. A standby that has not
 // replayed the ALTER ROLE or ALTER DATABASE yet still logs new connections in under the old
 // default, pool.min_idle's refills among them, and those would go on serving sessions after the
-// standby caught up, while pgowl classifies their statements with the new default.
+// standby caught up: with a setting the role no longer starts with, and a search_path other than
+// the one pgowl classifies their statements with.
 //
 // standbyDefaults follows each such change on every standby. The change committed before the
 // catalogue noticed it, so the primary's WAL position in the monitor's first sample taken after
@@ -119,7 +121,7 @@ func (in *Instance) retireOnStandbyReplay(ctx context.Context) {
 		in.nodes.WaitFor(ctx, func(s *route.Snapshot) bool {
 			for _, r := range in.standbyDefaults.due(s) {
 				in.log.Info().Str("node", r.node).Str("database", r.database).
-					Msg("a standby replayed a new default search_path: its pooled connections logged in before are replaced")
+					Msg("a standby replayed new default settings: its pooled connections logged in before are replaced")
 				in.Pool.RetireDatabaseOn(r.node, r.database, r.before)
 			}
 			return false
