@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
+	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -69,6 +70,7 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 		return
 	}
 	sess.settings.readBackDue = false
+	sess.flushBeforeFollowUp()
 	named := sess.settings.readBackNames(sess.srv.opts.Classifier)
 	var sets []string
 	seen := map[string]bool{}
@@ -94,6 +96,20 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 		*be.settings() = ownedSettings(sess.settings.key, sess.id)
 		sess.log.Info().Int("settings", len(sets)).Msg("a statement may have changed session settings in a way pgowl cannot replay as sent (inside a function or a DO block, with a computed value, or in a multi-statement string); pgowl read the session's settings back and carries their values")
 	}
+}
+
+// flushBeforeFollowUp lets the client have the replies in its buffer (a unit's, which has ended:
+// be is idle) before a follow-up of the unit runs on the node (the settings read back, then the
+// pin check that comes with it): the client is not kept waiting for them, and its next message
+// is read only once they are done. In user scope it is not: another session of the user may
+// read as soon as the client has its ReadyForQuery, so the write position is announced first
+// (noteWritePosition, after the follow-ups).
+func (sess *session) flushBeforeFollowUp() {
+	if sess.readYourWritesScope() == config.ReadYourWritesUser {
+		return
+	}
+	// An error is the client's: its next read or flush reports it.
+	_ = sess.client.flush()
 }
 
 // followSearchPathUnseen follows a unit u (which left the backend be in status) that may have
