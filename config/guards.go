@@ -34,8 +34,9 @@ type GuardMatch struct {
 	Users []string `yaml:"users" mapstructure:"users"`
 	// Databases matches sessions on these databases.
 	Databases []string `yaml:"databases" mapstructure:"databases"`
-	// ApplicationNames matches sessions whose startup application_name matches one of these
-	// patterns (path.Match syntax: * and ? wildcards, [a-z] classes).
+	// ApplicationNames matches sessions whose application_name matches one of these patterns
+	// (path.Match syntax: * and ? wildcards, [a-z] classes) when the statement comes: the startup
+	// one, or what the session set since (SET, set_config, SET LOCAL until its block ends).
 	ApplicationNames []string `yaml:"application_names" mapstructure:"application_names"`
 }
 

@@ -459,7 +459,7 @@ func (sess *session) failTransactionForRefusal(sqlstate string) {
 	case sess.deferred != nil:
 		sess.deferred.aborted = true
 	case be != nil && be.conn.TxStatus == wire.TxInBlock && !be.openBatch && be.expect.len() == 0:
-		sess.runQuietly(be, abortTransactionSQL(sqlstate))
+		sess.abortBlockOn(be, sqlstate)
 	}
 }
 

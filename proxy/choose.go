@@ -699,6 +699,21 @@ func (sess *session) runQuietly(be *backend, sql string) (sqlstate string, err e
 // client; a notification that arrives meanwhile does. It returns the first
 // error's SQLSTATE ("" when none) or the I/O error that broke the connection.
 func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byte)) (sqlstate string, err error) {
+	return sess.runOnBackendFor(be, sql, onRow, false)
+}
+
+// abortBlockOn aborts the transaction block the session holds open on be, as a failure of the
+// client's own statement there would (a refusal pgowl answered in its place): with sqlstate,
+// one of pgowl's codes. The settings the block changed that the node reports (SET LOCAL
+// application_name, TimeZone, ...) go back to their values before it, and the node's
+// ParameterStatus saying so reaches the client, as it would with the failure.
+func (sess *session) abortBlockOn(be *backend, sqlstate string) {
+	sess.runOnBackendFor(be, abortTransactionSQL(sqlstate), nil, true)
+}
+
+// runOnBackendFor is runOnBackend; with clientsParameters, the node's ParameterStatus messages
+// are the client's (the statement ran for it) and are passed on and followed.
+func (sess *session) runOnBackendFor(be *backend, sql string, onRow func(body []byte), clientsParameters bool) (sqlstate string, err error) {
 	sess.settleCatalogueReadOn(be)
 	// The client's unnamed statement stays the client's: it is parsed again
 	// where it runs next.
@@ -718,6 +733,13 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 			}
 		case wire.MsgNotificationResponse:
 			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
+		case wire.MsgParameterStatus:
+			if clientsParameters {
+				if name, value, ok := parameterStatusFields(body); ok && name == "application_name" {
+					sess.followApplicationName(value)
+				}
+				sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
+			}
 		case wire.MsgErrorResponse:
 			code, _ := errorFields(body)
 			if sqlstate == "" {

@@ -75,7 +75,7 @@ func (sess *session) guardFor(u *unit) *config.Guard {
 	}
 	for i := range guards {
 		g := &guards[i]
-		if (g.Match.AIComment && ai) || g.MatchesSession(sess.user, sess.database, sess.appName) {
+		if (g.Match.AIComment && ai) || g.MatchesSession(sess.user, sess.database, sess.application()) {
 			if unitHasGuardedStatement(u, executed, g) {
 				return g
 			}
@@ -953,7 +953,7 @@ func (sess *session) refuseForCost(be *backend, u *unit, dec route.Decision, ref
 		sess.deferred.aborted = true
 	case sess.held == be && be.conn.TxStatus == wire.TxInBlock:
 		// As when a statement fails on the node: the transaction is aborted.
-		sess.runQuietly(be, abortTransactionSQL(resp.Code))
+		sess.abortBlockOn(be, resp.Code)
 	}
 	sess.send(resp)
 	if u.expectsReady {
@@ -991,7 +991,7 @@ func (sess *session) parseMaxCost(value string) (float64, error) {
 	}
 	guards := sess.srv.live().cfg.Guards
 	for i := range guards {
-		if g := &guards[i]; g.MatchesSession(sess.user, sess.database, sess.appName) {
+		if g := &guards[i]; g.MatchesSession(sess.user, sess.database, sess.application()) {
 			if g.MaxCost > 0 && limit > float64(g.MaxCost) {
 				return 0, &clientError{SQLState: sqlstateInvalidParamValue,
 					Message: fmt.Sprintf("pgowl: pgowl.max_cost can only tighten guard %s's max_cost (%d), not loosen it to %s", g.Name, g.MaxCost, value)}

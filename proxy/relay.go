@@ -252,6 +252,12 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 		if head.typ == wire.MsgExecute {
 			x.extendedCopy, x.syncOwed = true, be.expect.hasSync()
 		}
+	case wire.MsgParameterStatus:
+		if frame, err := r.PeekFrame(); err == nil {
+			if name, value, ok := parameterStatusFields(frame[wire.HeaderSize:]); ok && name == "application_name" {
+				sess.followApplicationName(value)
+			}
+		}
 	case wire.MsgPortalSuspended:
 		be.portalSuspended = true
 		fallthrough

@@ -371,11 +371,13 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		sess.fail(&clientError{Severity: "FATAL", SQLState: sqlstateFeatureNotSupported, Message: "pgowl: replication connections are not supported; connect to the node directly"})
 		return false
 	}
-	sess.appName = params["application_name"]
+	sess.loginApplication = params["application_name"]
+	appName := sess.loginApplication
+	sess.appName.Store(&appName)
 	delete(params, "user")
 	delete(params, "database")
 	delete(params, "replication")
-	sess.log = sess.log.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", sess.appName).Logger()
+	sess.log = sess.log.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", sess.loginApplication).Logger()
 	if sess.database == config.AdminDatabase && sess.srv.opts.Console != nil {
 		return sess.serveConsole()
 	}
@@ -506,4 +508,32 @@ func (s *Server) credentialsFor(user string) string {
 		}
 	}
 	return ""
+}
+
+// application returns the session's application_name now.
+func (sess *session) application() string {
+	if name := sess.appName.Load(); name != nil {
+		return *name
+	}
+	return "" // before the startup packet is read
+}
+
+// followApplicationName follows the session's application_name to value, which the node reported
+// (ParameterStatus, relayed to the client) after the session changed it: SET, RESET, set_config,
+// SET LOCAL and the end of its block, DISCARD ALL. Guards match it, and the admin side's list of
+// clients shows it, as pg_stat_activity does.
+func (sess *session) followApplicationName(value string) {
+	if value != sess.application() {
+		sess.appName.Store(&value)
+	}
+}
+
+// parameterStatusFields reads a ParameterStatus body: the setting's name and its value.
+func parameterStatusFields(body []byte) (name, value string, ok bool) {
+	name, rest, found := strings.Cut(string(body), "\x00")
+	if !found {
+		return "", "", false
+	}
+	value, _, found = strings.Cut(rest, "\x00")
+	return name, value, found
 }
