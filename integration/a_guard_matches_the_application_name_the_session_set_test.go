@@ -20,9 +20,7 @@ import (
 // that aborts the block reverts a SET LOCAL as a failure on the node does, and the client is told.
 func TestAGuardMatchesTheApplicationNameTheSessionSet(t *testing.T) {
 	c := sharedClusterFor(t)
-	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
-		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
-		ANALYZE guard_big;`)
+	createGuardBig(t, c)
 	o := startOwl(t, c, func(cfg *config.Config) {
 		cfg.Admin.Users = []string{appUser}
 		cfg.Guards = []config.Guard{{Name: "reports", Match: config.GuardMatch{ApplicationNames: []string{"report-*"}},

@@ -15,9 +15,7 @@ import (
 func startReportGuardOwl(t *testing.T) *owl {
 	t.Helper()
 	c := sharedClusterFor(t)
-	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
-		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
-		ANALYZE guard_big;`)
+	createGuardBig(t, c)
 	createTable(t, c, "guard_batch_log", `CREATE TABLE guard_batch_log (at timestamptz DEFAULT now())`)
 	return startOwl(t, c, func(cfg *config.Config) {
 		cfg.Admin.Users = nil

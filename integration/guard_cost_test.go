@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/internal/cluster"
 )
 
 // guardCostLimit is the analytics guard's max_cost in these tests: a
@@ -15,15 +16,22 @@ import (
 // lookup about 8.
 const guardCostLimit = 500
 
+// createGuardBig makes guard_big on c: 100 000 rows, analysed, so that a sequential scan of it
+// costs over guardCostLimit and an index lookup does not.
+func createGuardBig(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
+		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
+		ANALYZE guard_big;`)
+}
+
 // startCostGuardOwl starts pgowl on the shared cluster with a guard on
 // statements that carry the AI comment, and a table large enough that a
 // sequential scan is over the limit and an index lookup is not.
 func startCostGuardOwl(t *testing.T) (*owl, func(string) string) {
 	t.Helper()
 	c := sharedClusterFor(t)
-	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
-		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
-		ANALYZE guard_big;`)
+	createGuardBig(t, c)
 	o := startOwl(t, c, func(cfg *config.Config) {
 		cfg.Admin.Users = nil
 		cfg.Guards = []config.Guard{{Name: "analytics", Match: config.GuardMatch{AIComment: true}, MaxCost: guardCostLimit,
@@ -242,9 +250,7 @@ func sumCalls(ev map[string]int64) int64 {
 // session no guard matches.
 func TestGuardCostWrites(t *testing.T) {
 	c := sharedClusterFor(t)
-	createTable(t, c, "guard_big", `CREATE TABLE guard_big (id int PRIMARY KEY, v text);
-		INSERT INTO guard_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
-		ANALYZE guard_big;`)
+	createGuardBig(t, c)
 	o := startOwl(t, c, func(cfg *config.Config) {
 		cfg.Guards = []config.Guard{
 			{Name: "etl", Match: config.GuardMatch{ApplicationNames: []string{"etl-*"}}, MaxCost: guardCostLimit, GuardWrites: true},
