@@ -344,10 +344,47 @@ func (m *Manager) noteUse(db *database) {
 	if db.pollsStopped.Load() {
 		db.mu.Lock()
 		if db.pollsStopped.Swap(false) {
+			db.resumed = make(chan struct{})
+			db.resuming.Store(true)
 			m.pollLater(db, 0)
 		}
 		db.mu.Unlock()
 	}
+}
+
+// awaitResumed waits, at most Options.Wait, for the poll that starts db's polls again (noteUse)
+// to end; what it found is then pending, and Catalogue waits for its read as for a session's
+// change.
+func (m *Manager) awaitResumed(db *database) {
+	db.mu.Lock()
+	resumed := db.resumed
+	db.mu.Unlock()
+	if resumed == nil {
+		return
+	}
+	wait := time.NewTimer(m.opts.Wait)
+	defer wait.Stop()
+	select {
+	case <-resumed:
+	case <-wait.C:
+	}
+}
+
+// endResume (db.mu held) ends the poll that started db's polls again, if this was it: what it
+// found (nil, or empty: nothing) counts as changed, as a session's change does, so that
+// Catalogue waits for its read (started by the caller, or running).
+func (m *Manager) endResume(db *database, found *classify.CatalogueChanges) {
+	if db.resumed == nil {
+		return
+	}
+	if found != nil && !found.Empty() {
+		db.generation++
+		db.changed = db.generation
+		db.dirty.Store(true)
+	}
+	close(db.resumed)
+	db.resumed = nil
+	db.resuming.Store(false)
 }
 
 // pollChanges runs one poll of db's change markers (see above) over the poll's own connection,
@@ -356,8 +393,11 @@ func (m *Manager) noteUse(db *database) {
 func (m *Manager) pollChanges(db *database) {
 	db.mu.Lock()
 	if m.closed.Load() || db.cat.Load() == nil || !db.markers.known || db.polling {
+		if !db.polling {
+			m.endResume(db, nil) // nothing to poll from: the next whole read finds it all
+		}
 		db.mu.Unlock()
-		return // a poll running re-arms the timer when it ends
+		return // a poll running re-arms the timer when it ends, and ends a resume
 	}
 	if db.used.Swap(false) {
 		db.unusedPolls = 0
@@ -400,6 +440,9 @@ func (m *Manager) pollChanges(db *database) {
 
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	// A poll that found nothing, failed or was overtaken ends a resume as it is; one that found
+	// rows marks them changed first (below).
+	defer m.endResume(db, nil)
 	db.polling = false
 	if err != nil {
 		if conn != nil {
@@ -461,6 +504,7 @@ func (m *Manager) pollChanges(db *database) {
 	} else {
 		db.pending.Merge(&found)
 	}
+	m.endResume(db, &found)
 	if db.loading == nil {
 		m.startLoad(db)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +191,67 @@ func TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile(t *tes
 		if time.Now().After(deadline) {
 			t.Fatalf("the change made while unused was not read within 5 s of the next use: %q", body())
 		}
+	}
+}
+
+// TestTheFirstUseAfterThePollsStoppedWaitsForWhatChangedMeanwhile: rows written while a database's
+// polls were stopped for want of use may be any, so its next use does not answer from the
+// catalogue held: Held says it is not current, and Catalogue waits for the poll that starts
+// again and for the read of what it found. The first statement then sees a function replaced
+// meanwhile, and DefaultsChanged has been told of a role's default set meanwhile before it is
+// classified (its session gets a backend with the new default). A use after a pause in which
+// nothing changed gets the same catalogue.
+func TestTheFirstUseAfterThePollsStoppedWaitsForWhatChangedMeanwhile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, connect, exec := startAppDatabase(t, ctx)
+	exec(db, "CREATE FUNCTION paused_reader() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$")
+	exec(db, "CREATE ROLE paused_role")
+	var logs syncbuf.Buffer
+	var told atomic.Int32
+	const poll, unused = 20 * time.Millisecond, 100 * time.Millisecond
+	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: time.Hour, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second,
+		ChangePollInterval: poll, ChangePollsWhileUnused: unused, Logger: zerolog.New(&logs).Level(zerolog.DebugLevel),
+		DefaultsChanged: func(string) { told.Add(1) }})
+	defer m.Close()
+	if m.Catalogue("app") == nil {
+		t.Fatal("no catalogue of app")
+	}
+	const stopped = "not polled until the database is used again"
+	waitForStop := func(times int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), stopped) < times; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("polls did not stop within 5 s of no use (%s):\n%s", unused, logs.String())
+			}
+		}
+	}
+	body := func(cat *classify.Catalogue) string {
+		for _, f := range cat.Data().Functions {
+			if f.Name == "paused_reader" {
+				return f.Source
+			}
+		}
+		return ""
+	}
+
+	waitForStop(1)
+	exec(db, "CREATE OR REPLACE FUNCTION paused_reader() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
+	exec(db, "ALTER ROLE paused_role SET work_mem = '6MB'")
+	if _, current := m.Held("app"); current {
+		t.Error("Held: the catalogue counted as current at the first use after the polls stopped")
+	}
+	cat := m.Catalogue("app")
+	if cat == nil || !strings.Contains(body(cat), "2") {
+		t.Errorf("the first use after the polls stopped got a catalogue without the function replaced meanwhile")
+	}
+	if told.Load() == 0 {
+		t.Error("the first use after the polls stopped was answered before DefaultsChanged was told of the role's default set meanwhile")
+	}
+
+	waitForStop(2)
+	held := m.Loaded("app")
+	if again := m.Catalogue("app"); again != held {
+		t.Errorf("a use after a pause in which nothing changed got another catalogue (version %d, held %d)", again.Version(), held.Version())
 	}
 }

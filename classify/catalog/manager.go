@@ -219,6 +219,13 @@ type database struct {
 	used         atomic.Bool
 	unusedPolls  int
 	pollsStopped atomic.Bool
+	// resumed is closed once the poll that starts the polls again at a use (noteUse) has ended,
+	// what it found marked changed as a session's change is (nil while no such poll runs), and
+	// resuming says one runs: the rows written while nothing polled may be any, so statements
+	// wait for that poll (Catalogue) and the read of what it found, rather than be classified
+	// without them (a function made to write, a role's new default).
+	resumed  chan struct{}
+	resuming atomic.Bool
 }
 
 // New returns a Manager; nothing is loaded until a database is first used.
@@ -263,7 +270,7 @@ func (m *Manager) Held(name string) (*classify.Catalogue, bool) {
 	db := m.state(name)
 	m.noteUse(db)
 	cat := db.cat.Load()
-	if cat == nil || db.dirty.Load() {
+	if cat == nil || db.dirty.Load() || db.resuming.Load() {
 		return cat, false
 	}
 	m.refreshIfStale(db)
@@ -286,6 +293,9 @@ func (m *Manager) refreshIfStale(db *database) {
 func (m *Manager) Catalogue(name string) *classify.Catalogue {
 	db := m.state(name)
 	m.noteUse(db)
+	if db.resuming.Load() {
+		m.awaitResumed(db)
+	}
 	cat := db.cat.Load()
 	if cat != nil && !db.dirty.Load() {
 		m.refreshIfStale(db)
