@@ -735,8 +735,8 @@ func (sess *session) runOnBackendFor(be *backend, sql string, onRow func(body []
 			sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 		case wire.MsgParameterStatus:
 			if clientsParameters {
-				if name, value, ok := parameterStatusFields(body); ok && name == "application_name" {
-					sess.followApplicationName(value)
+				if name, value, ok := parameterStatusFields(body); ok {
+					sess.followParameterStatus(name, value)
 				}
 				sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
 			}
@@ -773,6 +773,7 @@ func (sess *session) dropBackend(be *backend) {
 		sess.endPgowlTransaction(false)
 		sess.settings.settlePending(pendingSettled, false)
 		sess.settings.endBlock()
+		sess.restoreReportedParameters()
 	}
 	sess.srv.opts.Pool.Release(be.conn, false)
 }

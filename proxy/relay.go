@@ -254,8 +254,8 @@ func (x *exchange) relayReply(u *unit, typ byte) error {
 		}
 	case wire.MsgParameterStatus:
 		if frame, err := r.PeekFrame(); err == nil {
-			if name, value, ok := parameterStatusFields(frame[wire.HeaderSize:]); ok && name == "application_name" {
-				sess.followApplicationName(value)
+			if name, value, ok := parameterStatusFields(frame[wire.HeaderSize:]); ok {
+				sess.followParameterStatus(name, value)
 			}
 		}
 	case wire.MsgPortalSuspended:

@@ -35,9 +35,16 @@ type session struct {
 	// appName is the session's application_name now: the startup one, then what the node
 	// reported it changed to (followApplicationName). Guards match it, and the admin side's list
 	// of clients shows it; other goroutines read it too (Server.Clients): application() loads it.
-	appName      atomic.Pointer[string]
-	login        pool.Login
-	serverParams map[string]string
+	appName atomic.Pointer[string]
+	login   pool.Login
+	// serverParams are the ParameterStatus values the node gave at login. reported holds what
+	// the client was told last of each (followParameterStatus), and reportedBefore the values
+	// before the changes told since the session last stood outside a transaction block: when a
+	// block's backend is lost, its changes are gone and the client is told the values again
+	// (dropBackend), as the node would have told it at a ROLLBACK.
+	serverParams   map[string]string
+	reported       map[string]string
+	reportedBefore map[string]string
 
 	// notice is the session's pgowl.notice setting: routing.notice until the session sets it
 	// (noticeSetting; wantsNotice reads it).
@@ -719,6 +726,7 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 		sess.settings.addLocal(u.setSQL)
 	}
 	if status == wire.TxIdle {
+		sess.reportedBefore = nil // outside a block: what the client was told stands
 		sess.endPgowlTransaction(out.committed)
 		sess.settings.endBlock()
 		be.portalSuspended = false // the transaction's end closed every portal

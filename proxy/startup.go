@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -377,6 +378,7 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 	delete(params, "user")
 	delete(params, "database")
 	delete(params, "replication")
+	logBeforeLogin := sess.log
 	sess.log = sess.log.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", sess.loginApplication).Logger()
 	if sess.database == config.AdminDatabase && sess.srv.opts.Console != nil {
 		return sess.serveConsole()
@@ -414,6 +416,15 @@ func (sess *session) acceptStartup(ctx context.Context, version uint32, body []b
 		return false
 	}
 	sess.serverParams = be.conn.ParameterStatus
+	if reported, ok := sess.serverParams["application_name"]; ok && reported != sess.loginApplication {
+		// The node's word: a name given in the startup options (-c application_name=...) or by
+		// a role's or the database's default, or the startup one as PostgreSQL keeps it (ASCII,
+		// 63 bytes at most).
+		sess.loginApplication = reported
+		sess.log = logBeforeLogin.With().Str("user", sess.user).Str("database", sess.database).Str("application_name", reported).Logger()
+	}
+	sess.followApplicationName(sess.loginApplication)
+	sess.reported = maps.Clone(sess.serverParams)
 	if strings.EqualFold(be.conn.DefaultIsolation, "serializable") {
 		// Every node logs the session in with it: a standby would refuse
 		// every statement ("cannot use serializable mode in a hot standby").
@@ -526,6 +537,42 @@ func (sess *session) followApplicationName(value string) {
 	if value != sess.application() {
 		sess.appName.Store(&value)
 	}
+}
+
+// followParameterStatus records that the client is told name's value (a ParameterStatus of the
+// node's, passed on), remembering the value before for the block it may belong to
+// (restoreReportedParameters), and follows application_name.
+func (sess *session) followParameterStatus(name, value string) {
+	if sess.reportedBefore == nil {
+		sess.reportedBefore = make(map[string]string)
+	}
+	if _, ok := sess.reportedBefore[name]; !ok {
+		sess.reportedBefore[name] = sess.reported[name]
+	}
+	if sess.reported == nil {
+		sess.reported = make(map[string]string)
+	}
+	sess.reported[name] = value
+	if name == "application_name" {
+		sess.followApplicationName(value)
+	}
+}
+
+// restoreReportedParameters follows the loss of the backend of a transaction block: the settings
+// the block changed go back to their values before it, and the client, which the node had told
+// of the changes, is told of their values again (a ROLLBACK would have told it so).
+func (sess *session) restoreReportedParameters() {
+	for name, before := range sess.reportedBefore {
+		if sess.reported[name] == before {
+			continue
+		}
+		sess.reported[name] = before
+		sess.send(&pgproto3.ParameterStatus{Name: name, Value: before})
+		if name == "application_name" {
+			sess.followApplicationName(before)
+		}
+	}
+	sess.reportedBefore = nil
 }
 
 // parameterStatusFields reads a ParameterStatus body: the setting's name and its value.
