@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,6 +189,32 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		}
 	})
 
+	t.Run("a_cancel_request_crosses_the_network_in_tls", func(t *testing.T) {
+		// pgowl reaches the node through a relay that notes how each connection begins: a
+		// CancelRequest in the clear starts with its length (16) and code (80877102), and
+		// shows the backend's secret key to anyone on the path.
+		relay := startFirstBytesRelay(t, node.Addr())
+		o := startOwl(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile}
+			cfg.Nodes[0].Host, cfg.Nodes[0].Port = relay.host, relay.port
+		})
+		conn := o.connect(t, nil)
+		ctx := timeoutCtx(t, 30*time.Second)
+		mustRun(t, conn.Conn, "through the relay")
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			conn.PgConn().CancelRequest(context.Background())
+		}()
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(30)")
+		if pgErr, ok := asPgError(err); !ok || pgErr.Code != "57014" {
+			t.Fatalf("pg_sleep(30) with a cancel request after 300ms: %v, want 57014", err)
+		}
+		plain, total := relay.counts([]byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e})
+		if plain > 0 {
+			t.Errorf("%d of the %d connections pgowl opened to the node carried a CancelRequest in the clear", plain, total)
+		}
+	})
+
 	t.Run("sslmode_disable_is_refused_by_the_node", func(t *testing.T) {
 		o := startOwlNoWait(t, c, func(cfg *config.Config) {
 			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLDisable}
@@ -247,4 +277,68 @@ func waitForLog(t *testing.T, o *owl, timeout time.Duration, text string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// firstBytesRelay forwards TCP connections to a node and keeps the first 8 bytes each sent.
+type firstBytesRelay struct {
+	host  string
+	port  int
+	mu    sync.Mutex
+	heads [][]byte
+}
+
+// startFirstBytesRelay listens on a free loopback port and relays each connection to target
+// until the test ends.
+func startFirstBytesRelay(t *testing.T, target string) *firstBytesRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	addr := ln.Addr().(*net.TCPAddr)
+	r := &firstBytesRelay{host: addr.IP.String(), port: addr.Port}
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.relay(client, target)
+		}
+	}()
+	return r
+}
+
+func (r *firstBytesRelay) relay(client net.Conn, target string) {
+	defer client.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(client, head); err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.heads = append(r.heads, head)
+	r.mu.Unlock()
+	node, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer node.Close()
+	if _, err := node.Write(head); err != nil {
+		return
+	}
+	go io.Copy(client, node)
+	io.Copy(node, client)
+}
+
+// counts returns how many relayed connections began with prefix, and how many there were.
+func (r *firstBytesRelay) counts(prefix []byte) (matching, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.heads {
+		if bytes.HasPrefix(h, prefix) {
+			matching++
+		}
+	}
+	return matching, len(r.heads)
 }

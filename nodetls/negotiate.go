@@ -102,3 +102,38 @@ func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, requir
 		return nil, fmt.Errorf("the node answered SSLRequest with %q, not S or N", answer[0])
 	}
 }
+
+// DialCancel opens the connection a CancelRequest for a backend on address goes over, secured as
+// every other connection to the node is: under prefer, require and the verify modes it sends
+// SSLRequest first and the request goes inside TLS (PostgreSQL reads a CancelRequest after an
+// SSLRequest as after none), so that the backend's secret key never crosses the network in the
+// clear; under prefer a node that answers N gets it in plain TCP on the same connection, as it
+// gets the other connections. libpq before PostgreSQL 17 sends cancels without TLS. Unix
+// sockets and sslmode disable stay plain.
+func (s Settings) DialCancel(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, address)
+	if err != nil || network == "unix" || s.SSLMode == config.SSLDisable {
+		return conn, err
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	parsed, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: host}, Param{Key: "port", Value: port}))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("node TLS settings for a cancel request: %w", err)
+	}
+	if parsed.TLSConfig == nil {
+		return conn, nil
+	}
+	required := s.SSLMode != "" && s.SSLMode != config.SSLPrefer
+	secured, err := negotiate(ctx, conn, parsed.TLSConfig, required)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return secured, nil
+}

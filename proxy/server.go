@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify"
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/nodetls"
 	"github.com/pgowl/pgowl/pool"
 	"github.com/pgowl/pgowl/proxy/access"
 	"github.com/pgowl/pgowl/proxy/auth"
@@ -354,8 +355,15 @@ func (sess *session) sendCancel(run *runningStatement) (sent bool) {
 			run.cancelAfterRead.Store(true) // this request cancels the read; the session sends another
 		}
 	}
-	d := net.Dialer{Timeout: cancelRequestTimeout}
-	c, err := d.Dial(run.network, run.address)
+	// Over TLS when the node's other connections are (tls.nodes): the backend's secret key does
+	// not cross the network in the clear.
+	nodeTLS := nodetls.Settings{SSLMode: config.SSLDisable} // a Server without settings (tests)
+	if live := sess.srv.live(); live != nil {
+		nodeTLS = nodetls.FromConfig(live.cfg.TLS.Nodes)
+	}
+	dialCtx, dialCancel := context.WithTimeout(context.Background(), cancelRequestTimeout)
+	c, err := nodeTLS.DialCancel(dialCtx, run.network, run.address)
+	dialCancel()
 	if err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
 		return
