@@ -335,38 +335,44 @@ func (m *Manager) pollsUnused() int {
 }
 
 // noteUse records that a statement asked for db's catalogue, and starts its polls again if they
-// stopped for want of use. It costs one atomic load when db was used since the last poll.
+// stopped for want of use. It costs two atomic loads when db was used since the last poll. A use
+// that finds the polls stopped, or one that comes while another starts them again, finds
+// resuming set once it returns (it is set before pollsStopped is cleared), and so waits for the
+// poll (Catalogue) or counts the catalogue as not current (Held).
 func (m *Manager) noteUse(db *database) {
-	if db.used.Load() {
+	if db.used.Load() && !db.pollsStopped.Load() {
 		return
 	}
 	db.used.Store(true)
 	if db.pollsStopped.Load() {
 		db.mu.Lock()
-		if db.pollsStopped.Swap(false) {
-			db.resumed = make(chan struct{})
-			db.resuming.Store(true)
+		if db.pollsStopped.Load() {
+			if !m.closed.Load() && db.markers.known && m.opts.ChangePollInterval > 0 {
+				// pollLater arms the poll: its end ends the resume.
+				db.resumed = make(chan struct{})
+				db.resuming.Store(true)
+			}
+			db.pollsStopped.Store(false)
 			m.pollLater(db, 0)
 		}
 		db.mu.Unlock()
 	}
 }
 
-// awaitResumed waits, at most Options.Wait, for the poll that starts db's polls again (noteUse)
-// to end; what it found is then pending, and Catalogue waits for its read as for a session's
-// change.
-func (m *Manager) awaitResumed(db *database) {
+// awaitResumed waits, at most wait, for the poll that starts db's polls again (noteUse) to end;
+// what it found is then pending, and Catalogue waits for its read as for a session's change.
+func (m *Manager) awaitResumed(db *database, wait time.Duration) {
 	db.mu.Lock()
 	resumed := db.resumed
 	db.mu.Unlock()
 	if resumed == nil {
 		return
 	}
-	wait := time.NewTimer(m.opts.Wait)
-	defer wait.Stop()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-resumed:
-	case <-wait.C:
+	case <-timer.C:
 	}
 }
 

@@ -133,6 +133,7 @@ func (m *Manager) Close() {
 				timer.Stop()
 			}
 		}
+		m.endResume(db, nil) // no poll runs any more: the held catalogue is served as it is
 		var conn *pgx.Conn
 		if db.loading == nil {
 			conn, db.conn, db.connNode = db.conn, nil, ""
@@ -268,8 +269,14 @@ func (m *Manager) state(name string) *database {
 // current catalogue whose periodic reload is due is reloaded in the background.
 func (m *Manager) Held(name string) (*classify.Catalogue, bool) {
 	db := m.state(name)
-	m.noteUse(db)
 	cat := db.cat.Load()
+	if db.pollsStopped.Load() {
+		// Rows may have changed while nothing polled: not current. Held does not wait, nor
+		// take db's lock to start the polls again: a statement that needs the catalogue asks
+		// Catalogue, which does both.
+		return cat, false
+	}
+	m.noteUse(db)
 	if cat == nil || db.dirty.Load() || db.resuming.Load() {
 		return cat, false
 	}
@@ -293,8 +300,9 @@ func (m *Manager) refreshIfStale(db *database) {
 func (m *Manager) Catalogue(name string) *classify.Catalogue {
 	db := m.state(name)
 	m.noteUse(db)
+	requested := time.Now()
 	if db.resuming.Load() {
-		m.awaitResumed(db)
+		m.awaitResumed(db, m.opts.Wait)
 	}
 	cat := db.cat.Load()
 	if cat != nil && !db.dirty.Load() {
@@ -308,7 +316,8 @@ func (m *Manager) Catalogue(name string) *classify.Catalogue {
 		db.mu.Unlock()
 		return nil
 	}
-	held, ok := m.await(db, target, time.Now())
+	// Options.Wait in all, the wait for a resuming poll included.
+	held, ok := m.await(db, target, requested, m.opts.Wait-time.Since(requested))
 	if !ok {
 		return nil // not read in time (or failed): never answer from a catalogue that misses the change
 	}
@@ -316,10 +325,10 @@ func (m *Manager) Catalogue(name string) *classify.Catalogue {
 }
 
 // await waits (db.mu held on entry, released on return) until the held catalogue reflects
-// generation target, starting reads as needed, for at most Options.Wait; ok is false when that
-// did not happen in time or a read that started after requested failed.
-func (m *Manager) await(db *database, target uint64, requested time.Time) (held *classify.Catalogue, ok bool) {
-	deadline := time.NewTimer(m.opts.Wait)
+// generation target, starting reads as needed, for at most wait; ok is false when that did not
+// happen in time or a read that started after requested failed.
+func (m *Manager) await(db *database, target uint64, requested time.Time, wait time.Duration) (held *classify.Catalogue, ok bool) {
+	deadline := time.NewTimer(max(wait, 0))
 	defer deadline.Stop()
 	for {
 		if cat := db.cat.Load(); cat != nil && db.applied >= target {
@@ -367,7 +376,7 @@ func (m *Manager) Lookup(name string, current *classify.Catalogue, object string
 	target := db.generation
 	// The statement named a function or a relation; a relation may be a type's name too.
 	db.pending.Merge(&classify.CatalogueChanges{Functions: []string{object}, Relations: []string{object}, Types: []string{object}})
-	held, ok := m.await(db, target, requested)
+	held, ok := m.await(db, target, requested, m.opts.Wait)
 	if !ok {
 		return nil, false
 	}
