@@ -109,17 +109,22 @@ func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, requir
 // SSLRequest as after none), so that the backend's secret key never crosses the network in the
 // clear; under prefer a node that answers N gets it in plain TCP on the same connection, as it
 // gets the other connections. libpq before PostgreSQL 17 sends cancels without TLS. Unix
-// sockets and sslmode disable stay plain.
-func (s Settings) DialCancel(ctx context.Context, network, address string) (net.Conn, error) {
+// sockets and sslmode disable stay plain. address is where the backend's connection went (an
+// IP address); host is the node's host as configured, which verify-full checks the node's
+// certificate against, as for every other connection ("": address's host).
+func (s Settings) DialCancel(ctx context.Context, network, address, host string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, address)
 	if err != nil || network == "unix" || s.SSLMode == config.SSLDisable {
 		return conn, err
 	}
-	host, port, err := net.SplitHostPort(address)
+	addressHost, port, err := net.SplitHostPort(address)
 	if err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if host == "" {
+		host = addressHost
 	}
 	parsed, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: host}, Param{Key: "port", Value: port}))
 	if err != nil {

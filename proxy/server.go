@@ -358,11 +358,17 @@ func (sess *session) sendCancel(run *runningStatement) (sent bool) {
 	// Over TLS when the node's other connections are (tls.nodes): the backend's secret key does
 	// not cross the network in the clear.
 	nodeTLS := nodetls.Settings{SSLMode: config.SSLDisable} // a Server without settings (tests)
+	host := ""                                              // the node's configured host: verify-full checks it
 	if live := sess.srv.live(); live != nil {
 		nodeTLS = nodetls.FromConfig(live.cfg.TLS.Nodes)
+		for _, n := range live.cfg.Nodes {
+			if n.Name == run.node {
+				host = n.Host
+			}
+		}
 	}
 	dialCtx, dialCancel := context.WithTimeout(context.Background(), cancelRequestTimeout)
-	c, err := nodeTLS.DialCancel(dialCtx, run.network, run.address)
+	c, err := nodeTLS.DialCancel(dialCtx, run.network, run.address, host)
 	dialCancel()
 	if err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
