@@ -733,8 +733,10 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	} else if !u.runsNothing && u.effects.EndsBlock {
 		// A block ended and the next began within the unit (AND CHAIN, COMMIT; BEGIN): the
 		// savepoints recorded in the old one are gone, so that a ROLLBACK TO a namesake set in
-		// the new one unseen (in a multi-statement string) is not matched to them.
+		// the new one unseen (in a multi-statement string) is not matched to them. What the
+		// client was told in the block that ended stands (a loss of the new one keeps it).
 		sess.settings.endBlock()
+		sess.reportedBefore = nil
 	}
 	if !u.runsNothing {
 		sess.settings.noteNames(u.effects.SetConfigNames)
