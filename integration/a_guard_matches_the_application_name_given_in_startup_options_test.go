@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgowl/pgowl/config"
 )
 
 // TestAGuardMatchesTheApplicationNameGivenInStartupOptions: a client that names itself in its
@@ -16,14 +14,7 @@ import (
 // application_name as it is when a statement comes, so it matches this one from the first
 // statement, as it does once the session sets the name by SET.
 func TestAGuardMatchesTheApplicationNameGivenInStartupOptions(t *testing.T) {
-	c := sharedClusterFor(t)
-	createTable(t, c, "guard_opts_big", `CREATE TABLE guard_opts_big (id int PRIMARY KEY, v text);
-		INSERT INTO guard_opts_big SELECT g, 'value ' || g FROM generate_series(1, 100000) g;
-		ANALYZE guard_opts_big;`)
-	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Guards = []config.Guard{{Name: "reports", Match: config.GuardMatch{ApplicationNames: []string{"report-*"}},
-			MaxCost: guardCostLimit, VerdictCacheTTL: config.DefaultVerdictCacheTTL}}
-	})
+	o := startReportsGuardOwl(t, sharedClusterFor(t), nil)
 	ctx := timeoutCtx(t, statementTimeout)
 	conn := o.connect(t, func(cfg *pgx.ConnConfig) {
 		withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
@@ -37,8 +28,7 @@ func TestAGuardMatchesTheApplicationNameGivenInStartupOptions(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SHOW application_name").Scan(&shown); err != nil || shown != "report-daily" {
 		t.Fatalf("SHOW application_name: %q, %v; want report-daily", shown, err)
 	}
-	const heavy = "SELECT count(*) FROM guard_opts_big WHERE v LIKE '%x%'" // a sequential scan: over the limit
-	_, err := conn.Exec(ctx, heavy)
+	_, err := conn.Exec(ctx, guardBigHeavyRead)
 	if pgErr := wantSQLState(t, "a heavy read of a session named report-daily by its startup options", err, "54001"); pgErr != nil && !strings.HasPrefix(pgErr.Detail, "guard=reports ") {
 		t.Errorf("DETAIL %q, want the reports guard", pgErr.Detail)
 	}

@@ -19,19 +19,10 @@ import (
 // value of a statement, which no log shows). A refusal
 // that aborts the block reverts a SET LOCAL as a failure on the node does, and the client is told.
 func TestAGuardMatchesTheApplicationNameTheSessionSet(t *testing.T) {
-	c := sharedClusterFor(t)
-	createGuardBig(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Admin.Users = []string{appUser}
-		cfg.Guards = []config.Guard{{Name: "reports", Match: config.GuardMatch{ApplicationNames: []string{"report-*"}},
-			MaxCost: guardCostLimit, VerdictCacheTTL: config.DefaultVerdictCacheTTL}}
-	})
+	o := startReportsGuardOwl(t, sharedClusterFor(t), func(cfg *config.Config) { cfg.Admin.Users = []string{appUser} })
 	ctx := timeoutCtx(t, statementTimeout)
-	conn := o.connect(t, func(cfg *pgx.ConnConfig) {
-		withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
-		cfg.RuntimeParams["application_name"] = "shop"
-	})
-	const heavy = "SELECT count(*) FROM guard_big WHERE v LIKE '%x%'" // a sequential scan: over the limit
+	conn := connectAsShop(t, o)
+	const heavy = guardBigHeavyRead
 	runs := func(what string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, heavy); err != nil {
@@ -47,9 +38,7 @@ func TestAGuardMatchesTheApplicationNameTheSessionSet(t *testing.T) {
 	}
 	exec := func(sql string) {
 		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		execOrFail(t, ctx, conn, sql)
 	}
 
 	runs("started as shop")

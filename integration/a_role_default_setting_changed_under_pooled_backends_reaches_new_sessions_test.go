@@ -5,10 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgowl/pgowl/config"
 )
 
 // TestARoleDefaultSettingChangedUnderPooledBackendsReachesNewSessions: PostgreSQL applies the
@@ -23,30 +19,7 @@ func TestARoleDefaultSettingChangedUnderPooledBackendsReachesNewSessions(t *test
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const role = "lds_u"
-	setup := `
-DO $$BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '` + role + `') THEN CREATE ROLE ` + role + ` LOGIN PASSWORD 'secret'; END IF;
-END$$;
-CREATE TABLE IF NOT EXISTS lds_t (id int);
-TRUNCATE lds_t;
-INSERT INTO lds_t VALUES (1);
-GRANT SELECT, UPDATE ON lds_t TO ` + role + `;
-ALTER ROLE ` + role + ` RESET ALL;
-ALTER ROLE ` + role + ` SET statement_timeout = '41s';`
-	if err := c.Nodes[0].Exec(ctx, setup); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	t.Cleanup(func() {
-		cctx, ccancel := context5s()
-		defer ccancel()
-		_ = c.Nodes[0].Exec(cctx, "ALTER ROLE "+role+" RESET ALL")
-	})
-	catchUp(t, c)
-	o := startOwl(t, c, func(cfg *config.Config) {
-		cfg.Users = append(cfg.Users, config.User{Name: role, Password: "secret", Auth: config.AuthSCRAM})
-		cfg.Pool.MinIdle = 2
-		cfg.Routing.ReadYourWrites = config.ReadYourWritesOff
-	})
+	o := startOwlWithRoleDefault(t, ctx, c, role)
 
 	// shown has 4 new sessions of role read setting 3 times on a standby and once on the primary
 	// (a row lock needs it), and returns how many of the 16 reads did not show want, with the
@@ -55,20 +28,9 @@ ALTER ROLE ` + role + ` SET statement_timeout = '41s';`
 		t.Helper()
 		seen = map[string]int{}
 		for range 4 {
-			s := o.connectAs(t, role, "secret", withMode(pgx.QueryExecModeSimpleProtocol))
+			s := roleSession(t, o, role)
 			for i := range 4 {
-				sql := "SELECT current_setting('" + setting + "')"
-				if i == 3 {
-					sql += " FROM lds_t FOR SHARE"
-				}
-				var got string
-				if err := s.QueryRow(ctx, sql).Scan(&got); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-				where := "?"
-				if rs := s.routes(t); len(rs) > 0 {
-					where = rs[len(rs)-1].Node + "/" + rs[len(rs)-1].Role
-				}
+				got, where := readRoleSetting(t, ctx, s, role, setting, i == 3)
 				seen[where+" "+got]++
 				if got != want {
 					wrong++
@@ -109,7 +71,7 @@ ALTER ROLE ` + role + ` SET statement_timeout = '41s';`
 
 	// Through pgowl: the role changes its own default.
 	before := changes()
-	changer := o.connectAs(t, role, "secret", withMode(pgx.QueryExecModeSimpleProtocol))
+	changer := roleSession(t, o, role)
 	if _, err := changer.Exec(ctx, "ALTER ROLE "+role+" SET statement_timeout = '42s'"); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 
 // requireNodeTLS turns TLS on for node with the given server certificate and replaces its
 // pg_hba.conf with hostssl lines only, so that the node refuses every connection without TLS.
-// It returns the superuser DSN that reaches the node afterwards (verify-full against caFile).
+// It returns the superuser DSN that reaches the node afterwards (verify-ca against caFile).
 func requireNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair, caFile string) string {
 	return configureNodeTLS(t, node, server, caFile, nil)
 }
@@ -66,14 +66,15 @@ func configureNodeTLS(t *testing.T, node *cluster.Node, server owltest.CertPair,
 		t.Fatal(err)
 	}
 	os.Chown(hbaPath, int(owner.Uid), int(owner.Gid))
-	params := url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}
+	// verify-ca: the node's certificate may name its host only, not the address dialled here.
+	params := url.Values{"sslmode": {"verify-ca"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}
 	if client != nil {
 		params.Set("sslcert", client.CertFile)
 		params.Set("sslkey", client.KeyFile)
 	}
 	dsn := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres", RawQuery: params.Encode()}
 	withoutClientCert := url.URL{Scheme: "postgres", User: url.User(cluster.Superuser), Host: node.Addr(), Path: "/postgres",
-		RawQuery: url.Values{"sslmode": {"verify-full"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}.Encode()}
+		RawQuery: url.Values{"sslmode": {"verify-ca"}, "sslrootcert": {caFile}, "connect_timeout": {"5"}}.Encode()}
 	reload := []string{"ALTER SYSTEM SET ssl = on", "ALTER SYSTEM SET ssl_ca_file = 'root.crt'", "SELECT pg_reload_conf()"}
 	if conn, err := pgx.Connect(ctx, withoutClientCert.String()); err == nil {
 		// Already TLS only (an earlier call): the plain helpers cannot reach the node any more.
@@ -248,6 +249,31 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		}
 	})
 
+	t.Run("a_cancel_is_verified_against_the_node_s_host_name", func(t *testing.T) {
+		// A certificate for the node's host name only, as most are, and the node configured by
+		// that name: the cancel's connection goes to the backend's address (an IP address), and
+		// verify-full must still check the certificate against the name, as for the pool's.
+		byName := ca.Issue(t, "node-by-name", "localhost", "localhost")
+		configureNodeTLS(t, node, byName, ca.CertFile, nil)
+		o := startOwl(t, c, func(cfg *config.Config) {
+			cfg.TLS.Nodes = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.CertFile}
+			cfg.Nodes[0].Host = "localhost"
+		})
+		conn := o.connect(t, nil)
+		ctx := timeoutCtx(t, 30*time.Second)
+		mustRun(t, conn.Conn, "over verify-full to localhost")
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			conn.PgConn().CancelRequest(context.Background())
+		}()
+		started := time.Now()
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(8)")
+		if pgErr, ok := asPgError(err); !ok || pgErr.Code != "57014" {
+			t.Errorf("pg_sleep(8) with a cancel request after 300ms: %v after %s, want 57014 (cancelled)", err, time.Since(started).Round(time.Millisecond))
+			t.Logf("pgowl's log:\n%s", o.logs.Tail(1500))
+		}
+	})
+
 	t.Run("client_certificate_for_a_node_that_wants_one", func(t *testing.T) {
 		client := ca.Issue(t, "pgowl-to-nodes", "pgowl")
 		configureNodeTLS(t, node, server, ca.CertFile, &client)
@@ -265,6 +291,7 @@ func TestNodeTLSVerifyFull(t *testing.T) {
 		})
 		mustRun(t, o.connect(t, nil).Conn, "with tls.nodes.cert_file")
 	})
+
 }
 
 // waitForLog waits until the instance's log holds text.
