@@ -28,12 +28,12 @@ type session struct {
 	client clientConn
 	log    zerolog.Logger
 
-	// user, database and loginApplication are the login's (its startup application_name), which
-	// the session's log lines and its history records carry: a name the session sets later is a
-	// value of a statement, which no log shows.
+	// user, database and loginApplication are the login's (the application_name the node
+	// reported at login), which the session's log lines and its history records carry: a name
+	// the session sets later is a value of a statement, which no log shows.
 	user, database, loginApplication string
-	// appName is the session's application_name now: the startup one, then what the node
-	// reported it changed to (followApplicationName). Guards match it, and the admin side's list
+	// appName is the session's application_name now: the login's, then what the node reported
+	// it changed to (followApplicationName). Guards match it, and the admin side's list
 	// of clients shows it; other goroutines read it too (Server.Clients): application() loads it.
 	appName atomic.Pointer[string]
 	login   pool.Login

@@ -19,7 +19,7 @@ import (
 // use of a database whose polls stopped at the same moment, neither may be answered from the
 // catalogue held: what changed meanwhile is not read yet. The first session's use starts the
 // polls again; the second must not take the catalogue as current while the first is still
-// doing so (here it waits for the database's lock, which a read finishing holds).
+// doing so (here the database's lock is held by a read finishing, which delays the first).
 func TestEveryConcurrentFirstUseAfterThePollsStoppedIsNotCurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
