@@ -34,10 +34,29 @@ func nodeRefusalOfLogin(err error) nodeLoginRefusal {
 	switch pgErr.Code {
 	case "28P01", "28000", "3D000":
 		return nodeLoginNotReplayed
-	case "57P03":
+	case "57P03", "57P01", "57P02":
+		// Not accepting connections, or shutting down (a fast or immediate stop ends a login
+		// under way with 57P01 or 57P02).
 		return nodeLoginNotAccepting
 	}
 	return nodeLoginAccepted
+}
+
+// statementLoginRefusal turns a node's FATAL refusal of the backend login a statement needed
+// (node, "" when not known) into an ERROR of the statement with the node's code: the client's
+// own connection to pgowl is fine, and a FATAL would make the client close it. Other errors are
+// returned as they are.
+func statementLoginRefusal(err error, node string) error {
+	pgErr := pool.PgError(err)
+	if pgErr == nil || (pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC") {
+		return err
+	}
+	which := "a node"
+	if node != "" {
+		which = node
+	}
+	return &clientError{SQLState: pgErr.Code, Message: "pgowl: " + which + " refused the connection this statement needed: " + pgErr.Message,
+		Detail: pgErr.Detail, Hint: "The session is kept: run the statement again."}
 }
 
 // maxNodeLoginRefusals bounds the refusals remembered across sessions.

@@ -510,6 +510,7 @@ func (sess *session) routeAndRun(ctx context.Context, u *unit, write func(*backe
 				// a node.
 				sess.deferred.aborted = true
 			}
+			err = statementLoginRefusal(err, dec.Node)
 			sess.send(toErrorResponse(err))
 			sess.endRefused(u.expectsReady)
 			u.routeErr = err
