@@ -23,6 +23,8 @@ func TestNodeRefusalOfLoginByCode(t *testing.T) {
 		{&pgconn.PgError{Severity: "FATAL", Code: "28000"}, nodeLoginNotReplayed},
 		{fmt.Errorf("dial pg2: %w", &pgconn.PgError{Severity: "FATAL", Code: "3D000"}), nodeLoginNotReplayed},
 		{&pgconn.PgError{Severity: "FATAL", Code: "57P03"}, nodeLoginNotAccepting},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P01"}, nodeLoginNotAccepting}, // a stop ended the login
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P02"}, nodeLoginNotAccepting},
 		{&pgconn.PgError{Severity: "FATAL", Code: "53300"}, nodeLoginAccepted},
 		{errors.New("connection refused"), nodeLoginAccepted},
 		{nil, nodeLoginAccepted},
