@@ -168,11 +168,7 @@ func TestChangePollsStopWhileADatabaseIsUnusedAndFindWhatChangedMeanwhile(t *tes
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "not polled until the database is used again"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("polls did not stop within 5 s of no use (%s):\n%s", unused, logs.String())
-		}
-	}
+	waitForPollsToStop(t, &logs, 1)
 	exec(db, "CREATE OR REPLACE FUNCTION idle_reader() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	time.Sleep(10 * poll)
 	body := func() string {
@@ -217,15 +213,6 @@ func TestTheFirstUseAfterThePollsStoppedWaitsForWhatChangedMeanwhile(t *testing.
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	const stopped = "not polled until the database is used again"
-	waitForStop := func(times int) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), stopped) < times; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("polls did not stop within 5 s of no use (%s):\n%s", unused, logs.String())
-			}
-		}
-	}
 	body := func(cat *classify.Catalogue) string {
 		for _, f := range cat.Data().Functions {
 			if f.Name == "paused_reader" {
@@ -235,7 +222,7 @@ func TestTheFirstUseAfterThePollsStoppedWaitsForWhatChangedMeanwhile(t *testing.
 		return ""
 	}
 
-	waitForStop(1)
+	waitForPollsToStop(t, &logs, 1)
 	exec(db, "CREATE OR REPLACE FUNCTION paused_reader() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	exec(db, "ALTER ROLE paused_role SET work_mem = '6MB'")
 	if _, current := m.Held("app"); current {
@@ -249,9 +236,21 @@ func TestTheFirstUseAfterThePollsStoppedWaitsForWhatChangedMeanwhile(t *testing.
 		t.Error("the first use after the polls stopped was answered before DefaultsChanged was told of the role's default set meanwhile")
 	}
 
-	waitForStop(2)
+	waitForPollsToStop(t, &logs, 2)
 	held := m.Loaded("app")
 	if again := m.Catalogue("app"); again != held {
 		t.Errorf("a use after a pause in which nothing changed got another catalogue (version %d, held %d)", again.Version(), held.Version())
+	}
+}
+
+// waitForPollsToStop waits up to 5 s until logs tells, times times in all, that a database's
+// change polls stopped for want of use.
+func waitForPollsToStop(t *testing.T, logs *syncbuf.Buffer, times int) {
+	t.Helper()
+	const stopped = "not polled until the database is used again"
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), stopped) < times; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("polls did not stop within 5 s of no use:\n%s", logs.String())
+		}
 	}
 }

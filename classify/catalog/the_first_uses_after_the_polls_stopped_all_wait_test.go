@@ -2,7 +2,6 @@ package catalog_test
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,12 +42,7 @@ func TestEveryConcurrentFirstUseAfterThePollsStoppedIsNotCurrent(t *testing.T) {
 	if held == nil {
 		t.Fatal("no catalogue of app")
 	}
-	const stopped = "not polled until the database is used again"
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), stopped); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("polls did not stop:\n%s", logs.String())
-		}
-	}
+	waitForPollsToStop(t, &logs, 1)
 	exec(db, "CREATE OR REPLACE FUNCTION looked_up() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	exec(db, "CREATE OR REPLACE FUNCTION changed_meanwhile() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 
@@ -100,12 +94,7 @@ func TestTheFirstUseAfterThePollsStoppedWaitsAtMostWait(t *testing.T) {
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	const stopped = "not polled until the database is used again"
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), stopped); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("polls did not stop:\n%s", logs.String())
-		}
-	}
+	waitForPollsToStop(t, &logs, 1)
 	time.Sleep(4 * time.Second) // past keepIdle: the read's kept connection is closed too
 	exec(db, "CREATE OR REPLACE FUNCTION slow_resume() RETURNS int LANGUAGE sql AS $$ SELECT 2 $$")
 	slow.Store(true)
@@ -129,12 +118,7 @@ func TestACatalogueIsStillServedAtOnceAfterClose(t *testing.T) {
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	const stopped = "not polled until the database is used again"
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), stopped); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("polls did not stop:\n%s", logs.String())
-		}
-	}
+	waitForPollsToStop(t, &logs, 1)
 	m.Close()
 	for i := 0; i < 2; i++ {
 		started := time.Now()
