@@ -165,8 +165,11 @@ func (r *patroniReader) read(ctx context.Context) patroniResult {
 	}
 	newWarning := warning != "" && warning != r.loadErr
 	r.loadErr = warning
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the reads still in flight end with the first valid answer
+	// The reads still in flight when one answers are left to finish, each within the client's
+	// timeout, rather than cancelled: net/http puts a connection whose answer had no body back
+	// in its idle pool a moment before it hands the answer over, and a cancel that falls in
+	// that moment closes the connection under whichever read takes it next, which then fails
+	// with "context canceled" (seen in CI). Only ctx, the monitor's, ends them early.
 	type answer struct {
 		index   int
 		cluster patroniCluster

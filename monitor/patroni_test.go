@@ -234,3 +234,39 @@ func TestPatroniReaderTriesEachURL(t *testing.T) {
 		t.Fatalf("with no URL answering: %v; want both URLs' errors", res.err)
 	}
 }
+
+// TestPatroniReaderLetsTheSlowerReadsFinish holds that the reads still in flight when one URL
+// answers are not cancelled. A cancel can close a keep-alive connection net/http has just put
+// back in its idle pool, under the next read that takes it: that read then failed with
+// "context canceled" although its URL answered (TestPatroniReaderTriesEachURL, once in CI).
+func TestPatroniReaderLetsTheSlowerReadsFinish(t *testing.T) {
+	body := readRecorded(t, "steady")
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write(body)
+	}))
+	defer good.Close()
+	slowerEnded := make(chan string, 1)
+	slower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			w.WriteHeader(http.StatusServiceUnavailable)
+			slowerEnded <- "answered"
+		case <-r.Context().Done():
+			slowerEnded <- "cancelled by the reader"
+		}
+	}))
+	defer slower.Close()
+
+	r := newPatroniReader([]string{slower.URL, good.URL}, PatroniTLS{}, 5*time.Second)
+	if res := r.read(context.Background()); res.err != nil || res.url != good.URL {
+		t.Fatalf("read from %q: %v; want %s", res.url, res.err, good.URL)
+	}
+	select {
+	case how := <-slowerEnded:
+		if how != "answered" {
+			t.Fatalf("the slower read was %s; want it left to finish", how)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slower read did not end")
+	}
+}
