@@ -706,13 +706,15 @@ func (sess *session) runOnBackend(be *backend, sql string, onRow func(body []byt
 // client's own statement there would (a refusal pgowl answered in its place): with sqlstate,
 // one of pgowl's codes. The settings the block changed that the node reports (SET LOCAL
 // application_name, TimeZone, ...) go back to their values before it, and the node's
-// ParameterStatus saying so reaches the client, as it would with the failure.
+// ParameterStatus saying so reaches the client, as it would with the failure: after the
+// refusal's ErrorResponse, with pgowl's ReadyForQuery (parametersBeforeReady).
 func (sess *session) abortBlockOn(be *backend, sqlstate string) {
 	sess.runOnBackendFor(be, abortTransactionSQL(sqlstate), nil, true)
 }
 
 // runOnBackendFor is runOnBackend; with clientsParameters, the node's ParameterStatus messages
-// are the client's (the statement ran for it) and are passed on and followed.
+// are the client's (the statement ran for it): they are followed, and held for the client's
+// next ReadyForQuery from pgowl.
 func (sess *session) runOnBackendFor(be *backend, sql string, onRow func(body []byte), clientsParameters bool) (sqlstate string, err error) {
 	sess.settleCatalogueReadOn(be)
 	// The client's unnamed statement stays the client's: it is parsed again
@@ -738,7 +740,7 @@ func (sess *session) runOnBackendFor(be *backend, sql string, onRow func(body []
 				if name, value, ok := parameterStatusFields(body); ok {
 					sess.followParameterStatus(name, value)
 				}
-				sess.client.w.Write(appendFrame(sess.scratch[:0], typ, body))
+				sess.parametersBeforeReady = appendFrame(sess.parametersBeforeReady, typ, body)
 			}
 		case wire.MsgErrorResponse:
 			code, _ := errorFields(body)

@@ -45,6 +45,11 @@ type session struct {
 	serverParams   map[string]string
 	reported       map[string]string
 	reportedBefore map[string]string
+	// parametersBeforeReady holds ParameterStatus frames for the client that go right before
+	// pgowl's next ReadyForQuery (sendReady): those of a block pgowl aborted for a refusal
+	// (abortBlockOn), which come after the refusal's ErrorResponse, as a node sends the settings
+	// an error reverted after the error.
+	parametersBeforeReady []byte
 
 	// notice is the session's pgowl.notice setting: routing.notice until the session sets it
 	// (noticeSetting; wantsNotice reads it).
@@ -184,6 +189,10 @@ func (sess *session) fail(err error) {
 
 // sendReady ends a unit pgowl answered itself, with the status of the session's transaction state.
 func (sess *session) sendReady() {
+	if len(sess.parametersBeforeReady) > 0 {
+		sess.client.write(sess.parametersBeforeReady)
+		sess.parametersBeforeReady = sess.parametersBeforeReady[:0]
+	}
 	sess.send(&pgproto3.ReadyForQuery{TxStatus: sess.txState().readyStatus()})
 }
 
