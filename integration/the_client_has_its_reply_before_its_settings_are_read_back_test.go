@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/route"
 )
 
 // TestTheClientHasItsReplyBeforeItsSettingsAreReadBack: after a statement that may have changed
@@ -17,28 +18,25 @@ import (
 // session scope the client has its reply, ReadyForQuery included, before that read runs: the
 // read-back is held on the node (another connection holds pg_settings locked), and the
 // statement returns all the same. Its next statement waits for the read-back, and the session
-// carries what was read. In user scope the reply waits, as another session of the user may read
-// once the client has it (the write position is announced first).
+// carries what was read. So it is in user scope, where another session of the user may read once
+// the client has its reply: the write position is announced and read before the read-back, and
+// that session's read waits for no follow-up.
 func TestTheClientHasItsReplyBeforeItsSettingsAreReadBack(t *testing.T) {
 	c := sharedClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := c.Nodes[0].Exec(ctx, `
+CREATE TABLE IF NOT EXISTS public.rbf_audit (n int);
+GRANT INSERT ON public.rbf_audit TO `+appUser+`;
 CREATE OR REPLACE FUNCTION public.rbf_dynamic(n int) RETURNS int LANGUAGE plpgsql VOLATILE
-  AS $$BEGIN EXECUTE format('SELECT %s', n); RETURN n; END$$;
+  AS $$BEGIN EXECUTE format('INSERT INTO public.rbf_audit VALUES (%s)', n); RETURN n; END$$;
 GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
 	catchUp(t, c)
-	for _, tc := range []struct {
-		scope      string
-		replyFirst bool
-	}{
-		{config.ReadYourWritesSession, true},
-		{config.ReadYourWritesUser, false},
-	} {
-		t.Run(tc.scope, func(t *testing.T) {
-			o := startOwl(t, c, func(cfg *config.Config) { cfg.Routing.ReadYourWrites = tc.scope })
+	for _, scope := range []string{config.ReadYourWritesSession, config.ReadYourWritesUser} {
+		t.Run(scope, func(t *testing.T) {
+			o := startOwl(t, c, func(cfg *config.Config) { cfg.Routing.ReadYourWrites = scope })
 			s := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
 			readBacks := func() int { return strings.Count(o.logs.String(), "pgowl read the session's settings back") }
 			// The catalogue is read and the backend warm, read-back included.
@@ -46,6 +44,14 @@ GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
 				t.Fatal(err)
 			}
 			waitUntilTrue(t, 10*time.Second, "the first read-back", func() bool { return readBacks() == 1 })
+			var first string
+			if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&first); err != nil {
+				t.Fatal(err)
+			}
+			firstPosition, err := route.ParseLSN(first)
+			if err != nil {
+				t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
+			}
 
 			locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
 			if err != nil {
@@ -78,16 +84,23 @@ GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
 				if err != nil {
 					t.Fatalf("the statement: %v", err)
 				}
-				if !tc.replyFirst {
-					t.Errorf("the client had its reply while the read-back waited for the lock; in user scope the write position must be announced first")
-				}
 				if got := readBacks(); got != 1 {
 					t.Errorf("the read-back ran although pg_settings was locked (%d read-backs)", got)
 				}
-			case <-time.After(3 * time.Second):
-				if tc.replyFirst {
-					t.Errorf("the client had no reply within 3 s while its settings' read-back waited on the node: it waits for pgowl's follow-up")
+				if scope == config.ReadYourWritesUser {
+					// Another session of the user has the statement's write position, past the
+					// first one's, at once: it was read before the follow-up, which still waits.
+					other := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
+					otherCtx, cancelOther := context.WithTimeout(ctx, 2*time.Second)
+					var pos string
+					err := other.QueryRow(otherCtx, "SHOW pgowl.write_position").Scan(&pos)
+					cancelOther()
+					if at, perr := route.ParseLSN(pos); err != nil || perr != nil || at <= firstPosition {
+						t.Errorf("another session of the user, while the read-back waits: write position %q (%v), the first statement's %s; want the second's, past it, at once", pos, err, first)
+					}
 				}
+			case <-time.After(3 * time.Second):
+				t.Errorf("the client had no reply within 3 s while its settings' read-back waited on the node: it waits for pgowl's follow-up")
 			}
 			unlock()
 			if !returned {

@@ -668,9 +668,14 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // session's parts, once the relay has returned: the unit records its
 // outcome, then the deferred BEGIN ends (it went with the unit) or fails (a
 // batch outside it failed), the
-// sequences discard is settled, the statements, settings, pins and held
-// backend follow (afterUnit), the write position is noted, an idle backend
-// goes back to the pool, and the routing log is written.
+// sequences discard is settled, the write position is noted, the
+// statements, settings, pins and held backend follow (afterUnit), an idle
+// backend goes back to the pool, and the routing log is written. The write
+// position comes before afterUnit's follow-ups on the node (a settings read
+// back, a pin check): in user scope it is announced before the client has
+// its ReadyForQuery, and the follow-ups then need not keep the client
+// waiting (flushBeforeFollowUp); and a follow-up that loses the backend does
+// not lose the write's position with it.
 func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out exchangeOutcome) {
 	u.outcome = out
 	sess.abortDeferredAfter(u, &out)
@@ -681,8 +686,8 @@ func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out 
 		// What currval and lastval answer on this backend now, the session's own unit did.
 		sess.sequencesDiscarded = false
 	}
-	sess.afterUnit(be, u)
 	sess.noteWritePosition(be, u, dec)
+	sess.afterUnit(be, u)
 	sess.releaseIdle(be)
 	sess.logUnit(u, dec, u.outcome.logOutcome())
 }

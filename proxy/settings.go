@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/pgowl/pgowl/classify"
-	"github.com/pgowl/pgowl/config"
 	"github.com/pgowl/pgowl/wire"
 )
 
@@ -101,13 +100,10 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 // flushBeforeFollowUp lets the client have the replies in its buffer (a unit's, which has ended:
 // be is idle) before a follow-up of the unit runs on the node (the settings read back, then the
 // pin check that comes with it): the client is not kept waiting for them, and its next message
-// is read only once they are done. In user scope it is not: another session of the user may
-// read as soon as the client has its ReadyForQuery, so the write position is announced first
-// (noteWritePosition, after the follow-ups).
+// is read only once they are done. In user scope the unit's write position, which another
+// session of the user may read as soon as the client has its ReadyForQuery, was announced
+// before (applyOutcome notes it ahead of the follow-ups).
 func (sess *session) flushBeforeFollowUp() {
-	if sess.readYourWritesScope() == config.ReadYourWritesUser {
-		return
-	}
 	// An error is the client's: its next read or flush reports it.
 	_ = sess.client.flush()
 }
