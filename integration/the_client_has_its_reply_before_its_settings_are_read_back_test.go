@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/internal/cluster"
 	"github.com/pgowl/pgowl/route"
 )
 
@@ -25,14 +26,7 @@ func TestTheClientHasItsReplyBeforeItsSettingsAreReadBack(t *testing.T) {
 	c := sharedClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := c.Nodes[0].Exec(ctx, `
-CREATE TABLE IF NOT EXISTS public.rbf_audit (n int);
-GRANT INSERT ON public.rbf_audit TO `+appUser+`;
-CREATE OR REPLACE FUNCTION public.rbf_dynamic(n int) RETURNS int LANGUAGE plpgsql VOLATILE
-  AS $$BEGIN EXECUTE format('INSERT INTO public.rbf_audit VALUES (%s)', n); RETURN n; END$$;
-GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
+	createDynamicAuditFunction(t, ctx, c)
 	catchUp(t, c)
 	for _, scope := range []string{config.ReadYourWritesSession, config.ReadYourWritesUser} {
 		t.Run(scope, func(t *testing.T) {
@@ -53,23 +47,7 @@ GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
 				t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
 			}
 
-			locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer locker.Close(context.Background())
-			if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_settings IN ACCESS EXCLUSIVE MODE"); err != nil {
-				t.Fatal(err)
-			}
-			unlocked := false
-			unlock := func() {
-				if !unlocked {
-					unlocked = true
-					if _, err := locker.Exec(ctx, "COMMIT"); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			unlock := lockPgSettings(t, ctx, c)
 			defer unlock()
 
 			done := make(chan error, 1)
@@ -115,6 +93,46 @@ GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
 			}
 		})
 	}
+}
+
+// createDynamicAuditFunction creates public.rbf_dynamic(n), which inserts n into
+// public.rbf_audit through dynamic SQL (EXECUTE format), as audit triggers do: after it pgowl
+// reads the session's settings back.
+func createDynamicAuditFunction(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	if err := c.Nodes[0].Exec(ctx, `
+CREATE TABLE IF NOT EXISTS public.rbf_audit (n int);
+GRANT INSERT ON public.rbf_audit TO `+appUser+`;
+CREATE OR REPLACE FUNCTION public.rbf_dynamic(n int) RETURNS int LANGUAGE plpgsql VOLATILE
+  AS $$BEGIN EXECUTE format('INSERT INTO public.rbf_audit VALUES (%s)', n); RETURN n; END$$;
+GRANT EXECUTE ON FUNCTION public.rbf_dynamic(int) TO `+appUser); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+}
+
+// lockPgSettings holds pg_settings locked on c's primary, so that a settings read-back waits
+// there, until the returned unlock (called again, it does nothing; the test's end calls it).
+func lockPgSettings(t *testing.T, ctx context.Context, c *cluster.Cluster) (unlock func()) {
+	t.Helper()
+	locker, err := pgx.Connect(ctx, c.Nodes[0].DatabaseDSN(appDatabase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(context.Background()) })
+	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_settings IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	unlock = func() {
+		if !unlocked {
+			unlocked = true
+			if _, err := locker.Exec(context.Background(), "COMMIT"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(unlock)
+	return unlock
 }
 
 // waitUntilTrue checks done every 20 ms until it holds, and fails t once timeout has passed.

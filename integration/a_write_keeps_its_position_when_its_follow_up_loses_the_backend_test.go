@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgowl/pgowl/route"
+)
+
+// TestAWriteKeepsItsPositionWhenItsFollowUpLosesTheBackend: a statement wrote (through dynamic
+// SQL, so pgowl reads the session's settings back after it), and the backend is lost during that
+// read-back. The write committed all the same, and the session's reads must still wait for it:
+// its write position is the one after the write. pgowl noted the position after the follow-ups,
+// and skipped it when they had lost the backend.
+func TestAWriteKeepsItsPositionWhenItsFollowUpLosesTheBackend(t *testing.T) {
+	c := sharedClusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	createDynamicAuditFunction(t, ctx, c)
+	catchUp(t, c)
+	o := startOwl(t, c, nil)
+	const app = "follow-up-lost"
+	s := o.connect(t, func(cfg *pgx.ConnConfig) {
+		withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
+		cfg.RuntimeParams["application_name"] = app
+	})
+	readBacks := func() int { return strings.Count(o.logs.String(), "pgowl read the session's settings back") }
+	if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(1)"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntilTrue(t, 10*time.Second, "the first read-back", func() bool { return readBacks() == 1 })
+	var first string
+	if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	firstPosition, err := route.ParseLSN(first)
+	if err != nil {
+		t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
+	}
+
+	unlock := lockPgSettings(t, ctx, c)
+	if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(2)"); err != nil {
+		t.Fatalf("the second write: %v", err)
+	}
+	// The read-back waits for the lock on the session's backend: end that backend there.
+	var pid int32
+	waitUntilTrue(t, 10*time.Second, "the read-back waiting for pg_settings", func() bool {
+		err := c.Nodes[0].QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", app).Scan(&pid)
+		return err == nil
+	})
+	if err := c.Nodes[0].Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+
+	var written int
+	if err := c.Nodes[0].QueryRow(ctx, "SELECT count(*) FROM public.rbf_audit WHERE n = 2").Scan(&written); err != nil || written == 0 {
+		t.Fatalf("the second write is not on the primary (%d rows, %v)", written, err)
+	}
+	var after string
+	if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&after); err != nil {
+		t.Fatalf("the session after its backend was lost: %v", err)
+	}
+	if at, err := route.ParseLSN(after); err != nil || at <= firstPosition {
+		t.Errorf("the session's write position after the second write is %q, the first write's %s: its reads would not wait for the second (%v)", after, first, err)
+	}
+}
