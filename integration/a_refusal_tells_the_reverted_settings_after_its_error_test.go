@@ -40,6 +40,30 @@ func TestARefusalTellsTheRevertedSettingsAfterItsError(t *testing.T) {
 	}
 }
 
+// TestARefusalInABatchTellsTheRevertedSettingsAtItsSync: a message pgowl refuses in an
+// extended batch inside a block (a Describe of a statement under pgowl's managed prefix that the
+// session did not prepare) aborts the block; the reverted application_name is told after the
+// error, with the ReadyForQuery of the batch's Sync, once, and not again with the next reply.
+func TestARefusalInABatchTellsTheRevertedSettingsAtItsSync(t *testing.T) {
+	c := sharedClusterFor(t)
+	o := startOwl(t, c, nil)
+	conn := rvLogin(t, o.dsn(appUser, appPassword, appDatabase, url.Values{"application_name": {"shop"}}))
+	conn.send(t, rvQuery("BEGIN"))
+	conn.recv(1, 10*time.Second)
+	conn.send(t, rvQuery("SET LOCAL application_name = 'report-adhoc'"))
+	conn.recv(1, 10*time.Second)
+	// Refused message, a Flush, then (separately) the Sync and a Query in one write.
+	conn.send(t, rvJoin(rvDescribe('S', "pgowl_not_mine"), rvFlush))
+	time.Sleep(200 * time.Millisecond)
+	conn.send(t, rvJoin(rvSync, rvQuery("ROLLBACK")))
+	first := readWithParameterStatus(t, conn)
+	second := readWithParameterStatus(t, conn)
+	if first != "E S(application_name=shop) ZE" || second != "*pgproto3.CommandComplete ZI" {
+		t.Errorf("refused Describe in a block, then Sync and ROLLBACK: %q then %q; want %q then %q",
+			first, second, "E S(application_name=shop) ZE", "*pgproto3.CommandComplete ZI")
+	}
+}
+
 // readWithParameterStatus reads one reply up to its ReadyForQuery and returns its messages in
 // order: E for an error, S(name=value) for a ParameterStatus, Z and the status, notices left out.
 func readWithParameterStatus(t *testing.T, conn *rvConn) string {

@@ -15,7 +15,7 @@ import (
 // SQL, so pgowl reads the session's settings back after it), and the backend is lost during that
 // read-back. The write committed all the same, and the session's reads must still wait for it:
 // its write position is the one after the write. pgowl noted the position after the follow-ups,
-// and skipped it when they had lost the backend.
+// and skipped it when they had lost the backend. The lost backend goes back to the pool once.
 func TestAWriteKeepsItsPositionWhenItsFollowUpLosesTheBackend(t *testing.T) {
 	c := sharedClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -67,5 +67,10 @@ func TestAWriteKeepsItsPositionWhenItsFollowUpLosesTheBackend(t *testing.T) {
 	}
 	if at, err := route.ParseLSN(after); err != nil || at <= firstPosition {
 		t.Errorf("the session's write position after the second write is %q, the first write's %s: its reads would not wait for the second (%v)", after, first, err)
+	}
+	// The pin check after the read-back met the lost connection too: it went back to the pool
+	// once.
+	if got := primaryInUse(t, ctx, s, c); got != "0" {
+		t.Errorf("SHOW pgowl.nodes: %s in_use %q once the session's backend there was lost; want 0 (the lost backend was released to the pool more than once)", c.Nodes[0].Name, got)
 	}
 }

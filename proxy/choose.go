@@ -762,6 +762,10 @@ const resetTimeout = 5 * time.Second
 
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
+	if be.dropped {
+		return // a later step of the same unit met the connection it lost (afterUnit's follow-ups)
+	}
+	be.dropped = true
 	if sess.cls.readOn == be {
 		sess.abandonCatalogueRead()
 	}

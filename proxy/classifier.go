@@ -256,8 +256,9 @@ func (sess *session) takesCreatedFromStatement(created classify.CreatedObject) b
 // closed, so that the session's next unit meets a dead connection before anything runs (and is
 // sent again elsewhere): the client has its answer already and must not get another. lost says
 // so. An error is the client's: nothing of the read was read then. In read_your_writes user scope
-// the client's answer waits: the change's write position must be announced to the user's other
-// connections before the client has its ReadyForQuery (noteWritePosition), which comes after.
+// the client's answer waits until the read is taken in and the write position read
+// (readAnnouncedPosition): the user's other connections may read as soon as the client has it,
+// and they plan with the change told.
 func (sess *session) relayCatalogueRead(be *backend, read *catalog.SessionRead) (lost bool, err error) {
 	if sess.client.w.Buffered() > 0 && sess.readYourWritesScope() != config.ReadYourWritesUser {
 		if err := sess.client.flush(); err != nil {

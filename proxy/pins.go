@@ -226,7 +226,7 @@ func pinCheckAnswer(row []byte) (remaining classify.SessionEffect, ok bool) {
 // session for exactly those. It runs only between transactions; an unusable
 // connection is dropped (closing it releases everything it held).
 func (sess *session) recheckPins(be *backend) {
-	if !sess.pins.checkDue(be.conn.TxStatus == wire.TxIdle && !be.openBatch && be.expect.len() == 0) {
+	if be.broken || !sess.pins.checkDue(be.conn.TxStatus == wire.TxIdle && !be.openBatch && be.expect.len() == 0) {
 		return
 	}
 	var remaining classify.SessionEffect

@@ -142,8 +142,10 @@ type userWrites struct {
 	// have the write (unreadPosition).
 	unreadSince time.Time
 	// reading counts sessions whose client has (or is about to have) the
-	// ReadyForQuery of a write whose position is not read yet.
-	reading int
+	// ReadyForQuery of a write whose position is not read yet; lastBegin is when the last of
+	// them announced it (begin).
+	reading   int
+	lastBegin time.Time
 	// changed is closed when reading drops or pos rises.
 	changed chan struct{}
 }
@@ -163,7 +165,9 @@ func (u *userWritePositions) entry(k userKey) *userWrites {
 // begin announces that a session of k is reading the position of a write.
 func (u *userWritePositions) begin(k userKey) {
 	u.mu.Lock()
-	u.entry(k).reading++
+	e := u.entry(k)
+	e.reading++
+	e.lastBegin = time.Now()
 	u.mu.Unlock()
 }
 
@@ -191,7 +195,8 @@ func (u *userWritePositions) end(k userKey, pos, flush route.WritePosition) {
 // get returns k's position, after the reads in flight end or deadline passes,
 // and the primary's flush position last read with one. A position left
 // unread is taken from the first sample of the primary in snap sent after it
-// (and kept), or is the unread position while snap has none.
+// (and kept), or is the unread position while snap has none; so is one whose
+// read is still in flight at deadline, for this call only.
 func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.Time, snap *route.Snapshot) (pos, flushSeen route.WritePosition) {
 	for {
 		u.mu.Lock()
@@ -206,9 +211,21 @@ func (u *userWritePositions) get(ctx context.Context, k userKey, deadline time.T
 			}
 		}
 		pos, flushSeen, unread, reading, changed := e.pos, e.flushSeen, !e.unreadSince.IsZero(), e.reading, e.changed
+		lastBegin := e.lastBegin
 		u.mu.Unlock()
 		wait := time.Until(deadline)
 		if reading == 0 || wait <= 0 {
+			if reading > 0 {
+				// A read announced is still in flight past the wait (the node is slow to answer it,
+				// or the unit's follow-ups before it are): its write may be on no standby yet. As
+				// for a read that failed, the primary's position from a sample sent after the last
+				// announcement covers it; without one, no standby is known to have it.
+				if sampled, ok := sampledPositionSince(snap, lastBegin); ok {
+					pos = pos.Raise(sampled)
+				} else {
+					unread = true
+				}
+			}
 			if unread {
 				pos = unreadPosition(snap, pos)
 			}
@@ -244,7 +261,7 @@ func (sess *session) readAfter(ctx context.Context, snap *route.Snapshot) (pos r
 	flushes := [2]route.WritePosition{r.flushSeen}
 	switch sess.readYourWritesScope() {
 	case config.ReadYourWritesSession, config.ReadYourWritesOff:
-		// Off: r.own holds only the session's own changes of definitions (noteWritePosition).
+		// Off: r.own holds only the session's own changes of definitions (noteWrite).
 		pos = pos.Raise(r.own)
 	case config.ReadYourWritesUser:
 		pos = pos.Raise(r.own)
@@ -350,17 +367,21 @@ func changesDefinitions(u *unit) bool {
 	return c.Everything || c.Definitions
 }
 
-// noteWritePosition reads the session's write position on be after a unit
-// that may have written, once be is idle (see the rules above). It runs
-// after the unit's replies are in the client's buffer, and flushes them
-// first: the client is not kept waiting for it.
-func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision) {
+// noteWrite records what a unit that may have written leaves the session's reads to wait for
+// (see the rules above), once its replies are in the client's buffer and before anything else
+// runs on be. In user scope the position is to be read before another connection of the user
+// can read: noteWrite announces it (userWrites.begin) before the client can have its
+// ReadyForQuery, and reports so; readAnnouncedPosition reads it after the unit's follow-ups,
+// which may now let the client have its reply (flushBeforeFollowUp). Nothing here runs on the
+// node, so that a backend lost in a follow-up is dropped once the session has taken in the unit
+// (afterUnit), and the write is recorded all the same.
+func (sess *session) noteWrite(be *backend, u *unit, dec route.Decision) (announced bool) {
 	scope := sess.readYourWritesScope()
 	r := &sess.ryw
 	// Off: only a change of definitions leaves a position (see changesDefinitions).
 	counts := scope != config.ReadYourWritesOff || changesDefinitions(u)
 	if !counts && !r.inTransaction || be.broken {
-		return
+		return false
 	}
 	status := be.conn.TxStatus
 	if be.role == route.RolePrimary && dec.Role == route.RolePrimary && unitMayWrite(u) && counts {
@@ -380,32 +401,42 @@ func (sess *session) noteWritePosition(be *backend, u *unit, dec route.Decision)
 	if status == wire.TxIdle {
 		r.inTransaction = false // rolled back, or committed above
 	}
-	if !r.unsettled || scope != config.ReadYourWritesUser {
+	if !r.unsettled || scope != config.ReadYourWritesUser || be.role != route.RolePrimary {
 		// Session scope reads the position lazily, when a read needs it
 		// (settleWritePosition): a session that only writes pays nothing.
-		return
+		return false
 	}
-	// User scope: the position is read before another connection of the
-	// user can read, so it is read now, announced before the client has
-	// its ReadyForQuery (behind the session's catalogue read, if one is
-	// in flight there).
-	sess.settleCatalogueReadOn(be)
-	if be.role != route.RolePrimary {
-		return
-	}
-	on := be
-	if be.conn.TxStatus == wire.TxIdle && !backendIdle(be) {
+	if status == wire.TxIdle && be.openBatch {
 		// An open batch (a part sent at a Flush): its implicit transaction commits at its
 		// Sync, and the position is read then, not before the commit.
+		return false
+	}
+	sess.srv.userWrites.begin(userKey{sess.user, sess.database})
+	return true
+}
+
+// readAnnouncedPosition reads the write position noteWrite announced (announced), on be once
+// the unit's follow-ups are done (behind the session's catalogue read, if one is in flight
+// there), and ends the announcement with it. It flushes the client's replies first: the client
+// is not kept waiting for it.
+func (sess *session) readAnnouncedPosition(be *backend, announced bool) {
+	if !announced {
 		return
 	}
 	key := userKey{sess.user, sess.database}
-	sess.srv.userWrites.begin(key)
 	// Left zero (the position not read), the user's reads take the primary's position from
 	// the monitor's first sample after now instead.
 	var pos, flush route.WritePosition
 	defer func() { sess.srv.userWrites.end(key, pos, flush) }()
+	if be.broken {
+		return // lost in a follow-up
+	}
+	sess.settleCatalogueReadOn(be)
+	on := be
 	if !backendIdle(be) {
+		if be.broken || be.conn.TxStatus == wire.TxIdle {
+			return // lost with the catalogue read
+		}
 		// A commit that chained the next transaction (COMMIT AND CHAIN, or a string that
 		// goes on with BEGIN): a query on be would run in that transaction and could take
 		// its snapshot. Any other connection to the primary reads a position past the

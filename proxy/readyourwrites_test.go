@@ -123,6 +123,35 @@ func TestAUsersPositionLeftUnreadIsTakenFromTheNextSampleOfThePrimary(t *testing
 	}
 }
 
+// TestAUsersPositionStillBeingReadAtTheDeadlineCountsAsUnread: a read of a user's position
+// waits for another session's read of its write's position only until its deadline. Past it,
+// that write may be on no standby yet: the read takes the primary's position from a sample sent
+// after the write was announced, or the unread position (no standby is known to have it), never
+// the position from before the write.
+func TestAUsersPositionStillBeingReadAtTheDeadlineCountsAsUnread(t *testing.T) {
+	var u userWritePositions
+	k := userKey{"app", "db"}
+	u.begin(k)
+	u.end(k, route.WritePosition{LSN: 0x3000148, Timeline: 1}, route.WritePosition{LSN: 0x3000148, Timeline: 1})
+	before := time.Now()
+	u.begin(k) // a write whose position is being read, and stays so
+	primary := func(lsn route.LSN, sampledAt time.Time) *route.Snapshot {
+		return &route.Snapshot{Nodes: []route.NodeState{{Name: "pg1", Up: true, Role: route.RolePrimary, Timeline: 1, WALPosition: lsn, SampledAt: sampledAt}}}
+	}
+	if pos, _ := u.get(context.Background(), k, time.Now().Add(20*time.Millisecond), primary(0x3000200, before)); pos.LSN != route.UnreadLSN || pos.Timeline != 1 {
+		t.Errorf("past the deadline, with the primary sampled before the write: %s on timeline %d; want the unread position", pos.LSN, pos.Timeline)
+	}
+	after := time.Now().Add(time.Millisecond)
+	if pos, _ := u.get(context.Background(), k, time.Now(), primary(0x3000400, after)); pos.LSN != 0x3000400 {
+		t.Errorf("past the deadline, with the primary sampled after the write: %s, want its position then, 0/3000400", pos.LSN)
+	}
+	// The read in flight ends: its position is the user's, and nothing stays unread.
+	u.end(k, route.WritePosition{LSN: 0x3000300, Timeline: 1}, route.WritePosition{LSN: 0x3000300, Timeline: 1})
+	if pos, _ := u.get(context.Background(), k, time.Now(), primary(0x3000200, before)); pos.LSN != 0x3000300 {
+		t.Errorf("once the read ended: %s, want its position, 0/3000300", pos.LSN)
+	}
+}
+
 // A lone LISTEN or UNLISTEN runs on the primary but writes no data: the
 // session's later reads need not wait for a write position. LISTEN next to
 // a write still counts.

@@ -158,6 +158,9 @@ type backend struct {
 	openBatch bool // an extended batch was sent without its Sync
 	skipping  bool // the node discards messages until Sync after an error
 	broken    bool
+	// dropped: dropBackend released the connection to the pool (broken); it is not released
+	// again.
+	dropped bool
 	// portalSuspended: an Execute's reply on it was PortalSuspended in the open transaction, so
 	// a portal (the unnamed one, most often) may wait for the client's next Execute, which a
 	// simple Query pgowl ran there would destroy. The transaction's end clears it.
@@ -668,14 +671,14 @@ func (sess *session) lostBackend(be *backend, u *unit, dec route.Decision, cause
 // session's parts, once the relay has returned: the unit records its
 // outcome, then the deferred BEGIN ends (it went with the unit) or fails (a
 // batch outside it failed), the
-// sequences discard is settled, the write position is noted, the
-// statements, settings, pins and held backend follow (afterUnit), an idle
-// backend goes back to the pool, and the routing log is written. The write
-// position comes before afterUnit's follow-ups on the node (a settings read
-// back, a pin check): in user scope it is announced before the client has
-// its ReadyForQuery, and the follow-ups then need not keep the client
-// waiting (flushBeforeFollowUp); and a follow-up that loses the backend does
-// not lose the write's position with it.
+// sequences discard is settled, the write is noted (noteWrite), the
+// statements, settings, pins and held backend follow (afterUnit), the write
+// position announced in user scope is read, an idle backend goes back to the
+// pool, and the routing log is written. The write is noted before afterUnit's
+// follow-ups on the node (a settings read back, a pin check): in user scope
+// its position is announced before the client has its ReadyForQuery, so the
+// follow-ups need not keep the client waiting (flushBeforeFollowUp), and a
+// follow-up that loses the backend does not lose the write with it.
 func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out exchangeOutcome) {
 	u.outcome = out
 	sess.abortDeferredAfter(u, &out)
@@ -686,8 +689,9 @@ func (sess *session) applyOutcome(be *backend, u *unit, dec route.Decision, out 
 		// What currval and lastval answer on this backend now, the session's own unit did.
 		sess.sequencesDiscarded = false
 	}
-	sess.noteWritePosition(be, u, dec)
+	announced := sess.noteWrite(be, u, dec)
 	sess.afterUnit(be, u)
+	sess.readAnnouncedPosition(be, announced)
 	sess.releaseIdle(be)
 	sess.logUnit(u, dec, u.outcome.logOutcome())
 }

@@ -98,11 +98,11 @@ func (sess *session) readSettingsBackIfDue(be *backend) {
 }
 
 // flushBeforeFollowUp lets the client have the replies in its buffer (a unit's, which has ended:
-// be is idle) before a follow-up of the unit runs on the node (the settings read back, then the
-// pin check that comes with it): the client is not kept waiting for them, and its next message
-// is read only once they are done. In user scope the unit's write position, which another
-// session of the user may read as soon as the client has its ReadyForQuery, was announced
-// before (applyOutcome notes it ahead of the follow-ups).
+// be is idle, with no catalogue read in flight) before a follow-up of the unit runs on the node
+// (the settings read back, then the pin check that comes with it): the client is not kept
+// waiting for them, and its next message is read only once they are done. In user scope the
+// unit's write position, which another session of the user may read as soon as the client has
+// its ReadyForQuery, was announced before (noteWrite).
 func (sess *session) flushBeforeFollowUp() {
 	// An error is the client's: its next read or flush reports it.
 	_ = sess.client.flush()
