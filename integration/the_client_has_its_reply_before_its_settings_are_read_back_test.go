@@ -20,8 +20,9 @@ import (
 // read-back is held on the node (another connection holds pg_settings locked), and the
 // statement returns all the same. Its next statement waits for the read-back, and the session
 // carries what was read. So it is in user scope, where another session of the user may read once
-// the client has its reply: the write position is announced and read before the read-back, and
-// that session's read waits for no follow-up.
+// the client has its reply: the write position is announced before the reply and read after the
+// read-back, and that session's read, which waits routing.read_your_writes_wait for it, then
+// counts it as unread (past the first write, never the first write's position).
 func TestTheClientHasItsReplyBeforeItsSettingsAreReadBack(t *testing.T) {
 	c := sharedClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -66,8 +67,10 @@ func TestTheClientHasItsReplyBeforeItsSettingsAreReadBack(t *testing.T) {
 					t.Errorf("the read-back ran although pg_settings was locked (%d read-backs)", got)
 				}
 				if scope == config.ReadYourWritesUser {
-					// Another session of the user has the statement's write position, past the
-					// first one's, at once: it was read before the follow-up, which still waits.
+					// Another session of the user gets a position past the first write's at once:
+					// the second's is announced, and still being read after the follow-up, which
+					// waits, so it counts as unread (a sample of the primary after it, or the unread
+					// position), never the first's.
 					other := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
 					otherCtx, cancelOther := context.WithTimeout(ctx, 2*time.Second)
 					var pos string

@@ -762,10 +762,6 @@ const resetTimeout = 5 * time.Second
 
 // dropBackend forgets a broken backend connection.
 func (sess *session) dropBackend(be *backend) {
-	if be.dropped {
-		return // a later step of the same unit met the connection it lost (afterUnit's follow-ups)
-	}
-	be.dropped = true
 	if sess.cls.readOn == be {
 		sess.abandonCatalogueRead()
 	}
@@ -781,7 +777,12 @@ func (sess *session) dropBackend(be *backend) {
 		sess.settings.endBlock()
 		sess.restoreReportedParameters()
 	}
-	sess.srv.opts.Pool.Release(be.conn, false)
+	if !be.dropped {
+		// Once: a later step of the same unit may meet the connection lost again (afterUnit's
+		// follow-ups), and the session's hold on it is cleared then too, but the pool has it.
+		be.dropped = true
+		sess.srv.opts.Pool.Release(be.conn, false)
+	}
 }
 
 // closeBackends returns the session's connections to the pool, clean.

@@ -791,9 +791,14 @@ func (sess *session) afterUnit(be *backend, u *unit) {
 	sess.pins.noteUnit(u, status)
 	if sess.pins.recheckDue() {
 		sess.recheckPins(be)
-		if be.broken {
-			return
+	}
+	if be.broken {
+		// A follow-up lost it (dropped): what the unit took there (a lock, a temporary table) is
+		// gone with it, and the session does not hold a connection that is gone.
+		if sess.held == nil {
+			sess.pins.lost()
 		}
+		return
 	}
 	if holdsBackend(sess.pins.pinned(), be.openBatch, status) {
 		sess.held = be
