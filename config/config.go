@@ -98,6 +98,10 @@ type Peering struct {
 	// only by an environment variable (in Kubernetes, PGOWL_PEERING_SELF built from the pod's
 	// name, see deploy/kubernetes). Decode fills Instance from it.
 	Self string `yaml:"self" mapstructure:"self" help:"this instance's own address in peering.peers; its entry's instance number becomes peering.instance"`
+	// TLS secures the cancels this instance passes on to its peers, with tls.nodes' meaning: a
+	// cancel carries the secret key of a client's session. The peer's listener offers TLS with
+	// its client certificate (tls.cert_file) when it has one.
+	TLS NodeTLS `yaml:"tls" mapstructure:"tls"`
 }
 
 // resolveSelf sets Instance from the Peers entry whose address is Self, when Self is set and
@@ -423,6 +427,7 @@ func Default() Config {
 			MinVersion: TLSVersion12,
 			Nodes:      NodeTLS{SSLMode: SSLPrefer},
 		},
+		Peering: Peering{TLS: NodeTLS{SSLMode: SSLPrefer}},
 		Auth: Auth{
 			QueryUser:     "postgres",
 			QueryDatabase: "postgres",

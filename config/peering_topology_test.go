@@ -37,7 +37,8 @@ func TestPeeringAndTopologyKeysRefusedWithKeyPath(t *testing.T) {
 				t.Fatalf("problems name %v, want %v (error: %v)", keys, test.wantKeys, err)
 			}
 			if err == nil && test.name == "valid, own entry without address" {
-				want := Peering{Instance: 2, Listen: "127.0.0.1:7001", Peers: []Peer{{Instance: 1, Address: "10.0.0.1:7001"}, {Instance: 2}}}
+				want := Peering{Instance: 2, Listen: "127.0.0.1:7001", Peers: []Peer{{Instance: 1, Address: "10.0.0.1:7001"}, {Instance: 2}},
+					TLS: NodeTLS{SSLMode: SSLPrefer}}
 				if !reflect.DeepEqual(cfg.Peering, want) || !cfg.ListenReusePort {
 					t.Fatalf("decoded peering %+v, listen_reuse_port %v; want %+v, true", cfg.Peering, cfg.ListenReusePort, want)
 				}

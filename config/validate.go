@@ -24,7 +24,7 @@ func (c Config) Validate() error {
 	v.oneOf("log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError)
 	v.oneOf("log.format", c.Log.Format, LogJSON, LogConsole)
 	v.tls(c.TLS)
-	v.nodeTLS(c.TLS.Nodes)
+	v.nodeTLS("tls.nodes", c.TLS.Nodes)
 	v.auth(c.Auth)
 	v.access(c.Access, c.TLS)
 	v.limits(c.Limits)
@@ -429,6 +429,7 @@ func (v *validator) peering(p Peering) {
 		return
 	}
 	v.intRange("peering.instance", p.Instance, 1, MaxPeerInstance)
+	v.nodeTLS("peering.tls", p.TLS)
 	if p.Listen == "" {
 		v.fail("peering.listen", "must be set when peering.instance is: it is where peers pass cancels on to")
 	} else {

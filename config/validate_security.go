@@ -49,18 +49,19 @@ func versionSupported(suite *tls.CipherSuite, version uint16) bool {
 	return false
 }
 
-// nodeTLS checks the TLS settings towards the nodes.
-func (v *validator) nodeTLS(n NodeTLS) {
-	v.oneOf("tls.nodes.sslmode", n.SSLMode, SSLDisable, SSLPrefer, SSLRequire, SSLVerifyCA, SSLVerifyFull)
+// nodeTLS checks TLS settings towards the nodes (tls.nodes), or of the same kind under another
+// key (peering.tls).
+func (v *validator) nodeTLS(key string, n NodeTLS) {
+	v.oneOf(key+".sslmode", n.SSLMode, SSLDisable, SSLPrefer, SSLRequire, SSLVerifyCA, SSLVerifyFull)
 	switch {
 	case n.CertFile != "" && n.KeyFile == "":
-		v.fail("tls.nodes.key_file", "must be set when tls.nodes.cert_file is set")
+		v.fail(key+".key_file", "must be set when %s.cert_file is set", key)
 	case n.CertFile == "" && n.KeyFile != "":
-		v.fail("tls.nodes.cert_file", "must be set when tls.nodes.key_file is set")
+		v.fail(key+".cert_file", "must be set when %s.key_file is set", key)
 	}
-	v.existingFile("tls.nodes.ca_file", n.CAFile)
-	v.existingFile("tls.nodes.cert_file", n.CertFile)
-	v.existingFile("tls.nodes.key_file", n.KeyFile)
+	v.existingFile(key+".ca_file", n.CAFile)
+	v.existingFile(key+".cert_file", n.CertFile)
+	v.existingFile(key+".key_file", n.KeyFile)
 }
 
 // auth checks the users file and the auth query settings.

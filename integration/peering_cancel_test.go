@@ -34,7 +34,7 @@ func TestCancelThroughEitherInstance(t *testing.T) {
 		return func(cfg *config.Config) {
 			cfg.Listen = shared
 			cfg.ListenReusePort = true
-			cfg.Peering = config.Peering{Instance: number, Listen: peers[number-1].Address, Peers: peers}
+			cfg.Peering.Instance, cfg.Peering.Listen, cfg.Peering.Peers = number, peers[number-1].Address, peers
 		}
 	}
 	owls := []*owl{startOwl(t, c, instance(1)), startOwl(t, c, instance(2))}

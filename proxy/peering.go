@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,6 +25,12 @@ import (
 // with another instance's number passes the 16 bytes on, unchanged, to that
 // peer's peering listener, which handles it as its own and never passes it
 // on again (so that a wrong peer list cannot make a loop).
+//
+// The 16 bytes carry the secret key of the client's session. They go in TLS
+// as a cancel to a node does (peering.tls has tls.nodes' meaning: an
+// SSLRequest first, then the CancelRequest inside TLS), and the peering
+// listener answers an SSLRequest as the client listener does: with TLS when
+// it has a certificate (tls.cert_file), N otherwise.
 
 // peerInstanceShift places the instance number in the process id of the key.
 const peerInstanceShift = 24
@@ -92,7 +99,7 @@ func (s *Server) cancelFromClient(k cancelKey) {
 		s.log.Warn().Int("instance", owner).Msg("cancel request for an instance that is not in peering.peers: dropped")
 		return
 	}
-	if err := forwardCancel(addr, k); err != nil {
+	if err := s.forwardCancel(addr, k); err != nil {
 		s.log.Warn().Err(err).Int("instance", owner).Str("peer", addr).Msg("could not pass the cancel request on to its instance")
 		return
 	}
@@ -100,11 +107,16 @@ func (s *Server) cancelFromClient(k cancelKey) {
 }
 
 // forwardCancel sends the CancelRequest for k to a peer's peering listener
-// and waits for the peer to close the connection, which it does once it
-// has passed the request on to the node.
-func forwardCancel(addr string, k cancelKey) error {
-	d := net.Dialer{Timeout: cancelRequestTimeout}
-	c, err := d.Dial("tcp", addr)
+// (in TLS as peering.tls says) and waits for the peer to close the
+// connection, which it does once it has passed the request on to the node.
+func (s *Server) forwardCancel(addr string, k cancelKey) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelRequestTimeout)
+	defer cancel()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	c, err := s.peerTLS.DialCancel(ctx, "tcp", addr, host)
 	if err != nil {
 		return err
 	}
@@ -148,20 +160,49 @@ func (s *Server) ServePeers(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// servePeer reads one passed-on CancelRequest from conn and cancels.
+// servePeer reads one passed-on CancelRequest from conn and cancels. An
+// SSLRequest before it is answered as the client listener answers one.
 func (s *Server) servePeer(conn net.Conn) {
-	defer conn.Close()
+	defer func() { conn.Close() }() // the TLS connection, once there is one
 	conn.SetDeadline(time.Now().Add(cancelRequestTimeout))
-	var pkt [16]byte
-	if _, err := io.ReadFull(conn, pkt[:]); err != nil {
-		s.log.Info().Err(err).Str("remote", conn.RemoteAddr().String()).Msg("peering listener: incomplete cancel request")
+	remote := conn.RemoteAddr().String()
+	var head [8]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
 		return
 	}
-	if binary.BigEndian.Uint32(pkt[0:]) != 16 || binary.BigEndian.Uint32(pkt[4:]) != codeCancelRequest {
-		s.log.Warn().Str("remote", conn.RemoteAddr().String()).Msg("peering listener: not a cancel request; closing")
+	if binary.BigEndian.Uint32(head[0:]) == 8 && binary.BigEndian.Uint32(head[4:]) == codeSSLRequest {
+		tlsConfig := s.live().tls
+		if tlsConfig == nil {
+			if _, err := conn.Write([]byte{'N'}); err != nil {
+				return
+			}
+		} else {
+			if _, err := conn.Write([]byte{'S'}); err != nil {
+				return
+			}
+			secured := tls.Server(conn, tlsConfig)
+			if err := secured.Handshake(); err != nil {
+				s.log.Warn().Err(err).Str("remote", remote).Msg("peering listener: TLS handshake failed")
+				return
+			}
+			conn = secured
+		}
+		if _, err := io.ReadFull(conn, head[:]); err != nil {
+			s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
+			return
+		}
+	}
+	if binary.BigEndian.Uint32(head[0:]) != 16 || binary.BigEndian.Uint32(head[4:]) != codeCancelRequest {
+		s.log.Warn().Str("remote", remote).Msg("peering listener: not a cancel request; closing")
 		return
 	}
-	k := cancelKey{pid: binary.BigEndian.Uint32(pkt[8:]), secret: binary.BigEndian.Uint32(pkt[12:])}
+	var key [8]byte
+	if _, err := io.ReadFull(conn, key[:]); err != nil {
+		s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
+		return
+	}
+	k := cancelKey{pid: binary.BigEndian.Uint32(key[0:]), secret: binary.BigEndian.Uint32(key[4:])}
 	if owner := peerInstanceOf(k); owner != s.instance {
 		s.log.Warn().Int("instance", owner).Msg("peering listener: a peer passed on a cancel of another instance; dropped")
 		return

@@ -96,6 +96,8 @@ type Server struct {
 	// out; peers maps the other instances' numbers to their peering listeners.
 	instance int
 	peers    map[int]string
+	// peerTLS secures the cancels passed on to peers (peering.tls).
+	peerTLS nodetls.Settings
 
 	// guards counts guarded statements in flight and keeps cost verdicts.
 	guards guardState
@@ -141,6 +143,7 @@ func NewServer(opts Options) (*Server, error) {
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		instance:           opts.Config.Peering.Instance,
 		peers:              peerAddresses(opts.Config.Peering),
+		peerTLS:            nodetls.FromConfig(opts.Config.Peering.TLS),
 	}
 	s.settings.Store(newLiveSettings(opts.Config, opts.Auth, opts.ConsoleAuth, opts.TLS, opts.Access))
 	return s, nil
