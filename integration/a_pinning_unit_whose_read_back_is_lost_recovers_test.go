@@ -38,14 +38,7 @@ func pinningUnitWhoseReadBackIsLost(t *testing.T, sql string) {
 	if _, err := s.Exec(ctx, sql); err != nil {
 		t.Fatalf("the pinning unit: %v", err)
 	}
-	var pid int32
-	waitUntilTrue(t, 10*time.Second, "the read-back waiting for pg_settings", func() bool {
-		err := c.Nodes[0].QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", app).Scan(&pid)
-		return err == nil
-	})
-	if err := c.Nodes[0].Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-		t.Fatal(err)
-	}
+	terminateReadBackWaitingForLock(t, ctx, c, app)
 	unlock()
 	time.Sleep(200 * time.Millisecond)
 

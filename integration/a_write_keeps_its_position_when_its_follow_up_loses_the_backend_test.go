@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,33 +27,13 @@ func TestAWriteKeepsItsPositionWhenItsFollowUpLosesTheBackend(t *testing.T) {
 		withMode(pgx.QueryExecModeSimpleProtocol)(cfg)
 		cfg.RuntimeParams["application_name"] = app
 	})
-	readBacks := func() int { return strings.Count(o.logs.String(), "pgowl read the session's settings back") }
-	if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(1)"); err != nil {
-		t.Fatal(err)
-	}
-	waitUntilTrue(t, 10*time.Second, "the first read-back", func() bool { return readBacks() == 1 })
-	var first string
-	if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&first); err != nil {
-		t.Fatal(err)
-	}
-	firstPosition, err := route.ParseLSN(first)
-	if err != nil {
-		t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
-	}
+	first, firstPosition := firstDynamicWrite(t, ctx, s, readBacksOf(o))
 
 	unlock := lockPgSettings(t, ctx, c)
 	if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(2)"); err != nil {
 		t.Fatalf("the second write: %v", err)
 	}
-	// The read-back waits for the lock on the session's backend: end that backend there.
-	var pid int32
-	waitUntilTrue(t, 10*time.Second, "the read-back waiting for pg_settings", func() bool {
-		err := c.Nodes[0].QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", app).Scan(&pid)
-		return err == nil
-	})
-	if err := c.Nodes[0].Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-		t.Fatal(err)
-	}
+	terminateReadBackWaitingForLock(t, ctx, c, app)
 	unlock()
 
 	var written int

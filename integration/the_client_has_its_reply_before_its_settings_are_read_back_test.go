@@ -33,20 +33,9 @@ func TestTheClientHasItsReplyBeforeItsSettingsAreReadBack(t *testing.T) {
 		t.Run(scope, func(t *testing.T) {
 			o := startOwl(t, c, func(cfg *config.Config) { cfg.Routing.ReadYourWrites = scope })
 			s := o.connect(t, withMode(pgx.QueryExecModeSimpleProtocol))
-			readBacks := func() int { return strings.Count(o.logs.String(), "pgowl read the session's settings back") }
+			readBacks := readBacksOf(o)
 			// The catalogue is read and the backend warm, read-back included.
-			if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(1)"); err != nil {
-				t.Fatal(err)
-			}
-			waitUntilTrue(t, 10*time.Second, "the first read-back", func() bool { return readBacks() == 1 })
-			var first string
-			if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&first); err != nil {
-				t.Fatal(err)
-			}
-			firstPosition, err := route.ParseLSN(first)
-			if err != nil {
-				t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
-			}
+			first, firstPosition := firstDynamicWrite(t, ctx, s, readBacks)
 
 			unlock := lockPgSettings(t, ctx, c)
 			defer unlock()
@@ -136,6 +125,44 @@ func lockPgSettings(t *testing.T, ctx context.Context, c *cluster.Cluster) (unlo
 	}
 	t.Cleanup(unlock)
 	return unlock
+}
+
+// readBacksOf counts the settings read-backs o logged.
+func readBacksOf(o *owl) func() int {
+	return func() int { return strings.Count(o.logs.String(), "pgowl read the session's settings back") }
+}
+
+// firstDynamicWrite runs public.rbf_dynamic(1) through s, waits for the read-back after it
+// (readBacks), and returns the session's write position then.
+func firstDynamicWrite(t *testing.T, ctx context.Context, s *client, readBacks func() int) (string, route.LSN) {
+	t.Helper()
+	if _, err := s.Exec(ctx, "SELECT public.rbf_dynamic(1)"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntilTrue(t, 10*time.Second, "the first read-back", func() bool { return readBacks() == 1 })
+	var first string
+	if err := s.QueryRow(ctx, "SHOW pgowl.write_position").Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	position, err := route.ParseLSN(first)
+	if err != nil {
+		t.Fatalf("SHOW pgowl.write_position %q: %v", first, err)
+	}
+	return first, position
+}
+
+// terminateReadBackWaitingForLock ends the backend of the session named app on c's primary
+// while its settings read-back waits there for a lock (lockPgSettings).
+func terminateReadBackWaitingForLock(t *testing.T, ctx context.Context, c *cluster.Cluster, app string) {
+	t.Helper()
+	var pid int32
+	waitUntilTrue(t, 10*time.Second, "the read-back waiting for pg_settings", func() bool {
+		err := c.Nodes[0].QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", app).Scan(&pid)
+		return err == nil
+	})
+	if err := c.Nodes[0].Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitUntilTrue checks done every 20 ms until it holds, and fails t once timeout has passed.
