@@ -100,8 +100,23 @@ type Peering struct {
 	Self string `yaml:"self" mapstructure:"self" help:"this instance's own address in peering.peers; its entry's instance number becomes peering.instance"`
 	// TLS secures the cancels this instance passes on to its peers, with tls.nodes' meaning: a
 	// cancel carries the secret key of a client's session. The peer's listener offers TLS with
-	// its client certificate (tls.cert_file) when it has one.
-	TLS NodeTLS `yaml:"tls" mapstructure:"tls"`
+	// its certificate for clients (tls.cert_file) when it has one.
+	TLS PeerTLS `yaml:"tls" mapstructure:"tls"`
+}
+
+// PeerTLS configures TLS on the connections that pass cancels on to peers (peering.tls); its
+// keys mean what tls.nodes' do (NodeTLS, which it converts to).
+type PeerTLS struct {
+	// SSLMode is libpq's sslmode: SSLDisable, SSLPrefer, SSLRequire, SSLVerifyCA or SSLVerifyFull.
+	SSLMode string `yaml:"sslmode" mapstructure:"sslmode" help:"TLS to the peers' peering listeners: disable | prefer | require | verify-ca | verify-full"`
+	// CAFile holds the PEM certificates that sign the peers' certificates (their tls.cert_file);
+	// verify-ca and verify-full fall back to the system's roots when it is empty.
+	CAFile string `yaml:"ca_file" mapstructure:"ca_file" help:"PEM CA certificates that sign the peers' certificates"`
+	// CertFile is the PEM client certificate presented to the peers (needed when their
+	// tls.client_ca_file makes them ask for one); KeyFile must be set with it.
+	CertFile string `yaml:"cert_file" mapstructure:"cert_file" help:"PEM client certificate presented to the peers"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" mapstructure:"key_file" help:"PEM private key of peering.tls.cert_file"`
 }
 
 // resolveSelf sets Instance from the Peers entry whose address is Self, when Self is set and
@@ -427,7 +442,7 @@ func Default() Config {
 			MinVersion: TLSVersion12,
 			Nodes:      NodeTLS{SSLMode: SSLPrefer},
 		},
-		Peering: Peering{TLS: NodeTLS{SSLMode: SSLPrefer}},
+		Peering: Peering{TLS: PeerTLS{SSLMode: SSLPrefer}},
 		Auth: Auth{
 			QueryUser:     "postgres",
 			QueryDatabase: "postgres",

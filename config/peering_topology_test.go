@@ -38,7 +38,7 @@ func TestPeeringAndTopologyKeysRefusedWithKeyPath(t *testing.T) {
 			}
 			if err == nil && test.name == "valid, own entry without address" {
 				want := Peering{Instance: 2, Listen: "127.0.0.1:7001", Peers: []Peer{{Instance: 1, Address: "10.0.0.1:7001"}, {Instance: 2}},
-					TLS: NodeTLS{SSLMode: SSLPrefer}}
+					TLS: PeerTLS{SSLMode: SSLPrefer}}
 				if !reflect.DeepEqual(cfg.Peering, want) || !cfg.ListenReusePort {
 					t.Fatalf("decoded peering %+v, listen_reuse_port %v; want %+v, true", cfg.Peering, cfg.ListenReusePort, want)
 				}

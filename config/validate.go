@@ -429,7 +429,7 @@ func (v *validator) peering(p Peering) {
 		return
 	}
 	v.intRange("peering.instance", p.Instance, 1, MaxPeerInstance)
-	v.nodeTLS("peering.tls", p.TLS)
+	v.nodeTLS("peering.tls", NodeTLS(p.TLS))
 	if p.Listen == "" {
 		v.fail("peering.listen", "must be set when peering.instance is: it is where peers pass cancels on to")
 	} else {

@@ -44,7 +44,7 @@ func TestACancelPassedToAPeerGoesInTLS(t *testing.T) {
 			}
 			first := startOwl(t, c, func(cfg *config.Config) {
 				cfg.Peering.Instance, cfg.Peering.Listen, cfg.Peering.Peers = 1, "127.0.0.1:0", peers
-				cfg.Peering.TLS = config.NodeTLS{SSLMode: config.SSLVerifyFull, CAFile: tc.caFile}
+				cfg.Peering.TLS = config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: tc.caFile}
 			})
 			second := startOwl(t, c, func(cfg *config.Config) {
 				cfg.Peering.Instance, cfg.Peering.Listen, cfg.Peering.Peers = 2, secondPeering, peers
@@ -83,6 +83,46 @@ func TestACancelPassedToAPeerGoesInTLS(t *testing.T) {
 				t.Errorf("the first instance did not log the cancel it could not pass on:\n%s", first.logs.Tail(3000))
 			}
 		})
+	}
+}
+
+// TestAPeerAskingForAClientCertificateGetsNoCancelWithoutOne: the peer's clients must present a certificate
+// (tls.client_mode verify-ca, tls.client_ca_file); the forwarding instance has no
+// peering.tls.cert_file. The peer refuses the handshake and the statement is not cancelled; the
+// forwarding instance must say it could not pass the cancel on, not that it did.
+func TestAPeerAskingForAClientCertificateGetsNoCancelWithoutOne(t *testing.T) {
+	c := sharedClusterFor(t)
+	files := newClientTLSFiles(t)
+	ports := freeLoopbackPorts(t, 1)
+	secondPeering := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	peers := []config.Peer{{Instance: 1, Address: "127.0.0.1:1"}, {Instance: 2, Address: secondPeering}}
+	first := startOwl(t, c, func(cfg *config.Config) {
+		cfg.Peering.Instance, cfg.Peering.Listen, cfg.Peering.Peers = 1, "127.0.0.1:0", peers
+		cfg.Peering.TLS = config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: files.ca.CertFile}
+	})
+	second := startOwl(t, c, func(cfg *config.Config) {
+		files.withClientTLS(config.ClientTLSVerifyCA)(cfg)
+		cfg.Peering.Instance, cfg.Peering.Listen, cfg.Peering.Peers = 2, secondPeering, peers
+	})
+	conn, err := tlsLogin(t, second, appUser, appPassword, files.verifyFull(&files.app), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := "peer_client_cert"
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(4) /* "+marker+" */", pgx.QueryExecModeSimpleProtocol)
+		done <- err
+	}()
+	waitStatementRunning(t, marker)
+	sendCancelTo(t, first.addr, conn.PgConn().PID(), conn.PgConn().SecretKey())
+	if err := <-done; err != nil {
+		t.Errorf("the statement failed (%v); want it to run to its end: its cancel came without a client certificate", err)
+	}
+	if !strings.Contains(first.logs.String(), "could not pass the cancel request on to its instance") {
+		t.Errorf("the peer refused the cancel's connection, and the first instance did not say it could not pass it on:\n%s", first.logs.Tail(2000))
 	}
 }
 

@@ -18,8 +18,18 @@ import (
 // sslRequestCode is the protocol code of an SSLRequest.
 const sslRequestCode = 80877103
 
-// ErrTLSRefused is returned when a node answers SSLRequest with N and the mode requires TLS.
-var ErrTLSRefused = errors.New("the node refused TLS (it answered N to SSLRequest), and tls.nodes.sslmode requires it")
+// ErrTLSRefused is returned (wrapped) when a node, or a peer, answers SSLRequest with N and the
+// mode requires TLS.
+var ErrTLSRefused = errors.New("TLS refused")
+
+// tlsRefused is ErrTLSRefused naming what refused it and the section whose mode requires it.
+type tlsRefused struct{ what, key string }
+
+func (e *tlsRefused) Error() string {
+	return "the " + e.what + " refused TLS (it answered N to SSLRequest), and " + e.key + ".sslmode requires it"
+}
+
+func (e *tlsRefused) Is(target error) bool { return target == ErrTLSRefused }
 
 // Apply makes cfg, parsed from a ConnString of s, negotiate TLS on the connection it dials, as
 // libpq does: pgconn would answer a node that refuses TLS under prefer by opening a second
@@ -52,7 +62,7 @@ func (s Settings) Apply(cfg *pgconn.Config) {
 		if err != nil || network == "unix" {
 			return conn, err
 		}
-		secured, err := negotiate(ctx, conn, tlsConfig, required)
+		secured, err := s.negotiate(ctx, conn, tlsConfig, required)
 		if err != nil {
 			conn.Close()
 			return nil, err
@@ -62,8 +72,9 @@ func (s Settings) Apply(cfg *pgconn.Config) {
 }
 
 // negotiate sends SSLRequest on conn and returns the TLS connection, or conn itself when the node
-// answers N and TLS is not required.
-func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, required bool) (net.Conn, error) {
+// (or peer) answers N and TLS is not required.
+func (s Settings) negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, required bool) (net.Conn, error) {
+	what, key := s.toward()
 	if deadline, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(deadline)
 	}
@@ -90,16 +101,16 @@ func negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, requir
 	case wire.SSLAccepted:
 		tlsConn := tls.Client(conn, tlsConfig)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
-			return nil, fmt.Errorf("TLS handshake with the node: %w", err)
+			return nil, fmt.Errorf("TLS handshake with the %s: %w", what, err)
 		}
 		return tlsConn, nil
 	case wire.SSLRefused:
 		if required {
-			return nil, ErrTLSRefused
+			return nil, &tlsRefused{what: what, key: key}
 		}
 		return conn, nil
 	default:
-		return nil, fmt.Errorf("the node answered SSLRequest with %q, not S or N", answer[0])
+		return nil, fmt.Errorf("the %s answered SSLRequest with %q, not S or N", what, answer[0])
 	}
 }
 
@@ -129,13 +140,14 @@ func (s Settings) DialCancel(ctx context.Context, network, address, host string)
 	parsed, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: host}, Param{Key: "port", Value: port}))
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("node TLS settings for a cancel request: %w", err)
+		_, key := s.toward()
+		return nil, fmt.Errorf("%s settings for a cancel request: %w", key, err)
 	}
 	if parsed.TLSConfig == nil {
 		return conn, nil
 	}
 	required := s.SSLMode != "" && s.SSLMode != config.SSLPrefer
-	secured, err := negotiate(ctx, conn, parsed.TLSConfig, required)
+	secured, err := s.negotiate(ctx, conn, parsed.TLSConfig, required)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -1,7 +1,10 @@
 package nodetls
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgowl/pgowl/config"
 )
@@ -15,11 +18,44 @@ type Settings struct {
 	// CertFile and KeyFile are the client certificate and key presented to the nodes (sslcert, sslkey).
 	CertFile string
 	KeyFile  string
+	// Toward names what the settings secure, and Key their configuration section, in the
+	// errors they cause: "" is "node" and "tls.nodes".
+	Toward, Key string
 }
 
 // FromConfig returns the settings of the tls.nodes section.
 func FromConfig(cfg config.NodeTLS) Settings {
 	return Settings{SSLMode: cfg.SSLMode, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile}
+}
+
+// ForPeers returns the settings of the peering.tls section: the cancels passed on to other pgowl
+// instances' peering listeners are secured as cancels to the nodes are (DialCancel).
+func ForPeers(cfg config.PeerTLS) Settings {
+	s := FromConfig(config.NodeTLS(cfg))
+	s.Toward, s.Key = "peer", "peering.tls"
+	return s
+}
+
+// toward returns what the settings secure and their section, for errors.
+func (s Settings) toward() (what, key string) {
+	what, key = s.Toward, s.Key
+	if what == "" {
+		what = "node"
+	}
+	if key == "" {
+		key = "tls.nodes"
+	}
+	return what, key
+}
+
+// Check reads the files the settings name as a dial would, so that a file that cannot be read
+// or holds no certificate or key is found before the first connection needs it.
+func (s Settings) Check() error {
+	if _, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: "localhost"})); err != nil {
+		_, key := s.toward()
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
 }
 
 // Param is one libpq connection keyword and its value. Explicit renders it even when Value is

@@ -109,14 +109,12 @@ func (s *Server) cancelFromClient(k cancelKey) {
 // forwardCancel sends the CancelRequest for k to a peer's peering listener
 // (in TLS as peering.tls says) and waits for the peer to close the
 // connection, which it does once it has passed the request on to the node.
+// A peer that ends the connection otherwise (a TLS alert: it wanted a client
+// certificate, or did not take this one) did not take the cancel.
 func (s *Server) forwardCancel(addr string, k cancelKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelRequestTimeout)
 	defer cancel()
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	c, err := s.peerTLS.DialCancel(ctx, "tcp", addr, host)
+	c, err := s.dialPeer(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -131,8 +129,49 @@ func (s *Server) forwardCancel(addr string, k cancelKey) error {
 		return err
 	}
 	var one [1]byte
-	c.Read(one[:])
-	return nil
+	_, err = c.Read(one[:])
+	var timeout net.Error
+	switch {
+	case err == nil:
+		return errors.New("the peer answered a cancel request")
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil // closed: the peer passed it on
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return nil // the peer is slow to reach its node; it has the request
+	default:
+		// Under TLS 1.3 the client's handshake ends before the peer has checked the client's
+		// certificate: its refusal comes here, as an alert.
+		return err
+	}
+}
+
+// peerTLSAnswerWait bounds the wait for a peer's answer to SSLRequest under peering.tls prefer.
+const peerTLSAnswerWait = 500 * time.Millisecond
+
+// dialPeer opens the connection a cancel goes to the peer at addr over, secured as peering.tls
+// says; verify-full checks the peer's certificate against addr's host. An instance of a version
+// before peering.tls reads the 16 bytes of a CancelRequest at once and never answers an
+// SSLRequest: under prefer (the default), a peer that has not answered within peerTLSAnswerWait
+// gets the cancel in plain TCP on a new connection, as libpq under prefer tries again without
+// TLS, so that cancels keep working through a rolling update.
+func (s *Server) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if mode := s.peerTLS.SSLMode; mode != "" && mode != config.SSLPrefer {
+		return s.peerTLS.DialCancel(ctx, "tcp", addr, host)
+	}
+	answerCtx, stopWaiting := context.WithTimeout(ctx, peerTLSAnswerWait)
+	c, err := s.peerTLS.DialCancel(answerCtx, "tcp", addr, host)
+	stopWaiting()
+	if err == nil || answerCtx.Err() == nil || ctx.Err() != nil {
+		return c, err
+	}
+	s.log.Info().Str("peer", addr).Msg("the peer did not answer SSLRequest (a version before peering.tls?): the cancel is passed on without TLS, as peering.tls.sslmode prefer allows")
+	plain := s.peerTLS
+	plain.SSLMode = config.SSLDisable
+	return plain.DialCancel(ctx, "tcp", addr, host)
 }
 
 // ServePeers takes the cancels passed on by peers on ln until ctx ends.
@@ -183,7 +222,7 @@ func (s *Server) servePeer(conn net.Conn) {
 			}
 			secured := tls.Server(conn, tlsConfig)
 			if err := secured.Handshake(); err != nil {
-				s.log.Warn().Err(err).Str("remote", remote).Msg("peering listener: TLS handshake failed")
+				s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: TLS handshake failed")
 				return
 			}
 			conn = secured

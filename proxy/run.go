@@ -124,6 +124,12 @@ func Build(cfg config.Config, logger zerolog.Logger) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Peering.Instance != 0 {
+		// The files are read at each cancel passed on, which is no time to find them broken.
+		if err := nodetls.ForPeers(cfg.Peering.TLS).Check(); err != nil {
+			return nil, err
+		}
+	}
 	accessRules, err := access.Compile(cfg.Access.Rules)
 	if err != nil {
 		return nil, err

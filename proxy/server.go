@@ -143,7 +143,7 @@ func NewServer(opts Options) (*Server, error) {
 		transactionPooling: opts.Config.Pool.Mode != "session",
 		instance:           opts.Config.Peering.Instance,
 		peers:              peerAddresses(opts.Config.Peering),
-		peerTLS:            nodetls.FromConfig(opts.Config.Peering.TLS),
+		peerTLS:            nodetls.ForPeers(opts.Config.Peering.TLS),
 	}
 	s.settings.Store(newLiveSettings(opts.Config, opts.Auth, opts.ConsoleAuth, opts.TLS, opts.Access))
 	return s, nil
