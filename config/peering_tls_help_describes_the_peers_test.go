@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// TestPeeringTLSHelpDescribesThePeers: the flag help (pgowl serve --help) of the
-// peering.tls.* keys comes from NodeTLS's help tags, written for tls.nodes.
+// TestPeeringTLSHelpDescribesThePeers: the flag help (pgowl serve --help) of the peering.tls.*
+// keys describes the peers: the keys mean what tls.nodes' do, but NodeTLS's help tags describe
+// the nodes.
 func TestPeeringTLSHelpDescribesThePeers(t *testing.T) {
 	for _, key := range Keys() {
 		if strings.HasPrefix(key.Path, "peering.tls.") && (strings.Contains(key.Help, "nodes") || strings.Contains(key.Help, "tls.nodes")) {
