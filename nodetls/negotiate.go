@@ -31,6 +31,10 @@ func (e *tlsRefused) Error() string {
 
 func (e *tlsRefused) Is(target error) bool { return target == ErrTLSRefused }
 
+// ErrNoSSLAnswer is returned (wrapped) when Settings.AnswerWait passed without an answer to
+// SSLRequest.
+var ErrNoSSLAnswer = errors.New("no answer to SSLRequest")
+
 // Apply makes cfg, parsed from a ConnString of s, negotiate TLS on the connection it dials, as
 // libpq does: pgconn would answer a node that refuses TLS under prefer by opening a second
 // connection, and a backend process is started for each attempt. Apply moves the TLS
@@ -91,11 +95,25 @@ func (s Settings) negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.C
 		return nil, fmt.Errorf("send SSLRequest: %w", err)
 	}
 	var answer [1]byte
+	if s.AnswerWait > 0 {
+		limit := time.Now().Add(s.AnswerWait)
+		if deadline, ok := ctx.Deadline(); !ok || limit.Before(deadline) {
+			conn.SetReadDeadline(limit)
+		}
+	}
 	if _, err := conn.Read(answer[:]); err != nil {
-		if ctx.Err() != nil {
+		var timeout net.Error
+		switch {
+		case ctx.Err() != nil:
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case s.AnswerWait > 0 && errors.As(err, &timeout) && timeout.Timeout():
+			return nil, fmt.Errorf("%w within %s: %w", ErrNoSSLAnswer, s.AnswerWait, err)
 		}
 		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
+	}
+	if s.AnswerWait > 0 {
+		deadline, _ := ctx.Deadline() // the zero time, none, without one
+		conn.SetReadDeadline(deadline)
 	}
 	switch answer[0] {
 	case wire.SSLAccepted:

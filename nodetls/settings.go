@@ -3,6 +3,7 @@ package nodetls
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -21,6 +22,9 @@ type Settings struct {
 	// Toward names what the settings secure, and Key their configuration section, in the
 	// errors they cause: "" is "node" and "tls.nodes".
 	Toward, Key string
+	// AnswerWait, when set, bounds the wait for the answer to SSLRequest in DialCancel: past
+	// it, the dial fails with ErrNoSSLAnswer (a peer of a version that does not read one).
+	AnswerWait time.Duration
 }
 
 // FromConfig returns the settings of the tls.nodes section.
@@ -51,6 +55,9 @@ func (s Settings) toward() (what, key string) {
 // Check reads the files the settings name as a dial would, so that a file that cannot be read
 // or holds no certificate or key is found before the first connection needs it.
 func (s Settings) Check() error {
+	if s.SSLMode == config.SSLDisable {
+		return nil // no dial reads them
+	}
 	if _, err := pgconn.ParseConfig(s.ConnString(Param{Key: "host", Value: "localhost"})); err != nil {
 		_, key := s.toward()
 		return fmt.Errorf("%s: %w", key, err)
@@ -67,8 +74,9 @@ type Param struct {
 }
 
 // Params returns the libpq keywords that apply the settings. The files are given even when unset
-// (empty), and target_session_attrs is any: pgconn, as libpq, otherwise takes them from PG*
-// environment variables (PGSSLROOTCERT, PGTARGETSESSIONATTRS, ...) or from ~/.postgresql
+// (empty), sslcertmode is allow (a client certificate is sent when the server asks for one), and
+// target_session_attrs is any: pgconn, as libpq, otherwise takes them from PG* environment
+// variables (PGSSLROOTCERT, PGSSLCERTMODE, PGTARGETSESSIONATTRS, ...) or from ~/.postgresql
 // (root.crt, postgresql.crt), and pgowl's connections to the nodes must depend on its
 // configuration alone (tls.nodes: system roots when ca_file is empty, no client certificate
 // without cert_file; every node reachable, whatever its role).
@@ -79,7 +87,7 @@ func (s Settings) Params() []Param {
 	}
 	return []Param{{Key: "sslmode", Value: mode}, {Key: "sslrootcert", Value: s.CAFile, Explicit: true},
 		{Key: "sslcert", Value: s.CertFile, Explicit: true}, {Key: "sslkey", Value: s.KeyFile, Explicit: true},
-		{Key: "target_session_attrs", Value: "any"}}
+		{Key: "sslcertmode", Value: "allow"}, {Key: "target_session_attrs", Value: "any"}}
 }
 
 // ConnString renders params, then the settings' keywords, as a keyword/value connection string

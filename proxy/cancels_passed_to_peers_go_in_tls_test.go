@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,4 +288,121 @@ func TestAServerOnlyCertificateIsRefusedByAPeerAskingForAClientOne(t *testing.T)
 	if !strings.Contains(firstLog.String(), "could not pass the cancel request on to its instance") {
 		t.Errorf("the peer refused the certificate and the node got no cancel, but the forwarding instance did not say so: %s", firstLog.String())
 	}
+}
+
+// TestUnderPreferOnlyASilentPeerGetsTheCancelInTheClear: dialPeer documents that under prefer only a peer
+// that has not answered the SSLRequest within peerTLSAnswerWait gets the cancel in plain TCP. A
+// peer that answers S at once and whose TLS handshake then fails (here: it closes) must not get
+// the secret key in the clear on a second connection.
+func TestUnderPreferOnlyASilentPeerGetsTheCancelInTheClear(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns, plainCancels atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				var head [8]byte
+				if _, err := io.ReadFull(c, head[:]); err != nil {
+					return
+				}
+				switch binary.BigEndian.Uint32(head[4:]) {
+				case codeSSLRequest:
+					c.Write([]byte{'S'}) // answered at once; the handshake then fails
+				case codeCancelRequest:
+					plainCancels.Add(1)
+					io.ReadFull(c, head[:])
+				}
+			}()
+		}
+	}()
+	log := &syncBuffer{}
+	first := &Server{instance: 1, log: zerolog.New(log), peers: map[int]string{2: ln.Addr().String()},
+		peerTLS: nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLPrefer})}
+	first.settings.Store(&liveSettings{cfg: config.Default()})
+	start := time.Now()
+	first.cancelFromClient(cancelKey{pid: 2<<peerInstanceShift | 5, secret: 9})
+	took := time.Since(start).Round(time.Millisecond)
+	t.Logf("log: %s", log.String())
+	time.Sleep(100 * time.Millisecond)
+	if n := plainCancels.Load(); n > 0 {
+		t.Errorf("the peer answered S at once (the forward took %v in all), yet %d of %d connections carried the CancelRequest in plain TCP", took, n, conns.Load())
+	}
+}
+
+// TestUnderPreferAPeerThatIsDownIsNotDialledAgain: a peer that is down (connection refused) under
+// prefer is not taken for one that did not answer SSLRequest, nor dialled again in plain TCP.
+func TestUnderPreferAPeerThatIsDownIsNotDialledAgain(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	log := &syncBuffer{}
+	first := &Server{instance: 1, log: zerolog.New(log), peers: map[int]string{2: addr},
+		peerTLS: nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLPrefer})}
+	first.settings.Store(&liveSettings{cfg: config.Default()})
+	first.cancelFromClient(cancelKey{pid: 2<<peerInstanceShift | 5, secret: 9})
+	t.Logf("log: %s", log.String())
+	if strings.Contains(log.String(), "did not answer SSLRequest") {
+		t.Errorf("a refused connection (within ms) is logged as a peer that did not answer SSLRequest within 0.5s and dialled again in plain TCP")
+	}
+}
+
+// TestThePeersClientCertificateIsSentWhateverPGSSLCERTMODESays: peering.tls.cert_file is presented
+// to a peer that requires a client certificate, whatever pgowl's environment:
+// PGSSLCERTMODE=disable, which pgconn.ParseConfig reads, does not keep it back.
+func TestThePeersClientCertificateIsSentWhateverPGSSLCERTMODESays(t *testing.T) {
+	t.Setenv("PGSSLCERTMODE", "disable")
+	ca := newPeerTestCA(t)
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	certFile, keyFile := ca.issue(t, "owl-2", both, "127.0.0.1")
+	clientCert, clientKey := ca.issue(t, "owl-1", both)
+	clientTLS, err := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.file,
+		ClientMode: config.ClientTLSVerifyFull, MinVersion: config.TLSVersion12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.file, CertFile: clientCert, KeyFile: clientKey}))
+	first.cancelFromClient(k)
+	if !waitReached(reached) {
+		t.Errorf("with PGSSLCERTMODE=disable in the environment the configured peering.tls.cert_file was not presented; log: %s", firstLog.String())
+	}
+}
+
+// TestPassingACancelOnOverTLS12: under TLS 1.2 a peer's close is read as a clean close
+// (close_notify, io.EOF); and a TLS 1.2 peer that requires a client certificate fails the
+// forward's handshake inside dialPeer, which under prefer must not send the key in plain then.
+func TestPassingACancelOnOverTLS12(t *testing.T) {
+	ca := newPeerTestCA(t)
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	certFile, keyFile := ca.issue(t, "owl-2", both, "127.0.0.1")
+	t.Run("success is success", func(t *testing.T) {
+		clientTLS, _ := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientMode: config.ClientTLSPrefer, MinVersion: config.TLSVersion12})
+		clientTLS.MaxVersion = tls.VersionTLS12
+		first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.file}))
+		first.cancelFromClient(k)
+		if !waitReached(reached) || !strings.Contains(firstLog.String(), "passed on to its instance") || strings.Contains(firstLog.String(), "could not") {
+			t.Errorf("log: %s", firstLog.String())
+		}
+	})
+	t.Run("client certificate required, prefer, none", func(t *testing.T) {
+		clientTLS, _ := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.file, ClientMode: config.ClientTLSVerifyCA, MinVersion: config.TLSVersion12})
+		clientTLS.MaxVersion = tls.VersionTLS12
+		first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLPrefer}))
+		first.cancelFromClient(k)
+		if waitReached(reached) {
+			t.Errorf("the peer refused the handshake (no client certificate) and the forward sent the key again in plain TCP, which the peer took; log: %s", firstLog.String())
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pgowl/pgowl/config"
+	"github.com/pgowl/pgowl/nodetls"
 )
 
 // Several pgowl instances behind one address (SO_REUSEPORT on one host, a
@@ -153,25 +154,25 @@ const peerTLSAnswerWait = 500 * time.Millisecond
 // before peering.tls reads the 16 bytes of a CancelRequest at once and never answers an
 // SSLRequest: under prefer (the default), a peer that has not answered within peerTLSAnswerWait
 // gets the cancel in plain TCP on a new connection, as libpq under prefer tries again without
-// TLS, so that cancels keep working through a rolling update.
+// TLS, so that cancels keep working through a rolling update. Nothing else falls back: a peer
+// that answered and then failed the TLS handshake gets no cancel in the clear.
 func (s *Server) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	if mode := s.peerTLS.SSLMode; mode != "" && mode != config.SSLPrefer {
-		return s.peerTLS.DialCancel(ctx, "tcp", addr, host)
+	settings := s.peerTLS
+	if settings.SSLMode != "" && settings.SSLMode != config.SSLPrefer {
+		return settings.DialCancel(ctx, "tcp", addr, host)
 	}
-	answerCtx, stopWaiting := context.WithTimeout(ctx, peerTLSAnswerWait)
-	c, err := s.peerTLS.DialCancel(answerCtx, "tcp", addr, host)
-	stopWaiting()
-	if err == nil || answerCtx.Err() == nil || ctx.Err() != nil {
+	settings.AnswerWait = peerTLSAnswerWait
+	c, err := settings.DialCancel(ctx, "tcp", addr, host)
+	if err == nil || !errors.Is(err, nodetls.ErrNoSSLAnswer) || ctx.Err() != nil {
 		return c, err
 	}
 	s.log.Info().Str("peer", addr).Msg("the peer did not answer SSLRequest (a version before peering.tls?): the cancel is passed on without TLS, as peering.tls.sslmode prefer allows")
-	plain := s.peerTLS
-	plain.SSLMode = config.SSLDisable
-	return plain.DialCancel(ctx, "tcp", addr, host)
+	settings.SSLMode = config.SSLDisable
+	return settings.DialCancel(ctx, "tcp", addr, host)
 }
 
 // ServePeers takes the cancels passed on by peers on ln until ctx ends.
