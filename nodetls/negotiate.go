@@ -79,8 +79,18 @@ func (s Settings) Apply(cfg *pgconn.Config) {
 // (or peer) answers N and TLS is not required.
 func (s Settings) negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.Config, required bool) (net.Conn, error) {
 	what, key := s.toward()
-	if deadline, ok := ctx.Deadline(); ok {
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
 		conn.SetDeadline(deadline)
+	}
+	// The answer's own bound, when it is tighter than the dial's: set before a cancel can set
+	// its past deadline (below), which must not be overwritten.
+	answerLimited := false
+	if s.AnswerWait > 0 {
+		if limit := time.Now().Add(s.AnswerWait); !hasDeadline || limit.Before(deadline) {
+			conn.SetReadDeadline(limit)
+			answerLimited = true
+		}
 	}
 	// A cancelled dial (pool.AbandonDials, for a node that stopped answering) must end the
 	// wait for the node's answer at once, not at the dial's deadline.
@@ -95,25 +105,18 @@ func (s Settings) negotiate(ctx context.Context, conn net.Conn, tlsConfig *tls.C
 		return nil, fmt.Errorf("send SSLRequest: %w", err)
 	}
 	var answer [1]byte
-	if s.AnswerWait > 0 {
-		limit := time.Now().Add(s.AnswerWait)
-		if deadline, ok := ctx.Deadline(); !ok || limit.Before(deadline) {
-			conn.SetReadDeadline(limit)
-		}
-	}
 	if _, err := conn.Read(answer[:]); err != nil {
 		var timeout net.Error
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-		case s.AnswerWait > 0 && errors.As(err, &timeout) && timeout.Timeout():
+		case answerLimited && errors.As(err, &timeout) && timeout.Timeout():
 			return nil, fmt.Errorf("%w within %s: %w", ErrNoSSLAnswer, s.AnswerWait, err)
 		}
 		return nil, fmt.Errorf("read the answer to SSLRequest: %w", err)
 	}
-	if s.AnswerWait > 0 {
-		deadline, _ := ctx.Deadline() // the zero time, none, without one
-		conn.SetReadDeadline(deadline)
+	if answerLimited {
+		conn.SetReadDeadline(deadline) // the dial's again (the zero time: none)
 	}
 	switch answer[0] {
 	case wire.SSLAccepted:

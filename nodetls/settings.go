@@ -22,8 +22,9 @@ type Settings struct {
 	// Toward names what the settings secure, and Key their configuration section, in the
 	// errors they cause: "" is "node" and "tls.nodes".
 	Toward, Key string
-	// AnswerWait, when set, bounds the wait for the answer to SSLRequest in DialCancel: past
-	// it, the dial fails with ErrNoSSLAnswer (a peer of a version that does not read one).
+	// AnswerWait, when set, bounds the wait for the answer to SSLRequest (DialCancel, Apply):
+	// past it, when it ends before the dial's own deadline, the dial fails with ErrNoSSLAnswer
+	// (a peer of a version that does not read one).
 	AnswerWait time.Duration
 }
 
@@ -74,12 +75,14 @@ type Param struct {
 }
 
 // Params returns the libpq keywords that apply the settings. The files are given even when unset
-// (empty), sslcertmode is allow (a client certificate is sent when the server asks for one), and
-// target_session_attrs is any: pgconn, as libpq, otherwise takes them from PG* environment
-// variables (PGSSLROOTCERT, PGSSLCERTMODE, PGTARGETSESSIONATTRS, ...) or from ~/.postgresql
-// (root.crt, postgresql.crt), and pgowl's connections to the nodes must depend on its
-// configuration alone (tls.nodes: system roots when ca_file is empty, no client certificate
-// without cert_file; every node reachable, whatever its role).
+// (empty), sslcertmode is allow (a client certificate is sent when the server asks for one),
+// sslnegotiation is postgres (an SSLRequest first), and target_session_attrs is any: pgconn, as
+// libpq, otherwise takes them from PG* environment variables (PGSSLROOTCERT, PGSSLCERTMODE,
+// PGSSLNEGOTIATION, PGTARGETSESSIONATTRS, ...) or from ~/.postgresql (root.crt,
+// postgresql.crt), and pgowl's connections to the nodes must depend on its configuration alone
+// (tls.nodes: system roots when ca_file is empty, no client certificate without cert_file; every
+// node reachable, whatever its role). PGSERVICE and PGSERVICEFILE still apply: pgconn has no
+// way to turn a service lookup off.
 func (s Settings) Params() []Param {
 	mode := s.SSLMode
 	if mode == "" {
@@ -87,7 +90,8 @@ func (s Settings) Params() []Param {
 	}
 	return []Param{{Key: "sslmode", Value: mode}, {Key: "sslrootcert", Value: s.CAFile, Explicit: true},
 		{Key: "sslcert", Value: s.CertFile, Explicit: true}, {Key: "sslkey", Value: s.KeyFile, Explicit: true},
-		{Key: "sslcertmode", Value: "allow"}, {Key: "target_session_attrs", Value: "any"}}
+		{Key: "sslcertmode", Value: "allow"}, {Key: "sslnegotiation", Value: "postgres"},
+		{Key: "target_session_attrs", Value: "any"}}
 }
 
 // ConnString renders params, then the settings' keywords, as a keyword/value connection string

@@ -406,3 +406,41 @@ func TestPassingACancelOnOverTLS12(t *testing.T) {
 		}
 	})
 }
+
+// TestAPeerDialEndedByItsOwnDeadlineIsNotTakenForASilentPeer: a dial whose own deadline (less
+// than peerTLSAnswerWait left) ends the wait for the answer is not a peer that left the
+// SSLRequest unanswered for 0.5s: no fallback, no such log.
+func TestAPeerDialEndedByItsOwnDeadlineIsNotTakenForASilentPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); c.SetDeadline(time.Now().Add(3 * time.Second)); io.Copy(io.Discard, c) }()
+		}
+	}()
+	log := &syncBuffer{}
+	s := &Server{instance: 1, log: zerolog.New(log), peerTLS: nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLPrefer})}
+	wrong := 0
+	for i := 0; i < 40; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		c, err := s.dialPeer(ctx, ln.Addr().String())
+		if c != nil {
+			t.Logf("plain connection opened after the deadline: %v", c.RemoteAddr())
+			c.Close()
+		} else if i < 3 {
+			t.Logf("err: %v", err)
+		}
+		cancel()
+	}
+	wrong = strings.Count(log.String(), "did not answer SSLRequest")
+	if wrong > 0 {
+		t.Errorf("%d of 40 dials ended by their own 30ms deadline were logged as a peer that did not answer within 0.5s and dialled again in plain TCP; log: %.400s", wrong, log.String())
+	}
+}
