@@ -153,21 +153,28 @@ func TestAPeerRequiringAClientCertificateGetsNoCancelWithoutOneAndItIsLogged(t *
 	}
 }
 
-// TestAPeerRequiringAClientCertificateGetsTheCancelWithOne: the same with peering.tls.cert_file: the cancel reaches the node.
+// TestAPeerRequiringAClientCertificateGetsTheCancelWithOne: the same with peering.tls.cert_file:
+// the cancel reaches the node, whatever pgowl's environment (PGSSLCERTMODE=disable, which
+// pgconn.ParseConfig reads, does not keep the certificate back).
 func TestAPeerRequiringAClientCertificateGetsTheCancelWithOne(t *testing.T) {
-	ca := newPeerTestCA(t)
-	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	certFile, keyFile := ca.issue(t, "owl-2", both, "127.0.0.1")
-	clientCert, clientKey := ca.issue(t, "owl-1", both)
-	clientTLS, err := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.file,
-		ClientMode: config.ClientTLSVerifyFull, MinVersion: config.TLSVersion12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.file, CertFile: clientCert, KeyFile: clientKey}))
-	first.cancelFromClient(k)
-	if !waitReached(reached) {
-		t.Fatalf("the cancel did not reach the node; log: %s", firstLog.String())
+	for _, certMode := range []string{"", "disable"} {
+		t.Run("PGSSLCERTMODE="+certMode, func(t *testing.T) {
+			t.Setenv("PGSSLCERTMODE", certMode)
+			ca := newPeerTestCA(t)
+			both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+			certFile, keyFile := ca.issue(t, "owl-2", both, "127.0.0.1")
+			clientCert, clientKey := ca.issue(t, "owl-1", both)
+			clientTLS, err := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.file,
+				ClientMode: config.ClientTLSVerifyFull, MinVersion: config.TLSVersion12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.file, CertFile: clientCert, KeyFile: clientKey}))
+			first.cancelFromClient(k)
+			if !waitReached(reached) {
+				t.Fatalf("the cancel did not reach the node with peering.tls.cert_file; log: %s", firstLog.String())
+			}
+		})
 	}
 }
 
@@ -356,27 +363,6 @@ func TestUnderPreferAPeerThatIsDownIsNotDialledAgain(t *testing.T) {
 	t.Logf("log: %s", log.String())
 	if strings.Contains(log.String(), "did not answer SSLRequest") {
 		t.Errorf("a refused connection (within ms) is logged as a peer that did not answer SSLRequest within 0.5s and dialled again in plain TCP")
-	}
-}
-
-// TestThePeersClientCertificateIsSentWhateverPGSSLCERTMODESays: peering.tls.cert_file is presented
-// to a peer that requires a client certificate, whatever pgowl's environment:
-// PGSSLCERTMODE=disable, which pgconn.ParseConfig reads, does not keep it back.
-func TestThePeersClientCertificateIsSentWhateverPGSSLCERTMODESays(t *testing.T) {
-	t.Setenv("PGSSLCERTMODE", "disable")
-	ca := newPeerTestCA(t)
-	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	certFile, keyFile := ca.issue(t, "owl-2", both, "127.0.0.1")
-	clientCert, clientKey := ca.issue(t, "owl-1", both)
-	clientTLS, err := ClientTLSConfig(config.TLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: ca.file,
-		ClientMode: config.ClientTLSVerifyFull, MinVersion: config.TLSVersion12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, firstLog, k, reached, _ := startPeerPair(t, clientTLS, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLVerifyFull, CAFile: ca.file, CertFile: clientCert, KeyFile: clientKey}))
-	first.cancelFromClient(k)
-	if !waitReached(reached) {
-		t.Errorf("with PGSSLCERTMODE=disable in the environment the configured peering.tls.cert_file was not presented; log: %s", firstLog.String())
 	}
 }
 
