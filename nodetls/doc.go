@@ -12,7 +12,10 @@
 //	verify-full  verify-ca, and the certificate names the host pgowl dials
 //
 // One Settings value, built from the tls.nodes section of the configuration,
-// is handed to each of them; none of them decides on TLS by itself.
+// is handed to each of them; none of them decides on TLS by itself. The
+// cancels pgowl passes on to other pgowl instances (peering) are secured the
+// same way, by a Settings value built from peering.tls (ForPeers), which names
+// the peer in its errors.
 //
 // pgconn builds the TLS configuration for the mode from the connection
 // string, but under prefer it answers a node that refuses TLS by dialling a
