@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -101,7 +102,8 @@ func startPeerPair(t *testing.T, clientTLS *tls.Config, sender nodetls.Settings)
 	cfg.TLS.Nodes.SSLMode = config.SSLDisable
 	k = cancelKey{pid: 2<<peerInstanceShift | 5, secret: 9}
 	secondLog = &syncBuffer{}
-	second := &Server{instance: 2, log: zerolog.New(secondLog), sessions: map[cancelKey]*session{}}
+	second := &Server{instance: 2, log: zerolog.New(secondLog), sessions: map[cancelKey]*session{},
+		loginLog: &loginLog{log: zerolog.New(secondLog)}}
 	second.settings.Store(&liveSettings{cfg: cfg, tls: clientTLS})
 	sess := &session{log: zerolog.Nop(), srv: second}
 	sess.running.Store(&runningStatement{node: "pg1", network: "tcp", address: node.Addr().String(), pid: 42, secret: []byte{1, 2, 3, 4}})
@@ -428,5 +430,55 @@ func TestAPeerDialEndedByItsOwnDeadlineIsNotTakenForASilentPeer(t *testing.T) {
 	wrong = strings.Count(log.String(), "did not answer SSLRequest")
 	if wrong > 0 {
 		t.Errorf("%d of 40 dials ended by their own 30ms deadline were logged as a peer that did not answer within 0.5s and dialled again in plain TCP; log: %.400s", wrong, log.String())
+	}
+}
+
+// TestThePeeringListenerServesABoundedNumberOfConnections: connections to peering.listen that
+// send nothing hold a goroutine each until cancelRequestTimeout. Past maxPeerConnections at
+// once, a new one is closed at once and the refusal logged; once the held ones are gone, a cancel
+// passed on by a peer is taken again.
+func TestThePeeringListenerServesABoundedNumberOfConnections(t *testing.T) {
+	first, firstLog, k, reached, secondLog := startPeerPair(t, nil, nodetls.ForPeers(config.PeerTLS{SSLMode: config.SSLDisable}))
+	addr := first.peers[2]
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxPeerConnections {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	closedAtOnce := 0
+	for range 10 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		var one [1]byte
+		if _, err := c.Read(one[:]); errors.Is(err, io.EOF) {
+			closedAtOnce++
+		}
+		c.Close()
+	}
+	if closedAtOnce != 10 {
+		t.Errorf("%d of 10 connections past the %d held were closed at once; want all", closedAtOnce, maxPeerConnections)
+	}
+	if !strings.Contains(secondLog.String(), "maxPeerConnections") {
+		t.Errorf("the refused connections were not logged: %s", secondLog.String())
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	time.Sleep(200 * time.Millisecond) // the listener sees the held ones close
+	first.cancelFromClient(k)
+	if !waitReached(reached) {
+		t.Errorf("a cancel passed on after the held connections closed did not reach the node; log: %s", firstLog.String())
 	}
 }

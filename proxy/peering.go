@@ -175,6 +175,13 @@ func (s *Server) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
 	return settings.DialCancel(ctx, "tcp", addr, host)
 }
 
+// maxPeerConnections bounds the connections the peering listener serves at once. Each holds a
+// goroutine, and may cost a TLS handshake, for up to cancelRequestTimeout before it has proved
+// anything: past the bound, a new one is closed at once and logged (rate-limited), so that a
+// flood on peering.listen costs what the client listener's refusals cost (maxCourteousRefusals).
+// Peers pass on one cancel per connection and close it as soon as it is taken.
+const maxPeerConnections = 256
+
 // ServePeers takes the cancels passed on by peers on ln until ctx ends.
 // It reads one CancelRequest per connection and handles it as this
 // instance's own; anything else closes the connection.
@@ -183,6 +190,7 @@ func (s *Server) ServePeers(ctx context.Context, ln net.Listener) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	serving := make(chan struct{}, maxPeerConnections)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -196,7 +204,17 @@ func (s *Server) ServePeers(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		go s.servePeer(conn)
+		select {
+		case serving <- struct{}{}:
+		default:
+			s.loginLog.note(loginRefused, clientAddr(conn), "peering listener: maxPeerConnections connections served at once")
+			conn.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-serving }()
+			s.servePeer(conn)
+		}()
 	}
 }
 
