@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -218,49 +217,25 @@ func (s *Server) ServePeers(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// servePeer reads one passed-on CancelRequest from conn and cancels. An
-// SSLRequest before it is answered as the client listener answers one.
+// servePeer reads one passed-on CancelRequest from conn and cancels. Its encryption requests
+// are answered as the client listener answers them (readPastNegotiation).
 func (s *Server) servePeer(conn net.Conn) {
-	defer func() { conn.Close() }() // the TLS connection, once there is one
+	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(cancelRequestTimeout))
+	answerOn, body, err := s.readPastNegotiation(conn)
+	if answerOn != conn {
+		defer answerOn.Close() // first: its close_notify tells the peer the request was taken
+	}
 	remote := conn.RemoteAddr().String()
-	var head [8]byte
-	if _, err := io.ReadFull(conn, head[:]); err != nil {
-		s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
+	if err != nil {
+		s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: no cancel request read")
 		return
 	}
-	if binary.BigEndian.Uint32(head[0:]) == 8 && binary.BigEndian.Uint32(head[4:]) == codeSSLRequest {
-		tlsConfig := s.live().tls
-		if tlsConfig == nil {
-			if _, err := conn.Write([]byte{'N'}); err != nil {
-				return
-			}
-		} else {
-			if _, err := conn.Write([]byte{'S'}); err != nil {
-				return
-			}
-			secured := tls.Server(conn, tlsConfig)
-			if err := secured.Handshake(); err != nil {
-				s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: TLS handshake failed")
-				return
-			}
-			conn = secured
-		}
-		if _, err := io.ReadFull(conn, head[:]); err != nil {
-			s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
-			return
-		}
-	}
-	if binary.BigEndian.Uint32(head[0:]) != 16 || binary.BigEndian.Uint32(head[4:]) != codeCancelRequest {
+	k, ok := cancelRequestKey(body)
+	if !ok {
 		s.log.Warn().Str("remote", remote).Msg("peering listener: not a cancel request; closing")
 		return
 	}
-	var key [8]byte
-	if _, err := io.ReadFull(conn, key[:]); err != nil {
-		s.log.Info().Err(err).Str("remote", remote).Msg("peering listener: incomplete cancel request")
-		return
-	}
-	k := cancelKey{pid: binary.BigEndian.Uint32(key[0:]), secret: binary.BigEndian.Uint32(key[4:])}
 	if owner := peerInstanceOf(k); owner != s.instance {
 		s.log.Warn().Int("instance", owner).Msg("peering listener: a peer passed on a cancel of another instance; dropped")
 		return

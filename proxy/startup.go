@@ -182,8 +182,8 @@ func (s *Server) cancelOrRefuse(conn net.Conn, refusal error) (cancelled bool) {
 	return false
 }
 
-// readPastNegotiation reads a connection pgowl refuses (a limit, the drain) up to the packet
-// after its encryption requests, as startup does: an SSLRequest gets TLS when it is configured
+// readPastNegotiation reads a connection pgowl refuses (a limit, the drain), or one to the
+// peering listener (servePeer), up to the packet after its encryption requests, as startup does: an SSLRequest gets TLS when it is configured
 // (and N when not), a GSSENCRequest gets N. A client that sends its cancel over TLS, as pgx and
 // libpq 17 do when their connection used TLS, is then read too. It returns the connection to
 // answer on (the TLS one after a handshake, else conn) and that packet. conn's deadline bounds it.
