@@ -119,13 +119,8 @@ func (s *Server) forwardCancel(addr string, k cancelKey) error {
 		return err
 	}
 	defer c.Close()
-	var pkt [16]byte
-	binary.BigEndian.PutUint32(pkt[0:], 16)
-	binary.BigEndian.PutUint32(pkt[4:], codeCancelRequest)
-	binary.BigEndian.PutUint32(pkt[8:], k.pid)
-	binary.BigEndian.PutUint32(pkt[12:], k.secret)
 	c.SetDeadline(time.Now().Add(cancelRequestTimeout))
-	if _, err := c.Write(pkt[:]); err != nil {
+	if _, err := c.Write(cancelRequestPacket(k.pid, binary.BigEndian.AppendUint32(nil, k.secret))); err != nil {
 		return err
 	}
 	var one [1]byte

@@ -378,13 +378,8 @@ func (sess *session) sendCancel(run *runningStatement) (sent bool) {
 		return
 	}
 	defer c.Close()
-	pkt := make([]byte, 0, 16+len(run.secret))
-	pkt = binary.BigEndian.AppendUint32(pkt, uint32(12+len(run.secret)))
-	pkt = binary.BigEndian.AppendUint32(pkt, 80877102)
-	pkt = binary.BigEndian.AppendUint32(pkt, run.pid)
-	pkt = append(pkt, run.secret...)
 	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write(pkt); err != nil {
+	if _, err := c.Write(cancelRequestPacket(run.pid, run.secret)); err != nil {
 		sess.log.Warn().Err(err).Str("node", run.node).Msg("could not pass on cancel request")
 		return
 	}

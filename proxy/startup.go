@@ -230,6 +230,16 @@ func cancelRequestKey(body []byte) (cancelKey, bool) {
 	return cancelKey{pid: binary.BigEndian.Uint32(body[4:]), secret: binary.BigEndian.Uint32(body[8:])}, true
 }
 
+// cancelRequestPacket is the CancelRequest for the backend pid with secret (4 bytes in protocol
+// 3.0, longer in 3.2), as a client sends it.
+func cancelRequestPacket(pid uint32, secret []byte) []byte {
+	pkt := make([]byte, 0, 12+len(secret))
+	pkt = binary.BigEndian.AppendUint32(pkt, uint32(12+len(secret)))
+	pkt = binary.BigEndian.AppendUint32(pkt, codeCancelRequest)
+	pkt = binary.BigEndian.AppendUint32(pkt, pid)
+	return append(pkt, secret...)
+}
+
 // tooManyClientsError is the 53300 a client gets when a connection limit refuses it.
 func tooManyClientsError(refusal loginRefusal, limits config.Limits) *clientError {
 	var value int
