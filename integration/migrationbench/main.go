@@ -118,6 +118,9 @@ type options struct {
 	// baselineBinary is a pgowl binary built at another commit, run as a process of its own as
 	// a further target ("" for none).
 	baselineBinary string
+	// settle waits before each run until pgowl has taken in what the benchmark changed past it
+	// between runs (settle.go).
+	settle bool
 	// nodeCPUs is -node-cpus: the CPUs the node's processes are pinned to, this process and
 	// the proxies it starts to the rest ("" leaves every process where the kernel puts it).
 	nodeCPUs string
@@ -167,6 +170,7 @@ func main() {
 	flag.BoolVar(&o.standby, "standby", false, "put a streaming standby behind pgowl beside the primary, as deployed (direct still runs on the primary): a use's verdict then picks its node, so it waits for its session's change to be taken in before it is routed")
 	flag.BoolVar(&o.nodeSocket, "node-socket", false, "have pgowl, the baseline binary and PgBouncer reach the node through its Unix socket (node host: the socket's directory), as a proxy beside its database can; the clients, direct ones included, and -byte-relay stay on TCP")
 	flag.StringVar(&o.nodeCPUs, "node-cpus", "", "pin the node's processes to these CPUs (a list as taskset -c takes: 1, 2-3) and this process, the clients and pgowl in it, and the proxies it starts to the others, as a database server has CPUs of its own; by default the kernel places every process, and on a machine of few CPUs it often packs the proxy's work beside the node's backend")
+	flag.BoolVar(&o.settle, "settle", true, "before each run, wait a change-poll interval and then until no other session is at work on the node, so that pgowl's background reads of what the benchmark changed past it between runs (schemas dropped and made, a direct run's objects) do not fall into the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (pgowl and the clients) to this file")
 	memProfile := flag.String("memprofile", "", "write a profile of what this process (pgowl and the clients) allocated, at the end, to this file (go tool pprof -sample_index=alloc_space)")
 	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select) to this file")
@@ -385,6 +389,13 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 	steps := script(o.functions, "")
 	floor := floorScript(floorRepeat * statementsRun(steps, o.changesOnly))
 	results := map[string][]timing{} // protocol/target -> runs
+	var settling *settler
+	if o.settle {
+		if settling, err = newSettler(startCtx, primary); err != nil {
+			return nil, err
+		}
+		defer settling.close()
+	}
 	began, loadBefore := time.Now(), loadAverage()
 	run := 0
 	for round := 1; round <= o.rounds; round++ {
@@ -397,6 +408,11 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 				schema := fmt.Sprintf("mig_%s_%s_%d", proto.name, target, round)
 				if err := primary.Exec(ctx, fmt.Sprintf("CREATE SCHEMA %s AUTHORIZATION %s", schema, benchUser)); err != nil {
 					return nil, err
+				}
+				if settling != nil {
+					if err := settling.settle(ctx); err != nil {
+						return nil, err
+					}
 				}
 				// PgBouncer does not pass search_path on from the startup packet: it is SET.
 				setPath := target == targetPgBouncer
@@ -438,6 +454,7 @@ func run(ctx context.Context, o options) (map[string]float64, error) {
 		texts = "with `-repeat-texts`: every run sends the same texts, so pgowl's caches by text (verdicts, bodies parsed) serve every run after the first, as for a migration applied to many databases alike"
 	}
 	fmt.Fprintf(&report, " Every target runs it %d time(s) per protocol, interleaved, each time in a new schema, over one connection; %s. The table gives the medians. pgowl runs %s, %s, with its default configuration %s. %s \"changes + uses\" splits the time between the statements that change the catalogue and those that use a change.\n\n", o.rounds, texts, behind(o.standby), where, o.pgowlLog().describe(), split.describe())
+	report.WriteString(settling.describe() + "\n\n")
 	fmt.Fprintf(&report, "\"Each round\" divides each round's pgowl run by the same round's direct run: the spread of those ratios is what one run's ratio can be on this machine, and the last column counts the rounds within %.2f×, the bound pgowl is held to (issue 17; `-max-ratio`'s default).\n\n", targetRatio)
 	report.WriteString("| protocol | direct | pgowl | pgowl / direct | direct: changes + uses | pgowl: changes + uses | each round: lowest, median, highest | rounds within the bound |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, proto := range protocols {
