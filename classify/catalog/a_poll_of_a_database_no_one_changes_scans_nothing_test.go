@@ -65,8 +65,8 @@ func TestAPollOfADatabaseNoOneChangesScansNothing(t *testing.T) {
 		return ""
 	}
 
-	// Quiet: twenty polls or so, of which at most the first two may scan (the whole read's,
-	// and one whose snapshot was read before the read's own transaction had ended).
+	// Quiet: twenty polls or so, of which at most one may scan (one that began before the load's
+	// last transaction ended).
 	time.Sleep(100 * time.Millisecond)
 	before := counted.scans.Load()
 	time.Sleep(20 * poll)
