@@ -56,14 +56,7 @@ func TestAPollOfADatabaseNoOneChangesScansNothing(t *testing.T) {
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	source := func(name string) string {
-		for _, f := range m.Loaded("app").Data().Functions {
-			if f.Name == name {
-				return f.Source
-			}
-		}
-		return ""
-	}
+	source := func(name string) string { return heldSource(m, "app", name) }
 
 	// Quiet: twenty polls or so, of which at most one may scan (one that began before the load's
 	// last transaction ended).

@@ -187,14 +187,7 @@ func TestAnotherPrimaryAtTheSameAddressWhoseSnapshotReadsAsTheOldOnesIsReadWhole
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	source := func(name string) string {
-		for _, f := range m.Loaded("app").Data().Functions {
-			if f.Name == name {
-				return f.Source
-			}
-		}
-		return ""
-	}
+	source := func(name string) string { return heldSource(m, "app", name) }
 	if !strings.Contains(source("reader"), "1") {
 		t.Fatalf("reader() read from the old primary as %q", source("reader"))
 	}

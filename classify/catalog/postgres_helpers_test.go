@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/internal/cluster"
 )
 
@@ -60,4 +61,15 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, context func() 
 			t.Fatalf("not within %s (%s): %s", timeout, context(), what)
 		}
 	}
+}
+
+// heldSource is the body of the function name in the catalogue m holds of database ("" when it
+// holds none of that name).
+func heldSource(m *catalog.Manager, database, name string) string {
+	for _, f := range m.Loaded(database).Data().Functions {
+		if f.Name == name {
+			return f.Source
+		}
+	}
+	return ""
 }
