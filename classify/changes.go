@@ -25,6 +25,10 @@ type CatalogueChanges struct {
 	Types []string `json:"types,omitempty"`
 	// Everything is set when the whole catalogue must be read again.
 	Everything bool `json:"everything,omitempty"`
+	// Schemas are names of schemas made empty (CREATE SCHEMA without elements): the list of
+	// schemas, where an unqualified CREATE goes, is read again, and no name resolves otherwise.
+	// A schema renamed, dropped or granted is a change of Everything.
+	Schemas []string `json:"schemas,omitempty"`
 	// Definitions is set when a statement changes more than tables and sequences (created,
 	// dropped): a function, view, type, domain, policy, ... whose definition a verdict reads.
 	Definitions bool `json:"-"`
@@ -41,6 +45,7 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 	}
 	c.Created = nil
 	c.Definitions = c.Definitions || other.Definitions
+	c.Schemas = addNames(c.Schemas, other.Schemas)
 	if other.Everything {
 		*c = CatalogueChanges{Everything: true, Definitions: true}
 		return
@@ -48,7 +53,7 @@ func (c *CatalogueChanges) Merge(other *CatalogueChanges) {
 	c.Functions = addNames(c.Functions, other.Functions)
 	c.Relations = addNames(c.Relations, other.Relations)
 	c.Types = addNames(c.Types, other.Types)
-	if len(c.Functions)+len(c.Relations)+len(c.Types) > maxChangedNames {
+	if len(c.Functions)+len(c.Relations)+len(c.Types)+len(c.Schemas) > maxChangedNames {
 		*c = CatalogueChanges{Everything: true, Definitions: true}
 	}
 }
@@ -72,12 +77,12 @@ func (c *CatalogueChanges) Within(of *CatalogueChanges) bool {
 		}
 		return true
 	}
-	return subset(c.Functions, of.Functions) && subset(c.Relations, of.Relations) && subset(c.Types, of.Types)
+	return subset(c.Schemas, of.Schemas) && subset(c.Functions, of.Functions) && subset(c.Relations, of.Relations) && subset(c.Types, of.Types)
 }
 
 // Empty reports whether c names no change.
 func (c *CatalogueChanges) Empty() bool {
-	return c == nil || (!c.Everything && len(c.Functions)+len(c.Relations)+len(c.Types) == 0)
+	return c == nil || (!c.Everything && len(c.Functions)+len(c.Relations)+len(c.Types)+len(c.Schemas) == 0)
 }
 
 // addNames appends to list the names of more it does not hold yet.
@@ -92,6 +97,21 @@ func addNames(list, more []string) []string {
 
 // everything is the change of a statement whose reach the parse tree does not bound.
 func everything() *CatalogueChanges { return &CatalogueChanges{Everything: true} }
+
+// schemaMade is the change of a CREATE SCHEMA: the schema's name when it is made empty and its
+// name is spelled out (CREATE SCHEMA AUTHORIZATION role names it after the role); a change of
+// everything when it makes objects as well, which it does not name here, or its name is the
+// current or session user's.
+func schemaMade(stmt *pg_query.CreateSchemaStmt) *CatalogueChanges {
+	name := stmt.GetSchemaname()
+	if role := stmt.GetAuthrole(); name == "" && role.GetRoletype() == pg_query.RoleSpecType_ROLESPEC_CSTRING {
+		name = role.GetRolename()
+	}
+	if name == "" || len(stmt.GetSchemaElts()) > 0 {
+		return everything()
+	}
+	return &CatalogueChanges{Schemas: []string{name}}
+}
 
 // functionNamed is the change of the functions called name.
 func functionNamed(name string) *CatalogueChanges {
@@ -225,10 +245,12 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 			}
 			return relationsNamed(names...)
 		}
+	case *pg_query.Node_CreateSchemaStmt:
+		return schemaMade(stmt.CreateSchemaStmt)
 	case *pg_query.Node_RenameStmt, *pg_query.Node_AlterObjectSchemaStmt,
 		*pg_query.Node_CreateExtensionStmt, *pg_query.Node_AlterExtensionStmt, *pg_query.Node_AlterExtensionContentsStmt,
 		*pg_query.Node_RuleStmt, *pg_query.Node_AlterRoleSetStmt, *pg_query.Node_AlterDatabaseSetStmt,
-		*pg_query.Node_CreateSchemaStmt, *pg_query.Node_DropOwnedStmt,
+		*pg_query.Node_DropOwnedStmt,
 		*pg_query.Node_CreateCastStmt, *pg_query.Node_AlterOperatorStmt, *pg_query.Node_CreateRangeStmt,
 		// A DO block is how migrations often run DDL; what it runs is not analysed.
 		*pg_query.Node_DoStmt:

@@ -51,7 +51,11 @@ func TestCatalogueChangesNameWhatChanged(t *testing.T) {
 		{"CREATE OPERATOR ### (function = f, leftarg = int, rightarg = int)", &CatalogueChanges{Everything: true}},
 		{"CREATE CAST (int AS t) WITH FUNCTION f(int)", &CatalogueChanges{Everything: true}},
 		{"DO $$ BEGIN END $$", &CatalogueChanges{Everything: true}},
-		{"CREATE SCHEMA s", &CatalogueChanges{Everything: true}},
+		{"CREATE SCHEMA s", &CatalogueChanges{Schemas: []string{"s"}}},
+		{"CREATE SCHEMA IF NOT EXISTS \"Mixed\" AUTHORIZATION joe", &CatalogueChanges{Schemas: []string{"Mixed"}}},
+		{"CREATE SCHEMA AUTHORIZATION joe", &CatalogueChanges{Schemas: []string{"joe"}}},
+		{"CREATE SCHEMA AUTHORIZATION CURRENT_USER", &CatalogueChanges{Everything: true}},
+		{"CREATE SCHEMA s CREATE VIEW v AS SELECT 1", &CatalogueChanges{Everything: true}},
 		{"INSERT INTO t VALUES (1)", nil},
 	} {
 		tree, err := pg_query.Parse(tc.sql)

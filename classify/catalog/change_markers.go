@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -104,8 +105,10 @@ type markedRow struct {
 // leaves the relation's entry on the safe side until the next whole read), 't' types, '*' what only
 // a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
 // inheritance and partitions); a comment on a function written since is its function's 'f' row.
-// A schema made, renamed, dropped or granted (pg_namespace, temporary ones left out) is '*' too:
-// the catalogue's schemas, the path a name resolves along, and every name in a renamed schema.
+// A schema made, renamed, dropped or granted (pg_namespace, temporary ones left out) is 'm', with
+// its name: schemas only made, new names that the count of schemas grew by, change the list of
+// schemas alone (where an unqualified CREATE goes: classify.CatalogueChanges.Schemas); any other
+// is a change of everything (the path a name resolves along, every name in a renamed schema).
 // Its last rows are its own snapshot's xmin (part 's', in name), the snapshot itself with the
 // server's start time (part 'S', currentSnapshot, in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
@@ -160,7 +163,7 @@ SELECT '*', '', k.oid::bigint, k.xmin::text::bigint FROM pg_catalog.pg_cast k, s
 UNION ALL
 SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s WHERE pg_catalog.age(d.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
-SELECT '*', '', n.oid::bigint, n.xmin::text::bigint FROM pg_catalog.pg_namespace n, s
+SELECT 'm', n.nspname::text, n.oid::bigint, n.xmin::text::bigint FROM pg_catalog.pg_namespace n, s
  WHERE n.oid NOT IN (SELECT oid FROM ns) AND pg_catalog.age(n.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
 UNION ALL
 SELECT 's', (pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text, 0, 0
@@ -248,6 +251,8 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 			found.Relations = append(found.Relations, name)
 		case "t":
 			found.Types = append(found.Types, name)
+		case "m":
+			found.Schemas = append(found.Schemas, name)
 		default:
 			found.Everything = true
 		}
@@ -267,6 +272,28 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 // one was dropped (see above).
 func dropped(since, next changeMarkers, catalogue byte) bool {
 	return since.known && next.counts[catalogue] < since.counts[catalogue]
+}
+
+// madeSchemasOnly reports whether the schema rows a poll selected (written, the names of those
+// next selected and since did not) are schemas made and nothing else: none is a schema held (of
+// held's schemas, nil for none) unless a session of this pgowl told of making it (told), and the
+// count of schemas grew by as many. A rename or grant writes a row of a schema held, or of one
+// made since the catalogue last read its schemas, which then outnumbers the growth; so does a
+// drop beside a creation.
+func madeSchemasOnly(since, next changeMarkers, written []string, held *classify.Catalogue, told *toldNames) bool {
+	if !since.known || len(written) == 0 || next.counts['m']-since.counts['m'] != int64(len(written)) {
+		return false
+	}
+	var schemas []string
+	if held != nil {
+		schemas = held.Data().Schemas
+	}
+	for _, name := range written {
+		if slices.Contains(schemas, name) && !told.has('m', name) {
+			return false
+		}
+	}
+	return true
 }
 
 // renamedDefiner reports whether the names of the roles that own SECURITY DEFINER functions
@@ -305,7 +332,7 @@ func (t *toldNames) note(changes *classify.CatalogueChanges) {
 	for _, l := range [...]struct {
 		part  byte
 		names []string
-	}{{'f', changes.Functions}, {'r', changes.Relations}, {'t', changes.Types}} {
+	}{{'f', changes.Functions}, {'r', changes.Relations}, {'t', changes.Types}, {'m', changes.Schemas}} {
 		for _, name := range l.names {
 			t.now[toldName{l.part, name}] = struct{}{}
 		}
@@ -326,8 +353,15 @@ func (t *toldNames) untold(found classify.CatalogueChanges) classify.CatalogueCh
 		}
 		return out
 	}
-	return classify.CatalogueChanges{Everything: found.Everything,
+	return classify.CatalogueChanges{Everything: found.Everything, Schemas: keep('m', found.Schemas),
 		Functions: keep('f', found.Functions), Relations: keep('r', found.Relations), Types: keep('t', found.Types)}
+}
+
+// has reports whether the name of that part was told of in the last two intervals.
+func (t *toldNames) has(part byte, name string) bool {
+	_, now := t.now[toldName{part, name}]
+	_, before := t.before[toldName{part, name}]
+	return now || before
 }
 
 // anyFunction reports whether a function was told of in the last two intervals.
@@ -527,9 +561,12 @@ func (m *Manager) pollChanges(db *database) {
 		// A session's drop of a function is told with its names, and read by them.
 		found.Everything = true
 	}
+	if len(found.Schemas) > 0 && !madeSchemasOnly(since, next, found.Schemas, db.cat.Load(), &db.told) {
+		found.Everything = true
+	}
 	found = db.told.untold(found)
 	db.told.rotate()
-	if len(found.Functions)+len(found.Relations)+len(found.Types) > maxChangedNamesRead {
+	if len(found.Functions)+len(found.Relations)+len(found.Types)+len(found.Schemas) > maxChangedNamesRead {
 		// Past the bound of a read by name, the whole catalogue is read.
 		found = classify.CatalogueChanges{Everything: true}
 	}
@@ -540,7 +577,7 @@ func (m *Manager) pollChanges(db *database) {
 	}
 	db.markers = next
 	m.opts.Logger.Debug().Str("database", db.name).Strs("functions", found.Functions).Strs("relations", found.Relations).
-		Strs("types", found.Types).Bool("everything", found.Everything).Msg("catalogue rows written past pgowl; reading them")
+		Strs("types", found.Types).Strs("schemas", found.Schemas).Bool("everything", found.Everything).Msg("catalogue rows written past pgowl; reading them")
 	if db.pending.Empty() {
 		db.pending = found
 	} else {

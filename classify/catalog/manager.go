@@ -619,6 +619,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 				var among []string // a read of names compares those; a whole read, everything
 				if !whole {
 					among = slices.Concat(pending.Functions, pending.Relations, pending.Types)
+					if among == nil {
+						among = []string{} // the schemas alone were read: no definition to compare
+					}
 				}
 				if names, all := classify.ChangedDefinitions(old, cat, among); all || len(names) > 0 {
 					m.opts.Found(db.name, &classify.CatalogueChanges{Functions: names, Everything: all, Definitions: true})
@@ -630,7 +633,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 				event = m.opts.Logger.Debug()
 			}
 			event.Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
-				Bool("whole", whole).Strs("functions", pending.Functions).Strs("relations", pending.Relations).Strs("types", pending.Types).Dur("took", time.Since(started)).Msg("function catalogue read")
+				Bool("whole", whole).Strs("functions", pending.Functions).Strs("relations", pending.Relations).Strs("types", pending.Types).Strs("schemas", pending.Schemas).Dur("took", time.Since(started)).Msg("function catalogue read")
 			for _, warning := range cat.Warnings() {
 				if old == nil || !slices.Contains(old.Warnings(), warning) {
 					m.opts.Logger.Warn().Str("database", db.name).Msg(warning)
@@ -674,7 +677,7 @@ func (db *database) confirmWith(changes *classify.CatalogueChanges, limit int) (
 	// worth of names into a change of everything.
 	merged := classify.CatalogueChanges{Functions: addMissing(slices.Clone(changes.Functions), db.unconfirmed.Functions),
 		Relations: addMissing(slices.Clone(changes.Relations), db.unconfirmed.Relations),
-		Types:     addMissing(slices.Clone(changes.Types), db.unconfirmed.Types)}
+		Types:     addMissing(slices.Clone(changes.Types), db.unconfirmed.Types), Schemas: slices.Clone(changes.Schemas)}
 	if len(merged.Functions)+len(merged.Relations)+len(merged.Types) > limit {
 		if limit < maxChangedNamesRead {
 			return false

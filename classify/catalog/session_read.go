@@ -60,10 +60,11 @@ type SessionRead struct {
 
 // PrepareSessionRead returns the read of what changes names, to be sent on the session's own
 // connection right behind the statement that makes them, or nil when that cannot serve: no
-// catalogue is held yet, the change is not named in full or names too much, or configured
+// catalogue is held yet, the change is not named in full or names too much, it makes a schema
+// (the list of schemas is the Manager's read's, see refreshNames), or configured
 // assertions must be resolved again (the Manager's own read does that).
 func (m *Manager) PrepareSessionRead(database string, changes *classify.CatalogueChanges) *SessionRead {
-	if changes == nil || changes.Empty() || changes.Everything ||
+	if changes == nil || changes.Empty() || changes.Everything || len(changes.Schemas) > 0 ||
 		len(changes.Functions)+len(changes.Relations)+len(changes.Types) > maxSessionReadNames ||
 		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
 		return nil
