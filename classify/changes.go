@@ -100,8 +100,8 @@ func everything() *CatalogueChanges { return &CatalogueChanges{Everything: true}
 
 // schemaMade is the change of a CREATE SCHEMA: the schema's name when it is made empty and its
 // name is spelled out (CREATE SCHEMA AUTHORIZATION role names it after the role); a change of
-// everything when it makes objects as well, which it does not name here, or its name is the
-// current or session user's.
+// everything when it makes objects as well, which it does not name here, or it is named after a
+// role written CURRENT_USER, SESSION_USER or CURRENT_ROLE.
 func schemaMade(stmt *pg_query.CreateSchemaStmt) *CatalogueChanges {
 	name := stmt.GetSchemaname()
 	if role := stmt.GetAuthrole(); name == "" && role.GetRoletype() == pg_query.RoleSpecType_ROLESPEC_CSTRING {

@@ -19,7 +19,8 @@ import (
 // polls and taken into the list of schemas (where an unqualified CREATE goes) by a read of that
 // list, not of the whole catalogue; so is one a session tells of, which the polls then do not
 // read again. A schema renamed, or granted, past pgowl is still a change of everything: every
-// name in a renamed schema moved, and a grant changes the path a name resolves along.
+// name in a renamed schema moved, and a grant writes the row of a schema already known, which
+// the polls cannot tell from a rename.
 func TestASchemaMadeIsTakenInWithoutAWholeRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,11 @@ type changeMarkers struct {
 	// pgowl:writes directives count), the constraints of domains (pg_constraint), pg_inherits
 	// and pg_namespace, by the letter changeMarkersQuery names them with.
 	counts map[byte]int64
+	// schemasHeld are schemas that existed at the scan that made these markers: the
+	// catalogue's as held before a poll's scan, every schema as a first poll selected them; nil
+	// when not known. schemasSelected are the names of the schema rows the scan selected, which
+	// existed then under those names too. See madeSchemasOnly.
+	schemasHeld, schemasSelected []string
 	// snapshot is currentSnapshot as the scan that made these markers read it: while the
 	// primary's reads the same, no transaction has ended since that scan (see above).
 	snapshot string
@@ -106,9 +112,11 @@ type markedRow struct {
 // a whole read reads (other rules, operators, casts, search_path defaults, domain constraints,
 // inheritance and partitions); a comment on a function written since is its function's 'f' row.
 // A schema made, renamed, dropped or granted (pg_namespace, temporary ones left out) is 'm', with
-// its name: schemas only made, new names that the count of schemas grew by, change the list of
-// schemas alone (where an unqualified CREATE goes: classify.CatalogueChanges.Schemas); any other
-// is a change of everything (the path a name resolves along, every name in a renamed schema).
+// its name: schemas only made (madeSchemasOnly) change the list of schemas alone, where an
+// unqualified CREATE goes (classify.CatalogueChanges.Schemas); any other row is a change of
+// everything (the path a name resolves along, every name in a renamed schema).
+// A first poll (no since) also selects every schema's name (part 'M'): the schemas as of its own
+// snapshot, which the next poll compares with (madeSchemasOnly).
 // Its last rows are its own snapshot's xmin (part 's', in name), the snapshot itself with the
 // server's start time (part 'S', currentSnapshot, in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
@@ -165,6 +173,8 @@ SELECT '*', '', 0, d.xmin::text::bigint FROM pg_catalog.pg_db_role_setting d, s 
 UNION ALL
 SELECT 'm', n.nspname::text, n.oid::bigint, n.xmin::text::bigint FROM pg_catalog.pg_namespace n, s
  WHERE n.oid NOT IN (SELECT oid FROM ns) AND pg_catalog.age(n.xmin) BETWEEN 0 AND pg_catalog.age(s.since)
+UNION ALL
+SELECT 'M', n.nspname::text, n.oid::bigint, 0 FROM pg_catalog.pg_namespace n WHERE $1::text IS NULL AND n.oid NOT IN (SELECT oid FROM ns)
 UNION ALL
 SELECT 's', (pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::bigint % 4294967296)::text, 0, 0
 UNION ALL
@@ -233,11 +243,17 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		case "S":
 			next.snapshot = name
 			return nil
+		case "M":
+			next.schemasHeld = append(next.schemasHeld, name)
+			return nil
 		case "n":
 			if name != "" {
 				next.counts[name[0]] = oid
 			}
 			return nil
+		}
+		if part == "m" {
+			next.schemasSelected = append(next.schemasSelected, name)
 		}
 		row := markedRow{part: part[0], oid: uint32(oid), xmin: uint32(xmin)}
 		next.selected[row] = struct{}{}
@@ -274,26 +290,42 @@ func dropped(since, next changeMarkers, catalogue byte) bool {
 	return since.known && next.counts[catalogue] < since.counts[catalogue]
 }
 
-// madeSchemasOnly reports whether the schema rows a poll selected (written, the names of those
-// next selected and since did not) are schemas made and nothing else: none is a schema held (of
-// held's schemas, nil for none) unless a session of this pgowl told of making it (told), and the
-// count of schemas grew by as many. A rename or grant writes a row of a schema held, or of one
-// made since the catalogue last read its schemas, which then outnumbers the growth; so does a
-// drop beside a creation.
-func madeSchemasOnly(since, next changeMarkers, written []string, held *classify.Catalogue, told *toldNames) bool {
-	if !since.known || len(written) == 0 || next.counts['m']-since.counts['m'] != int64(len(written)) {
+// madeSchemasOnly reports whether the schema rows a poll selected (written: the names of those
+// next selected and since did not) are schemas made and nothing else, so that reading the list of
+// schemas takes them in. Known are the schemas since's scan knew existed (schemasHeld and
+// schemasSelected). The count of schemas grew by as many as the rows; none of them is a known
+// schema (a rename or grant of one writes its row); and every schema the catalogue holds now
+// (held, nil for none) is known or among the rows (one taken in since then, made through a
+// session of this pgowl, and renamed or dropped past it before this scan, leaves its objects
+// under a name that is gone). Temporary and TOAST schemas are not polled (unpolledSchema), nor
+// resolved along by a catalogue read: they are left out.
+func madeSchemasOnly(since, next changeMarkers, written []string, held *classify.Catalogue) bool {
+	if !since.known || since.schemasHeld == nil || len(written) == 0 ||
+		next.counts['m']-since.counts['m'] != int64(len(written)) {
 		return false
 	}
-	var schemas []string
-	if held != nil {
-		schemas = held.Data().Schemas
+	known := func(name string) bool {
+		return slices.Contains(since.schemasHeld, name) || slices.Contains(since.schemasSelected, name)
 	}
 	for _, name := range written {
-		if slices.Contains(schemas, name) && !told.has('m', name) {
+		if known(name) {
 			return false
 		}
 	}
+	if held != nil {
+		for _, name := range held.Data().Schemas {
+			if !unpolledSchema(name) && !known(name) && !slices.Contains(written, name) {
+				return false
+			}
+		}
+	}
 	return true
+}
+
+// unpolledSchema reports whether the polls leave name out, as changeMarkersQuery's ns does: a
+// session's temporary schema, and the TOAST schemas.
+func unpolledSchema(name string) bool {
+	return strings.HasPrefix(name, "pg_temp_") || strings.HasPrefix(name, "pg_toast")
 }
 
 // renamedDefiner reports whether the names of the roles that own SECURITY DEFINER functions
@@ -355,13 +387,6 @@ func (t *toldNames) untold(found classify.CatalogueChanges) classify.CatalogueCh
 	}
 	return classify.CatalogueChanges{Everything: found.Everything, Schemas: keep('m', found.Schemas),
 		Functions: keep('f', found.Functions), Relations: keep('r', found.Relations), Types: keep('t', found.Types)}
-}
-
-// has reports whether the name of that part was told of in the last two intervals.
-func (t *toldNames) has(part byte, name string) bool {
-	_, now := t.now[toldName{part, name}]
-	_, before := t.before[toldName{part, name}]
-	return now || before
 }
 
 // anyFunction reports whether a function was told of in the last two intervals.
@@ -492,6 +517,12 @@ func (m *Manager) pollChanges(db *database) {
 		return
 	}
 	conn, node, since, epoch := db.pollConn, db.pollConnNode, db.markers, db.markersEpoch
+	// The schemas held now, all committed before the scan below: what the next poll compares the
+	// schema rows it selects with (madeSchemasOnly). None held: not known.
+	var heldSchemas []string
+	if cat := db.cat.Load(); cat != nil {
+		heldSchemas = cat.Data().Schemas
+	}
 	db.pollConn, db.pollConnNode, db.polling = nil, "", true // the poll's own while it runs
 	db.mu.Unlock()
 
@@ -561,7 +592,10 @@ func (m *Manager) pollChanges(db *database) {
 		// A session's drop of a function is told with its names, and read by them.
 		found.Everything = true
 	}
-	if len(found.Schemas) > 0 && !madeSchemasOnly(since, next, found.Schemas, db.cat.Load(), &db.told) {
+	if next.schemasHeld == nil {
+		next.schemasHeld = heldSchemas // read before the scan (see madeSchemasOnly)
+	}
+	if len(found.Schemas) > 0 && !madeSchemasOnly(since, next, found.Schemas, db.cat.Load()) {
 		found.Everything = true
 	}
 	found = db.told.untold(found)
