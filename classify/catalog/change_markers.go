@@ -294,11 +294,13 @@ func dropped(since, next changeMarkers, catalogue byte) bool {
 // next selected and since did not) are schemas made and nothing else, so that reading the list of
 // schemas takes them in. Known are the schemas since's scan knew existed (schemasHeld and
 // schemasSelected). The count of schemas grew by as many as the rows; none of them is a known
-// schema (a rename or grant of one writes its row); and every schema the catalogue holds now
-// (held, nil for none) is known or among the rows (one taken in since then, made through a
-// session of this pgowl, and renamed or dropped past it before this scan, leaves its objects
-// under a name that is gone). Temporary and TOAST schemas are not polled (unpolledSchema), nor
-// resolved along by a catalogue read: they are left out.
+// schema (a rename or grant of one writes its row); and every object the catalogue holds now
+// (held, nil for none) sits in a known schema or one among the rows. An object taken in since
+// then in a schema made through a session of this pgowl, which was renamed or dropped past it
+// before this scan, sits in a schema that is neither: its name is gone, and a read of the list
+// alone would leave the object under it (the list itself is read whole by every read by name, so
+// it is no evidence). Temporary and TOAST schemas are not polled (unpolledSchema), nor resolved
+// along by a catalogue read: they are left out.
 func madeSchemasOnly(since, next changeMarkers, written []string, held *classify.Catalogue) bool {
 	if !since.known || since.schemasHeld == nil || len(written) == 0 ||
 		next.counts['m']-since.counts['m'] != int64(len(written)) {
@@ -312,11 +314,42 @@ func madeSchemasOnly(since, next changeMarkers, written []string, held *classify
 			return false
 		}
 	}
-	if held != nil {
-		for _, name := range held.Data().Schemas {
-			if !unpolledSchema(name) && !known(name) && !slices.Contains(written, name) {
-				return false
-			}
+	if held == nil {
+		return true
+	}
+	seen := map[string]bool{}
+	inPlace := func(schema string) bool {
+		ok, checked := seen[schema]
+		if !checked {
+			ok = unpolledSchema(schema) || known(schema) || slices.Contains(written, schema)
+			seen[schema] = ok
+		}
+		return ok
+	}
+	data := held.Data()
+	for i := range data.Functions {
+		if !inPlace(data.Functions[i].Schema) {
+			return false
+		}
+	}
+	for i := range data.Views {
+		if !inPlace(data.Views[i].Schema) {
+			return false
+		}
+	}
+	for i := range data.Relations {
+		if !inPlace(data.Relations[i].Schema) {
+			return false
+		}
+	}
+	for i := range data.Types {
+		if !inPlace(data.Types[i].Schema) {
+			return false
+		}
+	}
+	for i := range data.Operators {
+		if !inPlace(data.Operators[i].Schema) {
+			return false
 		}
 	}
 	return true
@@ -595,7 +628,9 @@ func (m *Manager) pollChanges(db *database) {
 	if next.schemasHeld == nil {
 		next.schemasHeld = heldSchemas // read before the scan (see madeSchemasOnly)
 	}
-	if len(found.Schemas) > 0 && !madeSchemasOnly(since, next, found.Schemas, db.cat.Load()) {
+	// A read or patch running may store objects read before a rename this scan saw: only the
+	// whole catalogue then.
+	if len(found.Schemas) > 0 && (db.loading != nil || db.patching || !madeSchemasOnly(since, next, found.Schemas, db.cat.Load())) {
 		found.Everything = true
 	}
 	found = db.told.untold(found)
