@@ -295,12 +295,13 @@ func dropped(since, next changeMarkers, catalogue byte) bool {
 // schemas takes them in. Known are the schemas since's scan knew existed (schemasHeld and
 // schemasSelected). The count of schemas grew by as many as the rows; none of them is a known
 // schema (a rename or grant of one writes its row); and every object the catalogue holds now
-// (held, nil for none) sits in a known schema or one among the rows. An object taken in since
-// then in a schema made through a session of this pgowl, which was renamed or dropped past it
-// before this scan, sits in a schema that is neither: its name is gone, and a read of the list
-// alone would leave the object under it (the list itself is read whole by every read by name, so
-// it is no evidence). Temporary and TOAST schemas are not polled (unpolledSchema), nor resolved
-// along by a catalogue read: they are left out.
+// (held, nil for none) sits in a known schema. An object taken in since then, in a schema made
+// after that scan, may sit under a name that is gone (renamed or dropped past pgowl before this
+// scan) or now another schema's (made again under that name): a read of the list alone would
+// leave it there. The list itself is no evidence (every read by name reads it whole), nor is a
+// row's name (it may be a new schema's). Such objects make the poll read everything, in the
+// background. Temporary and TOAST schemas are not polled (unpolledSchema), nor resolved along by
+// a catalogue read: they are left out.
 func madeSchemasOnly(since, next changeMarkers, written []string, held *classify.Catalogue) bool {
 	if !since.known || since.schemasHeld == nil || len(written) == 0 ||
 		next.counts['m']-since.counts['m'] != int64(len(written)) {
@@ -321,7 +322,7 @@ func madeSchemasOnly(since, next changeMarkers, written []string, held *classify
 	inPlace := func(schema string) bool {
 		ok, checked := seen[schema]
 		if !checked {
-			ok = unpolledSchema(schema) || known(schema) || slices.Contains(written, schema)
+			ok = unpolledSchema(schema) || known(schema)
 			seen[schema] = ok
 		}
 		return ok

@@ -705,5 +705,6 @@ func coveredBy(pending, read *classify.CatalogueChanges) bool {
 		}
 		return true
 	}
-	return subset(pending.Functions, read.Functions) && subset(pending.Relations, read.Relations) && subset(pending.Types, read.Types)
+	return subset(pending.Schemas, read.Schemas) && subset(pending.Functions, read.Functions) &&
+		subset(pending.Relations, read.Relations) && subset(pending.Types, read.Types)
 }
