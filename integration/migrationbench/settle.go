@@ -18,9 +18,9 @@ import (
 // made or dropped schema, or a dropped function, is a change of everything, a whole catalogue read
 // of 30-100 ms of the node's CPU. Without a wait, that read falls into whichever run comes next,
 // pgowl's or the direct one, on a node that may have one CPU (-node-cpus): the PostgreSQL log of a
-// sitting showed 15-43 ms of pgowl's catalogue statements inside single runs of 200-300 ms, in
+// sitting showed 9-43 ms of pgowl's catalogue statements inside single runs of 200-630 ms, in
 // both targets' runs. A migration sent through pgowl makes no such changes beside it, so before
-// each run the benchmark waits for them to be taken in (settleNode), unless -settle=false.
+// each run the benchmark waits for them to be taken in (settler), unless -settle=false.
 
 // quietChecks is how many checks in a row must find no other session at work on the node.
 const quietChecks = 3
