@@ -128,7 +128,7 @@ func (m *Manager) Close() {
 	m.mu.RUnlock()
 	for _, db := range dbs {
 		db.mu.Lock()
-		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll} {
+		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll, db.reload} {
 			if timer != nil {
 				timer.Stop()
 			}
@@ -191,6 +191,11 @@ type database struct {
 	lastUse   time.Time
 	idleTimer *time.Timer
 	settle    *time.Timer
+	// reload marks the periodic whole read due (stale) Options.RefreshInterval after the last
+	// whole read that succeeded. It is one timer, reset by each such read: a catalogue read whole
+	// moments ago (a drop past pgowl, a poll's change of everything) is not read again because an
+	// older read's interval ran out.
+	reload *time.Timer
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
 	// movedTo the node primaryMoved last asked a whole read of, and moveGeneration the
@@ -589,7 +594,11 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.failedAt = time.Time{}
 		if whole {
 			db.assertions = assertions
-			time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
+			if db.reload == nil {
+				db.reload = time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
+			} else {
+				db.reload.Reset(m.opts.RefreshInterval)
+			}
 			if generation >= db.moveGeneration {
 				db.movedTo = "" // read whole since the move was asked for, from wherever is primary
 			}
