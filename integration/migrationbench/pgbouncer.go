@@ -47,7 +47,7 @@ func startPgBouncer(ctx context.Context, primary config.Node) (addr string, pid 
 	_, port, _ := net.SplitHostPort(addr)
 	userlist := filepath.Join(dir, "userlist.txt")
 	conf := fmt.Sprintf(`[databases]
-postgres = host=%s port=%d dbname=postgres
+* = host=%s port=%d
 
 [pgbouncer]
 listen_addr = 127.0.0.1
