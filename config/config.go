@@ -333,8 +333,9 @@ type Pool struct {
 type Classify struct {
 	// MaxDepth bounds the parse-tree depth examined; deeper statements count as writes. At least 1.
 	MaxDepth int `yaml:"max_depth" mapstructure:"max_depth" help:"deepest parse tree examined; deeper statements go to the primary"`
-	// RefreshInterval is the time between two reloads of function volatility from the primary; greater than zero.
-	RefreshInterval time.Duration `yaml:"refresh_interval" mapstructure:"refresh_interval" help:"time between two reloads of function volatility"`
+	// RefreshInterval is how old the function catalogue may grow, since its last whole read, before it
+	// is read whole again from the primary; greater than zero.
+	RefreshInterval time.Duration `yaml:"refresh_interval" mapstructure:"refresh_interval" help:"how old the function catalogue may grow before it is read whole again"`
 	// ChangePollInterval is how often the primary is asked which catalogue rows were written
 	// since it was last asked, so that a change made past pgowl is read within it; 0 turns the
 	// polls off (such changes are then found by the next whole reload).
