@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,15 +33,7 @@ func TestASchemaMadeIsTakenInWithoutAWholeRead(t *testing.T) {
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
-	wholeReads := func() int {
-		n := 0
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `"whole":true`) && strings.Contains(line, "function catalogue read") {
-				n++
-			}
-		}
-		return n
-	}
+	wholeReads := func() int { return wholeReadsLogged(&logs) }
 	schemas := func() []string { return m.Loaded("app").Data().Schemas }
 	within := func(what string, done func() bool) {
 		t.Helper()

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/pgowl/pgowl/classify/catalog"
 	"github.com/pgowl/pgowl/internal/cluster"
+	"github.com/pgowl/pgowl/internal/syncbuf"
 )
 
 // startPrimary starts a throw-away PostgreSQL primary for t, stopped when t ends, and an admin
@@ -72,4 +74,16 @@ func heldSource(m *catalog.Manager, database, name string) string {
 		}
 	}
 	return ""
+}
+
+// wholeReadsLogged counts the whole catalogue reads a Manager logged at debug level into logs
+// (those that found the same content included).
+func wholeReadsLogged(logs *syncbuf.Buffer) int {
+	n := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"whole":true`) && strings.Contains(line, "function catalogue read") {
+			n++
+		}
+	}
+	return n
 }

@@ -3,7 +3,6 @@ package catalog_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,15 +29,7 @@ func TestTheReloadComesAnIntervalAfterTheLastWholeRead(t *testing.T) {
 	m := catalog.New(catalog.Options{Connect: connect, RefreshInterval: interval, Wait: 20 * time.Second, LoadTimeout: 10 * time.Second,
 		Logger: zerolog.New(&logs).Level(zerolog.DebugLevel)})
 	defer m.Close()
-	wholeReads := func() int {
-		n := 0
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `"whole":true`) && strings.Contains(line, "function catalogue read") {
-				n++
-			}
-		}
-		return n
-	}
+	wholeReads := func() int { return wholeReadsLogged(&logs) }
 	if m.Catalogue("app") == nil {
 		t.Fatal("no catalogue of app")
 	}
