@@ -154,9 +154,9 @@ func (m *Manager) Close() {
 type database struct {
 	name string
 	cat  atomic.Pointer[classify.Catalogue]
-	// dirty: a change is pending; the next Catalogue call waits for it to be read. stale: the
-	// periodic whole reload is due, or a read failed and may be tried again.
-	dirty, stale atomic.Bool
+	// dirty: a change is pending; the next Catalogue call waits for it to be read. stale: a read
+	// failed and may be tried again whole. reloadDue: the periodic whole reload is due (reload).
+	dirty, stale, reloadDue atomic.Bool
 
 	mu      sync.Mutex
 	loading chan struct{} // non-nil while a read runs or a session's read is patched in; closed when it ends
@@ -191,11 +191,14 @@ type database struct {
 	lastUse   time.Time
 	idleTimer *time.Timer
 	settle    *time.Timer
-	// reload marks the periodic whole read due (stale) Options.RefreshInterval after the last
-	// whole read that succeeded. It is one timer, reset by each such read: a catalogue read whole
-	// moments ago (a drop past pgowl, a poll's change of everything) is not read again because an
-	// older read's interval ran out.
-	reload *time.Timer
+	// reload marks the periodic whole read due (reloadDue) Options.RefreshInterval after the last
+	// whole read that succeeded, armed again by each such read: a catalogue read whole moments ago
+	// (a drop past pgowl, a poll's change of everything) is not read again because an older read's
+	// interval ran out. reloadEpoch counts those reads; a timer armed before the last of them
+	// marks nothing. A whole read that was running as the reload fell due is the reload: its end
+	// clears the mark.
+	reload      *time.Timer
+	reloadEpoch uint64
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
 	// movedTo the node primaryMoved last asked a whole read of, and moveGeneration the
@@ -291,9 +294,9 @@ func (m *Manager) Held(name string) (*classify.Catalogue, bool) {
 
 // refreshIfStale starts the periodic reload when it is due and no read runs.
 func (m *Manager) refreshIfStale(db *database) {
-	if db.stale.Load() {
+	if db.stale.Load() || db.reloadDue.Load() {
 		db.mu.Lock()
-		if db.loading == nil && db.stale.Load() {
+		if db.loading == nil && (db.stale.Load() || db.reloadDue.Load()) {
 			m.startLoad(db)
 		}
 		db.mu.Unlock()
@@ -515,8 +518,9 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 	db.pollFound = false
 	old := db.cat.Load()
 	db.confirmWith(&pending, maxChangedNamesRead)
-	stale := db.stale.Swap(false) // a poll's or a timer's Store(true) meanwhile is not lost
-	whole = old == nil || pending.Everything || stale
+	stale := db.stale.Swap(false) // a timer's Store(true) meanwhile is not lost
+	reloadDue := db.reloadDue.Swap(false)
+	whole = old == nil || pending.Everything || stale || reloadDue
 	if db.idleTimer != nil {
 		db.idleTimer.Stop()
 	}
@@ -594,10 +598,8 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.failedAt = time.Time{}
 		if whole {
 			db.assertions = assertions
-			if db.reload == nil {
-				db.reload = time.AfterFunc(m.opts.RefreshInterval, func() { db.stale.Store(true) })
-			} else {
-				db.reload.Reset(m.opts.RefreshInterval)
+			if !m.closed.Load() {
+				m.reloadLater(db)
 			}
 			if generation >= db.moveGeneration {
 				db.movedTo = "" // read whole since the move was asked for, from wherever is primary
@@ -757,6 +759,25 @@ func (db *database) takenUnread(obj classify.CreatedObject) {
 			db.viewUses[name] = struct{}{}
 		}
 	}
+}
+
+// reloadLater has the periodic whole read fall due Options.RefreshInterval from now, once a whole
+// read has succeeded: the timers armed before mark nothing, and a mark one of them made while the
+// read ran is cleared (see database.reload). db.mu must be held.
+func (m *Manager) reloadLater(db *database) {
+	if db.reload != nil {
+		db.reload.Stop()
+	}
+	db.reloadEpoch++
+	epoch := db.reloadEpoch
+	db.reloadDue.Store(false)
+	db.reload = time.AfterFunc(m.opts.RefreshInterval, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if db.reloadEpoch == epoch {
+			db.reloadDue.Store(true)
+		}
+	})
 }
 
 // confirmLater (re)arms the read of the unconfirmed objects for Options.ConfirmTakenAfter from
