@@ -87,11 +87,11 @@ type Options struct {
 }
 
 // Manager keeps one catalogue per database and implements classify.CatalogueSource. A catalogue is
-// read whole on first use and every RefreshInterval (a reload that finds the same content keeps the
-// old catalogue and its memoised analyses); after Changed, only the objects the change names are
+// read whole on first use and again once RefreshInterval has passed since its last whole read (a
+// reload that finds the same content keeps the old catalogue and its memoised analyses); after Changed, only the objects the change names are
 // read again (one round trip), and so is a name a statement uses that the catalogue does not hold.
 // Reads of one database run one at a time over a connection the Manager keeps while it is in use.
-// A held, current catalogue costs two atomic loads.
+// A held, current catalogue costs a few atomic loads and no lock.
 //
 // Per database, the state is: no catalogue (the first Catalogue call loads it); current (held, no
 // change pending: Catalogue answers at once); pending (Changed was called: Held reports it not
