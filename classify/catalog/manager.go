@@ -88,8 +88,9 @@ type Options struct {
 
 // Manager keeps one catalogue per database and implements classify.CatalogueSource. A catalogue is
 // read whole on first use and again once RefreshInterval has passed since its last whole read (a
-// reload that finds the same content keeps the old catalogue and its memoised analyses); after Changed, only the objects the change names are
-// read again (one round trip), and so is a name a statement uses that the catalogue does not hold.
+// reload that finds the same content keeps the old catalogue and its memoised analyses); after
+// Changed, only the objects the change names are read again (one round trip), and so is a name a
+// statement uses that the catalogue does not hold.
 // Reads of one database run one at a time over a connection the Manager keeps while it is in use.
 // A held, current catalogue costs a few atomic loads and no lock.
 //

@@ -12,8 +12,9 @@ import (
 )
 
 // Between two runs the benchmark changes the catalogue past pgowl: it drops the schema of the run
-// before and makes the next one on the primary itself, and a direct run (or PgBouncer's) makes its
-// 600 objects there. pgowl finds such changes by polling the primary's change markers
+// before and makes the next one on the primary itself (in the target's own database since
+// c56f322; before, a direct run, or PgBouncer's, also made its 600 objects in the database pgowl
+// served). pgowl finds such changes by polling the primary's change markers
 // (classify.change_poll_interval, 1s by default) and reads what they name in the background: a
 // made or dropped schema, or a dropped function, is a change of everything, a whole catalogue read
 // of 30-100 ms of the node's CPU. Without a wait, that read falls into whichever run comes next,
@@ -92,9 +93,9 @@ func (s *settler) close() {
 // describe is the report's sentence on the waits.
 func (s *settler) describe() string {
 	if s == nil {
-		return "Runs follow each other without a wait (`-settle=false`): pgowl's reads of what the benchmark changed past it between runs (the schemas it drops and makes on the primary, a direct run's objects) fall into the next run, whichever target it is."
+		return "Runs follow each other without a wait (`-settle=false`): pgowl's reads of what the benchmark changed past it between runs (the schemas it drops and makes on the primary) fall into the next run, whichever target it is."
 	}
-	text := fmt.Sprintf("Before each run the benchmark waits for the node to be quiet: a change-poll interval (%s) and a fifth, then until %d checks %s apart find no other session at work, so that pgowl's reads of what the benchmark changed past it between runs (the schema it drops and the one it makes on the primary, a direct run's objects) do not fall into the next run, whichever target it is (`-settle=false` leaves the wait out).",
+	text := fmt.Sprintf("Before each run the benchmark waits for the node to be quiet: a change-poll interval (%s) and a fifth, then until %d checks %s apart find no other session at work, so that pgowl's reads of what the benchmark changed past it between runs (the schema it drops and the one it makes on the primary) do not fall into the next run, whichever target it is (`-settle=false` leaves the wait out).",
 		s.interval, quietChecks, quietCheckEvery)
 	if s.timedOut > 0 {
 		text += fmt.Sprintf(" %d of %d waits ended at their bound (%s) with the node still busy.", s.timedOut, s.waits, settleBound)
