@@ -60,7 +60,7 @@ const (
 // pgowl's change polls then find in the databases it serves only what its own runs made (told by
 // their sessions) and the harness's schemas; a direct run's objects, or a relay's, made in a
 // database pgowl shared with them, were found by its polls as made past it and read by name in
-// the middle of those runs, on the node's CPU (10-18 ms in one run in four, by the node's
+// the middle of those runs, on the node's CPU (15-18 ms in one run in four, by the node's
 // statement log, 2026-12-07): a cost of pgowl's put on the others.
 func targetDatabase(target string) string { return "mig_" + target }
 
