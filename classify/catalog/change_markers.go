@@ -328,28 +328,17 @@ func madeSchemasOnly(since, next changeMarkers, written []string, held *classify
 		return ok
 	}
 	data := held.Data()
-	for i := range data.Functions {
-		if !inPlace(data.Functions[i].Schema) {
-			return false
-		}
-	}
-	for i := range data.Views {
-		if !inPlace(data.Views[i].Schema) {
-			return false
-		}
-	}
-	for i := range data.Relations {
-		if !inPlace(data.Relations[i].Schema) {
-			return false
-		}
-	}
-	for i := range data.Types {
-		if !inPlace(data.Types[i].Schema) {
-			return false
-		}
-	}
-	for i := range data.Operators {
-		if !inPlace(data.Operators[i].Schema) {
+	return everyInPlace(data.Functions, func(f *classify.Function) string { return f.Schema }, inPlace) &&
+		everyInPlace(data.Views, func(v *classify.View) string { return v.Schema }, inPlace) &&
+		everyInPlace(data.Relations, func(r *classify.Relation) string { return r.Schema }, inPlace) &&
+		everyInPlace(data.Types, func(t *classify.Type) string { return t.Schema }, inPlace) &&
+		everyInPlace(data.Operators, func(o *classify.Operator) string { return o.Schema }, inPlace)
+}
+
+// everyInPlace reports whether inPlace holds for the schema (schemaOf) of every one of objects.
+func everyInPlace[T any](objects []T, schemaOf func(*T) string, inPlace func(string) bool) bool {
+	for i := range objects {
+		if !inPlace(schemaOf(&objects[i])) {
 			return false
 		}
 	}
