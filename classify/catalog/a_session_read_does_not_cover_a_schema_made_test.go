@@ -20,8 +20,8 @@ func TestASessionReadDoesNotCoverASchemaMade(t *testing.T) {
 		{&classify.CatalogueChanges{Schemas: []string{"s"}}, false},
 		{&classify.CatalogueChanges{Functions: []string{"f"}, Schemas: []string{"s"}}, false},
 	} {
-		if got := coveredBy(tc.pending, read); got != tc.want {
-			t.Errorf("coveredBy(%+v, %+v) = %v, want %v", *tc.pending, *read, got, tc.want)
+		if got := tc.pending.Within(read); got != tc.want {
+			t.Errorf("(%+v).Within(%+v) = %v, want %v", *tc.pending, *read, got, tc.want)
 		}
 	}
 }

@@ -370,7 +370,7 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 		return false
 	}
 	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (ownPatch, bool) {
-		if db.generation != read.generation || !coveredBy(&db.pending, &read.changes) || !coveredBy(changes, &read.changes) {
+		if db.generation != read.generation || !db.pending.Within(&read.changes) || !changes.Within(&read.changes) {
 			return ownPatch{}, false
 		}
 		for i := range read.fresh.Functions {
@@ -413,7 +413,7 @@ func (m *Manager) changedAndCreated(name string, changes *classify.CatalogueChan
 		return false
 	}
 	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (ownPatch, bool) {
-		if !coveredBy(&db.pending, changes) || db.usedByUnconfirmedView(created) {
+		if !db.pending.Within(changes) || db.usedByUnconfirmedView(created) {
 			// Another change is pending (the statement's own was told when it was
 			// classified), or an unconfirmed view uses the name: it is read.
 			return ownPatch{}, false
@@ -679,32 +679,4 @@ func (m *Manager) applyOwnChange(db *database, old *classify.Catalogue, own *own
 	m.opts.Logger.Debug().Str("database", db.name).Int("function_count", cat.FunctionCount()).Uint64("version", cat.Version()).
 		Bool("session", true).Strs("functions", covers.Functions).Strs("relations", covers.Relations).
 		Strs("types", covers.Types).Bool("from_statement", fromStatement).Bool("prepared", own.derived != nil).Dur("took", time.Since(started)).Msg("function catalogue read")
-}
-
-// coveredBy reports whether every name pending names is one read names (and pending is not a change
-// of everything).
-func coveredBy(pending, read *classify.CatalogueChanges) bool {
-	if pending == nil {
-		return true
-	}
-	if pending.Everything {
-		return false
-	}
-	subset := func(names, of []string) bool {
-		for _, name := range names {
-			found := false
-			for _, other := range of {
-				if other == name {
-					found = true
-					break
-				}
-			}
-			if !found {
-				return false
-			}
-		}
-		return true
-	}
-	return subset(pending.Schemas, read.Schemas) && subset(pending.Functions, read.Functions) &&
-		subset(pending.Relations, read.Relations) && subset(pending.Types, read.Types)
 }
