@@ -129,7 +129,7 @@ func (m *Manager) Close() {
 	m.mu.RUnlock()
 	for _, db := range dbs {
 		db.mu.Lock()
-		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll, db.reload} {
+		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll, db.reload, db.retry} {
 			if timer != nil {
 				timer.Stop()
 			}
@@ -200,6 +200,11 @@ type database struct {
 	// clears the mark.
 	reload      *time.Timer
 	reloadEpoch uint64
+	// retry marks the catalogue stale Options.RetryAfter after the last failed read (retryLater);
+	// a whole read that succeeds since is the retry, and drops it (dropRetry). retryEpoch counts
+	// the arms and drops: a timer armed before the last of them marks nothing.
+	retry      *time.Timer
+	retryEpoch uint64
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
 	// movedTo the node primaryMoved last asked a whole read of, and moveGeneration the
@@ -585,7 +590,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 			}
 			m.opts.Logger.Warn().Err(err).Str("database", db.name).Bool("whole", whole).
 				Msg("could not read the function catalogue; unknown functions go to the primary")
-			time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
+			m.retryLater(db)
 			return
 		}
 		db.conn, db.connNode, db.lastUse = conn, node, time.Now()
@@ -599,6 +604,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.failedAt = time.Time{}
 		if whole {
 			db.assertions = assertions
+			m.dropRetry(db) // this read is the retry of any read that failed before it began
 			if !m.closed.Load() {
 				m.reloadLater(db)
 			}
@@ -611,7 +617,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 					// are no use, and the polls wait for a whole read that takes its own.
 					db.markers.known = false
 					db.markersEpoch++ // a poll running keeps none it took
-					time.AfterFunc(m.opts.RetryAfter, func() { db.stale.Store(true) })
+					m.retryLater(db)
 				}
 				db.readFrom = node
 			}
@@ -779,6 +785,34 @@ func (m *Manager) reloadLater(db *database) {
 			db.reloadDue.Store(true)
 		}
 	})
+}
+
+// retryLater has the catalogue read whole again (stale) Options.RetryAfter from now, after a
+// failed read; the retry armed before marks nothing. Nothing is armed once m is closed. db.mu
+// must be held.
+func (m *Manager) retryLater(db *database) {
+	m.dropRetry(db)
+	if m.closed.Load() {
+		return
+	}
+	epoch := db.retryEpoch
+	db.retry = time.AfterFunc(m.opts.RetryAfter, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if db.retryEpoch == epoch && !m.closed.Load() {
+			db.stale.Store(true)
+		}
+	})
+}
+
+// dropRetry stops the retry armed (retryLater) and clears a mark it made. db.mu must be held.
+func (m *Manager) dropRetry(db *database) {
+	if db.retry != nil {
+		db.retry.Stop()
+		db.retry = nil
+	}
+	db.retryEpoch++
+	db.stale.Store(false)
 }
 
 // confirmLater (re)arms the read of the unconfirmed objects for Options.ConfirmTakenAfter from
