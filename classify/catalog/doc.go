@@ -5,8 +5,10 @@
 //
 // A Manager implements classify.CatalogueSource. It reads a database's whole catalogue on its first
 // use (the statement that needs it waits at most Options.Wait; past that, or when the read fails,
-// the statement is classified without it and unknown functions go to the primary) and again in
-// the background once Options.RefreshInterval has passed since its last whole read. After Changed (a statement that changes functions,
+// the statement is classified without it and unknown functions go to the primary, and the whole
+// catalogue is read again Options.RetryAfter after the last failed read, unless a whole read
+// succeeds first) and again in the background once Options.RefreshInterval has passed since its
+// last whole read. After Changed (a statement that changes functions,
 // relations or types passed through pgowl; the classifier names them from the parse tree) it reads
 // only the names that changed, in one batch over a connection it keeps while reads follow each
 // other, patches the held data (patch: objects added after all held are appended in place, see
