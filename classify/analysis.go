@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
 )
 
 // analysis is one classification in progress, or a nested analysis of a function body or a view
@@ -170,6 +171,9 @@ const (
 	maxWarnings = 16
 	// analysisBudget bounds the bodies analysed (not found in the memo) for one statement.
 	analysisBudget = 2000
+	// budgetExhausted is the detail of a body the budget did not reach: never read, so not
+	// something a STABLE declaration can vouch for (see runEffect).
+	budgetExhausted = "analysis budget exhausted"
 )
 
 // warn adds a statement-level warning; warnings from nested analyses are left out, because memoised
@@ -886,7 +890,7 @@ func (a *analysis) runEffect(f *Function) fnResult {
 		// statements read-write whoever calls it, so a VOLATILE callee that
 		// cannot be analysed, or overloads of which one writes, may write.
 		r := a.functionBodyEffect(f)
-		if r.access == Write && r.reason == ReasonUnknownEffect && len(r.chain) == 0 {
+		if r.access == Write && r.reason == ReasonUnknownEffect && len(r.chain) == 0 && !bodyUnread(r.detail) {
 			assumption := chainSubject(r.reason, []string{f.Signature()}, r.detail) +
 				" taken as a read: " + f.Signature() + " is declared " + volatilityName(f.Volatility)
 			a.assume(assumption)
@@ -949,6 +953,15 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 	})
 }
 
+// bodyUnread reports whether an unknown effect's detail says the body itself was never analysed:
+// not parsed (pg_query's PL/pgSQL parser refuses cursor variables), too deep to decode, or not
+// reached within the budget. Its visible nextval(), advisory locks and node-local reads were not
+// seen, so the declaration cannot stand in for them: such a body stays unknown (the primary).
+func bodyUnread(detail string) bool {
+	return detail == budgetExhausted || strings.Contains(detail, "could not be parsed") ||
+		strings.Contains(detail, "could not be read") || strings.Contains(detail, "nested too deeply to analyse")
+}
+
 // volatilityName is provolatile as CREATE FUNCTION spells it.
 func volatilityName(v byte) string {
 	switch v {
@@ -970,8 +983,30 @@ func (a *analysis) takeDeclared(node *pg_query.Node, v verdict) verdict {
 	if a.declared == "" || v.access != Write || !refusedInNonVolatile(node, v) {
 		return v
 	}
+	if v.reason == ReasonRowLock {
+		// PostgreSQL refuses the SELECT only when its locking clause reaches a table (the plan
+		// has row marks): over no FROM, a function, VALUES or an unreferenced CTE it locks
+		// nothing and the statement runs. What it runs beside the lock then still decides.
+		if rest := a.statementKind(withoutRowLocks(node)); rest.access == Write && !refusedInNonVolatile(node, rest) {
+			return rest
+		}
+	}
 	a.assume(v.subject + " taken as a read: " + a.declared + ", and PostgreSQL refuses it there")
 	return read(v.subject)
+}
+
+// withoutRowLocks is a copy of node with the locking clauses of all its SELECTs removed.
+func withoutRowLocks(node *pg_query.Node) *pg_query.Node {
+	clone := proto.Clone(node).(*pg_query.Node)
+	var strip func(m any)
+	strip = func(m any) {
+		if sel, ok := m.(*pg_query.SelectStmt); ok {
+			sel.LockingClause = nil
+		}
+		eachChild(m, strip)
+	}
+	strip(clone)
+	return clone
 }
 
 // refusedInNonVolatile reports whether PostgreSQL refuses a statement, with verdict v, in a
@@ -1050,7 +1085,7 @@ analyse:
 		for j := range r.frames {
 			r.frames[j].tainted = true
 		}
-		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: "analysis budget exhausted"}
+		return fnResult{access: Write, reason: ReasonUnknownEffect, detail: budgetExhausted}
 	}
 	r.budget--
 	r.frames = append(r.frames, frame{key: key})
