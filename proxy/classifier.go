@@ -49,6 +49,10 @@ type classifierState struct {
 	// createdIn is the context the statement that made created ran in: its search_path says
 	// where an unqualified name went, whatever the session set since.
 	createdIn classify.Context
+	// createdAt is the catalogue's generation when the statement that makes created was sent
+	// (catalog.Manager.Generation): a change told after it may be a later one of the same
+	// object, which the take-in must not undo.
+	createdAt uint64
 	// prepareCreated: created is the unit's being sent, whose body is parsed ahead while the node
 	// runs it (prepareCreatedWhileItRuns).
 	prepareCreated bool
@@ -145,9 +149,9 @@ func (st *classifierState) tellChanges(c *classify.Classifier, defs *definitionC
 	case ok && st.read != nil && st.ctx.Database != "":
 		m.ChangedAndRead(st.ctx.Database, &changes, st.read)
 	case ok && st.created != nil && st.ctx.Database != "" && st.preparedTake != nil && st.preparedTake.Created() == st.created:
-		m.TakePrepared(st.ctx.Database, &changes, st.preparedTake)
+		m.TakePreparedSince(st.ctx.Database, &changes, st.preparedTake, st.createdAt)
 	case ok && st.created != nil && st.ctx.Database != "":
-		m.ChangedAndCreated(st.ctx.Database, &changes, st.created, &st.createdIn)
+		m.ChangedAndCreatedSince(st.ctx.Database, &changes, st.created, &st.createdIn, st.createdAt)
 	default:
 		c.CatalogueChanged(&st.ctx, &changes)
 	}
@@ -196,6 +200,7 @@ func (sess *session) sendCatalogueRead(be *backend, u *unit, role route.Role) {
 		// once it has run (tellChanges), without a read.
 		st.refresh(sess, sess.srv.opts.Classifier) // the settings the statement runs with
 		st.created, st.createdIn = changes.Created, st.ctx
+		st.createdAt = m.Generation(st.ctx.Database)
 		st.createdIn.ParamTypes = nil
 		st.prepareCreated = true
 		return

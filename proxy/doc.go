@@ -243,7 +243,8 @@
 // and the object analysed there as its uses will be (catalog.Manager.PrepareTake,
 // classify.Classifier.PrepareUses). The session keeps it beside the object
 // (classifierState.preparedTake); once the CREATE has committed, the take-in stores it
-// (catalog.Manager.TakePrepared), unless the held catalogue changed meanwhile. A CREATE that
+// (catalog.Manager.TakePreparedSince), unless the held catalogue changed meanwhile, or any
+// change was told since the CREATE was sent (the object is then read: classifierState.createdAt). A CREATE that
 // failed, or whose outcome is unknown, forgets both (forgetCreated).
 //
 // # Read-only batches

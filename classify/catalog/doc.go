@@ -47,7 +47,12 @@
 // classify.Classifier.PrepareUses). Nothing is stored then: once the statement has committed,
 // TakePrepared stores the derived catalogue when the held one is still the one it was derived
 // from, under ChangedAndCreated's conditions, and otherwise takes the object in as
-// ChangedAndCreated does. A statement that failed never has its take stored.
+// ChangedAndCreated does. A statement that failed never has its take stored. The proxy takes the
+// database's Generation as it sends the statement and uses ChangedAndCreatedSince and
+// TakePreparedSince: when anything was told or looked up since (another session's CREATE OR
+// REPLACE of the same object, committed after this one, may already be held), the object is read
+// instead, as a SessionRead of an older generation is not used, so that an older definition is
+// never stored over a newer one.
 //
 // A session that makes a change can read it itself (SessionRead, session_read.go): the proxy sends
 // the read on the session's own connection right behind the statement that makes the change, and

@@ -395,7 +395,32 @@ func (m *Manager) ChangedAndRead(name string, changes *classify.CatalogueChanges
 // casts and aggregates that name an object by OID are read, with what they name, when they are
 // made.
 func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context) (applied bool) {
-	return m.changedAndCreated(name, changes, created, ctx, nil)
+	return m.changedAndCreated(name, changes, created, ctx, nil, nil)
+}
+
+// Generation is database name's generation now: a session takes it as it sends a statement whose
+// object the catalogue is to take from the statement, and passes it to ChangedAndCreatedSince or
+// TakePreparedSince.
+func (m *Manager) Generation(name string) uint64 {
+	db := m.state(name)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.generation
+}
+
+// ChangedAndCreatedSince is ChangedAndCreated for a statement sent at generation since
+// (Generation): when any change was told, or lookup asked for, after it, that change may have
+// committed after the statement (another session's CREATE OR REPLACE of the same object), and
+// the object is read instead of taken from the statement, as a SessionRead of that generation
+// would not be used: the older definition must not be stored over the newer.
+func (m *Manager) ChangedAndCreatedSince(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context, since uint64) (applied bool) {
+	return m.changedAndCreated(name, changes, created, ctx, nil, &since)
+}
+
+// TakePreparedSince is TakePrepared for a statement sent at generation since, as
+// ChangedAndCreatedSince.
+func (m *Manager) TakePreparedSince(name string, changes *classify.CatalogueChanges, prepared *PreparedTake, since uint64) (applied bool) {
+	return m.changedAndCreated(name, changes, prepared.created, &prepared.ctx, prepared, &since)
 }
 
 // TakePrepared is ChangedAndCreated for the object prepared describes (PrepareTake), with the
@@ -403,16 +428,21 @@ func (m *Manager) ChangedAndCreated(name string, changes *classify.CatalogueChan
 // still the one it was derived from: the change then costs the session a few map writes.
 // Otherwise it does what ChangedAndCreated does.
 func (m *Manager) TakePrepared(name string, changes *classify.CatalogueChanges, prepared *PreparedTake) (applied bool) {
-	return m.changedAndCreated(name, changes, prepared.created, &prepared.ctx, prepared)
+	return m.changedAndCreated(name, changes, prepared.created, &prepared.ctx, prepared, nil)
 }
 
-func (m *Manager) changedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context, prepared *PreparedTake) (applied bool) {
+func (m *Manager) changedAndCreated(name string, changes *classify.CatalogueChanges, created classify.CreatedObject, ctx *classify.Context, prepared *PreparedTake, since *uint64) (applied bool) {
 	if created == nil || changes == nil || changes.Empty() || !changes.Within(ptr(created.Changes())) ||
 		len(m.opts.Overrides.Readonly)+len(m.opts.Overrides.Writes) > 0 {
 		m.Changed(name, changes, true)
 		return false
 	}
 	return m.patchOwnChange(name, changes, func(db *database, old *classify.Catalogue) (ownPatch, bool) {
+		if since != nil && db.generation != *since {
+			// Told or looked up after the statement was sent: that may be a later change of
+			// the same object, which the statement's own must not undo. It is read.
+			return ownPatch{}, false
+		}
 		if !db.pending.Within(changes) || db.usedByUnconfirmedView(created) {
 			// Another change is pending (the statement's own was told when it was
 			// classified), or an unconfirmed view uses the name: it is read.
