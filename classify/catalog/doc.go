@@ -78,7 +78,9 @@
 //
 // Reads survive DDL running beside them (load.go): each part is its own statement, a part that
 // fails on an object that vanished meanwhile is read again with a new snapshot, and objects that
-// keep failing are left out with a warning, found by halving the OID range. Nor does DDL fail for
+// keep failing are left out with a warning, found by halving the OID range; a view left out of
+// the views is left out of the relations too (withoutViewsUnread), so that it is unknown, not a
+// plain table. Nor does DDL fail for
 // a read: pg_get_viewdef locks the views it prints until its statement ends, so a read and a
 // DROP SCHEMA ... CASCADE can each hold a view the other waits for, and PostgreSQL fails whichever
 // waited deadlock_timeout first. The Manager's connections and Load wait on a lock for half

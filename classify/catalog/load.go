@@ -174,7 +174,34 @@ func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Ov
 			return nil, nil, err
 		}
 	}
+	data.Relations = withoutViewsUnread(data.Views, data.Relations)
 	return &data, assertions, nil
+}
+
+// withoutViewsUnread returns rels without the views (outside pg_catalog and information_schema,
+// which viewsPart reads) that views does not hold: one left out of the views read (readRows:
+// pg_get_viewdef waited past every retry on a lock DDL holds on the view or a relation it reads,
+// or kept failing) or made between the two reads. Kept, its row would make the view a plain
+// relation to the classifier, whose reads read nothing else: a SELECT of a view that calls a
+// writing function would be a read. Without it, the name is unknown (a write of unknown effect)
+// and looked up, that is read again, when a statement uses it.
+func withoutViewsUnread(views []classify.View, rels []classify.Relation) []classify.Relation {
+	unread := func(r *classify.Relation) bool {
+		if r.Kind != 'v' || r.Schema == "pg_catalog" || r.Schema == "information_schema" {
+			return false
+		}
+		return !slices.ContainsFunc(views, func(v classify.View) bool { return v.OID == r.OID })
+	}
+	if !slices.ContainsFunc(rels, func(r classify.Relation) bool { return unread(&r) }) {
+		return rels
+	}
+	held := make(map[uint32]bool, len(views))
+	for i := range views {
+		held[views[i].OID] = true
+	}
+	return slices.DeleteFunc(rels, func(r classify.Relation) bool {
+		return r.Kind == 'v' && r.Schema != "pg_catalog" && r.Schema != "information_schema" && !held[r.OID]
+	})
 }
 
 // checkPrimary refuses a node in recovery: a standby may not have every committed change yet.
@@ -860,6 +887,7 @@ func refreshNames(ctx context.Context, conn *pgx.Conn, oldCatalogue *classify.Ca
 	for i := range fresh.Functions {
 		fresh.Functions[i].Override = assertions[fresh.Functions[i].OID]
 	}
+	fresh.Relations = withoutViewsUnread(fresh.Views, fresh.Relations)
 	data, delta := patch(oldCatalogue, fresh, wanted)
 	var keep []string
 	if !changes.Everything && keepsAnalyses(old, fresh, wanted, delta) && !readsDerivedOIDs(fresh) {
