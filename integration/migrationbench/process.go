@@ -63,6 +63,16 @@ func startPgowlBinary(ctx context.Context, nodes []config.Node, log pgowlLog, bi
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	// The admin listener is on by default (config.Default), and with it pgowl's observer: every
+	// routed unit is recorded (history, metrics) and its labels computed. A free port of its own
+	// keeps that work in the measurement without clashing with another pgowl of the sitting.
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cleanup()
+		return pgowlInstance{}, err
+	}
+	adminAddr := adminLn.Addr().String()
+	adminLn.Close()
 	level := "warn"
 	switch {
 	case log.debug:
@@ -74,8 +84,8 @@ func startPgowlBinary(ctx context.Context, nodes []config.Node, log pgowlLog, bi
 	for _, n := range nodes {
 		fmt.Fprintf(&nodeLines, "  - {name: %s, host: %q, port: %d}\n", n.Name, n.Host, n.Port)
 	}
-	yaml := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q, auth: scram-sha-256}\nlog: {level: %s}\nadmin: {listen: \"\"}\n",
-		addr, nodeLines.String(), benchUser, benchPassword, level)
+	yaml := fmt.Sprintf("listen: %s\nnodes:\n%susers:\n  - {name: %s, password: %q, auth: scram-sha-256}\nlog: {level: %s}\nadmin: {listen: %s}\n",
+		addr, nodeLines.String(), benchUser, benchPassword, level, adminAddr)
 	configPath := filepath.Join(dir, "pgowl.yaml")
 	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
 		cleanup()
