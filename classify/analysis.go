@@ -959,7 +959,7 @@ func (a *analysis) functionBodyEffect(f *Function) fnResult {
 // seen, so the declaration cannot stand in for them: such a body stays unknown (the primary).
 func bodyUnread(detail string) bool {
 	return detail == budgetExhausted || strings.Contains(detail, "could not be parsed") ||
-		strings.Contains(detail, "could not be read") || strings.Contains(detail, "nested too deeply to analyse")
+		strings.Contains(detail, "nested too deeply to analyse")
 }
 
 // volatilityName is provolatile as CREATE FUNCTION spells it.

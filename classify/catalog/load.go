@@ -186,15 +186,6 @@ func loadData(ctx context.Context, conn *pgx.Conn, database string, overrides Ov
 // writing function would be a read. Without it, the name is unknown (a write of unknown effect)
 // and looked up, that is read again, when a statement uses it.
 func withoutViewsUnread(views []classify.View, rels []classify.Relation) []classify.Relation {
-	unread := func(r *classify.Relation) bool {
-		if r.Kind != 'v' || r.Schema == "pg_catalog" || r.Schema == "information_schema" {
-			return false
-		}
-		return !slices.ContainsFunc(views, func(v classify.View) bool { return v.OID == r.OID })
-	}
-	if !slices.ContainsFunc(rels, func(r classify.Relation) bool { return unread(&r) }) {
-		return rels
-	}
 	held := make(map[uint32]bool, len(views))
 	for i := range views {
 		held[views[i].OID] = true
