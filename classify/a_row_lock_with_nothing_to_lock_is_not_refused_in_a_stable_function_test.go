@@ -13,14 +13,7 @@ func TestARowLockWithNothingToLockIsNotRefusedInAStableFunction(t *testing.T) {
 		"unreferenced":   "WITH x AS (SELECT id FROM t FOR UPDATE) SELECT pg_try_advisory_lock(103)",
 		"values_nextval": "SELECT nextval('s') > 0 FROM (VALUES (1)) v FOR UPDATE",
 	}
-	data := *testCatalogue().Data()
-	oid := uint32(48000)
-	for name, body := range bodies {
-		oid++
-		data.Functions = append(data.Functions, Function{OID: oid, Schema: "public", Name: "lk_" + name, Language: "sql",
-			Volatility: 's', Kind: 'f', Result: "boolean", Source: body})
-	}
-	cat := NewCatalogue(data)
+	cat := catalogueWithStableFunctions("lk_", "sql", "boolean", 48000, bodies)
 	ctx := &Context{Database: "test", User: "app", SearchPath: []string{"public"}}
 	for name, body := range bodies {
 		got := New(Options{CacheSize: -1}).ClassifyWith("SELECT lk_"+name+"()", ctx, cat)
@@ -29,9 +22,8 @@ func TestARowLockWithNothingToLockIsNotRefusedInAStableFunction(t *testing.T) {
 		}
 	}
 	// A lock that reaches a table is refused: nothing runs, taken as a read.
-	data.Functions = append(data.Functions, Function{OID: 48100, Schema: "public", Name: "lk_table", Language: "sql",
-		Volatility: 's', Kind: 'f', Result: "integer", Source: "SELECT id FROM t FOR UPDATE"})
-	if got := New(Options{CacheSize: -1}).ClassifyWith("SELECT lk_table()", ctx, NewCatalogue(data)); got.Access != Read {
+	table := catalogueWithStableFunctions("lk_", "sql", "integer", 48099, map[string]string{"table": "SELECT id FROM t FOR UPDATE"})
+	if got := New(Options{CacheSize: -1}).ClassifyWith("SELECT lk_table()", ctx, table); got.Access != Read {
 		t.Errorf("STABLE SELECT id FROM t FOR UPDATE: %v %v %q; want a read", got.Access, got.Reason, got.Subject)
 	}
 }
