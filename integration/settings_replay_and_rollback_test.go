@@ -348,6 +348,7 @@ func TestSessionRepeatedSetReplayGrows(t *testing.T) {
 // SET SESSION CHARACTERISTICS, RESET of one setting and startup -c options
 // follow the session to every node, as on PostgreSQL.
 func TestSessionSettingForms(t *testing.T) {
+	r4sSetup(t) // r4s_seq, which a form below reads: run alone, nothing else made it
 	c := sharedClusterFor(t)
 	o := startOwl(t, c, nil)
 	ctx := timeoutCtx(t, 3*statementTimeout)

@@ -116,8 +116,13 @@ func (t *settingsTracker) apply(c *classify.Classifier, sets []string) {
 				other, ok := recordedChange(c, earlier)
 				return ok && other.Name == change.Name
 			})
-			if change.Reset {
-				continue // the replay starts from RESET ALL: the default is what RESET gives
+			// The replay starts from RESET ALL: the default is what RESET gives, unless an
+			// unnamed change recorded before (SET SESSION CHARACTERISTICS) may set it again.
+			if change.Reset && !slices.ContainsFunc(t.sets, func(earlier string) bool {
+				other, ok := recordedChange(c, earlier)
+				return ok && other.Name == "" && !other.All
+			}) {
+				continue
 			}
 		}
 		t.sets = append(t.sets, s)
