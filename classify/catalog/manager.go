@@ -129,11 +129,13 @@ func (m *Manager) Close() {
 	m.mu.RUnlock()
 	for _, db := range dbs {
 		db.mu.Lock()
-		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll, db.reload, db.retry} {
+		for _, timer := range []*time.Timer{db.settle, db.confirm, db.idleTimer, db.poll} {
 			if timer != nil {
 				timer.Stop()
 			}
 		}
+		db.reload.stop()
+		db.retry.stop()
 		m.endResume(db, nil) // no poll runs any more: the held catalogue is served as it is
 		var conn *pgx.Conn
 		if db.loading == nil {
@@ -195,16 +197,12 @@ type database struct {
 	// reload marks the periodic whole read due (reloadDue) Options.RefreshInterval after the last
 	// whole read that succeeded, armed again by each such read: a catalogue read whole moments ago
 	// (a drop past pgowl, a poll's change of everything) is not read again because an older read's
-	// interval ran out. reloadEpoch counts those reads; a timer armed before the last of them
-	// marks nothing. A whole read that was running as the reload fell due is the reload: its end
-	// clears the mark.
-	reload      *time.Timer
-	reloadEpoch uint64
+	// interval ran out. A whole read that was running as the reload fell due is the reload: its
+	// end clears the mark.
+	reload dueMark
 	// retry marks the catalogue stale Options.RetryAfter after the last failed read (retryLater);
-	// a whole read that succeeds since is the retry, and drops it (dropRetry). retryEpoch counts
-	// the arms and drops: a timer armed before the last of them marks nothing.
-	retry      *time.Timer
-	retryEpoch uint64
+	// a whole read that succeeds since is the retry, and drops it.
+	retry dueMark
 	// connNode and pollConnNode name the nodes conn and pollConn are to (Options.NodeOf);
 	// readFrom the node of the last whole read that succeeded, which markers come from too;
 	// movedTo the node primaryMoved last asked a whole read of, and moveGeneration the
@@ -274,6 +272,7 @@ func (m *Manager) state(name string) *database {
 	defer m.mu.Unlock()
 	if db = m.dbs[name]; db == nil {
 		db = &database{name: name}
+		db.reload.mark, db.retry.mark = &db.reloadDue, &db.stale
 		m.dbs[name] = db
 	}
 	return db
@@ -604,7 +603,7 @@ func (m *Manager) beginLoad(db *database) (run func(), whole bool) {
 		db.failedAt = time.Time{}
 		if whole {
 			db.assertions = assertions
-			m.dropRetry(db) // this read is the retry of any read that failed before it began
+			db.retry.drop() // this read is the retry of any read that failed before it began
 			if !m.closed.Load() {
 				m.reloadLater(db)
 			}
@@ -772,47 +771,18 @@ func (db *database) takenUnread(obj classify.CreatedObject) {
 // read has succeeded: the timers armed before mark nothing, and a mark one of them made while the
 // read ran is cleared (see database.reload). db.mu must be held.
 func (m *Manager) reloadLater(db *database) {
-	if db.reload != nil {
-		db.reload.Stop()
-	}
-	db.reloadEpoch++
-	epoch := db.reloadEpoch
-	db.reloadDue.Store(false)
-	db.reload = time.AfterFunc(m.opts.RefreshInterval, func() {
-		db.mu.Lock()
-		defer db.mu.Unlock()
-		if db.reloadEpoch == epoch {
-			db.reloadDue.Store(true)
-		}
-	})
+	db.reload.armAfter(m.opts.RefreshInterval, &db.mu, func() bool { return false })
 }
 
 // retryLater has the catalogue read whole again (stale) Options.RetryAfter from now, after a
 // failed read; the retry armed before marks nothing. Nothing is armed once m is closed. db.mu
 // must be held.
 func (m *Manager) retryLater(db *database) {
-	m.dropRetry(db)
 	if m.closed.Load() {
+		db.retry.drop()
 		return
 	}
-	epoch := db.retryEpoch
-	db.retry = time.AfterFunc(m.opts.RetryAfter, func() {
-		db.mu.Lock()
-		defer db.mu.Unlock()
-		if db.retryEpoch == epoch && !m.closed.Load() {
-			db.stale.Store(true)
-		}
-	})
-}
-
-// dropRetry stops the retry armed (retryLater) and clears a mark it made. db.mu must be held.
-func (m *Manager) dropRetry(db *database) {
-	if db.retry != nil {
-		db.retry.Stop()
-		db.retry = nil
-	}
-	db.retryEpoch++
-	db.stale.Store(false)
+	db.retry.armAfter(m.opts.RetryAfter, &db.mu, m.closed.Load)
 }
 
 // confirmLater (re)arms the read of the unconfirmed objects for Options.ConfirmTakenAfter from
