@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,17 +117,53 @@ func waitStatementRunning(t *testing.T, marker string) {
 	t.Fatalf("no node runs the statement marked %s after 10s", marker)
 }
 
-// freeLoopbackPorts returns count distinct free ports on 127.0.0.1.
+// freeLoopbackPorts returns count distinct free ports on 127.0.0.1, for addresses a test must
+// name before the listener is bound (peering.listen and its peers). The ports come from below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range): a port picked by a bind to port 0 is
+// from that range, and the local end of any connection made before the test binds it (pgx's, a
+// node's, pgowl's own) could take it, as happened once in CI ("bind: address already in use").
 func freeLoopbackPorts(t *testing.T, count int) []int {
 	t.Helper()
+	low := ephemeralPortsFrom(t)
+	const first = 10000
+	if low <= first+count {
+		t.Fatalf("the ephemeral port range starts at %d, leaving no ports below it from %d", low, first)
+	}
 	var ports []int
-	for range count {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	taken := map[int]bool{}
+	for try := 0; len(ports) < count; try++ {
+		if try == 1000 {
+			t.Fatalf("found %d of %d free ports in [%d, %d) after %d tries", len(ports), count, first, low, try)
+		}
+		port := first + rand.IntN(low-first)
+		if taken[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue // in use: try another
 		}
 		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		taken[port] = true
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+// ephemeralPortsFrom returns the first port of the kernel's ephemeral range.
+func ephemeralPortsFrom(t *testing.T) int {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Fatalf("read the ephemeral port range: %v", err)
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) != 2 {
+		t.Fatalf("ip_local_port_range is %q, want two ports", raw)
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		t.Fatalf("ip_local_port_range is %q: %v", raw, err)
+	}
+	return low
 }

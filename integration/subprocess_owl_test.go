@@ -76,15 +76,11 @@ func owlYAML(c *cluster.Cluster, port int, nodes []string, password, extra strin
 	return b.String()
 }
 
-// freePort returns a loopback port free at the time of the call.
+// freePort returns a loopback port free at the time of the call, from below the ephemeral range
+// (see freeLoopbackPorts).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return freeLoopbackPorts(t, 1)[0]
 }
 
 // startProcessOwl writes yaml to a file and runs pgowl serve with it; it
