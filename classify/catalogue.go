@@ -436,17 +436,6 @@ type CatalogueDelta struct {
 // Changed reports whether the data differs from the old data at all.
 func (d *CatalogueDelta) Changed() bool { return d.Parts != CatalogueParts{} }
 
-// FunctionNamed reports the name the catalogue holds the function oid under, if it holds it.
-func (c *Catalogue) FunctionNamed(oid uint32) (string, bool) {
-	if c == nil {
-		return "", false
-	}
-	if f := c.byOID.at(oid); f != nil {
-		return f.Name, true
-	}
-	return "", false
-}
-
 // DeriveCatalogue indexes data, which is old's data with delta's removed objects taken out and its
 // added ones put in (Operators and Casts unchanged), each part ordered by OID as the loader reads
 // it and patching keeps it (field casts by composite, then target). It answers every lookup as

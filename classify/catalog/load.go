@@ -1145,6 +1145,31 @@ func dropNamed[T any](named func(string) bool, name func(*T) string) func(*T) bo
 	return func(v *T) bool { return named(name(v)) }
 }
 
+// orReadAgain widens drop (nil: none) to the objects of held that fresh holds again by OID: an
+// object read under a name the catalogue holds it under no more (ALTER ... RENAME, made past pgowl
+// and read by its new name alone) leaves no entry under the old name, which would hide what the
+// name means now (a namesake later on the search path). held is ordered by OID, as the catalogue
+// keeps it: an object fresh holds with a higher OID than every held one is new, and needs no look.
+func orReadAgain[T any](drop func(*T) bool, held, fresh []T, oid func(*T) uint32) func(*T) bool {
+	if len(held) == 0 {
+		return drop
+	}
+	last := oid(&held[len(held)-1])
+	var again map[uint32]bool
+	for i := range fresh {
+		if o := oid(&fresh[i]); o <= last {
+			if again == nil {
+				again = map[uint32]bool{}
+			}
+			again[o] = true
+		}
+	}
+	if again == nil {
+		return drop
+	}
+	return func(v *T) bool { return again[oid(v)] || drop != nil && drop(v) }
+}
+
 // names are every name wanted reads again.
 func (w namedReads) names() []string {
 	out := make([]string, 0, len(w.functions)+len(w.relations)+len(w.types))
@@ -1181,22 +1206,8 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 		return set(names)
 	}
 	if len(wanted.functions) > 0 {
-		drop := dropNamed(held(classify.FunctionNames, wanted.functions), func(f *classify.Function) string { return f.Name })
-		// A function read under a name the catalogue holds it under no more (ALTER FUNCTION
-		// ... RENAME, read by its new name) leaves its entry under the old name too.
-		var renamed map[uint32]bool
-		for i := range fresh.Functions {
-			if name, ok := oldCatalogue.FunctionNamed(fresh.Functions[i].OID); ok && name != fresh.Functions[i].Name {
-				if renamed == nil {
-					renamed = map[uint32]bool{}
-				}
-				renamed[fresh.Functions[i].OID] = true
-			}
-		}
-		if renamed != nil {
-			named := drop
-			drop = func(f *classify.Function) bool { return renamed[f.OID] || named != nil && named(f) }
-		}
+		drop := orReadAgain(dropNamed(held(classify.FunctionNames, wanted.functions), func(f *classify.Function) string { return f.Name }),
+			old.Functions, fresh.Functions, func(f *classify.Function) uint32 { return f.OID })
 		var changed bool
 		data.Functions, delta.RemovedFunctions, delta.AddedFunctions, changed = replace(old.Functions, fresh.Functions, drop,
 			func(a, b *classify.Function) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedFunctions)
@@ -1205,10 +1216,12 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 	if len(wanted.relations) > 0 {
 		var views, rels bool
 		data.Views, delta.RemovedViews, delta.AddedViews, views = replace(old.Views, fresh.Views,
-			dropNamed(held(classify.ViewNames, wanted.relations), func(v *classify.View) string { return v.Name }),
+			orReadAgain(dropNamed(held(classify.ViewNames, wanted.relations), func(v *classify.View) string { return v.Name }),
+				old.Views, fresh.Views, func(v *classify.View) uint32 { return v.OID }),
 			func(a, b *classify.View) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedViews)
 		data.Relations, delta.RemovedRelations, delta.AddedRelations, rels = replace(old.Relations, fresh.Relations,
-			dropNamed(held(classify.RelationNames, wanted.relations), func(r *classify.Relation) string { return r.Name }),
+			orReadAgain(dropNamed(held(classify.RelationNames, wanted.relations), func(r *classify.Relation) string { return r.Name }),
+				old.Relations, fresh.Relations, func(r *classify.Relation) uint32 { return r.OID }),
 			func(a, b *classify.Relation) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedRelations)
 		parts.Relations = views || rels
 	}
@@ -1224,7 +1237,8 @@ func patch(oldCatalogue *classify.Catalogue, fresh *classify.CatalogueData, want
 				return false
 			}
 		}
-		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types, dropType,
+		data.Types, delta.RemovedTypes, delta.AddedTypes, parts.Types = replace(old.Types, fresh.Types,
+			orReadAgain(dropType, old.Types, fresh.Types, func(t *classify.Type) uint32 { return t.OID }),
 			func(a, b *classify.Type) int { return byOID(a.OID, b.OID) }, oldCatalogue.AppendedTypes)
 		if len(wanted.fieldCasts) > 0 {
 			for _, t := range fresh.Types {
