@@ -55,9 +55,12 @@ import (
 // count of functions falling says one went (another overload, or a namesake later on the
 // search_path, may now take its calls). So do operators, casts and the defaults of roles and
 // databases (ALTER ROLE ... RESET search_path deletes a row): a count of them that falls reads
-// the whole catalogue. A drop and a creation within one interval keep the count, as does a drop
-// of a function past pgowl while a session of this pgowl changes functions (its own drops lower
-// the count too, and are read by name); those are found by the next whole read. The snapshot starts with each whole read (the first poll
+// the whole catalogue. So do relations and types: a view, table or domain dropped past pgowl may
+// have hidden a namesake later on the search_path (a view that calls a writing function), which
+// its name now means. A drop and a creation within one interval keep the count, as does a drop
+// of a function (a relation, a type) past pgowl while a session of this pgowl changes functions
+// (relations or types: its own drops lower the count too, and are read by name); those are found
+// by the next whole read. The snapshot starts with each whole read (the first poll
 // runs on the read's connection before its first part, so nothing committed between the two is
 // missed).
 //
@@ -82,8 +85,9 @@ type changeMarkers struct {
 	selected map[markedRow]struct{}
 	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast,
 	// pg_db_role_setting, the comments on functions (pg_description, whose pgowl:readonly and
-	// pgowl:writes directives count), the constraints of domains (pg_constraint), pg_inherits
-	// and pg_namespace, by the letter changeMarkersQuery names them with.
+	// pgowl:writes directives count), the constraints of domains (pg_constraint), pg_inherits,
+	// pg_namespace, the relations polled (pg_class) and pg_type, by the letter
+	// changeMarkersQuery names them with.
 	counts map[byte]int64
 	// schemasHeld are schemas that existed at the scan that made these markers: the
 	// catalogue's as held before a poll's scan, every schema as a first poll selected them; nil
@@ -94,6 +98,9 @@ type changeMarkers struct {
 	// primary's reads the same, no transaction has ended since that scan (see above).
 	snapshot string
 }
+
+// markerCounts is how many counts changeMarkersQuery returns (its 'n' rows).
+const markerCounts = 11
 
 // markedRow identifies a catalogue row a poll selected: its catalogue (the part letter of
 // changeMarkersQuery), its OID, and the transaction that wrote it.
@@ -120,8 +127,8 @@ type markedRow struct {
 // Its last rows are its own snapshot's xmin (part 's', in name), the snapshot itself with the
 // server's start time (part 'S', currentSnapshot, in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
-// and databases ('d'), comments on functions ('c'), domain constraints ('y'), pg_inherits ('i')
-// and schemas ('m'), and a hash of the names of the roles that own SECURITY DEFINER functions
+// and databases ('d'), comments on functions ('c'), domain constraints ('y'), pg_inherits ('i'),
+// schemas ('m'), relations of the kinds the 'r' rows select ('r') and types ('t'), and a hash of the names of the roles that own SECURITY DEFINER functions
 // ('u', compared for any change: a rename of such a role reads the whole catalogue): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
 // xmin to select, and a count that falls says one was. age() measures back from the next transaction ID, across wraparound: a row committed
 // since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
@@ -196,6 +203,10 @@ SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits
 UNION ALL
 SELECT 'n', 'm', count(*), 0 FROM pg_catalog.pg_namespace WHERE oid NOT IN (SELECT oid FROM ns)
 UNION ALL
+SELECT 'n', 'r', count(*), 0 FROM pg_catalog.pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND relpersistence <> 't'
+UNION ALL
+SELECT 'n', 't', count(*), 0 FROM pg_catalog.pg_type WHERE typnamespace NOT IN (SELECT oid FROM ns)
+UNION ALL
 SELECT 'n', 'u', coalesce(pg_catalog.hashtext(string_agg(r.oid::text || '=' || r.rolname, ',' ORDER BY r.oid)), 0), 0
   FROM pg_catalog.pg_roles r WHERE r.oid IN (SELECT proowner FROM pg_catalog.pg_proc WHERE prosecdef)`
 
@@ -227,7 +238,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		return classify.CatalogueChanges{}, since, err
 	}
 	var found classify.CatalogueChanges
-	next := changeMarkers{selected: make(map[markedRow]struct{}), counts: make(map[byte]int64, 4)}
+	next := changeMarkers{selected: make(map[markedRow]struct{}), counts: make(map[byte]int64, markerCounts)}
 	var snapshot bool
 	var part, name string
 	var oid, xmin int64
@@ -274,7 +285,7 @@ func queryChangeMarkers(ctx context.Context, conn *pgx.Conn, since changeMarkers
 		}
 		return nil
 	})
-	if err == nil && (!snapshot || len(next.counts) != 9) {
+	if err == nil && (!snapshot || len(next.counts) != markerCounts) {
 		err = errors.New("catalog: the change markers returned no snapshot or count")
 	}
 	if err != nil {
@@ -412,11 +423,12 @@ func (t *toldNames) untold(found classify.CatalogueChanges) classify.CatalogueCh
 		Functions: keep('f', found.Functions), Relations: keep('r', found.Relations), Types: keep('t', found.Types)}
 }
 
-// anyFunction reports whether a function was told of in the last two intervals.
-func (t *toldNames) anyFunction() bool {
+// anyOf reports whether a name of one of parts ('f', 'r', 't', 'm') was told of in the last two
+// intervals.
+func (t *toldNames) anyOf(parts ...byte) bool {
 	for _, m := range []map[toldName]struct{}{t.now, t.before} {
 		for name := range m {
-			if name.part == 'f' {
+			if slices.Contains(parts, name.part) {
 				return true
 			}
 		}
@@ -608,7 +620,9 @@ func (m *Manager) pollChanges(db *database) {
 		m.pollLater(db, m.opts.ChangePollInterval)
 		return
 	}
-	if (dropped(since, next, 'f') && !db.told.anyFunction()) || dropped(since, next, 'o') || dropped(since, next, 'k') ||
+	if (dropped(since, next, 'f') && !db.told.anyOf('f')) ||
+		((dropped(since, next, 'r') || dropped(since, next, 't')) && !db.told.anyOf('r', 't')) ||
+		dropped(since, next, 'o') || dropped(since, next, 'k') ||
 		dropped(since, next, 'd') || dropped(since, next, 'c') || dropped(since, next, 'y') || dropped(since, next, 'i') ||
 		dropped(since, next, 'm') || renamedDefiner(since, next) ||
 		wentBack(since, next) {
