@@ -276,8 +276,8 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 
 // dynamic adds what a statement that runs a string as SQL runs. A string written as one literal
 // ('CREATE POLICY ...') is analysed as the statements it holds; any other string cannot be
-// known: a write, which in a procedure may also change the catalogue (migrations run DDL so),
-// and which may change the session's state unseen (SET ROLE, set_config, LISTEN, a temporary
+// known: a write, which in a procedure may also change the catalogue (migrations run DDL so), as
+// may one in a function whose template holds DDL (templateChangesCatalogue), and which may change the session's state unseen (SET ROLE, set_config, LISTEN, a temporary
 // table, an advisory lock), read or write: SessionUnknown, so that pgowl asks the node what the
 // session holds afterwards, as after a DO block.
 func (w *plWalker) dynamic(subject string, query *jsonNode) {
@@ -290,7 +290,7 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 		}
 	}
 	v := write(subject)
-	v.catalogueChange = w.procedure
+	v.catalogueChange = w.procedure || w.templateChangesCatalogue(query)
 	if w.a.declared != "" {
 		// PostgreSQL runs the string read-only, as it does every statement of a STABLE or
 		// IMMUTABLE function: whatever it writes is refused. Only what it calls that a
@@ -301,6 +301,28 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 	}
 	v.session = SessionUnknown
 	w.add(nil, v)
+}
+
+// templateChangesCatalogue reports whether the string a dynamic statement runs is built from a
+// template (dynamicTemplate) that holds a statement which changes the catalogue, as that statement
+// would in the body (statement): a function whose EXECUTE runs format('CREATE OR REPLACE FUNCTION
+// %I ...') changes the catalogue when it is called, of names not known.
+func (w *plWalker) templateChangesCatalogue(query *jsonNode) bool {
+	text, ok := dynamicTemplate(query)
+	if !ok {
+		return false
+	}
+	tree, err := w.a.c.bodies.parse(text)
+	if err != nil {
+		return false
+	}
+	for _, raw := range tree.GetStmts() {
+		node := raw.GetStmt()
+		if catalogueChanges(node) != nil && (!relationOnly(node) || w.a.dropsTrackedRelation(node)) {
+			return true
+		}
+	}
+	return false
 }
 
 // literalSQL returns the text of a PL/pgSQL expression that is one string literal.
