@@ -30,23 +30,10 @@ const templateValue = "pgowl_template_value"
 // expressions, each put-in value written as templateValue (a %L value as a literal); ok is false
 // for any other expression.
 func dynamicTemplate(holder *jsonNode) (text string, ok bool) {
-	expr := holder.get("PLpgSQL_expr")
-	if expr == nil {
+	value := expressionValue(holder)
+	if value == nil {
 		return "", false
 	}
-	query := expr.get("query")
-	if query == nil {
-		return "", false
-	}
-	tree, err := parseSQL("SELECT " + query.text)
-	if err != nil || len(tree.GetStmts()) != 1 {
-		return "", false
-	}
-	sel := tree.GetStmts()[0].GetStmt().GetSelectStmt()
-	if sel == nil || len(sel.GetTargetList()) != 1 || sel.GetFromClause() != nil || sel.GetWhereClause() != nil {
-		return "", false
-	}
-	value := sel.GetTargetList()[0].GetResTarget().GetVal()
 	if call := value.GetFuncCall(); call != nil {
 		names, named := functionNames(call)
 		if !named || names[len(names)-1] != "format" || (len(names) == 2 && names[0] != "pg_catalog") || len(names) > 2 || len(call.GetArgs()) == 0 {

@@ -325,33 +325,35 @@ func (w *plWalker) templateChangesCatalogue(query *jsonNode) bool {
 	return false
 }
 
-// literalSQL returns the text of a PL/pgSQL expression that is one string literal.
+// literalSQL returns the text of a PL/pgSQL expression that is one string literal, cast or not.
 func literalSQL(holder *jsonNode) (string, bool) {
+	value := expressionValue(holder)
+	if value == nil {
+		return "", false
+	}
+	return stringConstant(value)
+}
+
+// expressionValue returns the parse tree of a PL/pgSQL expression that is one value (no FROM, no
+// WHERE), or nil.
+func expressionValue(holder *jsonNode) *pg_query.Node {
 	expr := holder.get("PLpgSQL_expr")
 	if expr == nil {
-		return "", false
+		return nil
 	}
 	query := expr.get("query")
 	if query == nil {
-		return "", false
+		return nil
 	}
 	tree, err := parseSQL("SELECT " + query.text)
 	if err != nil || len(tree.GetStmts()) != 1 {
-		return "", false
+		return nil
 	}
 	sel := tree.GetStmts()[0].GetStmt().GetSelectStmt()
 	if sel == nil || len(sel.GetTargetList()) != 1 || sel.GetFromClause() != nil || sel.GetWhereClause() != nil {
-		return "", false
+		return nil
 	}
-	constant := sel.GetTargetList()[0].GetResTarget().GetVal().GetAConst()
-	if constant == nil {
-		return "", false
-	}
-	text, ok := constant.GetVal().(*pg_query.A_Const_Sval)
-	if !ok {
-		return "", false
-	}
-	return text.Sval.GetSval(), true
+	return sel.GetTargetList()[0].GetResTarget().GetVal()
 }
 
 // declaredType adds what giving a variable of a declared type a value runs: the CHECK constraints

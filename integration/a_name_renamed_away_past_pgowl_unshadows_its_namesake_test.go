@@ -2,7 +2,6 @@ package integration
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -41,19 +40,8 @@ func TestANameRenamedAwayPastPgowlUnshadowsItsNamesake(t *testing.T) {
 	for _, sql := range []string{"SELECT f()", "SELECT g()", "SELECT x FROM v", "SELECT x FROM u"} {
 		rddReader(t, conn, "before", sql)
 	}
-	ctx := timeoutCtx(t, statementTimeout)
-	for _, ddl := range []string{
-		"ALTER FUNCTION rv2ra.f() RENAME TO f_old",
-		"ALTER FUNCTION rv2ra.g() SET SCHEMA rv2rc",
-		"ALTER VIEW rv2ra.v RENAME TO v_old",
-		"ALTER VIEW rv2ra.u SET SCHEMA rv2rc",
-	} {
-		if err := c.Nodes[0].Exec(ctx, ddl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT f()")
-	time.Sleep(4 * time.Second)
+	rddChangeOnPrimary(t, c, "ALTER FUNCTION rv2ra.f() RENAME TO f_old; ALTER FUNCTION rv2ra.g() SET SCHEMA rv2rc; "+
+		"ALTER VIEW rv2ra.v RENAME TO v_old; ALTER VIEW rv2ra.u SET SCHEMA rv2rc", path, "SELECT f()", 4)
 	for _, sql := range []string{"SELECT f()", "SELECT g()", "SELECT x FROM v", "SELECT x FROM u"} {
 		rddWriter(t, conn, "4 s after the reading namesake was renamed or moved away past pgowl", sql)
 	}

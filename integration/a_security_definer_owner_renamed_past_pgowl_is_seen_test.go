@@ -2,7 +2,6 @@ package integration
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -48,11 +47,6 @@ func TestASecurityDefinerOwnerRenamedPastPgowlIsSeen(t *testing.T) {
 	conn := rddConnect(t, o, pgx.QueryExecModeSimpleProtocol, path)
 	rs := rddReader(t, conn, "owned by h1r_old (no schema of that name)", "SELECT h1r.sd()")
 	t.Logf("before the rename: %v", rs)
-	ctx := timeoutCtx(t, statementTimeout)
-	if err := c.Nodes[0].Exec(ctx, "ALTER ROLE h1r_old RENAME TO h1r_new"); err != nil {
-		t.Fatal(err)
-	}
-	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT h1r.sd()")
-	time.Sleep(3 * time.Second) // three polls
+	rddChangeOnPrimary(t, c, "ALTER ROLE h1r_old RENAME TO h1r_new", path, "SELECT h1r.sd()", 3)
 	rddWriter(t, conn, "3 s after the owner was renamed to h1r_new on the primary", "SELECT h1r.sd()")
 }

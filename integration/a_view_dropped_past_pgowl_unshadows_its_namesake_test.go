@@ -2,7 +2,6 @@ package integration
 
 import (
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,12 +37,7 @@ func TestAViewDroppedPastPgowlUnshadowsItsNamesake(t *testing.T) {
 	t.Logf("before the drop: %v", rs)
 	rddReader(t, conn, "rv2a.t reads", "SELECT x FROM t")
 	rddWriter(t, conn, "rv2b.v writes", "SELECT x FROM rv2b.v")
-	ctx := timeoutCtx(t, statementTimeout)
-	if err := c.Nodes[0].Exec(ctx, "DROP VIEW rv2a.v; DROP TABLE rv2a.t"); err != nil {
-		t.Fatal(err)
-	}
-	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; SELECT x FROM v")
-	time.Sleep(4 * time.Second) // four polls
+	rddChangeOnPrimary(t, c, "DROP VIEW rv2a.v; DROP TABLE rv2a.t", path, "SELECT x FROM v", 4)
 	rddWriter(t, conn, "4 s after rv2a.v was dropped on the primary", "SELECT x FROM v")
 	rddWriter(t, conn, "4 s after rv2a.t was dropped on the primary", "SELECT x FROM t")
 }

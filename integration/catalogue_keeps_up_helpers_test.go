@@ -147,3 +147,16 @@ func rddProvePrimaryRuns(t *testing.T, c *cluster.Cluster, sql string) {
 		t.Errorf("proof: directly on the primary as app, %q answered %q", sql, got)
 	}
 }
+
+// rddChangeOnPrimary runs ddl on the primary itself, past pgowl; proves that a standby, once it
+// has replayed it, refuses proof (run with search_path path) as a write; and waits polls change
+// polls (rddMutate polls every second).
+func rddChangeOnPrimary(t *testing.T, c *cluster.Cluster, ddl, path, proof string, polls int) {
+	t.Helper()
+	ctx := timeoutCtx(t, statementTimeout)
+	if err := c.Nodes[0].Exec(ctx, ddl); err != nil {
+		t.Fatalf("%s: %v", ddl, err)
+	}
+	rddProveStandbyRefuses(t, c, "SET search_path = "+path+"; "+proof)
+	time.Sleep(time.Duration(polls) * time.Second)
+}
