@@ -157,6 +157,9 @@ func catalogueChanges(node *pg_query.Node) *CatalogueChanges {
 	case *pg_query.Node_AlterFunctionStmt:
 		return functionNamed(lastName(stmt.AlterFunctionStmt.GetFunc().GetObjname()))
 	case *pg_query.Node_ViewStmt:
+		if stmt.ViewStmt.GetView().GetRelpersistence() == "t" {
+			return nil // a temporary view: in no catalogue pgowl reads
+		}
 		// A view is a relation with a row type of the same name.
 		return relationsNamed(stmt.ViewStmt.GetView().GetRelname())
 	case *pg_query.Node_CreateStmt:
@@ -369,11 +372,17 @@ func dropChanges(drop *pg_query.DropStmt) *CatalogueChanges {
 			// what writing it runs.
 			parts = parts[:len(parts)-1]
 		}
+		if len(parts) > 1 && parts[0].GetString_().GetSval() == "pg_temp" {
+			continue // a temporary object: in no catalogue pgowl reads
+		}
 		name := lastName(parts)
 		if name == "" {
 			return everything()
 		}
 		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return nil
 	}
 	switch drop.GetRemoveType() {
 	case pg_query.ObjectType_OBJECT_FUNCTION, pg_query.ObjectType_OBJECT_PROCEDURE, pg_query.ObjectType_OBJECT_ROUTINE,

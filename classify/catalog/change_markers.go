@@ -55,12 +55,15 @@ import (
 // count of functions falling says one went (another overload, or a namesake later on the
 // search_path, may now take its calls). So do operators, casts and the defaults of roles and
 // databases (ALTER ROLE ... RESET search_path deletes a row): a count of them that falls reads
-// the whole catalogue. So do relations and types: a view, table or domain dropped past pgowl may
-// have hidden a namesake later on the search_path (a view that calls a writing function), which
-// its name now means. A drop and a creation within one interval keep the count, as does a drop
-// of a function (a relation, a type) past pgowl while a session of this pgowl changes functions
-// (relations or types: its own drops lower the count too, and are read by name); those are found
-// by the next whole read. The snapshot starts with each whole read (the first poll
+// the whole catalogue. So do views and domains: one dropped past pgowl may have hidden a namesake
+// later on the search_path (a view that calls a writing function, a domain whose CHECK does),
+// which its name now means. Tables and other types are not counted: jobs and functions drop
+// staging tables and partitions often (a function's own are not told, see classify's
+// relationOnly), each fall would read the catalogue whole, and a table seldom hides a view. A
+// drop and a creation within one interval keep the count, as does a drop of a function (a view,
+// a domain) past pgowl while a session of this pgowl changes functions (relations or types: its
+// own drops lower the count too, and are read by name); those, and a dropped table, are found by
+// the next whole read. The snapshot starts with each whole read (the first poll
 // runs on the read's connection before its first part, so nothing committed between the two is
 // missed).
 //
@@ -86,7 +89,7 @@ type changeMarkers struct {
 	// counts are the rows of pg_proc (less temporary functions), pg_operator, pg_cast,
 	// pg_db_role_setting, the comments on functions (pg_description, whose pgowl:readonly and
 	// pgowl:writes directives count), the constraints of domains (pg_constraint), pg_inherits,
-	// pg_namespace, the relations polled (pg_class) and pg_type, by the letter
+	// pg_namespace, the views (pg_class) and the domains (pg_type), by the letter
 	// changeMarkersQuery names them with.
 	counts map[byte]int64
 	// schemasHeld are schemas that existed at the scan that made these markers: the
@@ -128,7 +131,7 @@ type markedRow struct {
 // server's start time (part 'S', currentSnapshot, in name) and its counts (part 'n', in oid)
 // of functions (name 'f'), operators ('o'), casts ('k'), search_path and other defaults of roles
 // and databases ('d'), comments on functions ('c'), domain constraints ('y'), pg_inherits ('i'),
-// schemas ('m'), relations of the kinds the 'r' rows select ('r') and types ('t'), and a hash of the names of the roles that own SECURITY DEFINER functions
+// schemas ('m'), views ('v') and domains ('D'), and a hash of the names of the roles that own SECURITY DEFINER functions
 // ('u', compared for any change: a rename of such a role reads the whole catalogue): a row deleted (a comment removed, a constraint dropped, a partition detached) leaves no
 // xmin to select, and a count that falls says one was. age() measures back from the next transaction ID, across wraparound: a row committed
 // since the last poll is between 0 and the age of that poll's xmin; a row older than 2^31
@@ -203,9 +206,9 @@ SELECT 'n', 'i', count(*), 0 FROM pg_catalog.pg_inherits
 UNION ALL
 SELECT 'n', 'm', count(*), 0 FROM pg_catalog.pg_namespace WHERE oid NOT IN (SELECT oid FROM ns)
 UNION ALL
-SELECT 'n', 'r', count(*), 0 FROM pg_catalog.pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f', 'S') AND relpersistence <> 't'
+SELECT 'n', 'v', count(*), 0 FROM pg_catalog.pg_class WHERE relkind = 'v' AND relpersistence <> 't'
 UNION ALL
-SELECT 'n', 't', count(*), 0 FROM pg_catalog.pg_type WHERE typnamespace NOT IN (SELECT oid FROM ns)
+SELECT 'n', 'D', count(*), 0 FROM pg_catalog.pg_type WHERE typtype = 'd' AND typnamespace NOT IN (SELECT oid FROM ns)
 UNION ALL
 SELECT 'n', 'u', coalesce(pg_catalog.hashtext(string_agg(r.oid::text || '=' || r.rolname, ',' ORDER BY r.oid)), 0), 0
   FROM pg_catalog.pg_roles r WHERE r.oid IN (SELECT proowner FROM pg_catalog.pg_proc WHERE prosecdef)`
@@ -621,7 +624,7 @@ func (m *Manager) pollChanges(db *database) {
 		return
 	}
 	if (dropped(since, next, 'f') && !db.told.anyOf('f')) ||
-		((dropped(since, next, 'r') || dropped(since, next, 't')) && !db.told.anyOf('r', 't')) ||
+		((dropped(since, next, 'v') || dropped(since, next, 'D')) && !db.told.anyOf('r', 't')) ||
 		dropped(since, next, 'o') || dropped(since, next, 'k') ||
 		dropped(since, next, 'd') || dropped(since, next, 'c') || dropped(since, next, 'y') || dropped(since, next, 'i') ||
 		dropped(since, next, 'm') || renamedDefiner(since, next) ||
