@@ -224,6 +224,9 @@ type plWalker struct {
 	stmts     []*pg_query.Node
 	verdicts  []verdict
 	tooDeep   bool
+	// assigned holds, by variable name (lower case), the templates of the values assignments
+	// before gave it (templateOf): what an EXECUTE of the variable may run.
+	assigned map[string][]string
 }
 
 // dynamicStatements are the PL/pgSQL statements that run a string as SQL.
@@ -304,25 +307,58 @@ func (w *plWalker) dynamic(subject string, query *jsonNode) {
 }
 
 // templateChangesCatalogue reports whether the string a dynamic statement runs is built from a
-// template (dynamicTemplate) that holds a statement which changes the catalogue, as that statement
-// would in the body (statement): a function whose EXECUTE runs format('CREATE OR REPLACE FUNCTION
-// %I ...') changes the catalogue when it is called, of names not known.
+// template (dynamicTemplate; for a variable, the templates assigned to it before) that holds a
+// statement which changes the catalogue, as that statement would in the body (statement): a
+// function whose EXECUTE runs format('CREATE OR REPLACE FUNCTION %I ...') changes the catalogue
+// when it is called, of names not known. A template that does not parse (a placeholder where a
+// query goes: format('CREATE VIEW %I AS %s', ...)) counts when its first words say it creates a
+// function, procedure, type or view (ProvisionalCreate).
 func (w *plWalker) templateChangesCatalogue(query *jsonNode) bool {
-	text, ok := dynamicTemplate(query)
-	if !ok {
-		return false
+	var templates []string
+	if text, ok := dynamicTemplate(query); ok {
+		templates = []string{text}
+	} else if ref := expressionValue(query).GetColumnRef(); ref != nil && len(ref.GetFields()) == 1 {
+		templates = w.assigned[strings.ToLower(ref.GetFields()[0].GetString_().GetSval())]
 	}
-	tree, err := w.a.c.bodies.parse(text)
-	if err != nil {
-		return false
-	}
-	for _, raw := range tree.GetStmts() {
-		node := raw.GetStmt()
-		if catalogueChanges(node) != nil && (!relationOnly(node) || w.a.dropsTrackedRelation(node)) {
-			return true
+	for _, text := range templates {
+		tree, err := w.a.c.bodies.parse(text)
+		if err != nil {
+			if _, creates := ProvisionalCreate(text); creates {
+				return true
+			}
+			continue
+		}
+		for _, raw := range tree.GetStmts() {
+			node := raw.GetStmt()
+			if catalogueChanges(node) != nil && (!relationOnly(node) || w.a.dropsTrackedRelation(node)) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// noteAssignedTemplate records the template an assignment's value builds (templateOf) under the
+// variable assigned, for an EXECUTE of it later in the body.
+func (w *plWalker) noteAssignedTemplate(expr *jsonNode) {
+	mode := expr.get("parseMode")
+	query := expr.get("query")
+	if mode == nil || !mode.isNum || int(mode.number) < parseAssignFirst || int(mode.number) > parseAssignLast || query == nil {
+		return
+	}
+	target, value, ok := splitAssignment(query.text)
+	if !ok {
+		return
+	}
+	text, ok := templateOf(value)
+	if !ok {
+		return
+	}
+	if w.assigned == nil {
+		w.assigned = map[string][]string{}
+	}
+	name := strings.ToLower(strings.TrimSpace(target))
+	w.assigned[name] = append(w.assigned[name], text)
 }
 
 // literalSQL returns the text of a PL/pgSQL expression that is one string literal, cast or not.
@@ -394,6 +430,7 @@ const (
 // expression classifies one PLpgSQL_expr by its parse mode: a whole statement, an expression, or an
 // assignment (target := expression).
 func (w *plWalker) expression(expr *jsonNode) {
+	w.noteAssignedTemplate(expr)
 	texts, problem := expressionTexts(expr)
 	if problem != "" {
 		w.add(nil, unknownEffect(problem))

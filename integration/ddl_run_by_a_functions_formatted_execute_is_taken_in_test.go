@@ -56,6 +56,24 @@ func TestDDLRunByAFunctionsFormattedExecuteIsTakenIn(t *testing.T) {
 	}
 }
 
+// TestDDLAFunctionBuildsInAVariableIsTakenIn: the same helper built as migration helpers often
+// are, the DDL formatted into a variable first (s := format(...); EXECUTE s). Found by review of
+// the change above.
+func TestDDLAFunctionBuildsInAVariableIsTakenIn(t *testing.T) {
+	o := formattedDDLOwl(t, 0, true)
+	conn := oaConnect(t, o, oaModes[0].mode)
+	f := "oa_app.var_ddl"
+	oaMust(t, conn, oaSQLReader(f, 0))
+	oaMust(t, conn, "CREATE OR REPLACE FUNCTION "+f+"_install(name text) RETURNS void LANGUAGE plpgsql VOLATILE AS $i$DECLARE s text; BEGIN "+
+		"s := format('CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql VOLATILE AS %L', name, 'SELECT nextval(''oa_app.oa_seq'')'); EXECUTE s; END$i$")
+	catchUp(t, o.nodes)
+	oaReaderUse(t, conn, "start", "SELECT "+f+"()", nil)
+	oaMust(t, conn, "SELECT "+f+"_install('"+f+"')")
+	oaWriterUse(t, conn, "right after the call that replaced f by a writer", "SELECT "+f+"()", nil)
+	catchUp(t, o.nodes)
+	oaWriterUse(t, conn, "once the standbys replayed it", "SELECT "+f+"()", nil)
+}
+
 // TestDDLRunByAFunctionsOpaqueExecuteIsAKnownGap: the same, with the DDL passed in whole
 // (EXECUTE ddl): no template says what the string is, and a call of every function that runs
 // dynamic SQL is not taken for a catalogue change (each would read the catalogue whole). With the
