@@ -40,18 +40,8 @@ func TestDDLRunByAFunctionsFormattedExecuteIsTakenIn(t *testing.T) {
 	for _, k := range formattedDDLSettings {
 		t.Run(k.name, func(t *testing.T) {
 			o := formattedDDLOwl(t, k.poll, k.rywOff)
-			c := o.nodes
-			conn := oaConnect(t, o, oaModes[0].mode)
-			f := "oa_app.fmt_ddl_" + k.name
-			oaMust(t, conn, oaSQLReader(f, 0))
-			oaMust(t, conn, "CREATE OR REPLACE FUNCTION "+f+"_install(name text) RETURNS void LANGUAGE plpgsql VOLATILE AS $i$BEGIN "+
-				"EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql VOLATILE AS $b$SELECT nextval(''oa_app.oa_seq'')$b$', name); END$i$")
-			catchUp(t, c)
-			oaReaderUse(t, conn, "start", "SELECT "+f+"()", nil)
-			oaMust(t, conn, "SELECT "+f+"_install('"+f+"')")
-			oaWriterUse(t, conn, "right after the call that replaced f by a writer", "SELECT "+f+"()", nil)
-			catchUp(t, c)
-			oaWriterUse(t, conn, "once the standbys replayed it", "SELECT "+f+"()", nil)
+			replaceByAHelperCall(t, o, "oa_app.fmt_ddl_"+k.name, "BEGIN "+
+				"EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql VOLATILE AS $b$SELECT nextval(''oa_app.oa_seq'')$b$', name); END")
 		})
 	}
 }
@@ -60,12 +50,19 @@ func TestDDLRunByAFunctionsFormattedExecuteIsTakenIn(t *testing.T) {
 // are, the DDL formatted into a variable first (s := format(...); EXECUTE s). Found by review of
 // the change above.
 func TestDDLAFunctionBuildsInAVariableIsTakenIn(t *testing.T) {
-	o := formattedDDLOwl(t, 0, true)
+	replaceByAHelperCall(t, formattedDDLOwl(t, 0, true), "oa_app.var_ddl", "DECLARE s text; BEGIN "+
+		"s := format('CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql VOLATILE AS %L', name, 'SELECT nextval(''oa_app.oa_seq'')'); EXECUTE s; END")
+}
+
+// replaceByAHelperCall makes f a reader and f_install(name) a VOLATILE PL/pgSQL function of body
+// that replaces the function name by a writer; it checks that f reads, calls f_install('f'), and
+// checks that the session's uses of f right after and once the standbys replayed the call are
+// classified as writes.
+func replaceByAHelperCall(t *testing.T, o *owl, f, body string) {
+	t.Helper()
 	conn := oaConnect(t, o, oaModes[0].mode)
-	f := "oa_app.var_ddl"
 	oaMust(t, conn, oaSQLReader(f, 0))
-	oaMust(t, conn, "CREATE OR REPLACE FUNCTION "+f+"_install(name text) RETURNS void LANGUAGE plpgsql VOLATILE AS $i$DECLARE s text; BEGIN "+
-		"s := format('CREATE OR REPLACE FUNCTION %s() RETURNS bigint LANGUAGE sql VOLATILE AS %L', name, 'SELECT nextval(''oa_app.oa_seq'')'); EXECUTE s; END$i$")
+	oaMust(t, conn, "CREATE OR REPLACE FUNCTION "+f+"_install(name text) RETURNS void LANGUAGE plpgsql VOLATILE AS $i$"+body+"$i$")
 	catchUp(t, o.nodes)
 	oaReaderUse(t, conn, "start", "SELECT "+f+"()", nil)
 	oaMust(t, conn, "SELECT "+f+"_install('"+f+"')")
