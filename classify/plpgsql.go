@@ -280,9 +280,10 @@ func (w *plWalker) walk(n *jsonNode, depth int) {
 // dynamic adds what a statement that runs a string as SQL runs. A string written as one literal
 // ('CREATE POLICY ...') is analysed as the statements it holds; any other string cannot be
 // known: a write, which in a procedure may also change the catalogue (migrations run DDL so), as
-// may one in a function whose template holds DDL (templateChangesCatalogue), and which may change the session's state unseen (SET ROLE, set_config, LISTEN, a temporary
-// table, an advisory lock), read or write: SessionUnknown, so that pgowl asks the node what the
-// session holds afterwards, as after a DO block.
+// may one in a function whose template holds DDL (templateChangesCatalogue), and which may
+// change the session's state unseen (SET ROLE, set_config, LISTEN, a temporary table, an
+// advisory lock), read or write: SessionUnknown, so that pgowl asks the node what the session
+// holds afterwards, as after a DO block.
 func (w *plWalker) dynamic(subject string, query *jsonNode) {
 	if text, ok := literalSQL(query); ok {
 		if tree, err := w.a.c.bodies.parse(text); err == nil && len(tree.GetStmts()) > 0 {
